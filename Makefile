@@ -1,0 +1,218 @@
+# sweep (runner/) and fp4serve (engine/): one non-recursive Makefile.
+#
+#   make                 build build/bin/sweep and build/bin/fp4serve
+#   make run             install what is missing, build, run experiments/quickstart.yaml
+#   make test            build and run every test (unit, cases, fuzz replay, integration)
+#   make bench           benchmarks (ratios measured side by side, never pass/fail)
+#   make fuzz            libFuzzer on every fuzz target (FUZZ_SECONDS each)
+#   make models          fetch SmolLM2-135M-Instruct Q4_1 into models/
+#   make check           banned-function scan
+#   make format          clang-format every C/CUDA source
+#   make SAN=address,undefined test    the same tests under sanitizers
+#   make install PREFIX=/usr/local
+#
+# Sources are found by wildcard: a new module is a new .c/.h pair, nothing
+# to register here. engine/cpu/*_avx2.c and *_avx512.c get their ISA flags;
+# the code picks a kernel at run time. CUDA objects are built when nvcc is found.
+
+BUILD    ?= build
+PREFIX   ?= /usr/local
+CC       ?= cc
+SAN      ?=
+FUZZ_SECONDS ?= 60
+CUDA_ARCH ?= sm_90
+
+OPT      ?= -O2
+CFLAGS   ?= -g
+CFLAGS   += $(EXTRA_CFLAGS) $(OPT) -std=c11 -D_GNU_SOURCE -pthread -Wall -Wextra -Wno-unused-parameter \
+            -Wno-missing-field-initializers -MMD -MP -Icommon -I$(BUILD)/gen
+LDFLAGS  ?=
+LDLIBS   := -lm -pthread
+ifneq ($(SAN),)
+CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS  += -fsanitize=$(SAN)
+endif
+
+# ---- dependencies: installed (as root) or named, then pkg-config flags ----
+NODEPS_GOALS := clean format help check
+ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+-include $(BUILD)/config.mk
+endif
+
+$(BUILD)/config.mk: scripts/deps.sh
+	@sh scripts/deps.sh
+	@mkdir -p $(BUILD)
+	@{ echo "RUNNER_PC_CFLAGS := $$(pkg-config --cflags yaml-0.1 libcurl libpcre2-8 jansson)"; \
+	   echo "RUNNER_PC_LIBS := $$(pkg-config --libs yaml-0.1 libcurl libpcre2-8 jansson)"; \
+	   echo "ENGINE_PC_CFLAGS := $$(pkg-config --cflags libmicrohttpd jansson libpcre2-8)"; \
+	   echo "ENGINE_PC_LIBS := $$(pkg-config --libs libmicrohttpd jansson libpcre2-8)"; } > $@.tmp
+	@mv $@.tmp $@
+
+# ---- version baked into both binaries ----
+VERSION := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
+$(BUILD)/gen/version.h: FORCE
+	@mkdir -p $(dir $@)
+	@echo '#define BUILD_VERSION "$(VERSION)"' > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+
+# ---- sources ----
+COMMON_SRC := $(wildcard common/*.c)
+RUNNER_SRC := $(filter-out runner/main.c,$(wildcard runner/*.c))
+ENGINE_SRC := $(filter-out engine/main.c,$(wildcard engine/*.c engine/cpu/*.c engine/cuda/*.c))
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_SRC := $(if $(NVCC),$(wildcard engine/cuda/*.cu))
+ifneq ($(CUDA_SRC),)
+CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_OBJ  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CUDA_SRC))
+ENGINE_DEFS := -DHAVE_CUDA=1
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+endif
+
+LIB_COMMON := $(BUILD)/lib/libcommon.a
+LIB_SWEEP  := $(BUILD)/lib/libsweep.a
+LIB_FP4    := $(BUILD)/lib/libfp4.a
+SWEEP      := $(BUILD)/bin/sweep
+FP4SERVE   := $(BUILD)/bin/fp4serve
+FAKESERVER := $(BUILD)/bin/fakeserver
+TOOLS      := $(patsubst tests/tools/%.c,$(BUILD)/bin/%,$(wildcard tests/tools/*.c))
+
+RUNNER_LIBS = $(RUNNER_PC_LIBS) $(LDLIBS)
+ENGINE_LIBS = $(ENGINE_PC_LIBS) $(CUDA_LIBS) $(LDLIBS)
+
+.PHONY: all run test bench fuzz models check format install clean help FORCE
+all: $(SWEEP) $(FP4SERVE) $(if $(wildcard tests/fakeserver/*.c),$(FAKESERVER)) $(TOOLS)
+
+# ---- compile rules ----
+$(BUILD)/obj/common/%.o: common/%.c | $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+$(BUILD)/obj/runner/%.o: runner/%.c $(BUILD)/gen/version.h | $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(RUNNER_PC_CFLAGS) -Irunner -c -o $@ $<
+$(BUILD)/obj/engine/%.o: engine/%.c $(BUILD)/gen/version.h | $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_FLAGS) $(ENGINE_DEFS) $(ENGINE_PC_CFLAGS) -Iengine -c -o $@ $<
+$(BUILD)/obj/engine/%.o: engine/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -std=c++17 -arch=$(CUDA_ARCH) -Iengine -Icommon -MMD -MP -c -o $@ $<
+$(BUILD)/obj/tests/%.o: tests/%.c | $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(RUNNER_PC_CFLAGS) $(ENGINE_PC_CFLAGS) -Itests -c -o $@ $<
+
+# Kernels: hot loops get -O3; ISA-specific files get their instruction sets.
+$(BUILD)/obj/engine/cpu/%.o: OPT = -O3
+$(BUILD)/obj/engine/cpu/%_avx2.o: ISA_FLAGS = -mavx2 -mfma -mf16c
+$(BUILD)/obj/engine/cpu/%_avx512.o: ISA_FLAGS = -mavx2 -mfma -mf16c -mavx512f -mavx512bw \
+	-mavx512vl -mavx512dq -mavx512vnni
+
+$(LIB_COMMON): $(call obj,$(COMMON_SRC))
+$(LIB_SWEEP): $(call obj,$(RUNNER_SRC))
+$(LIB_FP4): $(call obj,$(ENGINE_SRC)) $(CUDA_OBJ)
+$(BUILD)/lib/%.a:
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(SWEEP): $(BUILD)/obj/runner/main.o $(LIB_SWEEP) $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(RUNNER_LIBS)
+$(FP4SERVE): $(BUILD)/obj/engine/main.o $(LIB_FP4) $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS)
+$(FAKESERVER): $(call obj,$(wildcard tests/fakeserver/*.c)) $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_PC_LIBS) $(LDLIBS)
+$(BUILD)/bin/%: $(BUILD)/obj/tests/tools/%.o $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(RUNNER_PC_LIBS) $(ENGINE_PC_LIBS) $(LDLIBS)
+
+# ---- unit tests: tests/unit/{common,runner,engine}_NAME.c, one binary each ----
+UNIT_SRC := $(wildcard tests/unit/*.c)
+UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+$(BUILD)/tests/common_%: $(BUILD)/obj/tests/unit/common_%.o $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/tests/runner_%: $(BUILD)/obj/tests/unit/runner_%.o $(LIB_SWEEP) $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(RUNNER_LIBS)
+$(BUILD)/tests/engine_%: $(BUILD)/obj/tests/unit/engine_%.o $(LIB_FP4) $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS)
+$(BUILD)/obj/tests/unit/engine_%.o: ISA_FLAGS = $(ENGINE_DEFS) -Iengine
+$(BUILD)/obj/tests/unit/runner_%.o: ISA_FLAGS = -Irunner
+$(BUILD)/obj/tests/unit/%.o: tests/unit/%.c $(BUILD)/gen/version.h | $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_FLAGS) $(RUNNER_PC_CFLAGS) $(ENGINE_PC_CFLAGS) -Itests -c -o $@ $<
+
+# ---- fuzz targets: tests/fuzz/{runner,engine}_NAME.c define LLVMFuzzerTestOneInput.
+# make test links them with a replay main over tests/fuzz/corpus/NAME/;
+# make fuzz links them with libFuzzer (clang) and runs each for FUZZ_SECONDS.
+FUZZ_SRC := $(wildcard tests/fuzz/runner_*.c tests/fuzz/engine_*.c)
+FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+$(BUILD)/obj/tests/fuzz/engine_%.o: ISA_FLAGS = $(ENGINE_DEFS) -Iengine
+$(BUILD)/obj/tests/fuzz/runner_%.o: ISA_FLAGS = -Irunner
+$(BUILD)/obj/tests/fuzz/%.o: tests/fuzz/%.c | $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_FLAGS) $(RUNNER_PC_CFLAGS) $(ENGINE_PC_CFLAGS) -Itests -c -o $@ $<
+FUZZ_MAIN := $(if $(FUZZ_ENGINE),,$(BUILD)/obj/tests/fuzz/replay/replay_main.o)
+$(BUILD)/obj/tests/fuzz/replay/%.o: tests/fuzz/replay/%.c | $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+$(BUILD)/fuzz/runner_%: $(BUILD)/obj/tests/fuzz/runner_%.o $(FUZZ_MAIN) $(LIB_SWEEP) $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $(FUZZ_ENGINE) -o $@ $^ $(RUNNER_LIBS)
+$(BUILD)/fuzz/engine_%: $(BUILD)/obj/tests/fuzz/engine_%.o $(FUZZ_MAIN) $(LIB_FP4) $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $(FUZZ_ENGINE) -o $@ $^ $(ENGINE_LIBS)
+
+# ---- entry points ----
+test: all $(UNIT_BIN) $(FUZZ_BIN)
+	-@$(MAKE) --no-print-directory models
+	@BUILD=$(BUILD) sh tests/run.sh
+
+bench: all
+	@BUILD=$(BUILD) sh tests/bench/run.sh
+
+fuzz:
+	$(MAKE) BUILD=$(BUILD)/libfuzzer CC=clang SAN=address,undefined \
+	    EXTRA_CFLAGS=-fsanitize=fuzzer-no-link FUZZ_ENGINE=-fsanitize=fuzzer fuzz-bins
+	@for t in $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRC)); do \
+	    mkdir -p $(BUILD)/libfuzzer/corpus/$$t; \
+	    echo "fuzz: $$t for $(FUZZ_SECONDS)s"; \
+	    $(BUILD)/libfuzzer/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	        $(BUILD)/libfuzzer/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
+	done
+fuzz-bins: $(FUZZ_BIN)
+
+MODEL_SMOLLM2 := models/SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL_SHA256  := b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+models: $(MODEL_SMOLLM2)
+$(MODEL_SMOLLM2):
+	@sh scripts/fetch-model.sh $@ $(MODEL_SHA256)
+
+run: all
+	@sh scripts/quickstart.sh $(BUILD)
+
+check:
+	@sh scripts/check-banned.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/sweep/plots
+	install -m 0755 $(SWEEP) $(FP4SERVE) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 plots/*.gp $(DESTDIR)$(PREFIX)/share/sweep/plots/ 2>/dev/null || true
+
+clean:
+	rm -rf $(BUILD)
+
+help:
+	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
+
+FORCE:
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+.SECONDARY:

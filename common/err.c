@@ -1,0 +1,36 @@
+/* err: first-error-wins message buffer carried on contexts. */
+#include "err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void err_init(struct err *e)
+{
+    e->code = 0;
+    e->msg[0] = '\0';
+}
+
+int err_set(struct err *e, int code, const char *fmt, ...)
+{
+    if (e->code)
+        return e->code;
+    e->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void err_prefix(struct err *e, const char *fmt, ...)
+{
+    char pre[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof(pre), fmt, ap);
+    va_end(ap);
+    char old[sizeof(e->msg)];
+    memcpy(old, e->msg, sizeof(old));
+    snprintf(e->msg, sizeof(e->msg), "%s: %s", pre, old);
+}

@@ -1,0 +1,156 @@
+/* fileio: capped reads, atomic replacement, durable appends, mkdir -p. */
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "xalloc.h"
+
+int file_read_all(const char *path, struct buf *out, struct err *err, int code)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        err_set(err, code, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = -1;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        err_set(err, code, "%s: is a directory", path);
+        goto out;
+    }
+    for (;;) {
+        char *dst = buf_reserve(out, 65536);
+        if (!dst) {
+            err_set(err, code, "%s: larger than the %zu-byte limit", path, out->max);
+            goto out;
+        }
+        ssize_t n = read(fd, dst, 65536);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            err_set(err, code, "%s: %s", path, strerror(errno));
+            goto out;
+        }
+        if (n == 0)
+            break;
+        buf_commit(out, (size_t)n);
+    }
+    rc = 0;
+out:
+    close(fd);
+    return rc;
+}
+
+static int write_full(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static void fsync_dir_of(const char *path)
+{
+    char *copy = xstrdup(path);
+    int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    free(copy);
+}
+
+int file_write_atomic(const char *path, const void *data, size_t len, struct err *err, int code)
+{
+    char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
+    int rc = -1;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        err_set(err, code, "%s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (write_full(fd, data, len) != 0 || fsync(fd) != 0) {
+        err_set(err, code, "%s: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        goto out;
+    }
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        err_set(err, code, "%s: rename: %s", path, strerror(errno));
+        unlink(tmp);
+        goto out;
+    }
+    fsync_dir_of(path);
+    rc = 0;
+out:
+    free(tmp);
+    return rc;
+}
+
+int file_append_sync(const char *path, const void *data, size_t len, struct err *err, int code)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        err_set(err, code, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    if (write_full(fd, data, len) != 0 || fsync(fd) != 0) {
+        err_set(err, code, "%s: %s", path, strerror(errno));
+        rc = -1;
+    }
+    close(fd);
+    return rc;
+}
+
+int mkdir_p(const char *path, mode_t mode, struct err *err, int code)
+{
+    char *p = xstrdup(path);
+    int rc = 0;
+    for (char *s = p + 1;; s++) {
+        if (*s == '/' || *s == '\0') {
+            char saved = *s;
+            *s = '\0';
+            if (mkdir(p, mode) != 0 && errno != EEXIST) {
+                err_set(err, code, "%s: %s", p, strerror(errno));
+                rc = -1;
+                break;
+            }
+            *s = saved;
+            if (!saved)
+                break;
+        }
+    }
+    free(p);
+    return rc;
+}
+
+int path_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+char *path_join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir);
+    if (n && dir[n - 1] == '/')
+        return xasprintf("%s%s", dir, name);
+    return xasprintf("%s/%s", dir, name);
+}

@@ -1,0 +1,30 @@
+/*
+ * fileio: whole-file reads with a size cap, and atomic writes (temporary
+ * name, fsync, rename) so a crash never leaves a half-written file behind.
+ */
+#ifndef COMMON_FILEIO_H
+#define COMMON_FILEIO_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "buf.h"
+#include "err.h"
+
+/* Read all of path into out (which must be buf_init'ed; its cap applies).
+ * Returns 0, or -1 with "path: reason" in err (code `code`). */
+int file_read_all(const char *path, struct buf *out, struct err *err, int code);
+/* Replace path with data[0..len) atomically: write path.tmp.PID, fsync,
+ * rename over path, fsync the directory. Returns 0 or -1 with err set. */
+int file_write_atomic(const char *path, const void *data, size_t len, struct err *err, int code);
+/* Append data to path (created 0644 if missing) and fsync: for logs and CSV
+ * rows that must survive a crash right after the call. */
+int file_append_sync(const char *path, const void *data, size_t len, struct err *err, int code);
+/* mkdir -p; returns 0 or -1 with err set. */
+int mkdir_p(const char *path, mode_t mode, struct err *err, int code);
+/* 1 if path exists (any type), else 0. */
+int path_exists(const char *path);
+/* Join a directory and a name into a fresh heap string. */
+char *path_join(const char *dir, const char *name);
+
+#endif

@@ -1,0 +1,24 @@
+/*
+ * strutil: strict number parsing (the replacement for atoi/atof, which are
+ * banned), edit distance for "did you mean" hints, and small string helpers.
+ */
+#ifndef COMMON_STRUTIL_H
+#define COMMON_STRUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Parse all of s as a base-10 integer; 0 on success, -1 if s is empty, has
+ * trailing junk or overflows. */
+int str_to_long(const char *s, long *out);
+/* Parse all of s as a finite double ("inf"/"nan" are refused); 0 or -1. */
+int str_to_double(const char *s, double *out);
+bool str_starts_with(const char *s, const char *prefix);
+bool str_ends_with(const char *s, const char *suffix);
+/* Levenshtein distance between a and b (bytes), capped at 255. */
+unsigned str_distance(const char *a, const char *b);
+/* The candidate closest to word if its distance is small enough to be a
+ * plausible typo (<= max(1, len/3)), else NULL. candidates ends with NULL. */
+const char *str_suggest(const char *word, const char *const *candidates);
+
+#endif

@@ -1,0 +1,128 @@
+/*
+ * gguf: GGUF v3 files (reference/engine-formats.md section 1). The reader
+ * maps the file and checks every count, offset and size against it before
+ * use, so a truncated or corrupt file is a one-line error, never a crash.
+ * Keys, strings and tensor data are views into the mapping. The writer
+ * builds a file in memory order and writes it atomically.
+ */
+#ifndef ENGINE_GGUF_H
+#define ENGINE_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define GGUF_MAGIC             0x46554747u /* "GGUF" little-endian */
+#define GGUF_VERSION           3
+#define GGUF_DEFAULT_ALIGNMENT 32
+#define GGUF_MAX_DIMS          4
+#define GGUF_MAX_NAME          64 /* names are at most 63 bytes */
+
+enum gguf_vtype {
+    GGUF_T_U8 = 0,
+    GGUF_T_I8 = 1,
+    GGUF_T_U16 = 2,
+    GGUF_T_I16 = 3,
+    GGUF_T_U32 = 4,
+    GGUF_T_I32 = 5,
+    GGUF_T_F32 = 6,
+    GGUF_T_BOOL = 7,
+    GGUF_T_STR = 8,
+    GGUF_T_ARR = 9,
+    GGUF_T_U64 = 10,
+    GGUF_T_I64 = 11,
+    GGUF_T_F64 = 12,
+};
+
+/* A string inside the mapping: not NUL-terminated. */
+struct gguf_str {
+    const char *p;
+    uint64_t len;
+};
+
+struct gguf_kv {
+    struct gguf_str key;
+    enum gguf_vtype type;
+    enum gguf_vtype arr_type; /* element type when type == GGUF_T_ARR */
+    uint64_t arr_n;           /* element count when type == GGUF_T_ARR */
+    const uint8_t *value;     /* first byte of the value (for arrays: of the first element) */
+    uint64_t value_bytes;     /* encoded size of the value */
+};
+
+struct gguf_tensor {
+    char name[GGUF_MAX_NAME]; /* NUL-terminated copy */
+    uint32_t n_dims;
+    uint64_t ne[GGUF_MAX_DIMS]; /* ne[0] is contiguous; missing dims are 1 */
+    uint32_t type;              /* ggml type id (quant.h) */
+    uint64_t offset;            /* relative to the data section */
+    uint64_t nbytes;            /* checked against the file */
+    const void *data;           /* inside the mapping */
+};
+
+struct gguf_file {
+    int fd;                 /* -1 when parsed from memory */
+    const uint8_t *map;     /* the whole file */
+    size_t size;            /* bytes */
+    uint32_t version;
+    uint32_t alignment;     /* general.alignment or 32 */
+    uint64_t data_offset;   /* start of the tensor data section */
+    struct gguf_kv *kv;     /* owned array */
+    size_t n_kv;
+    struct gguf_tensor *tensors; /* owned array */
+    size_t n_tensors;
+};
+
+/* Map and parse path. Returns 0, or -1 with "path: reason" in err (code
+ * FP_ERR_IO when unreadable, FP_ERR_FORMAT when corrupt or unsupported). */
+int gguf_open(const char *path, struct gguf_file *f, struct err *err);
+/* Parse a buffer that stays valid while f is in use (fuzzing, tests).
+ * Tensor types unknown to quant.h are a format error. */
+int gguf_parse(const void *data, size_t size, struct gguf_file *f, struct err *err);
+void gguf_close(struct gguf_file *f);
+
+const struct gguf_kv *gguf_find_kv(const struct gguf_file *f, const char *key);
+const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f, const char *name);
+
+/* Typed getters: 0 on success, -1 if missing or of an incompatible type.
+ * Integer getters accept any integer type that fits; float getters accept
+ * F32, F64 and integers. */
+int gguf_get_u64(const struct gguf_file *f, const char *key, uint64_t *out);
+int gguf_get_i64(const struct gguf_file *f, const char *key, int64_t *out);
+int gguf_get_f64(const struct gguf_file *f, const char *key, double *out);
+int gguf_get_bool(const struct gguf_file *f, const char *key, bool *out);
+int gguf_get_str(const struct gguf_file *f, const char *key, struct gguf_str *out);
+/* Fill out[0..kv->arr_n) with views of a string array's elements. */
+int gguf_arr_strs(const struct gguf_kv *kv, struct gguf_str *out);
+/* Element i of a numeric array, widened; -1 if not numeric or out of range. */
+int gguf_arr_i64(const struct gguf_kv *kv, uint64_t i, int64_t *out);
+int gguf_arr_f64(const struct gguf_kv *kv, uint64_t i, double *out);
+/* true if s equals the C string c. */
+bool gguf_str_eq(struct gguf_str s, const char *c);
+
+/* ---- writer ---- */
+
+typedef struct gguf_writer gguf_writer;
+
+gguf_writer *gguf_writer_new(uint32_t alignment);
+void gguf_writer_free(gguf_writer *w);
+void gguf_w_u32(gguf_writer *w, const char *key, uint32_t v);
+void gguf_w_i32(gguf_writer *w, const char *key, int32_t v);
+void gguf_w_f32(gguf_writer *w, const char *key, float v);
+void gguf_w_bool(gguf_writer *w, const char *key, bool v);
+void gguf_w_str(gguf_writer *w, const char *key, const char *v);
+void gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *v, size_t n);
+void gguf_w_arr_i32(gguf_writer *w, const char *key, const int32_t *v, size_t n);
+void gguf_w_arr_f32(gguf_writer *w, const char *key, const float *v, size_t n);
+/* Copy every metadata pair of src except those for which skip(key) is true
+ * (skip may be NULL). */
+void gguf_w_copy_kv(gguf_writer *w, const struct gguf_file *src,
+                    bool (*skip)(const char *key, void *ctx), void *ctx);
+/* Add a tensor: dims ne[0..n_dims), ggml type, data of nbytes (copied). */
+void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t n_dims, const uint64_t *ne,
+                   uint32_t type, const void *data, uint64_t nbytes);
+/* Write the file atomically. Returns 0 or -1 with err set. */
+int gguf_writer_save(gguf_writer *w, const char *path, struct err *err);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * fp4serve: a compact LLM inference server for GGUF models with MXFP4 and
+ * NVFP4 weights. This file only dispatches to the subcommand table; see
+ * engine/README.md for a tour of the modules.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "fp4.h"
+#include "log.h"
+#include "version.h"
+
+struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *synopsis;
+};
+
+static const struct command commands[] = {
+    {"serve", cmd_serve, "OpenAI-compatible streaming server with continuous batching"},
+    {"generate", cmd_generate, "greedy generation from a prompt; prints text and token ids"},
+    {"bench", cmd_bench, "offline decode throughput per batch size (no HTTP)"},
+    {"quantize", cmd_quantize, "requantize a GGUF file to MXFP4 or NVFP4"},
+    {"eval", cmd_eval, "perplexity over a text; KL divergence against native weights"},
+    {"synth", cmd_synth, "write a seeded random-weight model of a given shape"},
+    {"info", cmd_info, "architecture, hyperparameters, tokenizer and tensors of a GGUF file"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: fp4serve COMMAND [ARGS]   (fp4serve COMMAND --help for details)\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].synopsis);
+}
+
+int main(int argc, char **argv)
+{
+    log_setup("fp4serve", LOG_INFO, 0);
+    if (argc < 2) {
+        usage(stderr);
+        return FP_ERR_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        usage(stdout);
+        return FP_OK;
+    }
+    if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
+        printf("fp4serve %s\n", BUILD_VERSION);
+        return FP_OK;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return commands[i].fn(argc - 2, argv + 2);
+    fprintf(stderr, "fp4serve: unknown command '%s'\n", name);
+    usage(stderr);
+    return FP_ERR_USAGE;
+}

@@ -1,0 +1,133 @@
+/*
+ * quant: ggml tensor types (reference/engine-formats.md sections 1.4-1.5
+ * and 3): block layouts, row dequantization, quantization from f32, and
+ * the CPU matrix x activations kernels.
+ *
+ * The kernel contract that makes batched decode cheap and deterministic:
+ * q_matmul reads each weight block once for all B activation rows, and the
+ * value computed for (weight row r, activation row b) does not depend on B
+ * or on the other rows (same reduction order), so greedy output is the same
+ * alone or inside a batch.
+ */
+#ifndef ENGINE_QUANT_H
+#define ENGINE_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ggml type ids (include/ggml.h enum ggml_type). */
+enum q_type {
+    Q_F32 = 0,
+    Q_F16 = 1,
+    Q_Q4_0 = 2,
+    Q_Q4_1 = 3,
+    Q_Q5_0 = 6,
+    Q_Q5_1 = 7,
+    Q_Q8_0 = 8,
+    Q_Q8_1 = 9,
+    Q_Q4_K = 12,
+    Q_Q6_K = 14,
+    Q_Q8_K = 15,
+    Q_BF16 = 30,
+    Q_MXFP4 = 39,
+    Q_NVFP4 = 40,
+};
+
+struct q_type_info {
+    const char *name;   /* "q4_1", "mxfp4", ... (lower case, as in --quant) */
+    uint32_t block;     /* elements per block */
+    uint32_t bytes;     /* bytes per block */
+    bool weights;       /* supported as a weight type by this engine */
+};
+
+/* Info for a ggml type id, or NULL if the id is unknown to this engine. */
+const struct q_type_info *q_info(uint32_t type);
+/* Type id for a name such as "q8_0" or "nvfp4" (case-insensitive), or -1. */
+int q_type_from_name(const char *name);
+/* Bytes of one row of n elements (n must be a multiple of the block size). */
+size_t q_row_bytes(uint32_t type, int64_t n);
+
+/* Dequantize one row of n elements (multiple of the block) into dst. */
+void q_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
+
+struct q_quant_opts {
+    int mxfp4_search; /* MXFP4: also try scale exponents e-1 and e+1, keep the lowest MSE */
+    float nvfp4_tensor_scale; /* NVFP4: the per-tensor FP32 scale s2 = amax/(6*448);
+                                 0 = derive from this row alone */
+};
+
+/* Quantize one row of n f32 values into dst (q_row_bytes(type, n) bytes).
+ * Supported for every weight type. opts may be NULL (defaults). */
+void q_quant_row(uint32_t type, const float *src, void *dst, int64_t n,
+                 const struct q_quant_opts *opts);
+
+/* NVFP4 per-tensor scale for a whole tensor: amax / (6 * 448), 1 if all zero. */
+float q_nvfp4_tensor_scale(const float *x, int64_t n);
+
+/* ---- scalar codecs (exact; tested at their edges) ---- */
+float q_e2m1_to_f32(uint8_t code);     /* 4-bit code -> value in {0, +-0.5, ..., +-6} */
+uint8_t q_f32_to_e2m1(float x);        /* nearest, ties to even; saturates at +-6 */
+float q_e8m0_to_f32(uint8_t e);        /* 2^(e-127); NaN for 0xFF */
+float q_e4m3_to_f32(uint8_t x);        /* unsigned use: bias 7, 0x7F = NaN, max 448 */
+uint8_t q_f32_to_e4m3(float x);        /* round to nearest even, saturate at 448 */
+float q_f16_to_f32(uint16_t h);
+uint16_t q_f32_to_f16(float f);        /* round to nearest even */
+float q_bf16_to_f32(uint16_t h);
+
+/* ---- matrix x activations ---- */
+
+/* A weight matrix in GGUF order: `rows` rows of `cols` elements each (cols =
+ * ne[0], the reduction dimension), stored contiguously. */
+struct q_matrix {
+    uint32_t type;
+    int64_t rows, cols;
+    const void *data;
+    size_t row_bytes;
+    float scale; /* multiplies every output (NVFP4's per-tensor scale); 1 otherwise */
+};
+
+/* Activations prepared once per step for one weight type: the f32 rows
+ * quantized to that type's dot-product partner (Q8_0, Q8_1 or Q8_K blocks)
+ * or kept as f32. Buffers are allocated at init for the largest shape, so
+ * preparing during a forward pass never allocates. */
+struct q_act {
+    uint32_t vec_type;  /* type of data below */
+    int64_t rows, cols; /* current shape */
+    int64_t max_rows, max_cols;
+    void *data;         /* owned */
+    size_t row_bytes;
+    size_t cap_bytes;
+};
+
+void q_act_init(struct q_act *a, int64_t max_rows, int64_t max_cols);
+void q_act_release(struct q_act *a);
+/* Prepare x (rows x cols f32, row stride ldx floats) for weights of type
+ * weight_type. rows <= max_rows, cols <= max_cols. */
+void q_act_prepare(struct q_act *a, uint32_t weight_type, const float *x, int64_t ldx,
+                   int64_t rows, int64_t cols);
+/* Prepare rows [r0, r1) only, for splitting the work across threads (the
+ * caller has set a->rows and a->cols with q_act_shape first). */
+void q_act_shape(struct q_act *a, uint32_t weight_type, int64_t rows, int64_t cols);
+void q_act_prepare_rows(struct q_act *a, const float *x, int64_t ldx, int64_t r0, int64_t r1);
+
+/* Which instruction set a kernel table uses. */
+enum q_isa { Q_ISA_AUTO = 0, Q_ISA_PORTABLE, Q_ISA_AVX2, Q_ISA_AVX512 };
+
+struct q_kernels; /* a table of kernels for one ISA (opaque) */
+
+/* The kernel table for isa (Q_ISA_AUTO: the best this CPU supports). A
+ * request for an ISA the CPU lacks returns NULL. The table is static and
+ * shared; callers keep the pointer in their context. */
+const struct q_kernels *q_kernels_select(enum q_isa isa);
+const char *q_kernels_name(const struct q_kernels *k); /* "avx512", "avx2", "portable" */
+
+/*
+ * y[b * ldy + r] = scale * dot(W row r, activation row b), for weight rows
+ * r in [r0, r1) and every activation row b < a->rows. a must have been
+ * prepared for w->type. Each weight block is read once for all rows.
+ */
+void q_matmul(const struct q_kernels *k, const struct q_matrix *w, const struct q_act *a,
+              float *y, int64_t ldy, int64_t r0, int64_t r1);
+
+#endif

@@ -1,0 +1,131 @@
+/*
+ * experiment: an experiment file (YAML, DESIGN.md "Experiment files")
+ * loaded through one schema table, validated, with defaults filled in and
+ * every variant resolved into a complete description. Templates such as
+ * "${model}" are kept as written here; plan.c expands them.
+ *
+ * Errors are one line naming file:line:column, with "did you mean" where a
+ * key is close to a known one; the code is RN_ERR_USAGE (exit 2).
+ */
+#ifndef RUNNER_EXPERIMENT_H
+#define RUNNER_EXPERIMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "buf.h"
+#include "err.h"
+#include "strvec.h"
+
+#define EXP_MAX_FILE_BYTES ((size_t)1 << 20) /* 1 MiB */
+#define EXP_MAX_DEPTH      64
+
+enum exp_engine {
+    EXP_ENGINE_BUNDLED, /* fp4serve from this build (or PATH) */
+    EXP_ENGINE_COMMAND, /* server.command argv */
+};
+
+enum exp_tool {
+    EXP_TOOL_BUILTIN, /* sweep's own load generator (`sweep bench`) */
+    EXP_TOOL_COMMAND, /* bench.command argv, any client */
+};
+
+/* A key: value pair from a map such as server.flags or server.env. */
+struct exp_kv {
+    char *key;   /* owned */
+    char *value; /* owned; scalars as written ("true", "64", "nvfp4") */
+    int line;    /* 1-based position of the value in the file */
+    int col;
+};
+
+struct exp_server {
+    enum exp_engine engine;
+    struct strvec command; /* engine: command: argv templates, unexpanded */
+    char *model;           /* model path template; may be NULL for engine: command */
+    char *host;            /* default "127.0.0.1" */
+    long port;             /* 0 = auto (a free loopback port) */
+    struct exp_kv *flags;  /* appended as --key value; "true" -> --key; "false" -> omitted */
+    size_t n_flags;
+    struct strvec args;    /* extra argv templates, verbatim after the flags */
+    struct exp_kv *env;    /* added to the server's environment */
+    size_t n_env;
+    char *ready_path;       /* default "/health" */
+    double ready_timeout_s; /* default 600 */
+    double stop_grace_s;    /* default 20: SIGTERM, then SIGKILL after this */
+};
+
+struct exp_point {
+    long concurrency; /* >= 1 */
+    long prompts;     /* >= 1: measured requests (warmup not counted) */
+};
+
+struct exp_bench {
+    enum exp_tool tool;    /* default builtin */
+    struct strvec command; /* tool: command: argv templates, unexpanded */
+    long input_len;        /* tokens per prompt, default 256 */
+    long output_len;       /* max_tokens per request, default 128 */
+    long warmup;           /* warmup requests per point, default 2 */
+    double request_rate;   /* req/s for an open-loop builtin client; 0 = closed loop */
+    double timeout_s;      /* per point, default 1800 */
+    long repeat;           /* runs per point, default 1 */
+    struct exp_point *grid; /* in file order, duplicates removed */
+    size_t n_grid;
+};
+
+struct exp_pattern {
+    char *name;  /* owned: canonical metric name or a new one */
+    char *regex; /* owned: checked at load time (one capture group) */
+};
+
+struct exp_metrics {
+    char *preset;                /* default "sglang" */
+    struct exp_pattern *patterns; /* user patterns, override or add */
+    size_t n_patterns;
+    struct strvec require; /* default output_throughput, median_tpot_ms */
+};
+
+/* One variant with the base experiment and its overrides already merged. */
+struct exp_variant {
+    char *name; /* "default" when the file declares no variants */
+    struct exp_server server;
+    struct exp_bench bench;
+    struct exp_metrics metrics;
+};
+
+struct experiment {
+    char *path;        /* the file it came from */
+    char *name;        /* [A-Za-z0-9._-]+, names the results folder */
+    char *description; /* may be "" */
+    struct exp_variant *variants; /* >= 1 */
+    size_t n_variants;
+    char *fit_x; /* analysis.fit.x, default "concurrency" */
+    char *fit_y; /* analysis.fit.y, default "median_tpot_ms" */
+    struct strvec plots; /* chart names, default throughput, tpot, ttft */
+};
+
+/*
+ * Load and validate path. Files over EXP_MAX_FILE_BYTES, YAML aliases and
+ * anchors, nesting deeper than EXP_MAX_DEPTH, duplicate or unknown keys,
+ * wrong types, bad grid entries, unknown ${variables} and bad regexes are
+ * errors. Returns 0 with *exp filled (release with exp_release), or -1 with
+ * "path:line:col: message" in err.
+ */
+int exp_load_file(const char *path, struct experiment *exp, struct err *err);
+/* The same from memory; display_name stands in for the path in messages. */
+int exp_load_string(const char *display_name, const char *text, size_t len,
+                    struct experiment *exp, struct err *err);
+void exp_release(struct experiment *exp);
+
+/* The variant called name, or NULL. */
+const struct exp_variant *exp_find_variant(const struct experiment *exp, const char *name);
+
+/* Print the schema (every key: type, default, unit, meaning) as generated
+ * from the key table: `sweep check --schema` and the README section. */
+void exp_print_schema(FILE *f);
+
+/* The experiment as resolved (defaults filled in, variants listed in full)
+ * as YAML that exp_load_string accepts again: results/.../experiment.yaml. */
+void exp_dump_yaml(const struct experiment *exp, struct buf *out);
+
+#endif

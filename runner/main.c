@@ -1,0 +1,60 @@
+/*
+ * sweep: declarative scaling experiments for LLM inference servers.
+ * This file only dispatches to the subcommand table; see runner/README.md
+ * for a tour of the modules.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "log.h"
+#include "version.h"
+
+struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *synopsis;
+};
+
+static const struct command commands[] = {
+    {"run", cmd_run, "run an experiment: start the server, run every point, fit, chart"},
+    {"check", cmd_check, "validate an experiment and print its plan (and time estimate)"},
+    {"bench", cmd_bench, "built-in load test against a running server"},
+    {"extract", cmd_extract, "extract metrics from benchmark logs as JSON"},
+    {"plot", cmd_plot, "re-extract a run from its saved logs, refit, redraw every chart"},
+    {"compare", cmd_compare, "compare runs or variants side by side, with ratios and charts"},
+    {"import", cmd_import, "make a run from existing benchmark logs"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: sweep COMMAND [ARGS]   (sweep COMMAND --help for details)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].synopsis);
+    fprintf(f, "\nexit status: 0 all points ok, 1 some points failed, 2 usage or experiment "
+               "error,\n3 environment error, 130 interrupted\n");
+}
+
+int main(int argc, char **argv)
+{
+    log_setup("sweep", LOG_INFO, 0);
+    if (argc < 2) {
+        usage(stderr);
+        return RN_ERR_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        usage(stdout);
+        return RN_OK;
+    }
+    if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
+        printf("sweep %s\n", BUILD_VERSION);
+        return RN_OK;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return commands[i].fn(argc - 2, argv + 2);
+    fprintf(stderr, "sweep: unknown command '%s'\n", name);
+    usage(stderr);
+    return RN_ERR_USAGE;
+}

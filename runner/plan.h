@@ -1,0 +1,122 @@
+/*
+ * plan: an experiment expanded into what will run. For each variant: the
+ * model path, the server argv and environment with ${vars} expanded; for
+ * each point (variant x grid entry x repeat): the client argv, the log name
+ * and the point key. `sweep check` and `sweep run --dry-run` print a plan;
+ * `sweep run` executes one.
+ *
+ * Variables (DESIGN.md): ${model} ${port} ${host} ${url} ${concurrency}
+ * ${prompts} ${input_len} ${output_len} ${name} ${variant} ${run_dir} and
+ * ${env:NAME} (${env:NAME:-default} when NAME may be unset). Server argv and
+ * model may use every variable except concurrency, prompts, input_len and
+ * output_len; client argv may use all. Expansion never involves a shell:
+ * each template becomes exactly one argv element.
+ */
+#ifndef RUNNER_PLAN_H
+#define RUNNER_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "buf.h"
+#include "err.h"
+#include "experiment.h"
+#include "strvec.h"
+
+/* Values for ${...}; NULL strings and negative numbers mean "not available
+ * in this context" (using one is an error naming the variable). */
+struct plan_vars {
+    const char *model, *host, *url, *name, *variant, *run_dir;
+    long port, concurrency, prompts, input_len, output_len;
+};
+
+/*
+ * Expand every ${...} in tmpl into out (appended). "$$" is a literal "$".
+ * Returns 0, or -1 with err set (RN_ERR_USAGE): unknown variable, variable
+ * not available here, unset environment variable without a default,
+ * unterminated "${".
+ */
+int plan_expand(const char *tmpl, const struct plan_vars *vars, struct buf *out, struct err *err);
+
+/* What identifies a model file's contents without reading all of it. */
+struct model_fp {
+    int exists;          /* 0: path missing (size/mtime/hash unset) */
+    long long size;      /* bytes (for a folder: 0) */
+    long long mtime;     /* seconds since the epoch */
+    char head_sha256[65]; /* sha256 of the first MiB, hex */
+};
+
+/*
+ * Model preflight, before anything starts: path exists, is readable, and a
+ * file is non-empty; a .gguf file must start with the GGUF magic and a
+ * version we know. Fills *fp. Returns 0, or -1 with "model path 'P': reason"
+ * in err (code RN_ERR_ENV).
+ */
+int plan_check_model(const char *path, struct model_fp *fp, struct err *err);
+
+struct plan_variant {
+    const struct exp_variant *v; /* borrowed from the experiment */
+    char *model_path;            /* owned; expanded, NULL if none */
+    struct model_fp model_fp;    /* filled by plan_build (exists = 0 if missing) */
+    long port;                   /* planned port (auto: a port free at plan time) */
+    char *url;                   /* owned: "http://HOST:PORT" */
+    struct strvec server_argv;   /* expanded; argv[0] is the program */
+    struct strvec server_env;    /* "NAME=value" entries to add to the environment */
+};
+
+struct plan_point {
+    size_t variant;          /* index into plan.variants */
+    long concurrency;
+    long prompts;
+    long repeat;             /* 1..bench.repeat */
+    struct strvec client_argv; /* expanded; builtin: [sweep, bench, --url, ...] */
+    char key[17];            /* 16 hex chars: sha256 of everything that determines the
+                                result (see plan_build) */
+    char log_name[64];       /* "c16-n48.log", "c16-n48-r2.log" with repeats */
+};
+
+struct plan {
+    const struct experiment *exp; /* borrowed */
+    char *run_dir;                /* owned; may be NULL (check) */
+    struct plan_variant *variants;
+    size_t n_variants;
+    struct plan_point *points; /* variant-major, grid order, then repeats */
+    size_t n_points;
+};
+
+struct plan_opts {
+    const char *run_dir;        /* results/<name>/<stamp>, or NULL */
+    const struct strvec *only;  /* variant names to keep (--only), or NULL for all */
+    const char *self_exe;       /* the sweep binary, for the builtin client */
+    const char *bundled_engine; /* fp4serve path for engine: bundled, or NULL to search */
+};
+
+/*
+ * Expand exp into *p. The point key is the first 16 hex chars of sha256
+ * over: the variant's server argv and env as expanded with port and run_dir
+ * replaced by placeholders (so an auto port does not change the key), the
+ * model fingerprint, the client argv likewise, input/output lengths,
+ * warmup, request rate, concurrency, prompts and the repeat index.
+ * A missing model is not an error here (run checks it; check reports it).
+ * Returns 0, or -1 with err set (unknown --only variant, expansion errors,
+ * bundled engine binary not found: RN_ERR_ENV).
+ */
+int plan_build(const struct experiment *exp, const struct plan_opts *opts, struct plan *p,
+               struct err *err);
+
+/* Re-expand variant vi's server argv, url and client argvs for a new port
+ * (after the planned one was taken). Keys do not change. */
+int plan_set_port(struct plan *p, size_t vi, long port, struct err *err);
+
+/* The path of fp4serve for engine: bundled: next to self_exe, then
+ * build/bin/fp4serve, then $PATH. Returns a heap string or NULL. */
+char *plan_find_bundled_engine(const char *self_exe);
+
+/* Print the plan: per variant the exact server argv (shell-quoted) and env,
+ * then every point with its client argv, log name and key. */
+void plan_print(FILE *f, const struct plan *p);
+
+void plan_release(struct plan *p);
+
+#endif

@@ -1,0 +1,135 @@
+/* Unit tests for common/: buffers, string vectors, strict parsing, sha256, opts. */
+#include "test.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "buf.h"
+#include "err.h"
+#include "opts.h"
+#include "sha256.h"
+#include "strutil.h"
+#include "strvec.h"
+
+TEST(buf_cap_refuses_whole_append)
+{
+    struct buf b;
+    buf_init(&b, 8);
+    CHECK_INT(buf_puts(&b, "abcde"), 0);
+    CHECK_INT(buf_puts(&b, "fghij"), -1);
+    CHECK(b.toobig);
+    CHECK_STR(b.data, "abcde");
+    CHECK_INT(buf_puts(&b, "fgh"), 0);
+    CHECK_STR(b.data, "abcdefgh");
+    buf_consume(&b, 3);
+    CHECK_STR(b.data, "defgh");
+    buf_release(&b);
+}
+
+TEST(buf_json_escapes_and_replaces_invalid_utf8)
+{
+    struct buf b;
+    buf_init(&b, 1024);
+    buf_json_str(&b, "a\"b\\\n\x01\xc3\xa9\xff", 9);
+    CHECK_STR(b.data, "\"a\\\"b\\\\\\n\\u0001\xc3\xa9\xef\xbf\xbd\"");
+    buf_reset(&b);
+    buf_json_num(&b, 0.1);
+    buf_putc(&b, ' ');
+    buf_json_num(&b, 42);
+    buf_putc(&b, ' ');
+    buf_json_num(&b, NAN);
+    CHECK_STR(b.data, "0.1 42 null");
+    buf_release(&b);
+}
+
+TEST(strvec_quotes_for_the_shell)
+{
+    struct strvec v = STRVEC_INIT;
+    strvec_push(&v, "fp4serve");
+    strvec_push(&v, "--model");
+    strvec_push(&v, "$(id); touch x");
+    strvec_push(&v, "it's");
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    strvec_print_quoted(f, &v);
+    fclose(f);
+    CHECK_STR(out, "fp4serve --model '$(id); touch x' 'it'\\''s'");
+    CHECK(v.v[v.n] == NULL);
+    free(out);
+    strvec_release(&v);
+}
+
+TEST(strict_numbers)
+{
+    long l;
+    double d;
+    CHECK_INT(str_to_long("42", &l), 0);
+    CHECK_INT(l, 42);
+    CHECK_INT(str_to_long("42x", &l), -1);
+    CHECK_INT(str_to_long("", &l), -1);
+    CHECK_INT(str_to_long("99999999999999999999", &l), -1);
+    CHECK_INT(str_to_double("1.5e3", &d), 0);
+    CHECK_NEAR(d, 1500, 0);
+    CHECK_INT(str_to_double("inf", &d), -1);
+}
+
+TEST(suggest_close_names)
+{
+    const char *names[] = {"concurrency", "prompts", "input_len", NULL};
+    CHECK_STR(str_suggest("concurency", names), "concurrency");
+    CHECK(str_suggest("zzz", names) == NULL);
+}
+
+TEST(sha256_known_vectors)
+{
+    char hex[65];
+    sha256_hex("", 0, hex);
+    CHECK_STR(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    sha256_hex("abc", 3, hex);
+    CHECK_STR(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    sha256_hex(m, strlen(m), hex);
+    CHECK_STR(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
+
+TEST(opts_parse_and_errors)
+{
+    long c = 1;
+    double rate = 0;
+    bool dry = false;
+    const char *url = NULL;
+    struct strvec pos = STRVEC_INIT, pats = STRVEC_INIT;
+    const struct opt opts[] = {
+        {"concurrency", 'c', OPT_LONG, &c, "N", "requests in flight", 1, 100000},
+        {"request-rate", 0, OPT_DOUBLE, &rate, "R", "req/s", 0, 0},
+        {"dry-run", 0, OPT_BOOL, &dry, NULL, "print only", 0, 0},
+        {"url", 0, OPT_STR, &url, "URL", "server", 0, 0},
+        {"pattern", 0, OPT_LIST, &pats, "NAME=RE", "extra pattern", 0, 0},
+    };
+    char *argv[] = {"x.yaml", "-c", "16", "--request-rate=2.5", "--dry-run", "--url",
+                    "http://h", "--pattern", "a=b", "--pattern", "c=d", "--", "--literal"};
+    struct err e;
+    err_init(&e);
+    CHECK_INT(opt_parse(13, argv, opts, 5, &pos, &e, 2), 0);
+    CHECK_INT(c, 16);
+    CHECK_NEAR(rate, 2.5, 0);
+    CHECK(dry);
+    CHECK_STR(url, "http://h");
+    CHECK_INT(pats.n, 2);
+    CHECK_INT(pos.n, 2);
+    CHECK_STR(pos.v[1], "--literal");
+    char *bad[] = {"--concurency", "3"};
+    CHECK_INT(opt_parse(2, bad, opts, 5, NULL, &e, 2), -1);
+    CHECK_STR(e.msg, "unknown option '--concurency' (did you mean '--concurrency'?)");
+    err_init(&e);
+    char *range[] = {"-c", "0"};
+    CHECK_INT(opt_parse(2, range, opts, 5, NULL, &e, 2), -1);
+    CHECK_INT(e.code, 2);
+    char *help[] = {"--help"};
+    CHECK_INT(opt_parse(1, help, opts, 5, NULL, &e, 2), 1);
+    strvec_release(&pos);
+    strvec_release(&pats);
+}
+
+TEST_MAIN()
