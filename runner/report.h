@@ -1,0 +1,32 @@
+/*
+ * report: everything a run folder derives from its points: fit.json (the
+ * scaling law per variant), plots/ (gnuplot .dat, .gp, .png, .svg) and
+ * REPORT.md. `sweep run` calls report_build after the last point (and after
+ * an interrupt, on what was measured); `sweep plot` calls it after
+ * re-extracting points.csv from the saved logs.
+ */
+#ifndef RUNNER_REPORT_H
+#define RUNNER_REPORT_H
+
+#include <stdbool.h>
+
+#include "err.h"
+
+struct report_opts {
+    const char *fit_x;  /* NULL: analysis.fit.x from experiment.yaml, else "concurrency" */
+    const char *fit_y;  /* NULL: analysis.fit.y from experiment.yaml, else "median_tpot_ms" */
+    bool preview;       /* print a gnuplot `dumb` preview of the main chart on stdout */
+    bool quiet;         /* no summary lines on stdout */
+};
+
+/*
+ * Read run_dir/points.csv (and experiment.yaml, manifest.json when present),
+ * fit every variant, and (re)write run_dir/fit.json, run_dir/plots/ and
+ * run_dir/REPORT.md, each atomically. Charts need gnuplot; without it the
+ * fit and report are still written and the error says charts were skipped.
+ * Returns 0, or -1 with err set (RN_ERR_ENV for I/O and a missing gnuplot,
+ * RN_ERR_USAGE for a malformed points.csv).
+ */
+int report_build(const char *run_dir, const struct report_opts *opts, struct err *err);
+
+#endif
