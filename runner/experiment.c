@@ -565,9 +565,11 @@ static int eval_prompts(struct dctx *c, const struct ynode *n, long conc, long *
     double d;
     err_init(&e);
     enum expr_status st = expr_eval(n->text, (double)conc, &d, &e, E);
-    if (st == EXPR_SYNTAX || (st == EXPR_VALUE && !syntax_only))
-        return cerr(c, n->line, n->col, "bad prompts expression '%s': %s%s", QUOTE(n, q), e.msg,
-                    st == EXPR_VALUE ? " (for c = this concurrency)" : "");
+    if (st == EXPR_SYNTAX)
+        return cerr(c, n->line, n->col, "bad prompts expression '%s': %s", QUOTE(n, q), e.msg);
+    if (st == EXPR_VALUE && !syntax_only)
+        return cerr(c, n->line, n->col, "prompts expression '%s' has no value for c=%ld: %s",
+                    QUOTE(n, q), conc, e.msg);
     if (syntax_only)
         return 0;
     /* round up, forgiving binary noise such as 0.1*30 = 3.0000000000000004 */
@@ -614,7 +616,12 @@ static int unknown_key(struct dctx *c, const char *path, const struct ynode *key
         if (strcmp(ek_leaf(ek_keys[i].path), key->text) == 0 && ek_keys[i].path[0] != 'v')
             return cerr(c, key->line, key->col, "unknown key '%s'%s (did you mean '%s'?)", q, where,
                         ek_keys[i].path);
-    return cerr(c, key->line, key->col, "unknown key '%s'%s", q, where);
+    char known[400];
+    size_t o = 0;
+    for (size_t i = 0; i < nc && o < sizeof(known); i++)
+        o += (size_t)snprintf(known + o, sizeof(known) - o, "%s%s", i ? ", " : "", cands[i]);
+    return cerr(c, key->line, key->col, "unknown key '%s'%s (known keys here: %s)", q, where,
+                known);
 }
 
 /*
