@@ -671,22 +671,27 @@ static int decode_section(struct dctx *c, const struct ynode *map, const char *p
                 return -1;
         }
     }
+    /* an empty list counts as not given: a variant clears a base command with [] */
     for (size_t i = 0; i < ek_n_keys; i++) {
         const struct ek_key *k = &ek_keys[i];
         bool full_mode = (k->flags & KF_VAR) ? c->full_var : c->full_exp;
         if (!ek_is_child(k, path) || !full_mode)
             continue;
-        if ((k->flags & KF_REQ) && !seen[i] && (!k->when || when_holds(c, k))) {
+        const struct ynode *n = ytree_get(map, ek_leaf(k->path));
+        bool given = seen[i] && !(n && n->kind == Y_SEQ && n->n == 0);
+        if ((k->flags & KF_REQ) && !given && (!k->when || when_holds(c, k))) {
+            char need[128] = "";
             if (k->when) {
                 when_now(c, k, now, sizeof(now));
-                return cerr(c, line, col, "missing required key '%s' (needed when %s)%s", k->path,
-                            now, vsuffix(c, vs, sizeof(vs)));
+                snprintf(need, sizeof(need), " (needed when %s)", now);
             }
-            return cerr(c, line, col, "missing required key '%s'%s", k->path,
+            if (seen[i])
+                return cerr(c, n->line, n->col, "'%s' is empty%s%s", k->path, need,
+                            vsuffix(c, vs, sizeof(vs)));
+            return cerr(c, line, col, "missing required key '%s'%s%s", k->path, need,
                         vsuffix(c, vs, sizeof(vs)));
         }
-        if ((k->flags & KF_ONLY) && seen[i] && !when_holds(c, k)) {
-            const struct ynode *n = ytree_get(map, ek_leaf(k->path));
+        if ((k->flags & KF_ONLY) && given && !when_holds(c, k)) {
             const char *eq = strchr(k->when, '=');
             when_now(c, k, now, sizeof(now));
             return cerr(c, n ? n->line : line, n ? n->col : col,

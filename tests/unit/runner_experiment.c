@@ -547,7 +547,8 @@ TEST(file_limits)
     memset(big, '#', n);
     err_init(&err);
     CHECK_INT(exp_load_string("big.yaml", big, n, &e, &err), -1);
-    CHECK_STR(err.msg, "big.yaml: the file is 1048577 bytes; experiment files are limited to 1 MiB");
+    CHECK_STR(err.msg,
+              "big.yaml: the file is 1048577 bytes; experiment files are limited to 1 MiB");
     free(big);
     CHECK_STR(load_err(""), "t.yaml:1:1: the file is empty (no YAML content, only blanks or "
                             "comments)");
@@ -641,9 +642,10 @@ static bool exp_equal(const struct experiment *a, const struct experiment *b)
         if (!str_eq(x->name, y->name) || s->engine != t->engine ||
             !sv_equal(&s->command, &t->command) || !str_eq(s->model, t->model) ||
             !str_eq(s->host, t->host) || s->port != t->port ||
-            !kv_equal(s->flags, s->n_flags, t->flags, t->n_flags) || !sv_equal(&s->args, &t->args) ||
-            !kv_equal(s->env, s->n_env, t->env, t->n_env) || !str_eq(s->ready_path, t->ready_path) ||
-            s->ready_timeout_s != t->ready_timeout_s || s->stop_grace_s != t->stop_grace_s)
+            !kv_equal(s->flags, s->n_flags, t->flags, t->n_flags) ||
+            !sv_equal(&s->args, &t->args) || !kv_equal(s->env, s->n_env, t->env, t->n_env) ||
+            !str_eq(s->ready_path, t->ready_path) || s->ready_timeout_s != t->ready_timeout_s ||
+            s->stop_grace_s != t->stop_grace_s)
             return false;
         if (p->tool != q->tool || !sv_equal(&p->command, &q->command) ||
             p->input_len != q->input_len || p->output_len != q->output_len ||
