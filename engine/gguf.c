@@ -72,6 +72,12 @@ static const struct type_row *type_row(uint32_t id)
     return NULL;
 }
 
+const char *gguf_type_name(uint32_t type)
+{
+    const struct type_row *r = type_row(type);
+    return r ? r->name : "?";
+}
+
 /* Block size and bytes of a type we can size; false otherwise. */
 static bool type_geometry(uint32_t id, uint32_t *block, uint32_t *bytes)
 {
@@ -723,40 +729,49 @@ static int to_f64(int kind, bool neg, uint64_t mag, double fl, double *out)
     return 0;
 }
 
-int gguf_get_u64(const struct gguf_file *f, const char *key, uint64_t *out)
+int gguf_kv_u64(const struct gguf_kv *kv, uint64_t *out)
 {
-    const struct gguf_kv *kv = gguf_find_kv(f, key);
     bool neg = false;
     uint64_t mag = 0;
     double fl = 0;
-    if (!kv)
-        return -1;
     int kind = scalar(kv->type, kv->value, &neg, &mag, &fl);
     return to_u64(kind, neg, mag, out);
+}
+
+int gguf_kv_i64(const struct gguf_kv *kv, int64_t *out)
+{
+    bool neg = false;
+    uint64_t mag = 0;
+    double fl = 0;
+    int kind = scalar(kv->type, kv->value, &neg, &mag, &fl);
+    return kind == 3 ? -1 : to_i64(kind, neg, mag, out);
+}
+
+int gguf_kv_f64(const struct gguf_kv *kv, double *out)
+{
+    bool neg = false;
+    uint64_t mag = 0;
+    double fl = 0;
+    int kind = scalar(kv->type, kv->value, &neg, &mag, &fl);
+    return to_f64(kind, neg, mag, fl, out);
+}
+
+int gguf_get_u64(const struct gguf_file *f, const char *key, uint64_t *out)
+{
+    const struct gguf_kv *kv = gguf_find_kv(f, key);
+    return kv ? gguf_kv_u64(kv, out) : -1;
 }
 
 int gguf_get_i64(const struct gguf_file *f, const char *key, int64_t *out)
 {
     const struct gguf_kv *kv = gguf_find_kv(f, key);
-    bool neg = false;
-    uint64_t mag = 0;
-    double fl = 0;
-    if (!kv)
-        return -1;
-    int kind = scalar(kv->type, kv->value, &neg, &mag, &fl);
-    return kind == 3 ? -1 : to_i64(kind, neg, mag, out);
+    return kv ? gguf_kv_i64(kv, out) : -1;
 }
 
 int gguf_get_f64(const struct gguf_file *f, const char *key, double *out)
 {
     const struct gguf_kv *kv = gguf_find_kv(f, key);
-    bool neg = false;
-    uint64_t mag = 0;
-    double fl = 0;
-    if (!kv)
-        return -1;
-    int kind = scalar(kv->type, kv->value, &neg, &mag, &fl);
-    return to_f64(kind, neg, mag, fl, out);
+    return kv ? gguf_kv_f64(kv, out) : -1;
 }
 
 int gguf_get_bool(const struct gguf_file *f, const char *key, bool *out)

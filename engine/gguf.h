@@ -107,6 +107,10 @@ int gguf_get_i64(const struct gguf_file *f, const char *key, int64_t *out);
 int gguf_get_f64(const struct gguf_file *f, const char *key, double *out);
 int gguf_get_bool(const struct gguf_file *f, const char *key, bool *out);
 int gguf_get_str(const struct gguf_file *f, const char *key, struct gguf_str *out);
+/* The same conversions on a pair already found (e.g. while listing all). */
+int gguf_kv_u64(const struct gguf_kv *kv, uint64_t *out);
+int gguf_kv_i64(const struct gguf_kv *kv, int64_t *out);
+int gguf_kv_f64(const struct gguf_kv *kv, double *out);
 /* Fill out[0..kv->arr_n) with views of a string array's elements (one pass,
  * no allocation). -1 if kv is not an array of strings. */
 int gguf_arr_strs(const struct gguf_kv *kv, struct gguf_str *out);
@@ -118,6 +122,9 @@ int gguf_arr_f64(const struct gguf_kv *kv, uint64_t i, double *out);
 bool gguf_str_eq(struct gguf_str s, const char *c);
 /* "u32", "str", "arr", ... for a value type; "?" when out of range. */
 const char *gguf_vtype_name(uint32_t type);
+/* ggml's lower-case name for a tensor type id ("q4_1", "nvfp4", also types
+ * the reader refuses such as "iq2_xxs"); "?" for ids ggml does not have. */
+const char *gguf_type_name(uint32_t type);
 
 /* ---- writer ---- */
 
