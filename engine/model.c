@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -360,8 +361,9 @@ int model_requant_matrix(const struct q_matrix *src, uint32_t dst_type, void *ds
         qo.nvfp4_tensor_scale = scale;
     }
     int nth = pool ? tp_threads(pool) : 1;
-    struct requant_job j = {src, dst_type, dst, q_row_bytes(dst_type, cols), &qo,
-                            xmalloc(sizeof(float) * (size_t)nth * (size_t)cols)};
+    struct requant_job j = {src, dst_type,
+                            dst, q_row_bytes(dst_type, cols),
+                            &qo, xmalloc(sizeof(float) * (size_t)nth * (size_t)cols)};
     if (pool)
         tp_run(pool, requant_rows, &j);
     else
@@ -424,7 +426,8 @@ static int requantize(struct model *m, struct err *err)
     /* One buffer for all requantized data, each tensor 64-byte aligned. */
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
-        total += (q_row_bytes(targets[i], mats[i]->cols) * (size_t)mats[i]->rows + 63) & ~(size_t)63;
+        total +=
+            (q_row_bytes(targets[i], mats[i]->cols) * (size_t)mats[i]->rows + 63) & ~(size_t)63;
     m->w.owned = total ? xaligned_alloc(64, total) : NULL;
     m->w.owned_bytes = total;
     size_t off = 0;
@@ -438,10 +441,55 @@ static int requantize(struct model *m, struct err *err)
         m->w.output = m->w.tok_embd;
     snprintf(m->quant_note, sizeof(m->quant_note),
              "requantized %zu tensors to %s (head %s): %.1f -> %.1f MB%s", n, li->name, hi->name,
-             before / 1e6, after / 1e6, kept_odd ? " (some kept: columns not a block multiple)" : "");
+             before / 1e6, after / 1e6,
+             kept_odd ? " (some kept: columns not a block multiple)" : "");
     log_info("%s", m->quant_note);
     free(mats);
     free(targets);
+    return 0;
+}
+
+int model_opts_parse(struct model_opts *o, const char *quant, const char *head, const char *decode,
+                     const char *attention, struct err *err)
+{
+    if (quant && strcmp(quant, "native") == 0) {
+        o->quant_set = false;
+        o->quant = -1;
+    } else if (quant) {
+        int t = q_type_from_name(quant);
+        const struct q_type_info *qi = t >= 0 ? q_info((uint32_t)t) : NULL;
+        if (!qi || !qi->weights)
+            return err_set(err, FP_ERR_USAGE,
+                           "--quant: unknown type '%s' (expected native, q8_0, mxfp4 or nvfp4)",
+                           quant),
+                   -1;
+        o->quant = t;
+        o->quant_set = true;
+    }
+    if (head && strcmp(head, "same") == 0)
+        o->head_same = true;
+    else if (head && strcmp(head, "q8_0") == 0)
+        o->head_same = false;
+    else if (head)
+        return err_set(err, FP_ERR_USAGE, "--head: unknown value '%s' (expected q8_0 or same)",
+                       head),
+               -1;
+    if (decode && strcmp(decode, "batched") == 0)
+        o->decode = MODEL_DECODE_BATCHED;
+    else if (decode && strcmp(decode, "per-request") == 0)
+        o->decode = MODEL_DECODE_PER_REQUEST;
+    else if (decode)
+        return err_set(err, FP_ERR_USAGE,
+                       "--decode: unknown mode '%s' (expected batched or per-request)", decode),
+               -1;
+    if (attention && strcmp(attention, "split") == 0)
+        o->attention = MODEL_ATTN_SPLIT;
+    else if (attention && strcmp(attention, "serial") == 0)
+        o->attention = MODEL_ATTN_SERIAL;
+    else if (attention)
+        return err_set(err, FP_ERR_USAGE,
+                       "--attention: unknown mode '%s' (expected split or serial)", attention),
+               -1;
     return 0;
 }
 
@@ -452,8 +500,8 @@ static void resolve_opts(struct model *m, const struct model_opts *o)
     m->opts = *o;
     m->max_batch = o->max_batch > 0 ? o->max_batch : 1;
     m->ctx = o->ctx > 0 ? o->ctx : (m->cfg.n_ctx_train < 2048 ? m->cfg.n_ctx_train : 2048);
-    m->max_rows = o->max_step_tokens > 0 ? o->max_step_tokens
-                                         : (m->max_batch > 256 ? m->max_batch : 256);
+    m->max_rows =
+        o->max_step_tokens > 0 ? o->max_step_tokens : (m->max_batch > 256 ? m->max_batch : 256);
     if (m->max_rows < m->max_batch)
         m->max_rows = m->max_batch;
     m->max_logit_rows = o->max_logit_rows > 0 ? o->max_logit_rows : m->max_batch;
@@ -533,8 +581,8 @@ int model_step(struct model *m, struct model_seq *seqs, int n, struct err *err)
         struct model_seq *s = &seqs[i];
         s->out = NULL;
         if (s->slot < 0 || s->slot >= m->max_batch)
-            return err_set(err, FP_ERR_USAGE, "sequence %d: slot %d is outside [0, %d)", i,
-                           s->slot, m->max_batch);
+            return err_set(err, FP_ERR_USAGE, "sequence %d: slot %d is outside [0, %d)", i, s->slot,
+                           m->max_batch);
         for (int j = 0; j < i; j++)
             if (seqs[j].slot == s->slot)
                 return err_set(err, FP_ERR_USAGE, "sequences %d and %d share slot %d", j, i,
@@ -551,12 +599,12 @@ int model_step(struct model *m, struct model_seq *seqs, int n, struct err *err)
                            s->pos + s->n_tokens, m->ctx);
         for (int t = 0; t < s->n_tokens; t++)
             if (s->tokens[t] < 0 || s->tokens[t] >= m->cfg.n_vocab)
-                return err_set(err, FP_ERR_USAGE, "sequence %d: token id %d is outside [0, %d)",
-                               i, s->tokens[t], m->cfg.n_vocab);
+                return err_set(err, FP_ERR_USAGE, "sequence %d: token id %d is outside [0, %d)", i,
+                               s->tokens[t], m->cfg.n_vocab);
         rows += s->n_tokens;
-        logit_rows += s->logits == MODEL_LOGITS_ALL ? s->n_tokens
+        logit_rows += s->logits == MODEL_LOGITS_ALL    ? s->n_tokens
                       : s->logits == MODEL_LOGITS_LAST ? 1
-                                                        : 0;
+                                                       : 0;
     }
     if (rows > m->max_rows)
         return err_set(err, FP_ERR_RESOURCE, "step of %d tokens exceeds the %d rows of a step",

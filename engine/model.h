@@ -45,19 +45,19 @@ typedef struct tp_pool tp_pool;
 
 /* Hyperparameters (section 2.1), checked at load. */
 struct model_config {
-    int n_embd;       /* hidden size (576 for SmolLM2-135M) */
-    int n_layer;      /* transformer blocks (30) */
-    int n_head;       /* query heads (9) */
-    int n_head_kv;    /* key/value heads (3); n_head % n_head_kv == 0 */
-    int head_dim;     /* per head (64); n_head * head_dim = q_dim */
-    int q_dim;        /* n_head * head_dim */
-    int kv_dim;       /* n_head_kv * head_dim */
-    int n_ff;         /* FFN hidden size (1536) */
-    int n_vocab;      /* rows of token_embd (49152) */
-    int n_ctx_train;  /* llama.context_length (8192) */
-    int n_rot;        /* llama.rope.dimension_count, rotated dims per head (= head_dim) */
-    float rope_base;  /* llama.rope.freq_base (1e5 for SmolLM2) */
-    float rms_eps;    /* llama.attention.layer_norm_rms_epsilon (1e-5) */
+    int n_embd;      /* hidden size (576 for SmolLM2-135M) */
+    int n_layer;     /* transformer blocks (30) */
+    int n_head;      /* query heads (9) */
+    int n_head_kv;   /* key/value heads (3); n_head % n_head_kv == 0 */
+    int head_dim;    /* per head (64); n_head * head_dim = q_dim */
+    int q_dim;       /* n_head * head_dim */
+    int kv_dim;      /* n_head_kv * head_dim */
+    int n_ff;        /* FFN hidden size (1536) */
+    int n_vocab;     /* rows of token_embd (49152) */
+    int n_ctx_train; /* llama.context_length (8192) */
+    int n_rot;       /* llama.rope.dimension_count, rotated dims per head (= head_dim) */
+    float rope_base; /* llama.rope.freq_base (1e5 for SmolLM2) */
+    float rms_eps;   /* llama.attention.layer_norm_rms_epsilon (1e-5) */
 };
 
 /* One block's weights. Matrices are [rows = output dim, cols = input dim]
@@ -75,16 +75,16 @@ struct model_layer {
 };
 
 struct model_weights {
-    struct q_matrix tok_embd;  /* (n_vocab, n_embd); rows looked up by token id */
-    struct q_matrix output;    /* (n_vocab, n_embd); == tok_embd when tied */
-    const float *output_norm;  /* (n_embd) */
+    struct q_matrix tok_embd;   /* (n_vocab, n_embd); rows looked up by token id */
+    struct q_matrix output;     /* (n_vocab, n_embd); == tok_embd when tied */
+    const float *output_norm;   /* (n_embd) */
     struct model_layer *layers; /* (n_layer), owned */
-    bool tied;                 /* output.weight absent: token_embd is the head */
-    void *owned;               /* requantized tensor data (NULL when native), owned */
+    bool tied;                  /* output.weight absent: token_embd is the head */
+    void *owned;                /* requantized tensor data (NULL when native), owned */
     size_t owned_bytes;
-    float *f32_owned;          /* norms converted from F16/BF16 files, owned */
-    size_t linear_bytes;       /* bytes of the per-layer matrices (read once per step) */
-    size_t head_bytes;         /* bytes of the output head */
+    float *f32_owned;    /* norms converted from F16/BF16 files, owned */
+    size_t linear_bytes; /* bytes of the per-layer matrices (read once per step) */
+    size_t head_bytes;   /* bytes of the output head */
 };
 
 enum model_decode {
@@ -115,7 +115,7 @@ struct model_opts {
     bool head_same;      /* requantize the head to `quant` too (default: Q8_0) */
     enum model_decode decode;
     enum model_attention attention;
-    const char *device;  /* "cpu" (default) or "cuda" */
+    const char *device; /* "cpu" (default) or "cuda" */
 };
 
 /* Per-step timers: wall time of thread 0 per phase, barrier waits
@@ -138,46 +138,46 @@ struct model_seq {
     int n_tokens;          /* 1 (decode) or k (prefill chunk), >= 1 */
     const int32_t *tokens; /* (n_tokens) ids < n_vocab */
     enum model_logits logits;
-    float *out;            /* set by model_step: (1 or n_tokens, n_vocab) logits inside the
-                              model's buffer, valid until the next step; NULL if none */
+    float *out; /* set by model_step: (1 or n_tokens, n_vocab) logits inside the
+                   model's buffer, valid until the next step; NULL if none */
 };
 
 /* Every buffer of the CPU forward pass, sized at load (rows = max_step_tokens). */
 struct run_state {
-    float *x;        /* (rows, n_embd) residual stream */
-    float *xb;       /* (rows, n_embd) normalised input of a matmul */
-    float *q;        /* (rows, q_dim) queries, then RoPE'd */
-    float *k;        /* (rows, kv_dim) new keys */
-    float *v;        /* (rows, kv_dim) new values */
-    float *att;      /* (rows, q_dim) attention output */
-    float *y;        /* (rows, n_embd) matmul output before the residual add */
-    float *hb;       /* (rows, n_ff) gate, then silu(gate) * up */
-    float *hb2;      /* (rows, n_ff) up */
-    float *logits;   /* (max_logit_rows, n_vocab) */
+    float *x;                      /* (rows, n_embd) residual stream */
+    float *xb;                     /* (rows, n_embd) normalised input of a matmul */
+    float *q;                      /* (rows, q_dim) queries, then RoPE'd */
+    float *k;                      /* (rows, kv_dim) new keys */
+    float *v;                      /* (rows, kv_dim) new values */
+    float *att;                    /* (rows, q_dim) attention output */
+    float *y;                      /* (rows, n_embd) matmul output before the residual add */
+    float *hb;                     /* (rows, n_ff) gate, then silu(gate) * up */
+    float *hb2;                    /* (rows, n_ff) up */
+    float *logits;                 /* (max_logit_rows, n_vocab) */
     struct q_act act[MODEL_N_ACT]; /* prepared activations (rows, max(n_embd, q_dim, n_ff)):
                             the q/k/v inputs (3, one per distinct weight type), the output
                             projection's, the gate/up inputs (2) and the down input */
-    uint16_t *k_cache; /* (n_layer, max_batch, n_head_kv, ctx, head_dim) f16 */
-    uint16_t *v_cache;   /* same shape as k_cache */
-    size_t kv_bytes; /* both caches */
-    float *att_part; /* (max_batch, n_head_kv, n_chunks, group, head_dim + 2) split
-                        partials: [max, sum, out(head_dim)] per chunk and query head */
-    float *scratch;  /* (threads, scratch_floats): scores and fold accumulators */
-    size_t scratch_floats; /* per thread: group * (MODEL_ATTN_CHUNK + 2 * (head_dim + 2)) */
-    const struct cpu_ops *ops; /* SIMD kernels for attention, SiLU, f16 */
-    float *rope_cos; /* (ctx, n_rot / 2) */
-    float *rope_sin; /* (ctx, n_rot / 2) */
+    uint16_t *k_cache;             /* (n_layer, max_batch, n_head_kv, ctx, head_dim) f16 */
+    uint16_t *v_cache;             /* same shape as k_cache */
+    size_t kv_bytes;               /* both caches */
+    float *att_part;               /* (max_batch, n_head_kv, n_chunks, group, head_dim + 2) split
+                                      partials: [max, sum, out(head_dim)] per chunk and query head */
+    float *scratch;                /* (threads, scratch_floats): scores and fold accumulators */
+    size_t scratch_floats;         /* per thread: group * (MODEL_ATTN_CHUNK + 2 * (head_dim + 2)) */
+    const struct cpu_ops *ops;     /* SIMD kernels for attention, SiLU, f16 */
+    float *rope_cos;               /* (ctx, n_rot / 2) */
+    float *rope_sin;               /* (ctx, n_rot / 2) */
     /* Per-step plan, filled by the forward pass before the threads start. */
-    int *row_seq;    /* (rows) index of the row's sequence in the step */
-    int *row_pos;    /* (rows) position of the row */
-    int *row_slot;   /* (rows) KV slot of the row */
-    int32_t *row_tok; /* (rows) token id */
-    int *out_row;    /* (max_logit_rows) row index whose logits are wanted */
-    int *dec_row;    /* (rows) split partial index of a decode row, or -1 */
+    int *row_seq;                  /* (rows) index of the row's sequence in the step */
+    int *row_pos;                  /* (rows) position of the row */
+    int *row_slot;                 /* (rows) KV slot of the row */
+    int32_t *row_tok;              /* (rows) token id */
+    int *out_row;                  /* (max_logit_rows) row index whose logits are wanted */
+    int *dec_row;                  /* (rows) split partial index of a decode row, or -1 */
     struct model_attn_item *items; /* (max items) attention work list */
-    double *item_cost; /* (max items) prefix sums of the work estimate */
+    double *item_cost;             /* (max items) prefix sums of the work estimate */
     size_t max_items;
-    int n_chunks;    /* ceil(ctx / MODEL_ATTN_CHUNK) */
+    int n_chunks; /* ceil(ctx / MODEL_ATTN_CHUNK) */
 };
 
 /* A unit of attention work: one row (or one row's chunk) against one KV head. */
@@ -190,19 +190,19 @@ struct model_attn_item {
 struct model {
     struct model_config cfg;
     struct model_weights w;
-    struct gguf_file file;       /* the mapping the native weights point into */
-    struct model_opts opts;      /* as resolved (defaults filled in) */
+    struct gguf_file file;  /* the mapping the native weights point into */
+    struct model_opts opts; /* as resolved (defaults filled in) */
     int max_batch, ctx, max_rows, max_logit_rows;
     const struct backend *be;
     const struct q_kernels *kern; /* CPU matmul kernels */
     tp_pool *pool;
     struct run_state rs;
-    void *be_state;              /* a non-CPU backend's own state */
-    int *slot_len;               /* (max_batch) positions held per slot */
-    struct model_timers last;    /* the last step */
-    struct model_timers total;   /* since load */
-    uint64_t steps;              /* model_step calls that ran */
-    char quant_note[160];        /* one line: what was requantized, or "" */
+    void *be_state;            /* a non-CPU backend's own state */
+    int *slot_len;             /* (max_batch) positions held per slot */
+    struct model_timers last;  /* the last step */
+    struct model_timers total; /* since load */
+    uint64_t steps;            /* model_step calls that ran */
+    char quant_note[160];      /* one line: what was requantized, or "" */
 };
 
 /*
@@ -216,9 +216,15 @@ struct model {
 struct model *model_new(const char *path, const struct model_opts *opts, struct err *err);
 /* Same from an already opened file; the model takes ownership of *f
  * (closed by model_free, also on failure). */
-struct model *model_from_gguf(struct gguf_file *f, const struct model_opts *opts,
-                              struct err *err);
+struct model *model_from_gguf(struct gguf_file *f, const struct model_opts *opts, struct err *err);
 void model_free(struct model *m);
+
+/* Fill o's quant, head, decode and attention fields from their command-line
+ * spellings (any may be NULL: keep o's value). quant: native|q8_0|mxfp4|
+ * nvfp4 or any weight type name; head: q8_0|same; decode: batched|
+ * per-request; attention: split|serial. -1 with FP_ERR_USAGE on a bad name. */
+int model_opts_parse(struct model_opts *o, const char *quant, const char *head, const char *decode,
+                     const char *attention, struct err *err);
 
 /* Read and check the hyperparameters of f (section 2.1 defaults). */
 int model_read_config(const struct gguf_file *f, struct model_config *c, struct err *err);

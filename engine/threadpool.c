@@ -8,6 +8,8 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -20,19 +22,19 @@
  * yields before an idle worker sleeps on the futex. On an oversubscribed
  * machine yielding keeps a spinning thread from starving the one it waits
  * for. */
-#define SPIN_PAUSES   4000
-#define IDLE_YIELDS   2000
+#define SPIN_PAUSES 4000
+#define IDLE_YIELDS 2000
 
 /* Each hot atomic on its own cache line, so waiters do not false-share. */
 struct tp_pool {
-    _Alignas(64) atomic_uint gen; /* bumped by tp_run to start a run; futex word */
-    _Alignas(64) atomic_int n_done;   /* workers finished with the current run */
-    _Alignas(64) atomic_int n_arrived; /* threads at the current barrier */
-    _Alignas(64) atomic_uint phase;    /* bumped when a barrier opens */
+    _Alignas(64) atomic_uint gen;       /* bumped by tp_run to start a run; futex word */
+    _Alignas(64) atomic_int n_done;     /* workers finished with the current run */
+    _Alignas(64) atomic_int n_arrived;  /* threads at the current barrier */
+    _Alignas(64) atomic_uint phase;     /* bumped when a barrier opens */
     _Alignas(64) atomic_int n_sleeping; /* workers blocked on gen */
-    tp_fn fn;   /* current work (written before gen is bumped) */
+    tp_fn fn;                           /* current work (written before gen is bumped) */
     void *arg;
-    int n;      /* threads, caller included */
+    int n; /* threads, caller included */
     atomic_bool stop;
     pthread_t *threads; /* (n - 1) workers, owned */
 };

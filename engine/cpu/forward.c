@@ -13,6 +13,7 @@
  * walks them (serial, prefill) or several compute them (split decode).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -142,10 +143,10 @@ static void attn_item(struct model *m, int layer, const struct model_attn_item *
     if (it->chunk >= 0) {
         int t0 = it->chunk * MODEL_ATTN_CHUNK;
         int n = n_keys - t0 < MODEL_ATTN_CHUNK ? n_keys - t0 : MODEL_ATTN_CHUNK;
-        float *dst = rs->att_part +
-                     (((size_t)rs->dec_row[r] * c->n_head_kv + it->kvh) * rs->n_chunks +
-                      (size_t)it->chunk) *
-                         (size_t)g * (hd + 2);
+        float *dst =
+            rs->att_part +
+            (((size_t)rs->dec_row[r] * c->n_head_kv + it->kvh) * rs->n_chunks + (size_t)it->chunk) *
+                (size_t)g * (hd + 2);
         rs->ops->attn_chunk(q, g, hd, K + (size_t)t0 * hd, V + (size_t)t0 * hd, n, scale, scores,
                             dst);
         return;
@@ -176,9 +177,12 @@ static void attn_combine(struct model *m, int r, float *scratch)
             float *acc = scratch;
             fold_init(acc, hd);
             for (int ch = 0; ch < n_ch; ch++) {
-                const float *p = rs->att_part +
-                                 ((((size_t)rs->dec_row[r] * c->n_head_kv + kvh) * rs->n_chunks +
-                                   (size_t)ch) * (size_t)g + (size_t)h) * (hd + 2);
+                const float *p =
+                    rs->att_part +
+                    ((((size_t)rs->dec_row[r] * c->n_head_kv + kvh) * rs->n_chunks + (size_t)ch) *
+                         (size_t)g +
+                     (size_t)h) *
+                        (hd + 2);
                 fold(acc, p, hd);
             }
             fold_finish(rs->att + (size_t)r * c->q_dim + ((size_t)kvh * g + h) * hd, acc, hd);
@@ -223,8 +227,8 @@ static const struct q_act *act_for(const struct run_state *rs, int first,
 }
 
 /* This thread's weight rows of w times the prepared activations. */
-static void matmul_share(struct model *m, const struct q_matrix *w, const struct q_act *a,
-                         float *y, int64_t ldy, int ith, int nth, int64_t *lo, int64_t *hi)
+static void matmul_share(struct model *m, const struct q_matrix *w, const struct q_act *a, float *y,
+                         int64_t ldy, int ith, int nth, int64_t *lo, int64_t *hi)
 {
     share(w->rows, ith, nth, 4, lo, hi);
     if (*hi > *lo)
@@ -272,7 +276,8 @@ static void step_fn(void *arg, int ith, int nth)
         /* RoPE on q and k, then k and v into the cache as f16. */
         for (int64_t r = r0; r < r1; r++) {
             int pos = rs->row_pos[r], half = c->n_rot / 2;
-            const float *cs = rs->rope_cos + (size_t)pos * half, *sn = rs->rope_sin + (size_t)pos * half;
+            const float *cs = rs->rope_cos + (size_t)pos * half,
+                        *sn = rs->rope_sin + (size_t)pos * half;
             for (int h = 0; h < c->n_head; h++)
                 rope(rs->q + (size_t)r * c->q_dim + (size_t)h * c->head_dim, cs, sn, c->n_rot);
             for (int h = 0; h < c->n_head_kv; h++) {
@@ -363,8 +368,8 @@ static void step_fn(void *arg, int ith, int nth)
     if (r1 > r0)
         q_act_prepare_rows(&rs->act[ACT_Q], rs->xb, E, r0, r1);
     section_end(F, ith, PH_OTHER);
-    matmul_share(m, &m->w.output, &rs->act[ACT_Q],
-                 rs->logits + (size_t)F->logit_row0 * c->n_vocab, c->n_vocab, ith, nth, &lo, &hi);
+    matmul_share(m, &m->w.output, &rs->act[ACT_Q], rs->logits + (size_t)F->logit_row0 * c->n_vocab,
+                 c->n_vocab, ith, nth, &lo, &hi);
     section_end(F, ith, PH_MATMUL);
 }
 
@@ -406,9 +411,8 @@ static void plan(struct model *m, struct model_seq *seqs, int n, int logit_row0,
                 }
             }
         }
-        s->out = n_out > first_out
-                     ? rs->logits + (size_t)(logit_row0 + first_out) * c->n_vocab
-                     : NULL;
+        s->out =
+            n_out > first_out ? rs->logits + (size_t)(logit_row0 + first_out) * c->n_vocab : NULL;
     }
     F->m = m;
     F->rows = R;
@@ -474,8 +478,8 @@ static int cpu_prepare(struct model *m, struct err *err)
     for (int i = 0; i < MODEL_N_ACT; i++)
         q_act_init(&rs->act[i], (int64_t)xrows, max_cols);
     rs->n_chunks = (m->ctx + MODEL_ATTN_CHUNK - 1) / MODEL_ATTN_CHUNK;
-    rs->att_part = alloc_floats((size_t)m->max_batch * c->n_head_kv * rs->n_chunks * g *
-                                (c->head_dim + 2));
+    rs->att_part =
+        alloc_floats((size_t)m->max_batch * c->n_head_kv * rs->n_chunks * g * (c->head_dim + 2));
     rs->scratch_floats = (size_t)g * (MODEL_ATTN_CHUNK + 2 * (c->head_dim + 2));
     rs->scratch_floats = (rs->scratch_floats + 15) & ~(size_t)15;
     rs->scratch = alloc_floats((size_t)nth * rs->scratch_floats);
@@ -504,8 +508,7 @@ static int cpu_prepare(struct model *m, struct err *err)
     rs->item_cost = xcalloc(rs->max_items, sizeof(double));
     rs->ops = cpu_ops_select();
     log_info("kv cache: %d slots x %d positions, f16, %.1f MB; %d threads; kernels %s/%s",
-             m->max_batch, m->ctx, rs->kv_bytes / 1e6, nth, q_kernels_name(m->kern),
-             rs->ops->name);
+             m->max_batch, m->ctx, rs->kv_bytes / 1e6, nth, q_kernels_name(m->kern), rs->ops->name);
     return 0;
 }
 

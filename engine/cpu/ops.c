@@ -10,8 +10,8 @@
 
 #include "quant.h"
 
-static void attn_chunk_portable(const float *q, int g, int hd, const uint16_t *k,
-                                const uint16_t *v, int n, float scale, float *scores, float *part)
+static void attn_chunk_portable(const float *q, int g, int hd, const uint16_t *k, const uint16_t *v,
+                                int n, float scale, float *scores, float *part)
 {
     float kv[1024]; /* head_dim <= 1024 (checked at load) */
     for (int t = 0; t < n; t++) {

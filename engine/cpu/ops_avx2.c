@@ -24,8 +24,8 @@ static inline __m256 exp256(__m256 x)
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)),
-                                  23);
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
@@ -93,8 +93,8 @@ static void attn_chunk_avx2(const float *q, int g, int hd, const uint16_t *k, co
             __m256 w = _mm256_set1_ps(scores[h * n + t]);
             float *o = part + (size_t)h * (hd + 2) + 2;
             for (int d = 0; d < hd; d += 8)
-                _mm256_storeu_ps(o + d,
-                                 _mm256_fmadd_ps(w, _mm256_load_ps(buf + d), _mm256_loadu_ps(o + d)));
+                _mm256_storeu_ps(
+                    o + d, _mm256_fmadd_ps(w, _mm256_load_ps(buf + d), _mm256_loadu_ps(o + d)));
         }
     }
 }
