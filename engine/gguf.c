@@ -150,7 +150,8 @@ static const char *show(const char *p, uint64_t len, char *out, size_t cap)
 struct nameset {
     const char **p; /* name starts (views), NULL = empty slot */
     uint64_t *len;  /* name lengths */
-    size_t cap;     /* slots, a power of two */
+    size_t cap;     /* slots, a power of two; kept at most half full */
+    size_t n;       /* names held */
 };
 
 static uint64_t hash_bytes(const char *p, uint64_t len)
@@ -161,13 +162,9 @@ static uint64_t hash_bytes(const char *p, uint64_t len)
     return h;
 }
 
-static void nameset_init(struct nameset *s, size_t n)
+static void nameset_init(struct nameset *s)
 {
-    s->cap = 16;
-    while (s->cap < n * 2)
-        s->cap *= 2;
-    s->p = xcalloc(s->cap, sizeof(*s->p));
-    s->len = xcalloc(s->cap, sizeof(*s->len));
+    memset(s, 0, sizeof(*s));
 }
 
 static void nameset_release(struct nameset *s)
@@ -176,18 +173,37 @@ static void nameset_release(struct nameset *s)
     free(s->len);
 }
 
-/* Add a name; false if it was already there. The set never fills: it was
- * sized for n names at init. */
+static void nameset_put(struct nameset *s, const char *p, uint64_t len)
+{
+    size_t i = (size_t)hash_bytes(p, len) & (s->cap - 1);
+    while (s->p[i])
+        i = (i + 1) & (s->cap - 1);
+    s->p[i] = p;
+    s->len[i] = len;
+    s->n++;
+}
+
+/* Add a name; false if it was already there. */
 static bool nameset_add(struct nameset *s, const char *p, uint64_t len)
 {
+    if (2 * (s->n + 1) > s->cap) {
+        struct nameset old = *s;
+        s->cap = old.cap ? old.cap * 2 : 64;
+        s->n = 0;
+        s->p = xcalloc(s->cap, sizeof(*s->p));
+        s->len = xcalloc(s->cap, sizeof(*s->len));
+        for (size_t i = 0; i < old.cap; i++)
+            if (old.p[i])
+                nameset_put(s, old.p[i], old.len[i]);
+        nameset_release(&old);
+    }
     size_t i = (size_t)hash_bytes(p, len) & (s->cap - 1);
     while (s->p[i]) {
         if (s->len[i] == len && memcmp(s->p[i], p, len) == 0)
             return false;
         i = (i + 1) & (s->cap - 1);
     }
-    s->p[i] = p;
-    s->len[i] = len;
+    nameset_put(s, p, len);
     return true;
 }
 
@@ -314,10 +330,12 @@ static int parse_kvs(struct cur *c, struct gguf_file *f, uint64_t n_kv)
     char name[96], whose[128];
     int rc = -1;
     struct nameset seen;
-    nameset_init(&seen, (size_t)n_kv);
-    f->kv = xcalloc(n_kv ? n_kv : 1, sizeof(*f->kv));
+    size_t cap = 0;
+    nameset_init(&seen);
     for (uint64_t i = 0; i < n_kv; i++) {
+        XGROW(f->kv, cap, i + 1); /* grown as parsed: a count is only a claim */
         struct gguf_kv *kv = &f->kv[i];
+        memset(kv, 0, sizeof(*kv));
         snprintf(whose, sizeof(whose), "metadata key #%llu", (unsigned long long)i);
         if (rd_str(c, &kv->key, "name", whose))
             goto out;
@@ -498,12 +516,14 @@ static int parse_header(struct cur *c, struct gguf_file *f, uint64_t *n_tensors,
     *n_kv = le64(c->base + 16);
     c->pos = 24;
     /* A tensor info takes at least 8 (name) + 4 (dims) + 4 (type) + 8
-     * (offset) bytes; a pair 8 (key) + 4 (type) + 1 (value). */
-    uint64_t left = c->size - c->pos;
-    if (*n_tensors > left / 24)
+     * (offset) bytes, a pair 8 (key) + 4 (type) + 1 (value): counts the
+     * whole file could not hold are absurd. Counts that merely exceed
+     * what follows are left to the parse, which then names the record
+     * where the file ends. */
+    if (*n_tensors > c->size / 24)
         return failf(c->err, FP_ERR_FORMAT, "tensor count %llu cannot fit in a file of %zu bytes",
                      (unsigned long long)*n_tensors, c->size);
-    if (*n_kv > left / 13)
+    if (*n_kv > c->size / 13)
         return failf(c->err, FP_ERR_FORMAT, "metadata count %llu cannot fit in a file of %zu bytes",
                      (unsigned long long)*n_kv, c->size);
     return 0;
@@ -518,10 +538,12 @@ static int parse(const uint8_t *data, size_t size, struct gguf_file *f, struct e
     if (parse_header(&c, f, &n_tensors, &n_kv) || parse_kvs(&c, f, n_kv) || read_alignment(f, err))
         return -1;
     struct nameset seen;
-    nameset_init(&seen, (size_t)n_tensors);
-    f->tensors = xcalloc(n_tensors ? n_tensors : 1, sizeof(*f->tensors));
+    nameset_init(&seen);
+    size_t cap = 0;
     int rc = -1;
     for (uint64_t i = 0; i < n_tensors; i++) {
+        XGROW(f->tensors, cap, i + 1);
+        memset(&f->tensors[i], 0, sizeof(f->tensors[i]));
         if (parse_tensor_info(&c, &f->tensors[i], i, &seen))
             goto out;
         f->n_tensors++;
