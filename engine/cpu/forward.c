@@ -226,11 +226,14 @@ static const struct q_act *act_for(const struct run_state *rs, int first,
     return &rs->act[first + i];
 }
 
-/* This thread's weight rows of w times the prepared activations. */
+/* This thread's weight rows of w times the prepared activations. Shares
+ * start at multiples of 16 rows, so the SIMD SwiGLU that follows on the
+ * same columns always sees the same vector/tail split whatever the thread
+ * count. */
 static void matmul_share(struct model *m, const struct q_matrix *w, const struct q_act *a, float *y,
                          int64_t ldy, int ith, int nth, int64_t *lo, int64_t *hi)
 {
-    share(w->rows, ith, nth, 4, lo, hi);
+    share(w->rows, ith, nth, 16, lo, hi);
     if (*hi > *lo)
         q_matmul(m->kern, w, a, y, ldy, *lo, *hi);
 }
