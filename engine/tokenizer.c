@@ -142,11 +142,11 @@ static void byte_map_init(uint16_t byte_cp[256], int16_t cp_byte[BYTE_CP_LIMIT])
 /* ---- string interning: every token and merge string gets a small id ---- */
 
 struct strtab {
-    char *bytes;     /* owned arena; each string is followed by a NUL */
-    size_t n_bytes;  /* bytes used */
+    char *bytes;    /* owned arena; each string is followed by a NUL */
+    size_t n_bytes; /* bytes used */
     size_t cap_bytes;
-    uint32_t *off;   /* [n] arena offset of string sid */
-    uint32_t *len;   /* [n] its length in bytes */
+    uint32_t *off; /* [n] arena offset of string sid */
+    uint32_t *len; /* [n] its length in bytes */
     size_t n, cap;
     uint32_t *slots; /* [n_slots] open addressing: sid + 1, 0 = empty */
     size_t n_slots;  /* a power of two, kept above 2 * n */
@@ -228,7 +228,9 @@ static void strtab_release(struct strtab *t)
 
 /* llama.cpp's whitespace set (Unicode White_Space), spelled out because
  * PCRE2's \s differs from it (U+0085) and needs PCRE2_UCP. */
-#define WS "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define WS                                                                                         \
+    "\\t-\\r "                                                                                     \
+    "\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
 /* The GPT-2 split. llama.cpp matches it with hand-written code that also
  * takes a lone whitespace character (the trailing \s+ of OpenAI's original). */
@@ -237,9 +239,9 @@ static void strtab_release(struct strtab *t)
     "])|[" WS "]+"
 
 struct pre_def {
-    const char *names[8];          /* tokenizer.ggml.pre values, NULL-terminated */
-    const char *regex[MAX_REGEX];  /* applied in turn to the previous pieces */
-    bool add_bos;                  /* default when add_bos_token is absent */
+    const char *names[8];         /* tokenizer.ggml.pre values, NULL-terminated */
+    const char *regex[MAX_REGEX]; /* applied in turn to the previous pieces */
+    bool add_bos;                 /* default when add_bos_token is absent */
 };
 
 static const struct pre_def pre_defs[] = {
@@ -261,8 +263,15 @@ static const struct pre_def *pre_find(struct gguf_str name)
 
 /* ---- tokens that end generation or are control by their text ---- */
 
-enum role { ROLE_EOG, ROLE_FIM_PRE, ROLE_FIM_SUF, ROLE_FIM_MID, ROLE_FIM_PAD, ROLE_FIM_REP,
-            ROLE_FIM_SEP };
+enum role {
+    ROLE_EOG,
+    ROLE_FIM_PRE,
+    ROLE_FIM_SUF,
+    ROLE_FIM_MID,
+    ROLE_FIM_PAD,
+    ROLE_FIM_REP,
+    ROLE_FIM_SEP
+};
 
 /* llama.cpp (llama_vocab::impl::load) recognises these texts: EOG ones always
  * end generation; FIM pad/repo/sep ones do when no *_token_id key names the
@@ -271,24 +280,57 @@ static const struct {
     const char *text;
     enum role role;
 } role_texts[] = {
-    {"<|eot_id|>", ROLE_EOG},      {"<|im_end|>", ROLE_EOG},        {"<|end|>", ROLE_EOG},
-    {"<|return|>", ROLE_EOG},      {"<|call|>", ROLE_EOG},          {"<|flush|>", ROLE_EOG},
-    {"<|calls|>", ROLE_EOG},       {"<end_of_turn>", ROLE_EOG},     {"<|endoftext|>", ROLE_EOG},
-    {"</s>", ROLE_EOG},            {"<|eom_id|>", ROLE_EOG},        {"<EOT>", ROLE_EOG},
-    {"_<EOT>", ROLE_EOG},          {"[EOT]", ROLE_EOG},             {"[EOS]", ROLE_EOG},
-    {"<|end_of_text|>", ROLE_EOG}, {"<end_of_utterance>", ROLE_EOG}, {"<eos>", ROLE_EOG},
-    {"<turn|>", ROLE_EOG},         {"<|tool_response>", ROLE_EOG},  {"[e~[", ROLE_EOG},
-    {"<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", ROLE_EOG},
-    {"<|fim_prefix|>", ROLE_FIM_PRE}, {"<fim-prefix>", ROLE_FIM_PRE}, {"<fim_prefix>", ROLE_FIM_PRE},
-    {"<PRE>", ROLE_FIM_PRE},          {"<|code_prefix|>", ROLE_FIM_PRE},
-    {"<|fim_suffix|>", ROLE_FIM_SUF}, {"<fim-suffix>", ROLE_FIM_SUF}, {"<fim_suffix>", ROLE_FIM_SUF},
-    {"<SUF>", ROLE_FIM_SUF},          {"<|code_suffix|>", ROLE_FIM_SUF},
-    {"<|fim_middle|>", ROLE_FIM_MID}, {"<fim-middle>", ROLE_FIM_MID}, {"<fim_middle>", ROLE_FIM_MID},
-    {"<MID>", ROLE_FIM_MID},          {"<|code_middle|>", ROLE_FIM_MID},
-    {"<|fim_pad|>", ROLE_FIM_PAD},    {"<fim-pad>", ROLE_FIM_PAD},   {"<fim_pad>", ROLE_FIM_PAD},
-    {"<PAD>", ROLE_FIM_PAD},          {"[PAD]", ROLE_FIM_PAD},
-    {"<|fim_repo|>", ROLE_FIM_REP},   {"<|repo_name|>", ROLE_FIM_REP}, {"<fim-repo>", ROLE_FIM_REP},
-    {"<REPO>", ROLE_FIM_REP},         {"<reponame>", ROLE_FIM_REP},
+    {"<|eot_id|>", ROLE_EOG},
+    {"<|im_end|>", ROLE_EOG},
+    {"<|end|>", ROLE_EOG},
+    {"<|return|>", ROLE_EOG},
+    {"<|call|>", ROLE_EOG},
+    {"<|flush|>", ROLE_EOG},
+    {"<|calls|>", ROLE_EOG},
+    {"<end_of_turn>", ROLE_EOG},
+    {"<|endoftext|>", ROLE_EOG},
+    {"</s>", ROLE_EOG},
+    {"<|eom_id|>", ROLE_EOG},
+    {"<EOT>", ROLE_EOG},
+    {"_<EOT>", ROLE_EOG},
+    {"[EOT]", ROLE_EOG},
+    {"[EOS]", ROLE_EOG},
+    {"<|end_of_text|>", ROLE_EOG},
+    {"<end_of_utterance>", ROLE_EOG},
+    {"<eos>", ROLE_EOG},
+    {"<turn|>", ROLE_EOG},
+    {"<|tool_response>", ROLE_EOG},
+    {"[e~[", ROLE_EOG},
+    {"<\xef\xbd\x9c"
+     "end\xe2\x96\x81"
+     "of\xe2\x96\x81"
+     "sentence\xef\xbd\x9c>",
+     ROLE_EOG},
+    {"<|fim_prefix|>", ROLE_FIM_PRE},
+    {"<fim-prefix>", ROLE_FIM_PRE},
+    {"<fim_prefix>", ROLE_FIM_PRE},
+    {"<PRE>", ROLE_FIM_PRE},
+    {"<|code_prefix|>", ROLE_FIM_PRE},
+    {"<|fim_suffix|>", ROLE_FIM_SUF},
+    {"<fim-suffix>", ROLE_FIM_SUF},
+    {"<fim_suffix>", ROLE_FIM_SUF},
+    {"<SUF>", ROLE_FIM_SUF},
+    {"<|code_suffix|>", ROLE_FIM_SUF},
+    {"<|fim_middle|>", ROLE_FIM_MID},
+    {"<fim-middle>", ROLE_FIM_MID},
+    {"<fim_middle>", ROLE_FIM_MID},
+    {"<MID>", ROLE_FIM_MID},
+    {"<|code_middle|>", ROLE_FIM_MID},
+    {"<|fim_pad|>", ROLE_FIM_PAD},
+    {"<fim-pad>", ROLE_FIM_PAD},
+    {"<fim_pad>", ROLE_FIM_PAD},
+    {"<PAD>", ROLE_FIM_PAD},
+    {"[PAD]", ROLE_FIM_PAD},
+    {"<|fim_repo|>", ROLE_FIM_REP},
+    {"<|repo_name|>", ROLE_FIM_REP},
+    {"<fim-repo>", ROLE_FIM_REP},
+    {"<REPO>", ROLE_FIM_REP},
+    {"<reponame>", ROLE_FIM_REP},
     {"<|file_sep|>", ROLE_FIM_SEP},
 };
 
@@ -302,29 +344,29 @@ struct merge_slot {
 
 struct tok_vocab {
     size_t n_tokens;
-    struct strtab str;      /* token texts, merge parts and merge results */
-    uint32_t *tok_sid;      /* [n_tokens] sid of each token's text */
-    int32_t *sid_tok;       /* [str.n] token whose text it is, or -1 */
-    uint8_t *type;          /* [n_tokens] enum tok_type */
+    struct strtab str;         /* token texts, merge parts and merge results */
+    uint32_t *tok_sid;         /* [n_tokens] sid of each token's text */
+    int32_t *sid_tok;          /* [str.n] token whose text it is, or -1 */
+    uint8_t *type;             /* [n_tokens] enum tok_type */
     struct merge_slot *merges; /* [merge_mask + 1] */
     size_t merge_mask;
-    int32_t byte_sid[256];  /* sid of byte b's one-character text, -1 if none */
-    int32_t byte_tok[256];  /* token for byte b alone, else unk, else -1 */
-    int32_t *special;       /* ids split out before BPE, longest text first */
+    int32_t byte_sid[256]; /* sid of byte b's one-character text, -1 if none */
+    int32_t byte_tok[256]; /* token for byte b alone, else unk, else -1 */
+    int32_t *special;      /* ids split out before BPE, longest text first */
     size_t n_special;
     const struct pre_def *pre;
-    char *pre_name;         /* owned copy of tokenizer.ggml.pre */
+    char *pre_name; /* owned copy of tokenizer.ggml.pre */
     pcre2_code *re[MAX_REGEX];
     size_t n_re;
-    char *pieces;           /* owned: every token's detokenized bytes */
-    uint32_t *piece_off;    /* [n_tokens + 1] offsets into pieces */
-    size_t max_piece;       /* bytes */
+    char *pieces;        /* owned: every token's detokenized bytes */
+    uint32_t *piece_off; /* [n_tokens + 1] offsets into pieces */
+    size_t max_piece;    /* bytes */
     int32_t bos, eos, unk;
     bool add_bos;
-    uint8_t *eog;           /* [n_tokens] 1 = ends generation */
-    int32_t *eog_ids;       /* ascending */
+    uint8_t *eog;     /* [n_tokens] 1 = ends generation */
+    int32_t *eog_ids; /* ascending */
     size_t n_eog;
-    char *chat_template;    /* owned, or NULL */
+    char *chat_template; /* owned, or NULL */
 };
 
 static uint64_t merge_hash(uint64_t key)
@@ -425,8 +467,8 @@ static void load_roles(tok_vocab *v, const struct tok_spec *spec)
         }
         v->type[id] = TOK_CONTROL;
     }
-    const int64_t ends[] = {v->eos, spec->eot, spec->eom, fim[ROLE_FIM_PAD],
-                            fim[ROLE_FIM_REP], fim[ROLE_FIM_SEP]};
+    const int64_t ends[] = {
+        v->eos, spec->eot, spec->eom, fim[ROLE_FIM_PAD], fim[ROLE_FIM_REP], fim[ROLE_FIM_SEP]};
     for (size_t k = 0; k < sizeof(ends) / sizeof(ends[0]); k++)
         if (ends[k] >= 0)
             v->eog[ends[k]] = 1;
@@ -515,8 +557,8 @@ static int compile_regexes(tok_vocab *v, struct err *err)
         const char *src = v->pre->regex[v->n_re];
         int code;
         PCRE2_SIZE at;
-        v->re[v->n_re] = pcre2_compile((PCRE2_SPTR)src, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &code,
-                                       &at, NULL);
+        v->re[v->n_re] =
+            pcre2_compile((PCRE2_SPTR)src, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &code, &at, NULL);
         if (!v->re[v->n_re]) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(code, msg, sizeof(msg));
@@ -656,15 +698,16 @@ void tok_free(tok_vocab *v)
 
 /* ---- reading the GGUF ---- */
 
+/* A token id key: absent or negative is -1 ("none"). */
 static int get_id(const struct gguf_file *f, const char *key, int64_t *out)
 {
-    uint64_t u;
+    int64_t id;
     *out = -1;
     if (!gguf_find_kv(f, key))
         return 0;
-    if (gguf_get_u64(f, key, &u) < 0 || u > INT32_MAX)
+    if (gguf_get_i64(f, key, &id) < 0 || id > INT32_MAX)
         return -1;
-    *out = (int64_t)u;
+    *out = id < 0 ? -1 : id;
     return 0;
 }
 
@@ -676,8 +719,7 @@ static struct gguf_str *get_strs(const struct gguf_file *f, const char *key, siz
     if (!kv)
         return err_set(err, FP_ERR_FORMAT, "tokenizer: missing '%s'", key), NULL;
     if (kv->type != GGUF_T_ARR || kv->arr_type != GGUF_T_STR || kv->arr_n > INT32_MAX / 2)
-        return err_set(err, FP_ERR_FORMAT, "tokenizer: '%s' is not an array of strings", key),
-               NULL;
+        return err_set(err, FP_ERR_FORMAT, "tokenizer: '%s' is not an array of strings", key), NULL;
     struct gguf_str *s = xmalloc((kv->arr_n ? kv->arr_n : 1) * sizeof(*s));
     if (gguf_arr_strs(kv, s) < 0) {
         free(s);
@@ -687,13 +729,37 @@ static struct gguf_str *get_strs(const struct gguf_file *f, const char *key, siz
     return s;
 }
 
-int tok_load(const struct gguf_file *f, tok_vocab **out, struct err *err)
+/* Arrays that spec_from_gguf allocates for a tok_spec. */
+struct spec_bufs {
+    struct gguf_str *tokens, *merges;
+    int32_t *types;
+};
+
+static void spec_bufs_release(struct spec_bufs *b)
 {
-    struct tok_spec spec = {.add_bos = -1};
+    free(b->tokens);
+    free(b->merges);
+    free(b->types);
+}
+
+/* Fill spec from f's metadata (b owns the arrays). An unsupported model or
+ * pre-tokenizer is left for tok_new to refuse, before the arrays are read.
+ * Returns 0, or -1 with err set. */
+static int spec_from_gguf(const struct gguf_file *f, struct tok_spec *out, struct spec_bufs *b,
+                          struct err *err)
+{
+    struct tok_spec spec = {.add_bos = -1,
+                            .bos = -1,
+                            .eos = -1,
+                            .eot = -1,
+                            .eom = -1,
+                            .unk = -1,
+                            .fim_pad = -1,
+                            .fim_rep = -1,
+                            .fim_sep = -1};
     struct gguf_str *tokens = NULL, *merges = NULL;
     int32_t *types = NULL;
     int rc = -1;
-    *out = NULL;
     if (gguf_get_str(f, "tokenizer.ggml.model", &spec.model) < 0) {
         err_set(err, FP_ERR_FORMAT, "tokenizer: missing 'tokenizer.ggml.model'");
         goto out;
@@ -715,15 +781,18 @@ int tok_load(const struct gguf_file *f, tok_vocab **out, struct err *err)
     const struct gguf_kv *kv = gguf_find_kv(f, "tokenizer.ggml.token_type");
     if (kv) {
         if (kv->type != GGUF_T_ARR || kv->arr_n < spec.n_tokens) {
-            err_set(err, FP_ERR_FORMAT, "tokenizer: 'tokenizer.ggml.token_type' has %llu entries "
-                    "for %zu tokens", (unsigned long long)kv->arr_n, spec.n_tokens);
+            err_set(err, FP_ERR_FORMAT,
+                    "tokenizer: 'tokenizer.ggml.token_type' has %llu entries "
+                    "for %zu tokens",
+                    (unsigned long long)kv->arr_n, spec.n_tokens);
             goto out;
         }
         types = xmalloc((spec.n_tokens ? spec.n_tokens : 1) * sizeof(*types));
         for (size_t i = 0; i < spec.n_tokens; i++) {
             int64_t t;
             if (gguf_arr_i64(kv, i, &t) < 0) {
-                err_set(err, FP_ERR_FORMAT, "tokenizer: 'tokenizer.ggml.token_type' is not numeric");
+                err_set(err, FP_ERR_FORMAT,
+                        "tokenizer: 'tokenizer.ggml.token_type' is not numeric");
                 goto out;
             }
             types[i] = (int32_t)(t < 0 || t > TOK_BYTE ? TOK_UNDEFINED : t);
@@ -749,13 +818,13 @@ int tok_load(const struct gguf_file *f, tok_vocab **out, struct err *err)
             goto out;
         }
     }
-    bool b;
+    bool add_bos;
     if (gguf_find_kv(f, "tokenizer.ggml.add_bos_token")) {
-        if (gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &b) < 0) {
+        if (gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &add_bos) < 0) {
             err_set(err, FP_ERR_FORMAT, "tokenizer: 'tokenizer.ggml.add_bos_token' is not a bool");
             goto out;
         }
-        spec.add_bos = b;
+        spec.add_bos = add_bos;
     }
     if (gguf_find_kv(f, "tokenizer.chat_template") &&
         gguf_get_str(f, "tokenizer.chat_template", &spec.chat_template) < 0) {
@@ -765,11 +834,22 @@ int tok_load(const struct gguf_file *f, tok_vocab **out, struct err *err)
 build:
     spec.tokens = tokens;
     spec.merges = merges;
-    rc = tok_new(&spec, out, err);
+    rc = 0;
 out:
-    free(tokens);
-    free(merges);
-    free(types);
+    *out = spec;
+    *b = (struct spec_bufs){tokens, merges, types};
+    return rc;
+}
+
+int tok_load(const struct gguf_file *f, tok_vocab **out, struct err *err)
+{
+    struct tok_spec spec;
+    struct spec_bufs b;
+    *out = NULL;
+    int rc = spec_from_gguf(f, &spec, &b, err);
+    if (rc == 0)
+        rc = tok_new(&spec, out, err);
+    spec_bufs_release(&b);
     return rc;
 }
 
@@ -831,17 +911,17 @@ const char *tok_text(const tok_vocab *v, int32_t id)
 /* ---- encoding ---- */
 
 struct sym {
-    int32_t sid;   /* current string, -1 if the byte has none */
-    int32_t prev;  /* neighbours in the piece, -1 at the ends */
+    int32_t sid;  /* current string, -1 if the byte has none */
+    int32_t prev; /* neighbours in the piece, -1 at the ends */
     int32_t next;
     uint32_t start; /* byte offset in the piece */
     uint32_t len;   /* bytes; 0 once merged into the left neighbour */
 };
 
 struct bigram {
-    int32_t rank;   /* lower merges first */
-    int32_t left;   /* symbol index; ties go to the leftmost */
-    int32_t lsid;   /* the strings it was made from, to spot stale entries */
+    int32_t rank; /* lower merges first */
+    int32_t left; /* symbol index; ties go to the leftmost */
+    int32_t lsid; /* the strings it was made from, to spot stale entries */
     int32_t rsid;
     int32_t result; /* sid of the merged string */
 };
@@ -1064,8 +1144,8 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, bool parse_spec
                -1;
     if (add_bos && v->bos < 0)
         return err_set(err, FP_ERR_USAGE, "a BOS token was asked for but the model has none"), -1;
-    struct enc e = {.v = v, .text = (const uint8_t *)text, .ids = ids, .n = n, .cap = cap,
-                    .err = err};
+    struct enc e = {
+        .v = v, .text = (const uint8_t *)text, .ids = ids, .n = n, .cap = cap, .err = err};
     size_t n0 = *n;
     int rc = 0;
     if (add_bos)

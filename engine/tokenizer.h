@@ -34,17 +34,17 @@ enum tok_type {
  * tok_new). Special token ids are -1 when absent.
  */
 struct tok_spec {
-    struct gguf_str model;          /* tokenizer.ggml.model: must be "gpt2" */
-    struct gguf_str pre;            /* tokenizer.ggml.pre, e.g. "smollm" */
-    const struct gguf_str *tokens;  /* [n_tokens] byte-level encoded texts */
-    const int32_t *types;           /* [n_tokens] enum tok_type, or NULL = all normal */
+    struct gguf_str model;         /* tokenizer.ggml.model: must be "gpt2" */
+    struct gguf_str pre;           /* tokenizer.ggml.pre, e.g. "smollm" */
+    const struct gguf_str *tokens; /* [n_tokens] byte-level encoded texts */
+    const int32_t *types;          /* [n_tokens] enum tok_type, or NULL = all normal */
     size_t n_tokens;
-    const struct gguf_str *merges;  /* [n_merges] "left right"; rank = index */
+    const struct gguf_str *merges; /* [n_merges] "left right"; rank = index */
     size_t n_merges;
-    int64_t bos, eos, eot, eom, unk;  /* token ids or -1 */
+    int64_t bos, eos, eot, eom, unk;   /* token ids or -1 */
     int64_t fim_pad, fim_rep, fim_sep; /* token ids or -1 (end generation too) */
-    int add_bos;                    /* 1, 0, or -1 = the pre-tokenizer's default */
-    struct gguf_str chat_template;  /* len 0 = none */
+    int add_bos;                       /* 1, 0, or -1 = the pre-tokenizer's default */
+    struct gguf_str chat_template;     /* len 0 = none */
 };
 
 /* Build the vocabulary from f's tokenizer.* metadata (copied: f may be
@@ -57,8 +57,8 @@ int tok_new(const struct tok_spec *spec, tok_vocab **out, struct err *err);
 void tok_free(tok_vocab *v); /* NULL is a no-op */
 
 size_t tok_n_vocab(const tok_vocab *v);
-int32_t tok_bos(const tok_vocab *v); /* -1 if none */
-int32_t tok_eos(const tok_vocab *v); /* -1 if none */
+int32_t tok_bos(const tok_vocab *v);  /* -1 if none */
+int32_t tok_eos(const tok_vocab *v);  /* -1 if none */
 bool tok_add_bos(const tok_vocab *v); /* tokenizer.ggml.add_bos_token, default false for smollm */
 /* true for every end-of-generation token: EOS, EOT, EOM, the FIM pad/repo/
  * file-separator tokens, and tokens whose text is on llama.cpp's EOG list
