@@ -225,6 +225,52 @@ TEST(smollm2_metadata)
     tok_free(v);
 }
 
+/* The golden fixture's prompts (tests/tools/make_golden.py) tokenize to the
+ * ids llama.cpp evaluated, BOS handling included, and its greedy ids
+ * detokenize to llama.cpp's text. */
+TEST(smollm2_golden_prompts)
+{
+    tok_vocab *v = load_model(NULL);
+    if (!v)
+        return;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/tests/fixtures/golden/smollm2-135m-q4_1/golden.json", top());
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    CHECK_MSG(doc, "%s:%d: %s", path, je.line, je.text);
+    json_t *prompts = json_object_get(doc, "prompts");
+    CHECK(json_array_size(prompts) >= 5);
+    CHECK(json_is_false(json_object_get(json_object_get(doc, "meta"), "bos_added")));
+    for (size_t i = 0; i < json_array_size(prompts); i++) {
+        json_t *p = json_array_get(prompts, i);
+        const char *name = json_string_value(json_object_get(p, "name"));
+        json_t *jt = json_object_get(p, "text");
+        int32_t *ids = NULL;
+        size_t n = 0, cap = 0;
+        struct err err;
+        err_init(&err);
+        CHECK_INT(tok_encode(v, json_string_value(jt), json_string_length(jt), true, tok_add_bos(v),
+                             &ids, &n, &cap, &err),
+                  0);
+        CHECK_MSG(ids_equal(ids, n, json_object_get(p, "prompt_ids")), "%s: prompt ids differ",
+                  name);
+        json_t *g = json_object_get(p, "greedy_ids");
+        size_t ng = json_array_size(g), dl;
+        int32_t *gi = xmalloc((ng + 1) * sizeof(*gi));
+        for (size_t k = 0; k < ng; k++)
+            gi[k] = (int32_t)json_integer_value(json_array_get(g, k));
+        char *d = decode_stream(v, gi, ng, &dl);
+        json_t *gt = json_object_get(p, "greedy_text");
+        CHECK_MSG(dl == json_string_length(gt) && memcmp(d, json_string_value(gt), dl) == 0,
+                  "%s: greedy text differs: '%s'", name, d);
+        free(d);
+        free(gi);
+        free(ids);
+    }
+    json_decref(doc);
+    tok_free(v);
+}
+
 /* The third-party vector from engine-formats.md 2.5, which llama.cpp
  * confirms (it is also the first fixture case). */
 TEST(smollm2_known_vector)
