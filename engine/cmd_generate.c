@@ -39,7 +39,7 @@ static void print_ids(const char *label, const int32_t *ids, size_t n)
 int cmd_generate(int argc, char **argv)
 {
     const char *model_path = NULL, *prompt = NULL, *quant = NULL, *head = NULL, *logits_path = NULL;
-    const char *device = NULL, *attention = NULL;
+    const char *device = NULL, *attention = NULL, *kv = "f16";
     long n_gen = 32, threads = 0, ctx = 0;
     bool chat = false, ignore_eos = false, no_special = false;
     const struct opt opts[] = {
@@ -56,6 +56,7 @@ int cmd_generate(int argc, char **argv)
         {"no-special", 0, OPT_BOOL, &no_special, NULL,
          "tokenize special-token texts as plain text"},
         {"attention", 0, OPT_STR, &attention, "MODE", "split|serial (default split)"},
+        {"kv", 0, OPT_STR, &kv, "TYPE", "K/V cache type: f16|f32 (default f16)"},
         {"device", 0, OPT_STR, &device, "DEV", "cpu|cuda (default cpu)"},
         {"logits", 0, OPT_STR, &logits_path, "FILE", "save the first step's logits (f32 LE)"},
     };
@@ -100,7 +101,10 @@ int cmd_generate(int argc, char **argv)
     struct model_opts mo = {.threads = (int)threads, .max_batch = 1, .device = device};
     mo.ctx = ctx ? (int)ctx : (int)(n_ids + (size_t)n_gen + 1);
     mo.max_step_tokens = (int)(n_ids < 512 ? n_ids : 512);
-    if (model_opts_parse(&mo, quant, head, NULL, attention, &err) != 0) {
+    if (strcmp(kv, "f16") != 0 && strcmp(kv, "f32") != 0)
+        err_set(&err, FP_ERR_USAGE, "--kv: unknown type '%s' (expected f16 or f32)", kv);
+    mo.kv_f32 = strcmp(kv, "f32") == 0;
+    if (err.code || model_opts_parse(&mo, quant, head, NULL, attention, &err) != 0) {
         gguf_close(&f);
         goto out;
     }

@@ -72,12 +72,14 @@ static void share(int64_t n, int ith, int nth, int64_t align, int64_t *lo, int64
         *hi = n;
 }
 
+/* out = x / sqrt(mean(x^2) + eps) * w, the sum of squares in double as
+ * ggml's rms_norm does. */
 static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
 {
-    float ss = 0;
+    double ss = 0;
     for (int i = 0; i < n; i++)
-        ss += x[i] * x[i];
-    float r = 1.0f / sqrtf(ss / (float)n + eps);
+        ss += (double)(x[i] * x[i]);
+    float r = 1.0f / sqrtf((float)(ss / n) + eps);
     for (int i = 0; i < n; i++)
         out[i] = x[i] * r * w[i];
 }
@@ -126,6 +128,17 @@ static size_t cache_off(const struct model *m, int layer, int slot, int kvh)
            (size_t)m->cfg.head_dim;
 }
 
+static void chunk(const struct run_state *rs, const float *q, int g, int hd, const uint8_t *k,
+                  const uint8_t *v, int n, float scale, float *scores, float *part)
+{
+    if (rs->kv_elem == 4)
+        rs->ops->attn_chunk_f32(q, g, hd, (const float *)k, (const float *)v, n, scale, scores,
+                                part);
+    else
+        rs->ops->attn_chunk(q, g, hd, (const uint16_t *)k, (const uint16_t *)v, n, scale, scores,
+                            part);
+}
+
 /* One attention item: chunk c of (row, kvh) into its partial slot, or (c
  * = -1) every chunk of the row folded into att. */
 static void attn_item(struct model *m, int layer, const struct model_attn_item *it, float *scratch)
@@ -135,7 +148,9 @@ static void attn_item(struct model *m, int layer, const struct model_attn_item *
     int hd = c->head_dim, g = c->n_head / c->n_head_kv, r = it->row;
     int n_keys = rs->row_pos[r] + 1;
     size_t base = cache_off(m, layer, rs->row_slot[r], it->kvh);
-    const uint16_t *K = rs->k_cache + base, *V = rs->v_cache + base;
+    const uint8_t *K = (const uint8_t *)rs->k_cache + base * rs->kv_elem;
+    const uint8_t *V = (const uint8_t *)rs->v_cache + base * rs->kv_elem;
+    size_t row = (size_t)hd * rs->kv_elem; /* bytes per cached position */
     const float *q = rs->q + (size_t)r * c->q_dim + (size_t)it->kvh * g * hd;
     float scale = 1.0f / sqrtf((float)hd);
     float *scores = scratch, *part = scratch + g * MODEL_ATTN_CHUNK;
@@ -147,16 +162,14 @@ static void attn_item(struct model *m, int layer, const struct model_attn_item *
             rs->att_part +
             (((size_t)rs->dec_row[r] * c->n_head_kv + it->kvh) * rs->n_chunks + (size_t)it->chunk) *
                 (size_t)g * (hd + 2);
-        rs->ops->attn_chunk(q, g, hd, K + (size_t)t0 * hd, V + (size_t)t0 * hd, n, scale, scores,
-                            dst);
+        chunk(rs, q, g, hd, K + (size_t)t0 * row, V + (size_t)t0 * row, n, scale, scores, dst);
         return;
     }
     for (int h = 0; h < g; h++)
         fold_init(acc + h * (hd + 2), hd);
     for (int t0 = 0; t0 < n_keys; t0 += MODEL_ATTN_CHUNK) {
         int n = n_keys - t0 < MODEL_ATTN_CHUNK ? n_keys - t0 : MODEL_ATTN_CHUNK;
-        rs->ops->attn_chunk(q, g, hd, K + (size_t)t0 * hd, V + (size_t)t0 * hd, n, scale, scores,
-                            part);
+        chunk(rs, q, g, hd, K + (size_t)t0 * row, V + (size_t)t0 * row, n, scale, scores, part);
         for (int h = 0; h < g; h++)
             fold(acc + h * (hd + 2), part + h * (hd + 2), hd);
     }
@@ -287,9 +300,14 @@ static void step_fn(void *arg, int ith, int nth)
                 float *k = rs->k + (size_t)r * c->kv_dim + (size_t)h * c->head_dim;
                 rope(k, cs, sn, c->n_rot);
                 size_t off = cache_off(m, l, rs->row_slot[r], h) + (size_t)pos * c->head_dim;
-                rs->ops->to_f16(k, rs->k_cache + off, c->head_dim);
-                rs->ops->to_f16(rs->v + (size_t)r * c->kv_dim + (size_t)h * c->head_dim,
-                                rs->v_cache + off, c->head_dim);
+                const float *v = rs->v + (size_t)r * c->kv_dim + (size_t)h * c->head_dim;
+                if (rs->kv_elem == 4) {
+                    memcpy((float *)rs->k_cache + off, k, sizeof(float) * (size_t)c->head_dim);
+                    memcpy((float *)rs->v_cache + off, v, sizeof(float) * (size_t)c->head_dim);
+                } else {
+                    rs->ops->to_f16(k, (uint16_t *)rs->k_cache + off, c->head_dim);
+                    rs->ops->to_f16(v, (uint16_t *)rs->v_cache + off, c->head_dim);
+                }
             }
         }
         if (ith == 0)
@@ -454,7 +472,9 @@ static int cpu_prepare(struct model *m, struct err *err)
     size_t xrows = rows > (size_t)m->max_logit_rows ? rows : (size_t)m->max_logit_rows;
     /* The cache first: it is the one allocation that can be unreasonably large. */
     size_t per_cache = (size_t)c->n_layer * (size_t)m->max_batch * (size_t)c->n_head_kv *
-                       (size_t)m->ctx * (size_t)c->head_dim * sizeof(uint16_t);
+                       (size_t)m->ctx * (size_t)c->head_dim;
+    rs->kv_elem = m->opts.kv_f32 ? 4 : 2;
+    per_cache *= rs->kv_elem;
     rs->kv_bytes = 2 * per_cache;
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     double phys = pages > 0 && psize > 0 ? (double)pages * (double)psize : 0;
@@ -510,8 +530,9 @@ static int cpu_prepare(struct model *m, struct err *err)
     rs->items = xcalloc(rs->max_items, sizeof(*rs->items));
     rs->item_cost = xcalloc(rs->max_items, sizeof(double));
     rs->ops = cpu_ops_select();
-    log_info("kv cache: %d slots x %d positions, f16, %.1f MB; %d threads; kernels %s/%s",
-             m->max_batch, m->ctx, rs->kv_bytes / 1e6, nth, q_kernels_name(m->kern), rs->ops->name);
+    log_info("kv cache: %d slots x %d positions, %s, %.1f MB; %d threads; kernels %s/%s",
+             m->max_batch, m->ctx, rs->kv_elem == 4 ? "f32" : "f16", rs->kv_bytes / 1e6, nth,
+             q_kernels_name(m->kern), rs->ops->name);
     return 0;
 }
 

@@ -19,6 +19,9 @@ struct cpu_ops {
      */
     void (*attn_chunk)(const float *q, int g, int hd, const uint16_t *k, const uint16_t *v, int n,
                        float scale, float *scores, float *part);
+    /* The same with f32 K/V rows (--kv f32). */
+    void (*attn_chunk_f32)(const float *q, int g, int hd, const float *k, const float *v, int n,
+                           float scale, float *scores, float *part);
     /* gate[i] = silu(gate[i]) * up[i] for i < n. */
     void (*silu_mul)(float *gate, const float *up, int n);
     /* dst[i] = f16(src[i]), round to nearest even. */

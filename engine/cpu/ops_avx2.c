@@ -43,16 +43,21 @@ static inline void load_f16_row(const uint16_t *src, float *dst, int hd)
         _mm256_store_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + d))));
 }
 
-static void attn_chunk_avx2(const float *q, int g, int hd, const uint16_t *k, const uint16_t *v,
-                            int n, float scale, float *scores, float *part)
+static inline void load_row(const void *src, int f32, int t, int hd, float *dst)
+{
+    if (f32)
+        memcpy(dst, (const float *)src + (size_t)t * hd, sizeof(float) * (size_t)hd);
+    else
+        load_f16_row((const uint16_t *)src + (size_t)t * hd, dst, hd);
+}
+
+/* hd is a multiple of 8 (the callers fall back to the portable kernel). */
+static inline void attn_chunk_any(const float *q, int g, int hd, const void *k, const void *v,
+                                  int f32, int n, float scale, float *scores, float *part)
 {
     _Alignas(32) float buf[1024];
-    if (hd % 8 != 0) {
-        cpu_ops_portable()->attn_chunk(q, g, hd, k, v, n, scale, scores, part);
-        return;
-    }
     for (int t = 0; t < n; t++) {
-        load_f16_row(k + (size_t)t * hd, buf, hd);
+        load_row(k, f32, t, hd, buf);
         for (int h = 0; h < g; h++) {
             const float *qh = q + (size_t)h * hd;
             __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
@@ -88,7 +93,7 @@ static void attn_chunk_avx2(const float *q, int g, int hd, const uint16_t *k, co
         memset(p + 2, 0, sizeof(float) * (size_t)hd);
     }
     for (int t = 0; t < n; t++) {
-        load_f16_row(v + (size_t)t * hd, buf, hd);
+        load_row(v, f32, t, hd, buf);
         for (int h = 0; h < g; h++) {
             __m256 w = _mm256_set1_ps(scores[h * n + t]);
             float *o = part + (size_t)h * (hd + 2) + 2;
@@ -97,6 +102,24 @@ static void attn_chunk_avx2(const float *q, int g, int hd, const uint16_t *k, co
                     o + d, _mm256_fmadd_ps(w, _mm256_load_ps(buf + d), _mm256_loadu_ps(o + d)));
         }
     }
+}
+
+static void attn_chunk_avx2(const float *q, int g, int hd, const uint16_t *k, const uint16_t *v,
+                            int n, float scale, float *scores, float *part)
+{
+    if (hd % 8 != 0)
+        cpu_ops_portable()->attn_chunk(q, g, hd, k, v, n, scale, scores, part);
+    else
+        attn_chunk_any(q, g, hd, k, v, 0, n, scale, scores, part);
+}
+
+static void attn_chunk_f32_avx2(const float *q, int g, int hd, const float *k, const float *v,
+                                int n, float scale, float *scores, float *part)
+{
+    if (hd % 8 != 0)
+        cpu_ops_portable()->attn_chunk_f32(q, g, hd, k, v, n, scale, scores, part);
+    else
+        attn_chunk_any(q, g, hd, k, v, 1, n, scale, scores, part);
 }
 
 static void silu_mul_avx2(float *gate, const float *up, int n)
@@ -123,7 +146,8 @@ static void to_f16_avx2(const float *src, uint16_t *dst, int n)
         dst[i] = (uint16_t)_cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
-static const struct cpu_ops avx2 = {"avx2", attn_chunk_avx2, silu_mul_avx2, to_f16_avx2};
+static const struct cpu_ops avx2 = {"avx2", attn_chunk_avx2, attn_chunk_f32_avx2, silu_mul_avx2,
+                                    to_f16_avx2};
 
 const struct cpu_ops *cpu_ops_avx2(void)
 {
