@@ -1,16 +1,15 @@
 /*
- * threadpool: persistent workers, a sense-reversing spin barrier, and a
- * futex for the idle wait between runs. See threadpool.h for the contract.
+ * threadpool: persistent workers, a sense-reversing barrier that spins
+ * briefly and then sleeps on a futex, and the same spin-then-sleep wait
+ * for the start of a run. See threadpool.h for the contract.
  */
 #include "threadpool.h"
 
-#include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <stdatomic.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -18,20 +17,22 @@
 #include "timeutil.h"
 #include "xalloc.h"
 
-/* Spins (pause instructions) before a waiter starts yielding the CPU, and
- * yields before an idle worker sleeps on the futex. On an oversubscribed
- * machine yielding keeps a spinning thread from starving the one it waits
- * for. */
-#define SPIN_PAUSES 4000
-#define IDLE_YIELDS 2000
+/* Pause instructions a barrier waiter spins (a few microseconds, longer
+ * than a balanced section's skew) before it sleeps on a futex. Sleeping
+ * rather than spinning on keeps an oversubscribed machine (more runnable
+ * threads than cores) from burning the time slice that the awaited thread
+ * needs. An idle worker spins longer (IDLE_PAUSES) before sleeping, since
+ * the next step usually follows within microseconds. */
+#define SPIN_PAUSES 2000
+#define IDLE_PAUSES 20000
 
 /* Each hot atomic on its own cache line, so waiters do not false-share. */
 struct tp_pool {
     _Alignas(64) atomic_uint gen;       /* bumped by tp_run to start a run; futex word */
-    _Alignas(64) atomic_int n_done;     /* workers finished with the current run */
     _Alignas(64) atomic_int n_arrived;  /* threads at the current barrier */
-    _Alignas(64) atomic_uint phase;     /* bumped when a barrier opens */
-    _Alignas(64) atomic_int n_sleeping; /* workers blocked on gen */
+    _Alignas(64) atomic_uint phase;     /* bumped when a barrier opens; futex word */
+    _Alignas(64) atomic_int n_sleeping; /* workers asleep on gen */
+    _Alignas(64) atomic_int n_bsleep;   /* threads asleep on phase */
     tp_fn fn;                           /* current work (written before gen is bumped) */
     void *arg;
     int n; /* threads, caller included */
@@ -61,29 +62,37 @@ static void futex_wake_all(atomic_uint *addr)
     syscall(SYS_futex, (unsigned *)addr, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
 }
 
-/* Wait until *gen differs from seen: spin, then yield, then sleep. */
-static unsigned wait_gen(tp_pool *p, unsigned seen)
+/*
+ * Wait until *word differs from seen: spin `spins` pauses, then sleep.
+ * The sleeper count and the word are both accessed seq_cst, and the waker
+ * changes the word before reading the count, so either the waker sees a
+ * sleeper (and wakes it) or the sleeper sees the new word (and never
+ * sleeps); futex_wait itself returns at once if the word already changed.
+ */
+static unsigned wait_change(atomic_uint *word, atomic_int *sleepers, unsigned seen, int spins)
 {
-    unsigned g;
-    for (int i = 0; i < SPIN_PAUSES; i++) {
-        if ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) != seen)
-            return g;
+    unsigned v;
+    for (int i = 0; i < spins; i++) {
+        if ((v = atomic_load_explicit(word, memory_order_acquire)) != seen)
+            return v;
         cpu_relax();
     }
-    for (int i = 0; i < IDLE_YIELDS; i++) {
-        if ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) != seen)
-            return g;
-        sched_yield();
-    }
     for (;;) {
-        atomic_fetch_add(&p->n_sleeping, 1);
-        g = atomic_load_explicit(&p->gen, memory_order_acquire);
-        if (g == seen)
-            futex_wait(&p->gen, seen);
-        atomic_fetch_sub(&p->n_sleeping, 1);
-        if ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) != seen)
-            return g;
+        atomic_fetch_add(sleepers, 1);
+        if (atomic_load(word) == seen)
+            futex_wait(word, seen);
+        atomic_fetch_sub(sleepers, 1);
+        if ((v = atomic_load(word)) != seen)
+            return v;
     }
+}
+
+/* Change *word and wake whoever sleeps on it. */
+static void bump(atomic_uint *word, atomic_int *sleepers)
+{
+    atomic_fetch_add(word, 1);
+    if (atomic_load(sleepers) > 0)
+        futex_wake_all(word);
 }
 
 static void *worker_main(void *varg)
@@ -94,11 +103,11 @@ static void *worker_main(void *varg)
     free(wa);
     unsigned seen = 0;
     for (;;) {
-        seen = wait_gen(p, seen);
+        seen = wait_change(&p->gen, &p->n_sleeping, seen, IDLE_PAUSES);
         if (atomic_load_explicit(&p->stop, memory_order_acquire))
             break;
         p->fn(p->arg, ith, p->n);
-        atomic_fetch_add_explicit(&p->n_done, 1, memory_order_release);
+        tp_barrier(p); /* a run ends when every thread is here */
     }
     return NULL;
 }
@@ -115,10 +124,10 @@ tp_pool *tp_new(int n_threads)
         n_threads = tp_online_cores();
     tp_pool *p = xaligned_alloc(64, sizeof(*p));
     atomic_init(&p->gen, 0);
-    atomic_init(&p->n_done, 0);
     atomic_init(&p->n_arrived, 0);
     atomic_init(&p->phase, 0);
     atomic_init(&p->n_sleeping, 0);
+    atomic_init(&p->n_bsleep, 0);
     atomic_init(&p->stop, false);
     p->fn = NULL;
     p->arg = NULL;
@@ -131,7 +140,7 @@ tp_pool *tp_new(int n_threads)
         int rc = pthread_create(&p->threads[i - 1], NULL, worker_main, wa);
         if (rc != 0) {
             free(wa);
-            log_warn("thread pool: cannot start thread %d of %d (errno %d); using %d", i + 1,
+            log_warn("thread pool: cannot start thread %d of %d (error %d); using %d", i + 1,
                      n_threads, rc, p->n);
             break;
         }
@@ -144,9 +153,8 @@ void tp_free(tp_pool *p)
 {
     if (!p)
         return;
-    atomic_store_explicit(&p->stop, true, memory_order_release);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_acq_rel);
-    futex_wake_all(&p->gen);
+    atomic_store(&p->stop, true);
+    bump(&p->gen, &p->n_sleeping);
     for (int i = 0; i < p->n - 1; i++)
         pthread_join(p->threads[i], NULL);
     free(p->threads);
@@ -166,18 +174,9 @@ void tp_run(tp_pool *p, tp_fn fn, void *arg)
     }
     p->fn = fn;
     p->arg = arg;
-    atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_acq_rel);
-    if (atomic_load_explicit(&p->n_sleeping, memory_order_acquire) > 0)
-        futex_wake_all(&p->gen);
+    bump(&p->gen, &p->n_sleeping);
     fn(arg, 0, p->n);
-    int want = p->n - 1;
-    for (int i = 0; atomic_load_explicit(&p->n_done, memory_order_acquire) != want; i++) {
-        if (i < SPIN_PAUSES)
-            cpu_relax();
-        else
-            sched_yield();
-    }
+    tp_barrier(p);
 }
 
 void tp_barrier(tp_pool *p)
@@ -187,15 +186,10 @@ void tp_barrier(tp_pool *p)
     unsigned ph = atomic_load_explicit(&p->phase, memory_order_acquire);
     if (atomic_fetch_add_explicit(&p->n_arrived, 1, memory_order_acq_rel) == p->n - 1) {
         atomic_store_explicit(&p->n_arrived, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&p->phase, 1, memory_order_acq_rel);
+        bump(&p->phase, &p->n_bsleep);
         return;
     }
-    for (int i = 0; atomic_load_explicit(&p->phase, memory_order_acquire) == ph; i++) {
-        if (i < SPIN_PAUSES)
-            cpu_relax();
-        else
-            sched_yield();
-    }
+    wait_change(&p->phase, &p->n_bsleep, ph, SPIN_PAUSES);
 }
 
 struct measure_arg {
