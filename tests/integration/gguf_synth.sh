@@ -75,4 +75,27 @@ PY
 else
     echo "skip: python3 package 'gguf' not installed (pip install gguf) - gguf-py cross-check not run"
 fi
+# llama.cpp (pip package llama-cpp-python), when present, loads the tiny
+# model, agrees on the vocabulary and round-trips text through it.
+if python3 -c 'import llama_cpp' 2>/dev/null; then
+    "$FP4SERVE" synth --preset tiny --type f16 -o "$T_TMP/tiny16.gguf"
+    for f in "$tiny" "$T_TMP/tiny16.gguf"; do
+        python3 - "$f" >"$T_TMP/llama" 2>"$T_TMP/llama.log" <<'PY'
+import sys
+from llama_cpp import Llama
+m = Llama(model_path=sys.argv[1], n_ctx=64, n_threads=1, verbose=False)
+texts = ["Hello world! 123", "the river ran past the mill\n", "  spaces,\ttabs; caf\u00e9 \u65e5\u672c"]
+ok = all(m.detokenize(m.tokenize(t.encode(), add_bos=False, special=False)) == t.encode()
+         for t in texts)
+chat = m.tokenize(b"<|im_start|>user\nhi<|im_end|>", add_bos=False, special=True)
+out = m(prompt="the river", max_tokens=4, temperature=0)
+print(m.n_vocab(), m.token_bos(), m.token_eos(), ok, chat[0], chat[-1],
+      out["usage"]["completion_tokens"])
+PY
+        check_eq "llama.cpp loads $(basename "$f"): vocab, bos, eos, round trip, specials, tokens" \
+            "$(cat "$T_TMP/llama")" "512 1 2 True 1 2 4"
+    done
+else
+    echo "skip: python3 package 'llama_cpp' not installed - llama.cpp load check not run"
+fi
 finish
