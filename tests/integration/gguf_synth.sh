@@ -17,7 +17,8 @@ check_eq "info tiny: exit status" "$?" "0"
 for want in "layers        2" "embedding     64" "heads         4" "kv heads      2" \
     "feed-forward  128" "context       256" "vocab         512" \
     "tokenizer     gpt2, pre 'smollm', 512 tokens, 253 merges" \
-    "special       bos 1 '<|im_start|>', eos 2 '<|im_end|>', unk 0 '<|endoftext|>', pad 2 '<|im_end|>', add_bos false"; do
+    "special       bos 1 '<|im_start|>', eos 2 '<|im_end|>', unk 0 '<|endoftext|>', pad 2 '<|im_end|>', add_bos false" \
+    "eog           0 '<|endoftext|>', 2 '<|im_end|>'"; do
     check "info tiny: '$want'" grep -qxF "$want" "$T_TMP/info"
 done
 check "info tiny: 20 f32 tensors" grep -qE '^f32 +20 ' "$T_TMP/info"
