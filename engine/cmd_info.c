@@ -14,6 +14,8 @@
 #include "gguf.h"
 #include "log.h"
 #include "opts.h"
+#include "quant.h"
+#include "tokenizer.h"
 #include "xalloc.h"
 
 /* One hyperparameter line: label, key suffix after "ARCH.", kind. */
@@ -86,6 +88,33 @@ static struct gguf_str token_text(const struct gguf_str *toks, uint64_t n, uint6
     return id < n ? toks[id] : none;
 }
 
+/* The end-of-generation set as the tokenizer derives it (llama.cpp's
+ * rules), or why the tokenizer would not load. */
+static void print_eog(const struct gguf_file *f, const struct gguf_str *toks, uint64_t n_tok)
+{
+    tok_vocab *v = NULL;
+    struct err err;
+    err_init(&err);
+    printf("%-14s", "eog");
+    if (tok_load(f, &v, &err) != 0) {
+        printf("- (%s)\n", err.msg);
+        return;
+    }
+    size_t n;
+    const int32_t *ids = tok_eog_ids(v, &n);
+    for (size_t i = 0; i < n; i++) {
+        printf("%s%d", i ? ", " : "", ids[i]);
+        struct gguf_str t = token_text(toks, n_tok, (uint64_t)ids[i]);
+        if (t.p) {
+            printf(" '");
+            put_view(t, 40);
+            putchar('\'');
+        }
+    }
+    printf("%s\n", n ? "" : "-");
+    tok_free(v);
+}
+
 static void print_tokenizer(const struct gguf_file *f)
 {
     struct gguf_str model, pre;
@@ -133,6 +162,7 @@ static void print_tokenizer(const struct gguf_file *f)
     if (gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &add_bos) == 0)
         printf("%sadd_bos %s", shown++ ? ", " : "", add_bos ? "true" : "false");
     printf("%s\n", shown ? "" : "-");
+    print_eog(f, toks, n_tok);
     free(toks);
 }
 
@@ -169,11 +199,14 @@ static void print_tensor_table(const struct gguf_file *f)
             sums[j - 1] = tmp;
         }
     printf("\n%-8s %7s %14s %14s %10s %6s\n", "type", "tensors", "elements", "bytes", "MiB", "bpw");
-    for (size_t i = 0; i < n; i++)
-        printf("%-8s %7" PRIu64 " %14" PRIu64 " %14" PRIu64 " %10.2f %6.3f\n",
+    for (size_t i = 0; i < n; i++) {
+        const struct q_type_info *ti = q_info(sums[i].type);
+        printf("%-8s %7" PRIu64 " %14" PRIu64 " %14" PRIu64 " %10.2f %6.3f%s\n",
                gguf_type_name(sums[i].type), sums[i].count, sums[i].elems, sums[i].bytes,
                (double)sums[i].bytes / (1 << 20),
-               sums[i].elems ? 8.0 * (double)sums[i].bytes / (double)sums[i].elems : 0.0);
+               sums[i].elems ? 8.0 * (double)sums[i].bytes / (double)sums[i].elems : 0.0,
+               ti && ti->weights ? "" : "  (fp4serve does not compute with this type)");
+    }
     printf("%-8s %7zu %14" PRIu64 " %14" PRIu64 " %10.2f %6.3f\n", "total", f->n_tensors, all_elems,
            all_bytes, (double)all_bytes / (1 << 20),
            all_elems ? 8.0 * (double)all_bytes / (double)all_elems : 0.0);

@@ -370,8 +370,8 @@ TEST(tensor_refusals_name_the_tensor)
     expect_fail(&b, FP_ERR_FORMAT, "tensor 'w': ne[0] = 33 is not a multiple of the q8_0 block");
     buf_reset(&b);
     b_header(&b, 1, 0);
-    b_tensor(&b, "w", 2, ne, 16, 0);
-    expect_fail(&b, FP_ERR_UNSUPPORTED, "tensor 'w' has type iq2_xxs (16)");
+    b_tensor(&b, "w", 2, ne, 4, 0); /* a removed ggml id */
+    expect_fail(&b, FP_ERR_FORMAT, "tensor 'w' has unknown type id 4");
     buf_reset(&b);
     b_header(&b, 1, 0);
     b_tensor(&b, "w", 2, ne, 200, 0);
@@ -446,6 +446,22 @@ TEST(open_reports_the_path_and_io_errors)
     CHECK_INT(e.code, FP_ERR_IO);
     CHECK_STR(e.msg, "/tmp: not a regular file");
     gguf_close(&f);
+}
+
+TEST(tensor_nbytes_follows_the_block_geometry)
+{
+    uint64_t n, ne[4] = {576, 1536, 1, 1};
+    CHECK(gguf_tensor_nbytes(3, 2, ne, &n) == 0 && n == 576 / 32 * 20 * 1536);  /* q4_1 */
+    CHECK(gguf_tensor_nbytes(40, 2, ne, &n) == 0 && n == 576 / 64 * 36 * 1536); /* nvfp4 */
+    CHECK(gguf_tensor_nbytes(0, 0, ne, &n) == 0 && n == 4);                     /* a 0-d f32 */
+    CHECK(gguf_tensor_nbytes(12, 2, ne, &n) == -1); /* q4_k: 576 % 256 != 0 */
+    CHECK(gguf_tensor_nbytes(16, 2, ne, &n) == -1); /* iq2_xxs: not supported */
+    CHECK(gguf_tensor_nbytes(0, 5, ne, &n) == -1);
+    uint64_t huge[2] = {1ull << 62, 1ull << 62};
+    CHECK(gguf_tensor_nbytes(0, 2, huge, &n) == -1); /* overflow */
+    CHECK_STR(gguf_type_name(39), "mxfp4");
+    CHECK_STR(gguf_type_name(16), "iq2_xxs");
+    CHECK_STR(gguf_type_name(4), "?");
 }
 
 /* ---- writer ---- */
