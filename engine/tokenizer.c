@@ -232,11 +232,24 @@ static void strtab_release(struct strtab *t)
     "\\t-\\r "                                                                                     \
     "\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
+/* Letters and numbers that Unicode 15.0 and 15.1 added (Kawi, Nag Mundari,
+ * Kaktovik numerals, CJK extensions H and I, ...). llama.cpp's tables have
+ * them; PCRE2 before 10.43 (Unicode 14, Debian 12's) does not, so they are
+ * listed: the split is then the same with either PCRE2. */
+#define L_NEW                                                                                      \
+    "\\x{1123F}-\\x{11240}\\x{11F02}\\x{11F04}-\\x{11F10}\\x{11F12}-\\x{11F33}\\x{1342F}"          \
+    "\\x{13441}-\\x{13446}\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}\\x{1E030}-\\x{1E06D}"          \
+    "\\x{1E4D0}-\\x{1E4EB}\\x{2B739}\\x{2EBF0}-\\x{2EE5D}\\x{31350}-\\x{323AF}"
+#define N_NEW  "\\x{11F50}-\\x{11F59}\\x{1D2C0}-\\x{1D2D3}\\x{1E4F0}-\\x{1E4F9}"
+#define LETTER "[\\p{L}" L_NEW "]"
+#define NUMBER "[\\p{N}" N_NEW "]"
+#define OTHER  "[^" WS "\\p{L}\\p{N}" L_NEW N_NEW "]"
+
 /* The GPT-2 split. llama.cpp matches it with hand-written code that also
  * takes a lone whitespace character (the trailing \s+ of OpenAI's original). */
 #define GPT2_RE                                                                                    \
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS       \
-    "])|[" WS "]+"
+    "'s|'t|'re|'ve|'m|'ll|'d| ?" LETTER "+| ?" NUMBER "+| ?" OTHER "+|[" WS "]+(?![^" WS "])|[" WS \
+    "]+"
 
 struct pre_def {
     const char *names[8];         /* tokenizer.ggml.pre values, NULL-terminated */
@@ -247,7 +260,7 @@ struct pre_def {
 static const struct pre_def pre_defs[] = {
     /* each digit alone, then GPT-2 (HF: Digits(individual) + ByteLevel) */
     {{"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b", NULL},
-     {"\\p{N}", GPT2_RE, NULL},
+     {NUMBER, GPT2_RE, NULL},
      false},
     {{"gpt-2", "phi-2", "mpt", "olmo", "jais", NULL}, {GPT2_RE, NULL, NULL}, false},
 };
@@ -351,7 +364,7 @@ struct tok_vocab {
     struct merge_slot *merges; /* [merge_mask + 1] */
     size_t merge_mask;
     int32_t byte_sid[256]; /* sid of byte b's one-character text, -1 if none */
-    int32_t byte_tok[256]; /* token for byte b alone, else unk, else -1 */
+    int32_t byte_tok[256]; /* token for byte b alone, or -1 */
     int32_t *special;      /* ids split out before BPE, longest text first */
     size_t n_special;
     const struct pre_def *pre;
@@ -361,7 +374,7 @@ struct tok_vocab {
     char *pieces;        /* owned: every token's detokenized bytes */
     uint32_t *piece_off; /* [n_tokens + 1] offsets into pieces */
     size_t max_piece;    /* bytes */
-    int32_t bos, eos, unk;
+    int32_t bos, eos;
     bool add_bos;
     uint8_t *eog;     /* [n_tokens] 1 = ends generation */
     int32_t *eog_ids; /* ascending */
@@ -640,7 +653,6 @@ int tok_new(const struct tok_spec *spec_in, tok_vocab **out, struct err *err)
 
     v->bos = check_id("bos_token_id", spec.bos, v->n_tokens);
     v->eos = check_id("eos_token_id", spec.eos, v->n_tokens);
-    v->unk = check_id("unknown_token_id", spec.unk, v->n_tokens);
     spec.eot = check_id("eot_token_id", spec.eot, v->n_tokens);
     spec.eom = check_id("eom_token_id", spec.eom, v->n_tokens);
     spec.fim_pad = check_id("fim_pad_token_id", spec.fim_pad, v->n_tokens);
@@ -658,8 +670,6 @@ int tok_new(const struct tok_spec *spec_in, tok_vocab **out, struct err *err)
         size_t n = utf8_encode(byte_cp[b], u);
         v->byte_sid[b] = strtab_find(&v->str, u, n);
         v->byte_tok[b] = v->byte_sid[b] >= 0 ? v->sid_tok[v->byte_sid[b]] : -1;
-        if (v->byte_tok[b] < 0)
-            v->byte_tok[b] = v->unk;
     }
     load_roles(v, &spec);
     load_specials(v);
@@ -753,7 +763,6 @@ static int spec_from_gguf(const struct gguf_file *f, struct tok_spec *out, struc
                             .eos = -1,
                             .eot = -1,
                             .eom = -1,
-                            .unk = -1,
                             .fim_pad = -1,
                             .fim_rep = -1,
                             .fim_sep = -1};
@@ -807,7 +816,6 @@ static int spec_from_gguf(const struct gguf_file *f, struct tok_spec *out, struc
         {"tokenizer.ggml.eos_token_id", offsetof(struct tok_spec, eos)},
         {"tokenizer.ggml.eot_token_id", offsetof(struct tok_spec, eot)},
         {"tokenizer.ggml.eom_token_id", offsetof(struct tok_spec, eom)},
-        {"tokenizer.ggml.unknown_token_id", offsetof(struct tok_spec, unk)},
         {"tokenizer.ggml.fim_pad_token_id", offsetof(struct tok_spec, fim_pad)},
         {"tokenizer.ggml.fim_rep_token_id", offsetof(struct tok_spec, fim_rep)},
         {"tokenizer.ggml.fim_sep_token_id", offsetof(struct tok_spec, fim_sep)},
@@ -1030,16 +1038,13 @@ static int bpe(struct enc *e, size_t off, size_t len)
             emit(e, id);
             continue;
         }
-        /* a merge result or byte outside the vocabulary: one token per byte */
-        for (uint32_t k = 0; k < s->len; k++) {
-            int32_t bt = v->byte_tok[p[s->start + k]];
-            if (bt < 0)
-                return err_set(e->err, FP_ERR_UNSUPPORTED,
-                               "byte 0x%02x at offset %zu has no token in the vocabulary",
-                               p[s->start + k], off + s->start + k),
-                       -1;
-            emit(e, bt);
-        }
+        /* a merge result or byte outside the vocabulary: one token per
+         * byte, and a byte without a token is dropped, as llama.cpp does
+         * (SmolLM2 has none for 0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xF1
+         * and 0xF2, among the bytes that valid UTF-8 can hold) */
+        for (uint32_t k = 0; k < s->len; k++)
+            if (v->byte_tok[p[s->start + k]] >= 0)
+                emit(e, v->byte_tok[p[s->start + k]]);
     }
     return 0;
 }

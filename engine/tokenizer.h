@@ -41,7 +41,7 @@ struct tok_spec {
     size_t n_tokens;
     const struct gguf_str *merges; /* [n_merges] "left right"; rank = index */
     size_t n_merges;
-    int64_t bos, eos, eot, eom, unk;   /* token ids or -1 */
+    int64_t bos, eos, eot, eom;        /* token ids or -1 */
     int64_t fim_pad, fim_rep, fim_sep; /* token ids or -1 (end generation too) */
     int add_bos;                       /* 1, 0, or -1 = the pre-tokenizer's default */
     struct gguf_str chat_template;     /* len 0 = none */
