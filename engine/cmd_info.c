@@ -14,6 +14,7 @@
 #include "gguf.h"
 #include "log.h"
 #include "opts.h"
+#include "tokenizer.h"
 #include "xalloc.h"
 
 /* One hyperparameter line: label, key suffix after "ARCH.", kind. */
@@ -86,6 +87,33 @@ static struct gguf_str token_text(const struct gguf_str *toks, uint64_t n, uint6
     return id < n ? toks[id] : none;
 }
 
+/* The end-of-generation set as the tokenizer derives it (llama.cpp's
+ * rules), or why the tokenizer would not load. */
+static void print_eog(const struct gguf_file *f, const struct gguf_str *toks, uint64_t n_tok)
+{
+    tok_vocab *v = NULL;
+    struct err err;
+    err_init(&err);
+    printf("%-14s", "eog");
+    if (tok_load(f, &v, &err) != 0) {
+        printf("- (%s)\n", err.msg);
+        return;
+    }
+    size_t n;
+    const int32_t *ids = tok_eog_ids(v, &n);
+    for (size_t i = 0; i < n; i++) {
+        printf("%s%d", i ? ", " : "", ids[i]);
+        struct gguf_str t = token_text(toks, n_tok, (uint64_t)ids[i]);
+        if (t.p) {
+            printf(" '");
+            put_view(t, 40);
+            putchar('\'');
+        }
+    }
+    printf("%s\n", n ? "" : "-");
+    tok_free(v);
+}
+
 static void print_tokenizer(const struct gguf_file *f)
 {
     struct gguf_str model, pre;
@@ -133,6 +161,7 @@ static void print_tokenizer(const struct gguf_file *f)
     if (gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &add_bos) == 0)
         printf("%sadd_bos %s", shown++ ? ", " : "", add_bos ? "true" : "false");
     printf("%s\n", shown ? "" : "-");
+    print_eog(f, toks, n_tok);
     free(toks);
 }
 

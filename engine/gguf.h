@@ -126,7 +126,12 @@ const char *gguf_vtype_name(uint32_t type);
  * the reader refuses such as "iq2_xxs"); "?" for ids ggml does not have. */
 const char *gguf_type_name(uint32_t type);
 
-/* ---- writer ---- */
+/* Bytes of a tensor of ggml type `type` and dims ne[0..n_dims) (a 0-d
+ * tensor is one element): 0, or -1 when the type is unknown to quant.h,
+ * ne[0] is not a multiple of its block or the size overflows. */
+int gguf_tensor_nbytes(uint32_t type, uint32_t n_dims, const uint64_t *ne, uint64_t *out);
+
+/* ---- writer (gguf_write.c) ---- */
 
 /*
  * The writer collects metadata (encoded at once) and tensor descriptions,

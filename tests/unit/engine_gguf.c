@@ -448,6 +448,22 @@ TEST(open_reports_the_path_and_io_errors)
     gguf_close(&f);
 }
 
+TEST(tensor_nbytes_follows_the_block_geometry)
+{
+    uint64_t n, ne[4] = {576, 1536, 1, 1};
+    CHECK(gguf_tensor_nbytes(3, 2, ne, &n) == 0 && n == 576 / 32 * 20 * 1536);  /* q4_1 */
+    CHECK(gguf_tensor_nbytes(40, 2, ne, &n) == 0 && n == 576 / 64 * 36 * 1536); /* nvfp4 */
+    CHECK(gguf_tensor_nbytes(0, 0, ne, &n) == 0 && n == 4);                     /* a 0-d f32 */
+    CHECK(gguf_tensor_nbytes(12, 2, ne, &n) == -1); /* q4_k: 576 % 256 != 0 */
+    CHECK(gguf_tensor_nbytes(16, 2, ne, &n) == -1); /* iq2_xxs: not supported */
+    CHECK(gguf_tensor_nbytes(0, 5, ne, &n) == -1);
+    uint64_t huge[2] = {1ull << 62, 1ull << 62};
+    CHECK(gguf_tensor_nbytes(0, 2, huge, &n) == -1); /* overflow */
+    CHECK_STR(gguf_type_name(39), "mxfp4");
+    CHECK_STR(gguf_type_name(16), "iq2_xxs");
+    CHECK_STR(gguf_type_name(4), "?");
+}
+
 /* ---- writer ---- */
 
 static char *tmp_path(const char *tag)
