@@ -76,10 +76,13 @@ static void print_ids(const char *what, const int32_t *a, size_t n)
 
 /* Load the model's vocabulary, optionally with another pre-tokenizer name.
  * NULL (and a "skipped" line) when the model is not there. */
-static tok_vocab *load_model(const char *pre)
+static tok_vocab *load_model_at(const char *model, const char *pre)
 {
     char path[4096];
-    snprintf(path, sizeof(path), "%s/%s", top(), MODEL);
+    if (model[0] == '/')
+        snprintf(path, sizeof(path), "%s", model);
+    else
+        snprintf(path, sizeof(path), "%s/%s", top(), model);
     struct gguf_file f;
     struct err err;
     err_init(&err);
@@ -99,6 +102,11 @@ static tok_vocab *load_model(const char *pre)
     gguf_close(&f);
     CHECK_MSG(v, "%s", err.msg);
     return v;
+}
+
+static tok_vocab *load_model(const char *pre)
+{
+    return load_model_at(MODEL, pre);
 }
 
 /* Every case of a fixture file: ids with and without special parsing,
@@ -195,15 +203,16 @@ TEST(gpt2_pre_matches_llama_cpp)
 }
 
 /* A differential run on a file named by TOK_EXTRA_FIXTURE (made with
- * make_tokenizer_fixtures.py --random N [--pre NAME], NAME then also in
- * TOK_EXTRA_PRE); nothing to do when unset. */
+ * make_tokenizer_fixtures.py --random N [--pre NAME] [MODEL], NAME then also
+ * in TOK_EXTRA_PRE, MODEL in TOK_EXTRA_MODEL); nothing to do when unset. */
 TEST(extra_fixture)
 {
     const char *path = getenv("TOK_EXTRA_FIXTURE");
     const char *pre = getenv("TOK_EXTRA_PRE");
     if (!path || !*path)
         return;
-    tok_vocab *v = load_model(pre && *pre ? pre : NULL);
+    const char *model = getenv("TOK_EXTRA_MODEL");
+    tok_vocab *v = load_model_at(model && *model ? model : MODEL, pre && *pre ? pre : NULL);
     if (!v)
         return;
     printf("%s: %d cases\n", path, check_fixture(v, path));
