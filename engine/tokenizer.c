@@ -14,111 +14,10 @@
 
 #include "fp4.h"
 #include "log.h"
+#include "utf8.h"
 #include "xalloc.h"
 
 #define MAX_REGEX 3
-
-/* ---- UTF-8 ---- */
-
-enum utf8_step { UTF8_OK, UTF8_BAD, UTF8_SHORT };
-
-/* Classify the character at p[0..n): a complete valid one (*adv = its
- * length), an invalid maximal subpart (*adv >= 1 bytes to replace), or a
- * valid but incomplete prefix that runs out of bytes (Unicode table 3-7). */
-static enum utf8_step utf8_step(const uint8_t *p, size_t n, size_t *adv)
-{
-    uint8_t b = p[0];
-    size_t len;
-    uint8_t lo = 0x80, hi = 0xBF; /* range of the second byte */
-    if (b < 0x80) {
-        *adv = 1;
-        return UTF8_OK;
-    } else if (b >= 0xC2 && b <= 0xDF) {
-        len = 2;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-        len = 3;
-        if (b == 0xE0)
-            lo = 0xA0;
-        else if (b == 0xED)
-            hi = 0x9F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-        len = 4;
-        if (b == 0xF0)
-            lo = 0x90;
-        else if (b == 0xF4)
-            hi = 0x8F;
-    } else {
-        *adv = 1;
-        return UTF8_BAD;
-    }
-    for (size_t i = 1; i < len; i++) {
-        if (i >= n) {
-            *adv = i;
-            return UTF8_SHORT;
-        }
-        if (p[i] < lo || p[i] > hi) {
-            *adv = i;
-            return UTF8_BAD;
-        }
-        lo = 0x80;
-        hi = 0xBF;
-    }
-    *adv = len;
-    return UTF8_OK;
-}
-
-/* Offset of the first byte that is not part of valid UTF-8, or n. */
-static size_t utf8_invalid_at(const uint8_t *p, size_t n)
-{
-    size_t i = 0, adv;
-    while (i < n) {
-        if (p[i] < 0x80) {
-            i++;
-            continue;
-        }
-        if (utf8_step(p + i, n - i, &adv) != UTF8_OK)
-            return i;
-        i += adv;
-    }
-    return n;
-}
-
-/* Decode one character of possibly invalid text: the code point, or -1
- * for an invalid or truncated byte (*adv = 1 then). */
-static int32_t utf8_decode(const uint8_t *p, size_t n, size_t *adv)
-{
-    if (utf8_step(p, n, adv) != UTF8_OK) {
-        *adv = 1;
-        return -1;
-    }
-    static const uint8_t lead_mask[5] = {0, 0x7F, 0x1F, 0x0F, 0x07};
-    int32_t cp = p[0] & lead_mask[*adv];
-    for (size_t i = 1; i < *adv; i++)
-        cp = (cp << 6) | (p[i] & 0x3F);
-    return cp;
-}
-
-static size_t utf8_encode(uint32_t cp, char *out)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    } else if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    } else if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
 
 /* ---- the GPT-2 byte map (bytes_to_unicode) ---- */
 
@@ -1197,26 +1096,6 @@ void tok_stream_init(struct tok_stream *s)
     s->n_pending = 0;
 }
 
-/* Append p[0..n) as UTF-8 to out[*w..cap), invalid subparts as U+FFFD; stop
- * at an incomplete tail (when hold) and return how many bytes were used. */
-static size_t emit_utf8(const uint8_t *p, size_t n, bool hold, char *out, size_t *w, size_t cap)
-{
-    size_t i = 0, adv;
-    while (i < n) {
-        enum utf8_step st = utf8_step(p + i, n - i, &adv);
-        if (st == UTF8_SHORT && hold)
-            break;
-        const char *src = st == UTF8_OK ? (const char *)p + i : "\xEF\xBF\xBD";
-        size_t k = st == UTF8_OK ? adv : 3;
-        if (*w + k <= cap) {
-            memcpy(out + *w, src, k);
-            *w += k;
-        }
-        i += adv;
-    }
-    return i;
-}
-
 size_t tok_stream_push(const tok_vocab *v, struct tok_stream *s, int32_t id, char *out, size_t cap)
 {
     const uint8_t *p = (const uint8_t *)"";
@@ -1235,19 +1114,19 @@ size_t tok_stream_push(const tok_vocab *v, struct tok_stream *s, int32_t id, cha
         memcpy(tmp + k, p, m);
         size_t i = 0, adv;
         while (i < k) {
-            enum utf8_step st = utf8_step(tmp + i, k + m - i, &adv);
+            enum utf8_kind st = utf8_step(tmp + i, k + m - i, &adv);
             if (st == UTF8_SHORT) { /* the piece is all used up */
                 memmove(s->pending, tmp + i, k + m - i);
                 s->n_pending = k + m - i;
                 return w;
             }
-            emit_utf8(tmp + i, adv, false, out, &w, cap);
+            utf8_lossy(tmp + i, adv, false, out, &w, cap);
             i += adv;
         }
         j = i - k;
         s->n_pending = 0;
     }
-    j += emit_utf8(p + j, n - j, true, out, &w, cap);
+    j += utf8_lossy(p + j, n - j, true, out, &w, cap);
     memcpy(s->pending, p + j, n - j); /* at most 3 bytes */
     s->n_pending = n - j;
     return w;
@@ -1256,7 +1135,7 @@ size_t tok_stream_push(const tok_vocab *v, struct tok_stream *s, int32_t id, cha
 size_t tok_stream_flush(struct tok_stream *s, char *out, size_t cap)
 {
     size_t w = 0;
-    emit_utf8((const uint8_t *)s->pending, s->n_pending, false, out, &w, cap);
+    utf8_lossy((const uint8_t *)s->pending, s->n_pending, false, out, &w, cap);
     s->n_pending = 0;
     return w;
 }

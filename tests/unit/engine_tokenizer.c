@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../engine/tokenizer.c" /* statics: spec_from_gguf, utf8_step */
+#include "../../engine/tokenizer.c" /* statics: spec_from_gguf, byte_map_init */
 
 #include "fileio.h"
 
@@ -756,28 +756,6 @@ TEST(stream_pending_across_tokens)
     CHECK_INT(tok_stream_push(v, &s, 0xAC, out, sizeof(out)), 3); /* € */
     CHECK(memcmp(out, "\xe2\x82\xac", 3) == 0);
     tok_free(v);
-}
-
-/* utf8_step agrees with the Unicode table of well-formed sequences. */
-TEST(utf8_classification)
-{
-    size_t adv;
-    CHECK_INT(utf8_step((const uint8_t *)"\xc2\x80", 2, &adv), UTF8_OK);
-    CHECK_INT(adv, 2);
-    CHECK_INT(utf8_step((const uint8_t *)"\xc1\xbf", 2, &adv), UTF8_BAD);
-    CHECK_INT(utf8_step((const uint8_t *)"\xe0\x9f\x80", 3, &adv), UTF8_BAD);
-    CHECK_INT(utf8_step((const uint8_t *)"\xe0\xa0", 2, &adv), UTF8_SHORT);
-    CHECK_INT(adv, 2);
-    CHECK_INT(utf8_step((const uint8_t *)"\xed\x9f\xbf", 3, &adv), UTF8_OK);
-    CHECK_INT(utf8_step((const uint8_t *)"\xed\xa0\x80", 3, &adv), UTF8_BAD);
-    CHECK_INT(adv, 1);
-    CHECK_INT(utf8_step((const uint8_t *)"\xf4\x8f\xbf\xbf", 4, &adv), UTF8_OK);
-    CHECK_INT(utf8_step((const uint8_t *)"\xf4\x90\x80\x80", 4, &adv), UTF8_BAD);
-    CHECK_INT(utf8_step((const uint8_t *)"\xf0\x9f\x98", 3, &adv), UTF8_SHORT);
-    CHECK_INT(adv, 3);
-    CHECK_INT(utf8_step((const uint8_t *)"\xf0\x9f\x41", 3, &adv), UTF8_BAD);
-    CHECK_INT(adv, 2);
-    CHECK_INT(utf8_invalid_at((const uint8_t *)"h\xc3\xa9llo", 6), 6);
 }
 
 /* The byte map is a bijection with the documented fixed points. */
