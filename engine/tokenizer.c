@@ -9,6 +9,7 @@
 #include "tokenizer.h"
 
 #include <pcre2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,6 +165,16 @@ static const struct pre_def pre_defs[] = {
     {{"gpt-2", "phi-2", "mpt", "olmo", "jais", NULL}, {GPT2_RE, NULL, NULL}, false},
 };
 
+/* "smollm, starcoder, ..." for messages. */
+static void pre_names(char *out, size_t cap)
+{
+    size_t w = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(pre_defs) / sizeof(pre_defs[0]); i++)
+        for (const char *const *n = pre_defs[i].names; *n && w < cap; n++)
+            w += (size_t)snprintf(out + w, cap - w, "%s%s", w ? ", " : "", *n);
+}
+
 static const struct pre_def *pre_find(struct gguf_str name)
 {
     for (size_t i = 0; i < sizeof(pre_defs) / sizeof(pre_defs[0]); i++)
@@ -192,58 +203,27 @@ static const struct {
     const char *text;
     enum role role;
 } role_texts[] = {
-    {"<|eot_id|>", ROLE_EOG},
-    {"<|im_end|>", ROLE_EOG},
-    {"<|end|>", ROLE_EOG},
-    {"<|return|>", ROLE_EOG},
-    {"<|call|>", ROLE_EOG},
-    {"<|flush|>", ROLE_EOG},
-    {"<|calls|>", ROLE_EOG},
-    {"<end_of_turn>", ROLE_EOG},
-    {"<|endoftext|>", ROLE_EOG},
-    {"</s>", ROLE_EOG},
-    {"<|eom_id|>", ROLE_EOG},
-    {"<EOT>", ROLE_EOG},
-    {"_<EOT>", ROLE_EOG},
-    {"[EOT]", ROLE_EOG},
-    {"[EOS]", ROLE_EOG},
-    {"<|end_of_text|>", ROLE_EOG},
-    {"<end_of_utterance>", ROLE_EOG},
-    {"<eos>", ROLE_EOG},
-    {"<turn|>", ROLE_EOG},
-    {"<|tool_response>", ROLE_EOG},
-    {"[e~[", ROLE_EOG},
-    {"<\xef\xbd\x9c"
-     "end\xe2\x96\x81"
-     "of\xe2\x96\x81"
-     "sentence\xef\xbd\x9c>",
-     ROLE_EOG},
-    {"<|fim_prefix|>", ROLE_FIM_PRE},
-    {"<fim-prefix>", ROLE_FIM_PRE},
-    {"<fim_prefix>", ROLE_FIM_PRE},
-    {"<PRE>", ROLE_FIM_PRE},
-    {"<|code_prefix|>", ROLE_FIM_PRE},
-    {"<|fim_suffix|>", ROLE_FIM_SUF},
-    {"<fim-suffix>", ROLE_FIM_SUF},
-    {"<fim_suffix>", ROLE_FIM_SUF},
-    {"<SUF>", ROLE_FIM_SUF},
-    {"<|code_suffix|>", ROLE_FIM_SUF},
-    {"<|fim_middle|>", ROLE_FIM_MID},
-    {"<fim-middle>", ROLE_FIM_MID},
-    {"<fim_middle>", ROLE_FIM_MID},
-    {"<MID>", ROLE_FIM_MID},
-    {"<|code_middle|>", ROLE_FIM_MID},
-    {"<|fim_pad|>", ROLE_FIM_PAD},
-    {"<fim-pad>", ROLE_FIM_PAD},
-    {"<fim_pad>", ROLE_FIM_PAD},
-    {"<PAD>", ROLE_FIM_PAD},
-    {"[PAD]", ROLE_FIM_PAD},
-    {"<|fim_repo|>", ROLE_FIM_REP},
-    {"<|repo_name|>", ROLE_FIM_REP},
-    {"<fim-repo>", ROLE_FIM_REP},
-    {"<REPO>", ROLE_FIM_REP},
-    {"<reponame>", ROLE_FIM_REP},
+    /* clang-format off */
+    {"<|eot_id|>", ROLE_EOG},      {"<|im_end|>", ROLE_EOG},       {"<|end|>", ROLE_EOG},
+    {"<|return|>", ROLE_EOG},      {"<|call|>", ROLE_EOG},         {"<|flush|>", ROLE_EOG},
+    {"<|calls|>", ROLE_EOG},       {"<end_of_turn>", ROLE_EOG},    {"<|endoftext|>", ROLE_EOG},
+    {"</s>", ROLE_EOG},            {"<|eom_id|>", ROLE_EOG},       {"<EOT>", ROLE_EOG},
+    {"_<EOT>", ROLE_EOG},          {"[EOT]", ROLE_EOG},            {"[EOS]", ROLE_EOG},
+    {"<|end_of_text|>", ROLE_EOG}, {"<end_of_utterance>", ROLE_EOG}, {"<eos>", ROLE_EOG},
+    {"<turn|>", ROLE_EOG},         {"<|tool_response>", ROLE_EOG}, {"[e~[", ROLE_EOG},
+    {"<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", ROLE_EOG},
+    {"<|fim_prefix|>", ROLE_FIM_PRE}, {"<fim-prefix>", ROLE_FIM_PRE}, {"<fim_prefix>", ROLE_FIM_PRE},
+    {"<PRE>", ROLE_FIM_PRE},          {"<|code_prefix|>", ROLE_FIM_PRE},
+    {"<|fim_suffix|>", ROLE_FIM_SUF}, {"<fim-suffix>", ROLE_FIM_SUF}, {"<fim_suffix>", ROLE_FIM_SUF},
+    {"<SUF>", ROLE_FIM_SUF},          {"<|code_suffix|>", ROLE_FIM_SUF},
+    {"<|fim_middle|>", ROLE_FIM_MID}, {"<fim-middle>", ROLE_FIM_MID}, {"<fim_middle>", ROLE_FIM_MID},
+    {"<MID>", ROLE_FIM_MID},          {"<|code_middle|>", ROLE_FIM_MID},
+    {"<|fim_pad|>", ROLE_FIM_PAD},    {"<fim-pad>", ROLE_FIM_PAD},    {"<fim_pad>", ROLE_FIM_PAD},
+    {"<PAD>", ROLE_FIM_PAD},          {"[PAD]", ROLE_FIM_PAD},
+    {"<|fim_repo|>", ROLE_FIM_REP},   {"<|repo_name|>", ROLE_FIM_REP}, {"<fim-repo>", ROLE_FIM_REP},
+    {"<REPO>", ROLE_FIM_REP},         {"<reponame>", ROLE_FIM_REP},
     {"<|file_sep|>", ROLE_FIM_SEP},
+    /* clang-format on */
 };
 
 /* ---- the vocabulary ---- */
@@ -506,18 +486,23 @@ int tok_new(const struct tok_spec *spec_in, tok_vocab **out, struct err *err)
     if (!gguf_str_eq(spec.model, "gpt2"))
         return err_set(err, FP_ERR_UNSUPPORTED,
                        "tokenizer model '%.*s' is not supported (only 'gpt2' byte-level BPE)",
-                       (int)(spec.model.len > 64 ? 64 : spec.model.len), spec.model.p),
+                       (int)(spec.model.len > 64 ? 64 : spec.model.len),
+                       spec.model.p ? spec.model.p : ""),
                -1;
     const struct pre_def *pre = pre_find(spec.pre);
-    if (!pre)
+    if (!pre) {
+        char known[512];
+        pre_names(known, sizeof(known));
         return err_set(err, FP_ERR_UNSUPPORTED,
-                       "pre-tokenizer '%.*s' (tokenizer.ggml.pre) is not supported (known: "
-                       "smollm, starcoder, refact, command-r, codeshell, exaone, minerva-7b, "
-                       "gpt-2, phi-2, mpt, olmo, jais)",
-                       (int)(spec.pre.len > 64 ? 64 : spec.pre.len), spec.pre.p),
+                       "pre-tokenizer '%.*s' (tokenizer.ggml.pre) is not supported (known: %s)",
+                       (int)(spec.pre.len > 64 ? 64 : spec.pre.len), spec.pre.p ? spec.pre.p : "",
+                       known),
                -1;
+    }
     if (spec.n_tokens == 0 || spec.n_tokens > INT32_MAX / 2)
-        return err_set(err, FP_ERR_FORMAT, "tokenizer has %zu tokens", spec.n_tokens), -1;
+        return err_set(err, FP_ERR_FORMAT, "tokenizer: %zu tokens in 'tokenizer.ggml.tokens'",
+                       spec.n_tokens),
+               -1;
 
     tok_vocab *v = xcalloc(1, sizeof(*v));
     v->n_tokens = spec.n_tokens;
