@@ -24,6 +24,12 @@ Command used for tests/fixtures/tokenizer/smollm2.jsonl:
 with llama-cpp-python 0.3.36 (bundles llama.cpp 0c1e57098), built from
 source: CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_BLAS=OFF" pip install llama-cpp-python
 
+For tests/fixtures/tokenizer/synth-tiny.jsonl (the tokenizer of the
+synthetic model, checked without any download):
+  build/bin/fp4serve synth --preset tiny -o /tmp/tiny.gguf
+  python3 tests/tools/make_tokenizer_fixtures.py /tmp/tiny.gguf \
+      tests/fixtures/tokenizer/synth-tiny.jsonl
+
 With --pre NAME it first writes a vocabulary-only copy of MODEL whose
 tokenizer.ggml.pre is NAME (needs the `gguf` package) and uses that, which
 checks our other pre-tokenizers against llama.cpp on the same vocabulary:

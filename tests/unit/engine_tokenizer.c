@@ -14,6 +14,7 @@
 #include "../../engine/tokenizer.c" /* statics: spec_from_gguf, byte_map_init */
 
 #include "fileio.h"
+#include "synth.h"
 
 #define MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -189,6 +190,28 @@ TEST(smollm2_matches_llama_cpp)
     CHECK_MSG(n >= 60, "only %d cases", n);
     printf("smollm2.jsonl: %d cases\n", n);
     tok_free(v);
+}
+
+/* The synthetic model's tokenizer (512 tokens, pre smollm) against
+ * llama.cpp: needs no download, so it always runs. */
+TEST(synth_tiny_matches_llama_cpp)
+{
+    char path[] = "/tmp/tok-synth-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    struct synth_opts o = {.preset = synth_preset_find("tiny"), .type = 1 /* f16 */, .seed = 1};
+    struct err err;
+    err_init(&err);
+    CHECK_MSG(o.preset && synth_write(&o, path, &err) == 0, "%s", err.msg);
+    tok_vocab *v = load_model_at(path, NULL);
+    if (v) {
+        int n = check_fixture(v, "synth-tiny.jsonl");
+        CHECK_MSG(n >= 60, "only %d cases", n);
+        CHECK_INT(tok_n_vocab(v), 512);
+        tok_free(v);
+    }
+    unlink(path);
 }
 
 TEST(gpt2_pre_matches_llama_cpp)
