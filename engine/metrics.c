@@ -6,6 +6,7 @@
 #include "metrics.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 static const int statuses[MET_N_STATUS] = {200, 400, 404, 405, 413, 414,
@@ -70,13 +71,11 @@ void met_render(const struct met *m, const struct met_gauges *g, struct buf *out
             uint64_t v = get(&m->responses[r][k]);
             if (!v && !(r <= MET_CHAT && statuses[k] == 200))
                 continue; /* keep the scrape short; completions' 200 always shows */
-            char st[8] = "other";
+            char st[16] = "other";
             if (statuses[k])
-                buf_printf(out, "fp4serve_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
-                           route_names[r], statuses[k], (unsigned long long)v);
-            else
-                buf_printf(out, "fp4serve_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
-                           route_names[r], st, (unsigned long long)v);
+                snprintf(st, sizeof(st), "%d", statuses[k]);
+            buf_printf(out, "fp4serve_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
+                       route_names[r], st, (unsigned long long)v);
         }
     buf_puts(out, "# HELP fp4serve_requests_finished_total Generations by how they ended.\n"
                   "# TYPE fp4serve_requests_finished_total counter\n");

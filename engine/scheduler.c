@@ -290,9 +290,42 @@ static int put_abort(sched_req *r, const void *vctx)
 
 static const char *const finish_names[MET_N_FINISH] = {"stop", "length", "cancelled", "aborted"};
 
-/* End r's generation: output per reason, slot freed, scheduler's ref dropped. */
+/* Publish the gauges a scrape reads: the scheduler thread's view of the
+ * running set and of the KV positions held over every slot. */
+static void gauges(sched *s)
+{
+    long kv = 0;
+    for (int i = 0; i < s->max_batch; i++)
+        kv += model_slot_len(s->m, i);
+    pthread_mutex_lock(&s->mu);
+    s->g_running = s->n_run;
+    s->g_kv_positions = kv;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* End r's generation: the slot, KV and socket are given back and counted
+ * first (so a reader that sees the end also sees them free), then the last
+ * output goes out by reason, and the scheduler's reference is dropped. */
 static void finish(sched *s, sched_req *r, enum met_finish why, const char *text, size_t n)
 {
+    if (r->slot >= 0) {
+        model_slot_free(s->m, r->slot);
+        s->slot_used[r->slot] = false;
+        int k = 0;
+        for (int i = 0; i < s->n_run; i++)
+            if (s->run[i] != r)
+                s->run[k++] = s->run[i];
+        s->n_run = k;
+        sampler_release(&r->sampler);
+        stop_release(&r->stop);
+        r->slot = -1;
+        gauges(s);
+    }
+    if (r->fd >= 0) {
+        close(r->fd);
+        r->fd = -1;
+    }
+    atomic_fetch_add_explicit(&s->met->finished[why], 1, memory_order_relaxed);
     if (why == MET_FIN_STOP || why == MET_FIN_LENGTH) {
         struct chunk_ctx c = {.text = text, .n = n, .finish = finish_names[why]};
         if (!r->stream)
@@ -306,23 +339,6 @@ static void finish(sched *s, sched_req *r, enum met_finish why, const char *text
     } else {
         publish(r, NULL, NULL, true); /* cancelled: nobody reads; let the server close */
     }
-    if (r->slot >= 0) {
-        model_slot_free(s->m, r->slot);
-        s->slot_used[r->slot] = false;
-        int k = 0;
-        for (int i = 0; i < s->n_run; i++)
-            if (s->run[i] != r)
-                s->run[k++] = s->run[i];
-        s->n_run = k;
-        sampler_release(&r->sampler);
-        stop_release(&r->stop);
-        r->slot = -1;
-    }
-    if (r->fd >= 0) {
-        close(r->fd);
-        r->fd = -1;
-    }
-    atomic_fetch_add_explicit(&s->met->finished[why], 1, memory_order_relaxed);
     uint64_t now = clock_ns();
     log_debug("%s: %d prompt + %d generated tokens, %s, ttft %.1f ms, e2e %.1f ms", r->id,
               r->n_prompt, r->n_gen, finish_names[why],
@@ -494,18 +510,6 @@ static int step(sched *s)
             on_token(s, r, sampler_sample(&r->sampler, s->seqs[i].out));
     }
     return 0;
-}
-
-/* Publish the gauges a scrape reads. */
-static void gauges(sched *s)
-{
-    long kv = 0;
-    for (int i = 0; i < s->max_batch; i++)
-        kv += model_slot_len(s->m, i);
-    pthread_mutex_lock(&s->mu);
-    s->g_running = s->n_run;
-    s->g_kv_positions = kv;
-    pthread_mutex_unlock(&s->mu);
 }
 
 static void *loop(void *arg)

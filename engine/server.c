@@ -256,6 +256,19 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
     if (api_parse(c->body.data ? c->body.data : "", c->body.len, kind, &lim, &q, &e) != 0)
         return respond_error(c, &e, false);
     const char *pparam = kind == API_CHAT ? "messages" : "prompt";
+    /* Tokenizing runs on the HTTP thread: text that cannot fit the context
+     * (no token is longer than max_piece bytes) is refused unread, which
+     * bounds that work by ctx x max_piece bytes. */
+    size_t text_bytes = q.prompt_len;
+    for (size_t i = 0; i < q.n_messages; i++)
+        text_bytes += q.messages[i].content_len;
+    size_t max_piece = tok_max_piece(en->vocab) ? tok_max_piece(en->vocab) : 1;
+    if (text_bytes / max_piece >= (size_t)en->n_ctx) {
+        api_error_set(&e, 400, "exceed_context_size_error", pparam,
+                      "the prompt is %zu bytes, more than the context of %d tokens can hold",
+                      text_bytes, en->n_ctx);
+        goto refused;
+    }
     if (prompt_ids(s, &q, &ids, &n_ids, &cap_ids, &e) != 0)
         goto refused;
     if (n_ids == 0) {

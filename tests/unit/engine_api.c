@@ -1,0 +1,478 @@
+/*
+ * engine_api: request parsing (every field, every refusal with its status
+ * and field name), response bodies (checked by parsing them back with
+ * jansson), the ChatML renderer, the stop-string filter and the /metrics
+ * text. No model, no sockets.
+ */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "chat.h"
+#include "metrics.h"
+#include "stop.h"
+#include "test.h"
+
+static const char *const ids[] = {"tiny", "models/tiny.gguf", NULL};
+static const struct api_limits lim = {.n_vocab = 512, .model_ids = ids};
+
+static int parse(const char *body, enum api_kind kind, struct api_request *r, struct api_error *e)
+{
+    return api_parse(body, strlen(body), kind, &lim, r, e);
+}
+
+TEST(completion_fields)
+{
+    struct api_request r;
+    struct api_error e;
+    int rc = parse("{\"model\":\"tiny\",\"prompt\":\"hi there\",\"max_tokens\":7,"
+                   "\"temperature\":0.5,\"top_p\":0.9,\"top_k\":40,\"seed\":-3,"
+                   "\"stop\":[\"\\n\",\"end\"],\"ignore_eos\":true,\"stream\":true,"
+                   "\"stream_options\":{\"include_usage\":true},\"user\":\"x\",\"n\":1,"
+                   "\"logprobs\":null,\"echo\":false,\"presence_penalty\":0}",
+                   API_COMPLETION, &r, &e);
+    CHECK_INT(rc, 0);
+    CHECK_STR(r.model, "tiny");
+    CHECK_STR(r.prompt, "hi there");
+    CHECK_INT(r.prompt_len, 8);
+    CHECK(r.prompt_ids == NULL);
+    CHECK_INT(r.max_tokens, 7);
+    CHECK_NEAR(r.temperature, 0.5, 0);
+    CHECK_NEAR(r.top_p, 0.9, 1e-12);
+    CHECK_INT(r.top_k, 40);
+    CHECK(r.has_seed);
+    CHECK(r.seed == (uint64_t)-3);
+    CHECK_INT(r.n_stop, 2);
+    CHECK_STR(r.stop[0], "\n");
+    CHECK_INT(r.stop_len[1], 3);
+    CHECK(r.ignore_eos && r.stream && r.include_usage);
+    api_request_release(&r);
+}
+
+TEST(defaults)
+{
+    struct api_request r;
+    struct api_error e;
+    CHECK_INT(parse("{\"prompt\":\"x\",\"max_tokens\":null,\"stop\":null}", API_COMPLETION, &r, &e),
+              0);
+    CHECK_INT(r.max_tokens, -1); /* the rest of the context */
+    CHECK_NEAR(r.temperature, 1.0, 0);
+    CHECK_NEAR(r.top_p, 1.0, 0);
+    CHECK_INT(r.top_k, 0);
+    CHECK(!r.has_seed && !r.stream && !r.include_usage && !r.ignore_eos);
+    CHECK(r.model == NULL);
+    CHECK_INT(r.n_stop, 0);
+    api_request_release(&r);
+}
+
+TEST(prompt_forms)
+{
+    struct api_request r;
+    struct api_error e;
+    CHECK_INT(parse("{\"prompt\":[1,2,511]}", API_COMPLETION, &r, &e), 0);
+    CHECK_INT(r.n_prompt_ids, 3);
+    CHECK_INT(r.prompt_ids[2], 511);
+    api_request_release(&r);
+    CHECK_INT(parse("{\"prompt\":[\"one\"]}", API_COMPLETION, &r, &e), 0);
+    CHECK_STR(r.prompt, "one");
+    api_request_release(&r);
+    CHECK_INT(parse("{\"prompt\":[[5,6]]}", API_COMPLETION, &r, &e), 0);
+    CHECK_INT(r.n_prompt_ids, 2);
+    api_request_release(&r);
+    CHECK_INT(parse("{\"prompt\":\"\"}", API_COMPLETION, &r, &e), 0); /* empty: refused later */
+    CHECK_INT(r.prompt_len, 0);
+    api_request_release(&r);
+}
+
+TEST(chat_messages)
+{
+    struct api_request r;
+    struct api_error e;
+    int rc =
+        parse("{\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
+              "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+              "{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":null}],"
+              "\"max_tokens\":3,\"max_completion_tokens\":5}",
+              API_CHAT, &r, &e);
+    CHECK_INT(rc, 0);
+    CHECK_INT(r.n_messages, 3);
+    CHECK_STR(r.messages[0].role, "system");
+    CHECK_STR(r.messages[1].content, "ab");
+    CHECK_INT(r.messages[1].content_len, 2);
+    CHECK_STR(r.messages[2].content, "");
+    CHECK_INT(r.max_tokens, 5); /* max_completion_tokens wins */
+    api_request_release(&r);
+}
+
+/* Refusals: body, endpoint, then the status, field and a piece of the message. */
+struct bad {
+    const char *body;
+    enum api_kind kind;
+    int status;
+    const char *param;
+    const char *msg;
+};
+
+static const struct bad bad_cases[] = {
+    {"", API_COMPLETION, 400, "", "body is empty"},
+    {"{:", API_COMPLETION, 400, "", "malformed JSON at line 1, column 2"},
+    {"{\"prompt\":\"x\"", API_COMPLETION, 400, "", "malformed JSON"},
+    {"[1,2]", API_COMPLETION, 400, "", "must be a JSON object (got an array)"},
+    {"{\"prompt\":\"\xff\"}", API_COMPLETION, 400, "", "not valid UTF-8 (byte 11 of 14)"},
+    {"{\"prompt\":\"a\\u0000b\"}", API_COMPLETION, 400, "", "malformed JSON"},
+    {"{\"prompt\":\"x\",\"prompt\":\"y\"}", API_COMPLETION, 400, "", "duplicate"},
+    {"{}", API_COMPLETION, 400, "prompt", "'prompt' is missing"},
+    {"{\"prompt\":5}", API_COMPLETION, 400, "prompt", "must be a string or an array"},
+    {"{\"prompt\":[]}", API_COMPLETION, 400, "prompt", "empty array"},
+    {"{\"prompt\":[1,\"a\"]}", API_COMPLETION, 400, "prompt", "'prompt[1]' must be a token id"},
+    {"{\"prompt\":[1,512]}", API_COMPLETION, 400, "prompt", "token id 512, outside [0, 512)"},
+    {"{\"prompt\":[-1]}", API_COMPLETION, 400, "prompt", "token id -1"},
+    {"{\"prompt\":[\"a\",\"b\"]}", API_COMPLETION, 400, "prompt", "holds 2 prompts"},
+    {"{\"prompt\":\"x\",\"model\":\"gpt-4\"}", API_COMPLETION, 404, "model",
+     "model 'gpt-4' does not exist"},
+    {"{\"prompt\":\"x\",\"model\":7}", API_COMPLETION, 400, "model", "must be a string"},
+    {"{\"prompt\":\"x\",\"max_tokens\":\"x\"}", API_COMPLETION, 400, "max_tokens",
+     "'max_tokens' must be an integer (got a string)"},
+    {"{\"prompt\":\"x\",\"max_tokens\":0}", API_COMPLETION, 400, "max_tokens",
+     "is 0; it must be at least 1"},
+    {"{\"prompt\":\"x\",\"max_tokens\":-5}", API_COMPLETION, 400, "max_tokens", "is -5"},
+    {"{\"prompt\":\"x\",\"max_tokens\":2.5}", API_COMPLETION, 400, "max_tokens",
+     "must be an integer (got a number)"},
+    {"{\"prompt\":\"x\",\"temperature\":-1}", API_COMPLETION, 400, "temperature",
+     "must be in [0, 2]"},
+    {"{\"prompt\":\"x\",\"temperature\":\"hot\"}", API_COMPLETION, 400, "temperature",
+     "must be a number"},
+    {"{\"prompt\":\"x\",\"top_p\":0}", API_COMPLETION, 400, "top_p", "must be in (0, 1]"},
+    {"{\"prompt\":\"x\",\"top_k\":-2}", API_COMPLETION, 400, "top_k", "is -2"},
+    {"{\"prompt\":\"x\",\"seed\":1.5}", API_COMPLETION, 400, "seed", "must be an integer"},
+    {"{\"prompt\":\"x\",\"stop\":3}", API_COMPLETION, 400, "stop", "string or an array"},
+    {"{\"prompt\":\"x\",\"stop\":[\"a\",4]}", API_COMPLETION, 400, "stop", "'stop[1]'"},
+    {"{\"prompt\":\"x\",\"stop\":\"\"}", API_COMPLETION, 400, "stop", "empty string"},
+    {"{\"prompt\":\"x\",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\","
+     "\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}",
+     API_COMPLETION, 400, "stop", "holds 17 strings (at most 16)"},
+    {"{\"prompt\":\"x\",\"stream\":\"yes\"}", API_COMPLETION, 400, "stream", "must be a boolean"},
+    {"{\"prompt\":\"x\",\"ignore_eos\":1}", API_COMPLETION, 400, "ignore_eos", "must be a boolean"},
+    {"{\"prompt\":\"x\",\"stream_options\":[]}", API_COMPLETION, 400, "stream_options",
+     "must be an object"},
+    {"{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":\"y\"}}", API_COMPLETION, 400,
+     "stream_options.include_usage", "must be a boolean"},
+    {"{\"prompt\":\"x\",\"n\":2}", API_COMPLETION, 400, "n", "'n' is not supported"},
+    {"{\"prompt\":\"x\",\"logprobs\":5}", API_COMPLETION, 400, "logprobs", "not supported"},
+    {"{\"prompt\":\"x\",\"echo\":true}", API_COMPLETION, 400, "echo", "not supported"},
+    {"{\"prompt\":\"x\",\"frequency_penalty\":0.5}", API_COMPLETION, 400, "frequency_penalty",
+     "not supported"},
+    {"{\"prompt\":\"x\",\"best_of\":3}", API_COMPLETION, 400, "best_of", "not supported"},
+    {"{\"messages\":{}}", API_CHAT, 400, "messages",
+     "must be an array of messages (got an object)"},
+    {"{\"messages\":[]}", API_CHAT, 400, "messages", "is empty"},
+    {"{\"prompt\":\"x\"}", API_CHAT, 400, "messages", "'messages' is missing"},
+    {"{\"messages\":[3]}", API_CHAT, 400, "messages[0]", "must be an object"},
+    {"{\"messages\":[{\"content\":\"x\"}]}", API_CHAT, 400, "messages[0].role", "must be a string"},
+    {"{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", API_CHAT, 400, "messages[0].role",
+     "'robot'"},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":5}]}", API_CHAT, 400, "messages[0].content",
+     "must be a string or an array of text parts"},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", API_CHAT, 400,
+     "messages[0].content", "'image_url' is not supported"},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_completion_tokens\":0}", API_CHAT,
+     400, "max_completion_tokens", "at least 1"},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", API_CHAT, 400,
+     "tools", "not supported"},
+};
+
+TEST(refusals)
+{
+    for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+        const struct bad *b = &bad_cases[i];
+        struct api_request r;
+        struct api_error e;
+        int rc = parse(b->body, b->kind, &r, &e);
+        CHECK_MSG(rc == -1, "case %zu (%s): accepted", i, b->body);
+        CHECK_MSG(e.status == b->status, "case %zu: status %d, want %d", i, e.status, b->status);
+        CHECK_MSG(strcmp(e.param, b->param) == 0, "case %zu: param '%s', want '%s'", i, e.param,
+                  b->param);
+        CHECK_MSG(strstr(e.msg, b->msg) != NULL, "case %zu: message '%s' lacks '%s'", i, e.msg,
+                  b->msg);
+        CHECK_MSG(strcmp(e.type, b->status == 404 ? "not_found_error" : "invalid_request_error") ==
+                      0,
+                  "case %zu: type %s", i, e.type);
+        CHECK_MSG(r.prompt == NULL && r.messages == NULL && r.stop == NULL,
+                  "case %zu: refused request still holds memory", i);
+    }
+}
+
+/* ---- responses parse back as the JSON they claim to be ---- */
+
+static json_t *load_event(const char *s, size_t n, const char **rest)
+{
+    CHECK_MSG(n > 8 && strncmp(s, "data: ", 6) == 0, "event does not start with 'data: '");
+    const char *end = strstr(s, "\n\n");
+    CHECK_MSG(end != NULL, "event not terminated by a blank line");
+    if (!end)
+        return NULL;
+    *rest = end + 2;
+    json_error_t je;
+    json_t *j = json_loadb(s + 6, (size_t)(end - s - 6), 0, &je);
+    CHECK_MSG(j != NULL, "event is not JSON: %s", je.text);
+    return j;
+}
+
+TEST(stream_chunks)
+{
+    struct buf b;
+    buf_init(&b, 1 << 16);
+    struct api_resp rp = {.kind = API_COMPLETION, .id = "cmpl-1", .created = 5, .model = "m"};
+    CHECK_INT(api_sse_chunk(&b, &rp, "he\"llo\n", 7, false, NULL), 0);
+    CHECK_INT(api_sse_chunk(&b, &rp, "", 0, false, "length"), 0);
+    CHECK_INT(api_sse_usage(&b, &rp, 3, 2), 0);
+    CHECK_INT(api_sse_done(&b), 0);
+    const char *p = b.data, *rest;
+    json_t *j = load_event(p, b.len, &rest);
+    CHECK_STR(json_string_value(json_object_get(j, "object")), "text_completion");
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    CHECK_STR(json_string_value(json_object_get(c0, "text")), "he\"llo\n");
+    CHECK(json_is_null(json_object_get(c0, "finish_reason")));
+    json_decref(j);
+    j = load_event(rest, strlen(rest), &rest);
+    c0 = json_array_get(json_object_get(j, "choices"), 0);
+    CHECK_STR(json_string_value(json_object_get(c0, "finish_reason")), "length");
+    json_decref(j);
+    j = load_event(rest, strlen(rest), &rest);
+    CHECK_INT(json_array_size(json_object_get(j, "choices")), 0);
+    CHECK(json_is_array(json_object_get(j, "choices")));
+    json_t *u = json_object_get(j, "usage");
+    CHECK_INT(json_integer_value(json_object_get(u, "prompt_tokens")), 3);
+    CHECK_INT(json_integer_value(json_object_get(u, "completion_tokens")), 2);
+    CHECK_INT(json_integer_value(json_object_get(u, "total_tokens")), 5);
+    json_decref(j);
+    CHECK_STR(rest, "data: [DONE]\n\n");
+    buf_release(&b);
+}
+
+TEST(chat_chunks_and_final)
+{
+    struct buf b;
+    buf_init(&b, 1 << 16);
+    struct api_resp rp = {.kind = API_CHAT, .id = "chatcmpl-1", .created = 5, .model = "m"};
+    api_sse_chunk(&b, &rp, "Hi", 2, true, NULL);
+    const char *rest;
+    json_t *j = load_event(b.data, b.len, &rest);
+    CHECK_STR(json_string_value(json_object_get(j, "object")), "chat.completion.chunk");
+    json_t *d = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta");
+    CHECK_STR(json_string_value(json_object_get(d, "role")), "assistant");
+    CHECK_STR(json_string_value(json_object_get(d, "content")), "Hi");
+    json_decref(j);
+    buf_reset(&b);
+    api_sse_chunk(&b, &rp, "", 0, false, "stop"); /* the end: an empty delta */
+    j = load_event(b.data, b.len, &rest);
+    d = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta");
+    CHECK_INT(json_object_size(d), 0);
+    json_decref(j);
+    buf_reset(&b);
+    CHECK_INT(api_final_json(&b, &rp, "ok", 2, "stop", 10, 1), 0);
+    json_error_t je;
+    j = json_loadb(b.data, b.len, 0, &je);
+    CHECK(j != NULL);
+    CHECK_STR(json_string_value(json_object_get(j, "object")), "chat.completion");
+    json_t *m = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+    CHECK_STR(json_string_value(json_object_get(m, "content")), "ok");
+    CHECK_INT(json_integer_value(json_object_get(json_object_get(j, "usage"), "total_tokens")), 11);
+    json_decref(j);
+    buf_release(&b);
+}
+
+TEST(error_body_and_cap)
+{
+    struct api_error e = {0};
+    api_error_set(&e, 400, "invalid_request_error", "max_tokens", "bad %s", "\"thing\"");
+    api_error_set(&e, 500, "server_error", NULL, "later errors lose");
+    struct buf b;
+    buf_init(&b, 4096);
+    api_error_json(&b, &e);
+    json_t *j = json_loadb(b.data, b.len, 0, NULL);
+    json_t *o = json_object_get(j, "error");
+    CHECK_INT(json_integer_value(json_object_get(o, "code")), 400);
+    CHECK_STR(json_string_value(json_object_get(o, "message")), "bad \"thing\"");
+    CHECK_STR(json_string_value(json_object_get(o, "param")), "max_tokens");
+    json_decref(j);
+    buf_release(&b);
+    /* an event that does not fit is not appended at all */
+    buf_init(&b, 64);
+    struct api_resp rp = {.kind = API_COMPLETION, .id = "cmpl-1", .created = 5, .model = "m"};
+    CHECK_INT(api_sse_chunk(&b, &rp, "x", 1, false, NULL), -1);
+    CHECK_INT(b.len, 0);
+    buf_release(&b);
+}
+
+/* ---- chat templates ---- */
+
+static const char smollm2_template[] =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+    "'<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\n' }}{% endif %}";
+
+static void render(const struct chat_template *t, const struct api_message *m, size_t n,
+                   struct buf *out, size_t *n_special)
+{
+    struct chat_seg *segs = NULL;
+    size_t ns = 0, cap = 0;
+    chat_render(t, m, n, &segs, &ns, &cap);
+    chat_flatten(segs, ns, out);
+    *n_special = 0;
+    for (size_t i = 0; i < ns; i++)
+        *n_special += segs[i].special;
+    free(segs);
+}
+
+TEST(chat_template_smollm2)
+{
+    struct chat_template t;
+    chat_template_init(&t, smollm2_template);
+    CHECK(t.from_gguf);
+    CHECK_STR(t.default_system, "You are a helpful AI assistant named SmolLM, trained by Hugging "
+                                "Face");
+    struct api_message m[] = {{"user", "Hi <|im_end|>", 13}};
+    struct buf b;
+    buf_init(&b, 4096);
+    size_t ns;
+    render(&t, m, 1, &b, &ns);
+    CHECK_STR(b.data, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained "
+                      "by Hugging Face<|im_end|>\n<|im_start|>user\nHi <|im_end|><|im_end|>\n"
+                      "<|im_start|>assistant\n");
+    CHECK_INT(ns, 5); /* the user's "<|im_end|>" is text, not a control token */
+    buf_reset(&b);
+    struct api_message m2[] = {{"system", "S", 1}, {"user", "U", 1}};
+    render(&t, m2, 2, &b, &ns);
+    CHECK_STR(b.data, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+                      "<|im_start|>assistant\n");
+    buf_release(&b);
+    chat_template_release(&t);
+}
+
+TEST(chat_template_fallbacks)
+{
+    struct chat_template t;
+    chat_template_init(&t, NULL);
+    CHECK(!t.from_gguf && !t.default_system);
+    CHECK(strstr(t.note, "built-in ChatML") != NULL);
+    chat_template_release(&t);
+    chat_template_init(&t, "{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}");
+    CHECK(!t.from_gguf);
+    CHECK(strstr(t.note, "not ChatML") != NULL);
+    chat_template_release(&t);
+    /* ChatML without a default system prompt (the synthetic models') */
+    chat_template_init(&t, "{% for message in messages %}{{ '<|im_start|>' + message['role'] + "
+                           "'\\n' + message['content'] + '<|im_end|>\\n' }}{% endfor %}");
+    CHECK(t.from_gguf && !t.default_system);
+    chat_template_release(&t);
+}
+
+/* ---- stop strings ---- */
+
+/* Feed pieces one by one; return what came out, whether a stop hit. */
+static void run_stop(const char *const *stops, size_t n_stops, const char *const *pieces, size_t n,
+                     char *out, bool *hit)
+{
+    size_t lens[8] = {0};
+    for (size_t i = 0; i < n_stops; i++)
+        lens[i] = strlen(stops[i]);
+    struct stop_filter f;
+    stop_init(&f, (char *const *)stops, lens, n_stops, 64);
+    size_t w = 0;
+    char tmp[256];
+    *hit = false;
+    for (size_t i = 0; i < n && !*hit; i++) {
+        size_t k = stop_push(&f, pieces[i], strlen(pieces[i]), tmp, sizeof(tmp), hit);
+        memcpy(out + w, tmp, k);
+        w += k;
+    }
+    if (!*hit)
+        w += stop_flush(&f, out + w, 256);
+    out[w] = '\0';
+    stop_release(&f);
+}
+
+TEST(stop_strings)
+{
+    char space[512], *out = space;
+    bool hit;
+    const char *s1[] = {"END"};
+    const char *p1[] = {"hello E", "N", "D world"};
+    run_stop(s1, 1, p1, 3, out, &hit);
+    CHECK(hit);
+    CHECK_STR(out, "hello "); /* split across three pieces; the stop string is not sent */
+    const char *p2[] = {"hello E", "N", "d"};
+    run_stop(s1, 1, p2, 3, out, &hit);
+    CHECK(!hit);
+    CHECK_STR(out, "hello ENd"); /* held back, then released at the end */
+    const char *s3[] = {"ab", "b"};
+    const char *p3[] = {"xa", "b"};
+    run_stop(s3, 2, p3, 2, out, &hit);
+    CHECK(hit);
+    CHECK_STR(out, "x"); /* the earliest match wins */
+    const char *s4[] = {"\xc3\xa9t\xc3\xa9"};
+    const char *p4[] = {"caf\xc3\xa9", " \xc3\xa9t\xc3\xa9!"};
+    run_stop(s4, 1, p4, 2, out, &hit);
+    CHECK(hit);
+    CHECK_STR(out, "caf\xc3\xa9 ");
+    const char *p5[] = {"a", "b", "c"};
+    run_stop(NULL, 0, p5, 3, out, &hit);
+    CHECK(!hit);
+    CHECK_STR(out, "abc");
+}
+
+TEST(stop_holds_only_prefixes)
+{
+    const char *stops[] = {"###"};
+    size_t lens[] = {3};
+    struct stop_filter f;
+    stop_init(&f, (char *const *)stops, lens, 1, 16);
+    char out[64];
+    bool hit;
+    CHECK_INT(stop_push(&f, "a#", 2, out, sizeof(out), &hit), 1); /* "#" may start "###" */
+    CHECK_INT(stop_push(&f, "#b", 2, out, sizeof(out), &hit), 3); /* "##b" cannot */
+    CHECK(!hit);
+    CHECK(memcmp(out, "##b", 3) == 0);
+    stop_release(&f);
+}
+
+/* ---- metrics ---- */
+
+TEST(metrics_text)
+{
+    struct met m;
+    met_init(&m);
+    met_response(&m, MET_COMPLETIONS, 200);
+    met_response(&m, MET_COMPLETIONS, 400);
+    met_response(&m, MET_OTHER, 418); /* counted as "other" */
+    atomic_store(&m.steps, 4);
+    atomic_store(&m.step_seqs, 10);
+    atomic_store(&m.attn_ns, 1500000000);
+    struct met_gauges g = {
+        .queued = 2, .running = 3, .slots = 8, .kv_positions = 40, .kv_capacity = 800, .ready = 1};
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    met_render(&m, &g, &b);
+    const char *want[] = {
+        "fp4serve_requests_total{route=\"completions\",status=\"200\"} 1\n",
+        "fp4serve_requests_total{route=\"completions\",status=\"400\"} 1\n",
+        "fp4serve_requests_total{route=\"other\",status=\"other\"} 1\n",
+        "fp4serve_steps_total 4\n",
+        "fp4serve_batch_size_mean 2.500000\n",
+        "fp4serve_step_phase_seconds_total{phase=\"attention\"} 1.500000\n",
+        "fp4serve_queue_length 2\n",
+        "fp4serve_running_sequences 3\n",
+        "fp4serve_kv_slots_free 5\n",
+        "fp4serve_kv_positions_used 40\n",
+        "# TYPE fp4serve_open_connections gauge\n",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        CHECK_MSG(strstr(b.data, want[i]) != NULL, "metrics lack '%s'", want[i]);
+    buf_release(&b);
+}
+
+TEST_MAIN()

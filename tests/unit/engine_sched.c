@@ -1,0 +1,494 @@
+/*
+ * engine_sched: the scheduler in-process on a seeded tiny model. Every
+ * request run inside a batch (more requests than slots, prompts split into
+ * chunks) must produce exactly the tokens of a plain one-sequence loop over
+ * model_step, greedy and seeded sampling alike; streams must be well formed;
+ * max_tokens, end-of-generation, stop strings, cancellation and shutdown
+ * must end generations as documented and give back slots and KV.
+ */
+#include <jansson.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../engine/scheduler.c"
+#include "synth.h"
+#include "test.h"
+
+static char model_path[64];
+static tok_vocab *vocab;
+
+/* ---- wake-ups: a counter the scheduler's wake callback bumps ---- */
+
+static pthread_mutex_t wmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wcv = PTHREAD_COND_INITIALIZER;
+static unsigned long wakes;
+
+static void on_wake(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&wmu);
+    wakes++;
+    pthread_cond_broadcast(&wcv);
+    pthread_mutex_unlock(&wmu);
+}
+
+static void no_park(void *arg)
+{
+    (void)arg;
+}
+
+static unsigned long wake_count(void)
+{
+    pthread_mutex_lock(&wmu);
+    unsigned long w = wakes;
+    pthread_mutex_unlock(&wmu);
+    return w;
+}
+
+static void wait_wake(unsigned long seen)
+{
+    pthread_mutex_lock(&wmu);
+    while (wakes == seen)
+        pthread_cond_wait(&wcv, &wmu);
+    pthread_mutex_unlock(&wmu);
+}
+
+/* ---- set-up ---- */
+
+static struct model *load(int max_batch, int ctx, int chunk)
+{
+    struct model_opts o = {.threads = 1,
+                           .max_batch = max_batch,
+                           .ctx = ctx,
+                           .max_step_tokens = max_batch + chunk,
+                           .max_logit_rows = max_batch};
+    struct err err;
+    err_init(&err);
+    struct model *m = model_new(model_path, &o, &err);
+    CHECK_MSG(m != NULL, "load: %s", err.msg);
+    return m;
+}
+
+static void cleanup(void)
+{
+    unlink(model_path);
+    tok_free(vocab);
+}
+
+static void setup(void)
+{
+    if (vocab)
+        return;
+    atexit(cleanup);
+    snprintf(model_path, sizeof(model_path), "/tmp/engine_sched-%ld.gguf", (long)getpid());
+    struct synth_opts so = {.preset = synth_preset_find("tiny"), .type = Q_F16, .seed = 5};
+    struct err err;
+    err_init(&err);
+    CHECK_MSG(synth_write(&so, model_path, &err) == 0, "synth: %s", err.msg);
+    struct gguf_file f;
+    CHECK(gguf_open(model_path, &f, &err) == 0);
+    CHECK(tok_load(&f, &vocab, &err) == 0);
+    gguf_close(&f);
+}
+
+/* The reference: one sequence, whole prompt in one step, then one token per step. */
+static int reference(const int32_t *prompt, int n_prompt, int n_gen, const struct sample_params *sp,
+                     bool ignore_eos, int32_t *out)
+{
+    struct model *m = load(1, 256, 256);
+    struct sampler smp;
+    sampler_init(&smp, m->cfg.n_vocab, sp);
+    struct err err;
+    err_init(&err);
+    int32_t toks[256];
+    memcpy(toks, prompt, (size_t)n_prompt * sizeof(int32_t));
+    struct model_seq s = {
+        .slot = 0, .pos = 0, .n_tokens = n_prompt, .tokens = toks, .logits = MODEL_LOGITS_LAST};
+    int n = 0;
+    CHECK(model_step(m, &s, 1, &err) == 0);
+    while (n < n_gen) {
+        int32_t t = sampler_sample(&smp, s.out);
+        out[n++] = t;
+        toks[n_prompt + n - 1] = t;
+        if (!ignore_eos && tok_is_eog(vocab, t))
+            break;
+        s = (struct model_seq){.slot = 0,
+                               .pos = n_prompt + n - 1,
+                               .n_tokens = 1,
+                               .tokens = &toks[n_prompt + n - 1],
+                               .logits = MODEL_LOGITS_LAST};
+        CHECK(model_step(m, &s, 1, &err) == 0);
+    }
+    sampler_release(&smp);
+    model_free(m);
+    return n;
+}
+
+static sched_req *make(const int32_t *prompt, int n_prompt, int max_tokens,
+                       const struct sample_params *sp, bool stream, bool ignore_eos,
+                       char *const *stops, const size_t *lens, size_t n_stops)
+{
+    struct sched_req_params p = {.kind = API_COMPLETION,
+                                 .prompt = prompt,
+                                 .n_prompt = (size_t)n_prompt,
+                                 .max_tokens = max_tokens,
+                                 .sample = *sp,
+                                 .stops = stops,
+                                 .stop_lens = lens,
+                                 .n_stops = n_stops,
+                                 .ignore_eos = ignore_eos,
+                                 .stream = stream,
+                                 .include_usage = true,
+                                 .id = "cmpl-test",
+                                 .model = "tiny",
+                                 .created = 1,
+                                 .fd = -1,
+                                 .wake = on_wake};
+    return sched_req_new(&p);
+}
+
+/* Everything a stream said. */
+struct streamed {
+    struct buf text;
+    char finish[16];
+    long usage_prompt, usage_completion;
+    int events, content_events;
+    bool done, error, empty_before_first;
+};
+
+/* Read r's stream to the end and check its shape on the way. */
+static void drain(sched_req *r, struct streamed *st)
+{
+    memset(st, 0, sizeof(*st));
+    buf_init(&st->text, 1 << 20);
+    st->usage_prompt = st->usage_completion = -1;
+    struct buf raw;
+    buf_init(&raw, 1 << 24);
+    char chunk[4096];
+    for (;;) {
+        unsigned long seen = wake_count();
+        bool end;
+        size_t n = sched_req_read(r, chunk, sizeof(chunk), no_park, NULL, &end);
+        if (end)
+            break;
+        if (n == 0) {
+            wait_wake(seen);
+            continue;
+        }
+        buf_append(&raw, chunk, n);
+    }
+    const char *p = raw.data ? raw.data : "";
+    while (*p) {
+        const char *e = strstr(p, "\n\n");
+        CHECK_MSG(e && strncmp(p, "data: ", 6) == 0, "malformed event at '%.40s'", p);
+        if (!e)
+            break;
+        st->events++;
+        CHECK_MSG(!st->done, "an event after [DONE]");
+        if (strncmp(p + 6, "[DONE]", 6) == 0) {
+            st->done = true;
+        } else {
+            json_t *j = json_loadb(p + 6, (size_t)(e - p - 6), 0, NULL);
+            CHECK_MSG(j != NULL, "event is not JSON: %.80s", p);
+            json_t *ch = json_object_get(j, "choices");
+            json_t *c0 = json_array_get(ch, 0);
+            json_t *u = json_object_get(j, "usage");
+            if (json_object_get(j, "error"))
+                st->error = true;
+            if (u) {
+                CHECK_MSG(json_is_array(ch) && json_array_size(ch) == 0,
+                          "usage event with choices");
+                st->usage_prompt = (long)json_integer_value(json_object_get(u, "prompt_tokens"));
+                st->usage_completion =
+                    (long)json_integer_value(json_object_get(u, "completion_tokens"));
+            } else if (c0) {
+                const char *t = json_string_value(json_object_get(c0, "text"));
+                json_t *fr = json_object_get(c0, "finish_reason");
+                if (t && *t) {
+                    st->content_events++;
+                    buf_puts(&st->text, t);
+                } else if (!json_is_string(fr) && st->content_events == 0) {
+                    st->empty_before_first = true;
+                }
+                if (json_is_string(fr))
+                    snprintf(st->finish, sizeof(st->finish), "%s", json_string_value(fr));
+            }
+            json_decref(j);
+        }
+        p = e + 2;
+    }
+    buf_release(&raw);
+}
+
+/* Text of ids as the stream would show it (no stop strings). */
+static void text_of(const int32_t *ids, int n, struct buf *out)
+{
+    struct tok_stream ts;
+    tok_stream_init(&ts);
+    char piece[4096];
+    for (int i = 0; i < n; i++) {
+        if (tok_is_eog(vocab, ids[i]))
+            break;
+        buf_append(out, piece, tok_stream_push(vocab, &ts, ids[i], piece, sizeof(piece)));
+    }
+    buf_append(out, piece, tok_stream_flush(&ts, piece, sizeof(piece)));
+}
+
+static void prompt_of(int k, int32_t *p, int *n)
+{
+    uint64_t st = 1000 + (uint64_t)k;
+    *n = 3 + (k * 7) % 37;
+    for (int i = 0; i < *n; i++)
+        p[i] = 5 + (int32_t)(sample_rand_u64(&st) % 500);
+}
+
+TEST(batch_matches_reference)
+{
+    setup();
+    struct model *m = load(4, 256, 7);
+    struct met met;
+    met_init(&met);
+    struct err err;
+    err_init(&err);
+    sched *s =
+        sched_new(m, vocab, &(struct sched_opts){.prefill_chunk = 7, .max_queue = 64}, &met, &err);
+    enum { N = 10, GEN = 24 };
+    sched_req *r[N];
+    int32_t prompts[N][64];
+    int np[N];
+    struct sample_params sp[N];
+    for (int k = 0; k < N; k++) {
+        prompt_of(k, prompts[k], &np[k]);
+        sp[k] = (struct sample_params){.temperature = k % 2 ? 0.8f : 0,
+                                       .top_k = k % 3 ? 0 : 20,
+                                       .top_p = k % 4 == 1 ? 0.9f : 1,
+                                       .seed = 77 + (uint64_t)k};
+        r[k] = make(prompts[k], np[k], GEN, &sp[k], k % 3 != 2, true, NULL, NULL, 0);
+        struct api_error e = {0};
+        CHECK_INT(sched_submit(s, r[k], &e), 0);
+    }
+    long prompt_total = 0;
+    for (int k = 0; k < N; k++) {
+        prompt_total += np[k];
+        int32_t want[GEN];
+        int nw = reference(prompts[k], np[k], GEN, &sp[k], true, want);
+        struct streamed st = {0};
+        if (k % 3 != 2) {
+            drain(r[k], &st);
+            CHECK(st.done && !st.error && !st.empty_before_first);
+            CHECK_STR(st.finish, "length");
+            CHECK_INT(st.usage_completion, GEN);
+            CHECK_INT(st.usage_prompt, np[k]);
+        } else {
+            struct buf body;
+            buf_init(&body, 1);
+            int status = 0;
+            for (;;) {
+                unsigned long seen = wake_count();
+                if (sched_req_take(r[k], &body, &status, no_park, NULL))
+                    break;
+                wait_wake(seen);
+            }
+            CHECK_INT(status, 200);
+            json_t *j = json_loadb(body.data, body.len, 0, NULL);
+            CHECK(j != NULL);
+            CHECK_INT(json_integer_value(
+                          json_object_get(json_object_get(j, "usage"), "completion_tokens")),
+                      GEN);
+            json_decref(j);
+            buf_release(&body);
+        }
+        CHECK_INT(nw, GEN);
+        CHECK_INT(r[k]->n_gen, GEN);
+        bool same = memcmp(want, r[k]->tokens + np[k], sizeof(int32_t) * GEN) == 0;
+        CHECK_MSG(same, "request %d (temperature %.1f): tokens differ from the reference", k,
+                  sp[k].temperature);
+        if (k % 3 != 2) {
+            struct buf t;
+            buf_init(&t, 1 << 20);
+            text_of(want, GEN, &t);
+            CHECK_MSG(t.len == st.text.len && memcmp(t.data, st.text.data, t.len) == 0,
+                      "request %d: streamed text differs", k);
+            buf_release(&t);
+        }
+        buf_release(&st.text);
+        sched_req_unref(r[k]);
+    }
+    CHECK_INT(atomic_load(&met.prefill_rows), prompt_total);
+    CHECK_INT(atomic_load(&met.finished[MET_FIN_LENGTH]), N);
+    struct met_gauges g;
+    sched_gauges(s, &g);
+    CHECK_INT(g.running, 0);
+    CHECK_INT(g.kv_positions, 0);
+    CHECK(atomic_load(&met.step_seqs) > atomic_load(&met.steps)); /* batches formed */
+    sched_free(s);
+    model_free(m);
+}
+
+/* A one-request scheduler run: returns the stream. */
+static void run_one(const int32_t *prompt, int n_prompt, int max_tokens, bool ignore_eos,
+                    char *const *stops, const size_t *lens, size_t n_stops, struct streamed *st,
+                    sched_req **keep)
+{
+    struct model *m = load(2, 256, 16);
+    struct met met;
+    met_init(&met);
+    struct err err;
+    err_init(&err);
+    sched *s =
+        sched_new(m, vocab, &(struct sched_opts){.prefill_chunk = 16, .max_queue = 8}, &met, &err);
+    struct sample_params sp = {0};
+    sched_req *r = make(prompt, n_prompt, max_tokens, &sp, true, ignore_eos, stops, lens, n_stops);
+    struct api_error e = {0};
+    CHECK_INT(sched_submit(s, r, &e), 0);
+    drain(r, st);
+    sched_free(s);
+    model_free(m);
+    *keep = r;
+}
+
+TEST(end_of_generation)
+{
+    setup();
+    /* find a prompt whose greedy continuation reaches an EOG token */
+    int32_t p[8] = {10, 20, 30, 2};
+    struct sample_params sp = {0};
+    int32_t want[32];
+    int n = reference(p, 4, 32, &sp, false, want);
+    struct streamed st;
+    sched_req *r;
+    run_one(p, 4, 32, false, NULL, NULL, 0, &st, &r);
+    CHECK_INT(r->n_gen, n);
+    CHECK_INT(st.usage_completion, n);
+    bool eog = tok_is_eog(vocab, want[n - 1]);
+    CHECK_STR(st.finish, eog ? "stop" : "length");
+    CHECK_MSG(eog, "the test prompt no longer reaches an end-of-generation token (got %d tokens)",
+              n);
+    buf_release(&st.text);
+    sched_req_unref(r);
+    /* ignore_eos: the same prompt runs to max_tokens, EOG text included */
+    run_one(p, 4, 32, true, NULL, NULL, 0, &st, &r);
+    CHECK_INT(r->n_gen, 32);
+    CHECK_STR(st.finish, "length");
+    buf_release(&st.text);
+    sched_req_unref(r);
+}
+
+TEST(stop_string_ends_text)
+{
+    setup();
+    int32_t p[4] = {100, 200, 300, 400};
+    struct sample_params sp = {0};
+    int32_t want[40];
+    int n = reference(p, 4, 40, &sp, true, want);
+    struct buf full;
+    buf_init(&full, 1 << 20);
+    text_of(want, n, &full);
+    CHECK(full.len > 6);
+    /* stop at the first occurrence of the text's bytes 3..5 */
+    char stop[4] = {full.data[3], full.data[4], 0};
+    char *stops[] = {stop};
+    size_t lens[] = {2};
+    const char *at = memmem(full.data, full.len, stop, 2);
+    struct streamed st;
+    sched_req *r;
+    run_one(p, 4, 40, true, stops, lens, 1, &st, &r);
+    CHECK_STR(st.finish, "stop");
+    CHECK_INT(st.text.len, at - full.data);
+    CHECK(st.text.len == 0 || memcmp(st.text.data, full.data, st.text.len) == 0);
+    CHECK(r->n_gen < 40);
+    CHECK_INT(st.usage_completion, r->n_gen);
+    buf_release(&st.text);
+    buf_release(&full);
+    sched_req_unref(r);
+}
+
+TEST(cancel_frees_slot)
+{
+    setup();
+    struct model *m = load(2, 256, 16);
+    struct met met;
+    met_init(&met);
+    struct err err;
+    err_init(&err);
+    sched *s =
+        sched_new(m, vocab, &(struct sched_opts){.prefill_chunk = 16, .max_queue = 8}, &met, &err);
+    int32_t p[3] = {7, 8, 9};
+    struct sample_params sp = {0};
+    sched_req *r = make(p, 3, 250, &sp, true, true, NULL, NULL, 0);
+    struct api_error e = {0};
+    CHECK_INT(sched_submit(s, r, &e), 0);
+    for (;;) { /* wait until the first token is out: the sequence is running */
+        pthread_mutex_lock(&r->mu);
+        bool out = r->out.len > 0;
+        pthread_mutex_unlock(&r->mu);
+        if (out)
+            break;
+        usleep(100);
+    }
+    sched_req_cancel(r);
+    struct streamed st;
+    drain(r, &st);
+    CHECK_INT(atomic_load(&met.finished[MET_FIN_CANCELLED]), 1);
+    CHECK(r->n_gen < 250);
+    struct met_gauges g;
+    sched_gauges(s, &g);
+    CHECK_INT(g.running, 0);
+    CHECK_INT(g.kv_positions, 0);
+    buf_release(&st.text);
+    sched_req_unref(r);
+    /* a request that cannot fit the context is refused before it queues */
+    int32_t big[200] = {0};
+    r = make(big, 200, 57, &sp, true, true, NULL, NULL, 0);
+    CHECK_INT(sched_submit(s, r, &e), -1);
+    CHECK_INT(e.status, 400);
+    CHECK(strstr(e.msg, "200 prompt tokens plus 57 max_tokens pass the context of 256") != NULL);
+    sched_req_unref(r);
+    sched_free(s);
+    model_free(m);
+}
+
+TEST(stop_aborts_streams)
+{
+    setup();
+    struct model *m = load(1, 256, 16);
+    struct met met;
+    met_init(&met);
+    struct err err;
+    err_init(&err);
+    sched *s =
+        sched_new(m, vocab, &(struct sched_opts){.prefill_chunk = 16, .max_queue = 8}, &met, &err);
+    int32_t p[3] = {7, 8, 9};
+    struct sample_params sp = {0};
+    sched_req *a = make(p, 3, 250, &sp, true, true, NULL, NULL, 0);
+    sched_req *b = make(p, 3, 250, &sp, false, true, NULL, NULL, 0); /* waits: one slot */
+    struct api_error e = {0};
+    CHECK_INT(sched_submit(s, a, &e), 0);
+    CHECK_INT(sched_submit(s, b, &e), 0);
+    sched_stop(s);
+    struct streamed st;
+    drain(a, &st);
+    CHECK(st.error && st.done);
+    struct buf body;
+    buf_init(&body, 1);
+    int status = 0;
+    CHECK(sched_req_take(b, &body, &status, no_park, NULL));
+    CHECK_INT(status, 503);
+    CHECK(body.data && strstr(body.data, "unavailable_error") != NULL);
+    sched_req *c = make(p, 3, 5, &sp, true, true, NULL, NULL, 0);
+    e = (struct api_error){0};
+    CHECK_INT(sched_submit(s, c, &e), -1);
+    CHECK_INT(e.status, 503);
+    sched_req_unref(c);
+    CHECK_INT(atomic_load(&met.finished[MET_FIN_ABORTED]), 2);
+    buf_release(&body);
+    buf_release(&st.text);
+    sched_req_unref(a);
+    sched_req_unref(b);
+    sched_free(s);
+    model_free(m);
+}
+
+TEST_MAIN()
