@@ -1,0 +1,105 @@
+# serve_badinput: every kind of bad request gets its 4xx with an
+# OpenAI-style error body that names the field, is logged, and leaves the
+# server answering /health (reference/reliability.md S2-S8).
+. tests/lib.sh
+. tests/integration/serve.inc
+
+model=$(tiny_model)
+start_serve "$model" --threads 1 --max-body 65536 || { fail "server start"; finish; exit 1; }
+
+# bad STATUS TYPE PARAM MESSAGE PATH [CURL_ARGS...]: send, then check the
+# status, the error body, and that /health still answers.
+bad() {
+    local status=$1 type=$2 param=$3 msg=$4 path=$5
+    shift 5
+    got=$(curl -s -o "$T_TMP/body" -w '%{http_code}' "$@" "$SRV_URL$path")
+    check_eq "$msg: status" "$got" "$status"
+    if [ -n "$type" ]; then
+        N_OURS=$((N_OURS + 1))
+        check_eq "$msg: error.type" "$(jq -r .error.type "$T_TMP/body" 2>&1)" "$type"
+        check_eq "$msg: error.code" "$(jq -r .error.code "$T_TMP/body" 2>&1)" "$status"
+        check_eq "$msg: error.param" "$(jq -r '.error.param // ""' "$T_TMP/body" 2>&1)" "$param"
+        check "$msg: message says '$msg'" grep -qF -- "$msg" "$T_TMP/body"
+    fi
+    check_eq "$msg: /health still 200" "$(curl -s -o /dev/null -w '%{http_code}' "$SRV_URL/health")" "200"
+}
+J=(-H 'Content-Type: application/json')
+N_OURS=0 # refusals answered with our error body (each must be logged)
+C=/v1/completions
+
+bad 400 invalid_request_error "" "malformed JSON at line 1, column 2" $C "${J[@]}" --data-binary '{:'
+bad 400 invalid_request_error "" "the request body is empty" $C "${J[@]}" --data-binary ''
+bad 400 invalid_request_error "" "must be a JSON object (got an array)" $C "${J[@]}" --data-binary '[1]'
+bad 400 invalid_request_error max_tokens "'max_tokens' must be an integer (got a string)" $C \
+    "${J[@]}" --data-binary '{"prompt":"hi","max_tokens":"x"}'
+bad 400 invalid_request_error messages "'messages' must be an array of messages (got an object)" \
+    /v1/chat/completions "${J[@]}" --data-binary '{"messages":{}}'
+bad 400 invalid_request_error temperature "'temperature' must be a number" $C "${J[@]}" \
+    --data-binary '{"prompt":"hi","temperature":"hot"}'
+bad 400 invalid_request_error stream "'stream' must be a boolean" $C "${J[@]}" \
+    --data-binary '{"prompt":"hi","stream":"yes"}'
+bad 404 not_found_error model "model 'gpt-4' does not exist" $C "${J[@]}" \
+    --data-binary '{"model":"gpt-4","prompt":"hi"}'
+printf '{"prompt":"caf\xc3 x"}' >"$T_TMP/utf8"
+bad 400 invalid_request_error "" "not valid UTF-8" $C "${J[@]}" --data-binary "@$T_TMP/utf8"
+bad 400 invalid_request_error max_tokens "'max_tokens' is 0; it must be at least 1" $C "${J[@]}" \
+    --data-binary '{"prompt":"hi","max_tokens":0}'
+bad 400 invalid_request_error max_tokens "'max_tokens' is -5; it must be at least 1" $C "${J[@]}" \
+    --data-binary '{"prompt":"hi","max_tokens":-5}'
+bad 400 invalid_request_error max_tokens \
+    "this model's context is 256 tokens; the request has 1 prompt tokens plus 2147483647 max_tokens" \
+    $C "${J[@]}" --data-binary '{"prompt":"hi","max_tokens":2147483647}'
+bad 400 invalid_request_error max_tokens "plus 256 max_tokens (at most 255 fit)" $C "${J[@]}" \
+    --data-binary '{"prompt":"hi","max_tokens":256}'
+long=$(printf 'tokens and more %.0s' $(seq 1 120))
+for stream in false true; do
+    bad 400 exceed_context_size_error prompt "which leaves no room in the context of 256 tokens" $C \
+        "${J[@]}" -D "$T_TMP/h" --data-binary "{\"prompt\":\"$long\",\"stream\":$stream}"
+    check "prompt too long (stream $stream): JSON error, not an event stream" \
+        grep -qi '^Content-Type: application/json' "$T_TMP/h"
+    check "prompt too long (stream $stream): no SSE byte" sh -c "! grep -q '^data:' '$T_TMP/body'"
+done
+bad 400 exceed_context_size_error messages "more than the context of 256 tokens can hold" \
+    /v1/chat/completions "${J[@]}" --data-binary "$(jq -cn --arg c "$(head -c 30000 /dev/zero | tr '\0' x)" \
+    '{messages: [{role: "user", content: $c}]}')"
+bad 400 invalid_request_error prompt "'prompt[1]' is token id 512, outside [0, 512)" $C "${J[@]}" \
+    --data-binary '{"prompt":[1,512]}'
+bad 400 invalid_request_error n "'n' is not supported by this server (only 1)" $C "${J[@]}" \
+    --data-binary '{"prompt":"hi","n":2}'
+bad 400 invalid_request_error messages "'messages' is missing" /v1/chat/completions "${J[@]}" \
+    --data-binary '{"prompt":"hi"}'
+bad 400 invalid_request_error "messages[0].role" "'messages[0].role' is 'robot'" /v1/chat/completions \
+    "${J[@]}" --data-binary '{"messages":[{"role":"robot","content":"x"}]}'
+bad 400 invalid_request_error prompt "'prompt' has no tokens" $C "${J[@]}" --data-binary '{"prompt":""}'
+
+# sizes: body, headers, request target
+head -c 70000 /dev/zero | tr '\0' ' ' >"$T_TMP/big"
+bad 413 invalid_request_error "" "the request body is 70000 bytes (at most 65536; --max-body)" $C \
+    "${J[@]}" --data-binary "@$T_TMP/big"
+bad 413 invalid_request_error "" "the request body passed 65536 bytes" $C "${J[@]}" \
+    -H 'Transfer-Encoding: chunked' --data-binary "@$T_TMP/big"
+hdrs=()
+for i in $(seq 1 101); do hdrs+=(-H "X-Filler-$i: v"); done
+bad 431 invalid_request_error "" "header fields (at most 100)" /health "${hdrs[@]}"
+bad 431 invalid_request_error "" "header field 'X-Long' is" /health -H "X-Long: $(head -c 9000 /dev/zero | tr '\0' a)"
+bad 431 "" "" "a 64 KiB header line" /health -H "X-Huge: $(head -c 65536 /dev/zero | tr '\0' a)"
+bad 414 invalid_request_error "" "the request target is too long" "/v1/$(head -c 16384 /dev/zero | tr '\0' a)"
+
+# routes and methods
+bad 404 not_found_error "" "no route for GET '/v2/nothing'" /v2/nothing
+bad 405 invalid_request_error "" "method GET is not allowed on '/v1/completions' (use POST)" $C
+bad 405 invalid_request_error "" "method POST is not allowed on '/health' (use GET)" /health \
+    --data-binary x
+check "405 names the allowed method" sh -c "curl -s -D - -o /dev/null '$SRV_URL$C' | grep -qi '^Allow: POST'"
+
+# every refusal was logged; the counters saw them
+check "each of the $N_OURS refusals is logged" sh -c "[ \$(grep -c 'warning: ' '$SRV_LOG') -ge $N_OURS ]"
+check "log names the field" grep -q "400 invalid_request_error param max_tokens: 'max_tokens' is 0" "$SRV_LOG"
+n400=$(curl -s "$SRV_URL/metrics" | awk '$1 == "fp4serve_requests_total{route=\"completions\",status=\"400\"}" { print $2 }')
+check "metrics count the 400s on /v1/completions ($n400)" [ "${n400:-0}" -ge 15 ]
+# and the server still serves
+check_eq "a good request after all that" \
+    "$(post $C '{"prompt":"hi","max_tokens":3,"ignore_eos":true}' | jq .usage.completion_tokens)" "3"
+stop_serve
+check_eq "server exits 0 on SIGTERM" "$?" "0"
+finish
