@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -513,6 +515,29 @@ int srv_port_in_use(const char *host, long port)
     }
     freeaddrinfo(res);
     return in_use;
+}
+
+long srv_free_port(const char *host)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    if (getaddrinfo(host && *host ? host : "127.0.0.1", "0", &hints, &res) != 0)
+        return -1;
+    long port = -1;
+    for (struct addrinfo *ai = res; ai && port < 0; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+            port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                            : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return port;
 }
 
 static size_t body_sink(char *data, size_t size, size_t nmemb, void *user)

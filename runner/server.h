@@ -109,6 +109,10 @@ int srv_kill_strays(const pid_t *keep, size_t n);
  */
 int srv_port_in_use(const char *host, long port);
 
+/* A TCP port on host (default 127.0.0.1) that nothing listens on right
+ * now (the kernel's pick for a bind to port 0), or -1. */
+long srv_free_port(const char *host);
+
 /* How the readiness wait ended. */
 enum srv_ready {
     SRV_READY = 0,       /* the ready path answered 200 */
