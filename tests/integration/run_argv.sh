@@ -24,7 +24,8 @@ bench:
   warmup: 0
   grid: ["1:2"]
 YAML
-"$SWEEP" run argv.yaml --out run >out.txt 2>err.txt
+SWEEP_TEST_API_TOKEN=hunter2-secret-value SWEEP_TEST_PLAIN=plain-value \
+    "$SWEEP" run argv.yaml --out run >out.txt 2>err.txt
 rc=$?
 cat err.txt
 check_eq "the run succeeds" "$rc" 0
@@ -43,4 +44,6 @@ check "a plain flag too" has_arg "127.0.0.1"
 check "nothing was executed" test ! -e pwned1 -a ! -e pwned2 -a ! -e pwned3 -a ! -e pwned4
 check "nothing was executed in the repository either" test ! -e "$TOPDIR/pwned1" -a ! -e "$TOPDIR/pwned2"
 check "the manifest has the argv" grep -qF 'touch pwned1' run/manifest.json
+check "the manifest keeps the environment" grep -qF '"SWEEP_TEST_PLAIN": "plain-value"' run/manifest.json
+check "the manifest drops secrets" sh -c "! grep -q 'hunter2-secret-value\|SWEEP_TEST_API_TOKEN' run/manifest.json"
 finish

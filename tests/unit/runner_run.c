@@ -6,6 +6,10 @@
  */
 #include "run.c"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "test.h"
 
 static void set(struct metric_set *m, const char *name, double v)
@@ -115,6 +119,147 @@ TEST(last_line_of_a_tail)
     s = last_line("");
     CHECK_STR(s, "");
     free(s);
+}
+
+/* ---- the server steps of the loop, on a context built from YAML ---- */
+
+static srv_stop_flag no_stop;
+static struct run_opts quiet_opts = {.exp_path = "t.yaml", .self_exe = "sweep"};
+
+/* A context as run_experiment builds it, up to the run loop; the server is
+ * build/bin/fakeserver (unit tests run from the repository root). */
+static int make_ctx(struct run_ctx *c, const char *port_line)
+{
+    memset(c, 0, sizeof(*c));
+    c->o = &quiet_opts;
+    c->stop = &no_stop;
+    srv_proc_init(&c->server);
+    res_table_init(&c->table);
+    char *yaml = xasprintf("name: t\n"
+                           "server:\n"
+                           "  engine: command\n"
+                           "  command: [build/bin/fakeserver, --port, '${port}']\n"
+                           "  %s\n"
+                           "  ready: {path: /health, timeout_s: 10}\n"
+                           "  stop: {grace_s: 2}\n"
+                           "bench:\n"
+                           "  tool: command\n"
+                           "  command: [true]\n"
+                           "  grid: ['1:1']\n",
+                           port_line);
+    struct err err;
+    err_init(&err);
+    char dir[] = "/tmp/sweep-run-XXXXXX";
+    int rc = -1;
+    if (!mkdtemp(dir))
+        goto out;
+    c->run_dir = xstrdup(dir);
+    c->csv_path = path_join(dir, "points.csv");
+    c->manifest_path = path_join(dir, "manifest.json");
+    if (exp_load_string("t.yaml", yaml, strlen(yaml), &c->exp, &err) != 0)
+        goto out;
+    c->have_exp = true;
+    struct plan_opts po = {.run_dir = c->run_dir, .self_exe = "sweep"};
+    if (plan_build(&c->exp, &po, &c->plan, &err) != 0)
+        goto out;
+    c->have_plan = true;
+    if (prepare_folder(c, false, &err) != 0)
+        goto out;
+    c->ext = xcalloc(c->plan.n_variants, sizeof(*c->ext));
+    c->attempted = xcalloc(c->plan.n_points + 1, sizeof(*c->attempted));
+    c->took_s = xcalloc(c->plan.n_points + 1, sizeof(*c->took_s));
+    prog_init(&c->prog, stderr, false, c->plan.n_points, 1);
+    rc = 0;
+out:
+    if (rc != 0)
+        fprintf(stderr, "make_ctx: %s\n", err.msg);
+    free(yaml);
+    return rc;
+}
+
+static void drop_ctx(struct run_ctx *c)
+{
+    char *cmd[] = {"rm", "-rf", c->run_dir, NULL};
+    struct strvec argv;
+    strvec_init(&argv);
+    for (int i = 0; cmd[i]; i++)
+        strvec_push(&argv, cmd[i]);
+    ctx_release(c);
+    struct buf out;
+    buf_init(&out, 1024);
+    srv_capture(&argv, &out, 10000);
+    buf_release(&out);
+    strvec_release(&argv);
+}
+
+/* A listening socket on 127.0.0.1:port (or -1). */
+static int squat(long port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 4) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+TEST(auto_port_taken_after_planning_is_replaced)
+{
+    struct run_ctx c;
+    if (make_ctx(&c, "port: auto") != 0) {
+        CHECK_MSG(0, "no context");
+        return;
+    }
+    long planned = c.plan.variants[0].port;
+    int fd = squat(planned);
+    CHECK(fd >= 0);
+    struct err err;
+    err_init(&err);
+    CHECK_INT(server_start(&c, 0, &err), 0);
+    long now = c.plan.variants[0].port;
+    CHECK_MSG(now != planned && now > 0, "port %ld -> %ld", planned, now);
+    CHECK(strstr(c.plan.variants[0].url, "127.0.0.1:") != NULL);
+    CHECK(srv_alive(&c.server));
+    CHECK_INT(srv_port_in_use("127.0.0.1", now), 1);
+    /* healthy: server_ensure keeps the same process */
+    pid_t pid = c.server.pid;
+    CHECK_INT(server_ensure(&c, 0, &err), 0);
+    CHECK_INT(c.server.pid, pid);
+    /* dead between points: server_ensure starts a new one */
+    kill(pid, SIGKILL);
+    srv_wait_any((struct srv_proc *[]){&c.server}, 1, 2000, NULL);
+    CHECK_INT(server_ensure(&c, 0, &err), 0);
+    CHECK(c.server.pid != pid && srv_alive(&c.server));
+    CHECK_INT(c.server_starts, 2);
+    close(fd);
+    drop_ctx(&c);
+}
+
+TEST(fixed_port_taken_is_refused)
+{
+    long port = srv_free_port("127.0.0.1");
+    int fd = squat(port);
+    CHECK(fd >= 0);
+    char *line = xasprintf("port: %ld", port);
+    struct run_ctx c;
+    /* preflight refuses it; so does the start itself, if taken later */
+    if (make_ctx(&c, line) == 0) {
+        struct err err;
+        err_init(&err);
+        CHECK_INT(preflight(&c, &err), -1);
+        CHECK_MSG(strstr(err.msg, "in use") != NULL, "%s", err.msg);
+        err_init(&err);
+        CHECK_INT(server_start(&c, 0, &err), -1);
+        CHECK_INT(err.code, RN_ERR_ENV);
+        CHECK_INT(c.server.pid, 0);
+        drop_ctx(&c);
+    } else {
+        CHECK_MSG(0, "no context");
+    }
+    close(fd);
+    free(line);
 }
 
 TEST_MAIN()
