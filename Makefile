@@ -88,7 +88,7 @@ RUNNER_LIBS = $(RUNNER_PC_LIBS) $(LDLIBS)
 ENGINE_LIBS = $(ENGINE_PC_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
 .PHONY: all run test bench fuzz models check format install clean help FORCE
-all: $(SWEEP) $(FP4SERVE) $(if $(wildcard tests/fakeserver/*.c),$(FAKESERVER)) $(TOOLS)
+all: $(SWEEP) $(FP4SERVE) $(FAKESERVER) $(TOOLS)
 
 # ---- compile rules ----
 $(BUILD)/obj/common/%.o: common/%.c | $(BUILD)/config.mk
