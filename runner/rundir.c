@@ -6,6 +6,7 @@
 #include "rundir.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "experiment.h"
 #include "fileio.h"
 #include "strutil.h"
+#include "timeutil.h"
 #include "xalloc.h"
 
 #define LOG_MAX_BYTES ((size_t)64 << 20)
@@ -195,6 +197,24 @@ static void read_imported(struct rundir *rd, json_t *imp)
         find_or_add(rd, variant);
 }
 
+/* Overrides saved by `sweep plot --preset/--pattern`, applied last. */
+static void read_replot(struct rundir *rd, json_t *rp)
+{
+    const char *preset = jstr(rp, "preset");
+    json_t *pats = json_object_get(rp, "patterns");
+    for (size_t k = 0; k <= rd->n_v; k++) {
+        struct rundir_extract *x = k < rd->n_v ? &rd->v[k].ext : &rd->fallback;
+        if (preset) {
+            free(x->preset);
+            x->preset = xstrdup(preset);
+        }
+        const char *key;
+        json_t *val;
+        json_object_foreach(pats, key, val) if (json_is_string(val))
+            extract_put(x, key, json_string_value(val));
+    }
+}
+
 static int read_manifest(struct rundir *rd, struct err *err)
 {
     char *path = path_join(rd->dir, "manifest.json");
@@ -205,8 +225,8 @@ static int read_manifest(struct rundir *rd, struct err *err)
         goto out;
     root = json_load_file(path, 0, &je);
     if (!root || !json_is_object(root)) {
-        err_set(err, RN_ERR_USAGE, "%s:%d:%d: %s", path, root ? 1 : je.line,
-                root ? 1 : je.column, root ? "not a JSON object" : je.text);
+        err_set(err, RN_ERR_USAGE, "%s:%d:%d: %s", path, root ? 1 : je.line, root ? 1 : je.column,
+                root ? "not a JSON object" : je.text);
         rc = -1;
         goto out;
     }
@@ -270,6 +290,9 @@ static int read_manifest(struct rundir *rd, struct err *err)
     json_t *imp = json_object_get(root, "imported");
     if (json_is_object(imp))
         read_imported(rd, imp);
+    json_t *replot = json_object_get(root, "replot");
+    if (json_is_object(replot))
+        read_replot(rd, replot);
 out:
     json_decref(root);
     free(path);
@@ -280,10 +303,11 @@ int rundir_open(const char *dir, struct rundir *rd, struct err *err)
 {
     struct stat st;
     memset(rd, 0, sizeof(*rd));
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return err_set(err, RN_ERR_ENV, "run folder '%s': %s", dir,
-                       stat(dir, &st) != 0 ? strerror(errno) : "not a folder"),
-               -1;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        err_set(err, RN_ERR_ENV, "run folder '%s': %s", dir,
+                stat(dir, &st) != 0 ? strerror(errno) : "not a folder");
+        return -1;
+    }
     rd->dir = xstrdup(dir);
     size_t len = strlen(dir);
     while (len > 1 && dir[len - 1] == '/')
@@ -357,6 +381,51 @@ int rundir_override(struct rundir *rd, const char *preset, const struct ext_patt
     return 0;
 }
 
+int rundir_save_overrides(const char *dir, const char *preset, const struct ext_pattern *patterns,
+                          size_t n, bool reset, int argc, char **argv, struct err *err)
+{
+    char *path = path_join(dir, "manifest.json");
+    json_t *root = path_exists(path) ? json_load_file(path, 0, NULL) : NULL;
+    int rc = -1;
+    if (!json_is_object(root)) {
+        json_decref(root);
+        root = json_object();
+    }
+    json_t *rp = json_object_get(root, "replot");
+    if (reset || !json_is_object(rp)) {
+        rp = json_object();
+        json_object_set_new(root, "replot", rp);
+    }
+    char stamp[32];
+    time_iso8601(stamp, sizeof(stamp));
+    json_object_set_new(rp, "at", json_string(stamp));
+    json_t *args = json_array();
+    json_array_append_new(args, json_string("sweep"));
+    json_array_append_new(args, json_string("plot"));
+    for (int i = 0; i < argc; i++)
+        json_array_append_new(args, json_string(argv[i]));
+    json_object_set_new(rp, "argv", args);
+    if (preset)
+        json_object_set_new(rp, "preset", json_string(preset));
+    json_t *pats = json_object_get(rp, "patterns");
+    if (!json_is_object(pats)) {
+        pats = json_object();
+        json_object_set_new(rp, "patterns", pats);
+    }
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(pats, patterns[i].name, json_string(patterns[i].regex));
+    if (reset && !preset && !n)
+        json_object_del(root, "replot");
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    char *with_nl = xasprintf("%s\n", text ? text : "{}");
+    rc = file_write_atomic(path, with_nl, strlen(with_nl), err, RN_ERR_ENV);
+    free(with_nl);
+    free(text);
+    json_decref(root);
+    free(path);
+    return rc;
+}
+
 /* ---- logs on disk ---- */
 
 /* Digits at *s into *v (at least one, no overflow); advances *s. */
@@ -418,8 +487,7 @@ static int cmp_logs(const void *a, const void *b, void *ctx)
     return (x->repeat > y->repeat) - (x->repeat < y->repeat);
 }
 
-int rundir_scan_logs(const struct rundir *rd, struct rundir_log **out, size_t *n,
-                     struct err *err)
+int rundir_scan_logs(const struct rundir *rd, struct rundir_log **out, size_t *n, struct err *err)
 {
     DIR *top = opendir(rd->dir);
     struct rundir_log *logs = NULL;

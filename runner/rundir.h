@@ -22,33 +22,33 @@ struct rundir_extract {
     char *preset;                 /* owned; NULL = no preset (user patterns only) */
     struct ext_pattern *patterns; /* owned, names and regexes included */
     size_t n_patterns;
-    struct strvec require;        /* metrics a point needs to count as ok */
+    struct strvec require; /* metrics a point needs to count as ok */
 };
 
 struct rundir_variant {
-    char *name;                 /* owned */
+    char *name; /* owned */
     struct rundir_extract ext;
-    char *model;                /* owned; model path as run, or NULL */
-    struct strvec server_argv;  /* the server's argv as run (manifest), may be empty */
-    long output_len;            /* tokens per request, -1 if unknown */
+    char *model;               /* owned; model path as run, or NULL */
+    struct strvec server_argv; /* the server's argv as run (manifest), may be empty */
+    long output_len;           /* tokens per request, -1 if unknown */
 };
 
 struct rundir {
-    char *dir;                 /* owned; the folder as given */
-    char *name;                /* owned; experiment name, else the folder's name */
-    char *description;         /* owned; "" if none */
-    char *fit_x, *fit_y;       /* owned; analysis.fit, default concurrency / median_tpot_ms */
-    struct strvec plots;       /* charts to draw: throughput, tpot, ttft by default */
-    bool has_experiment;       /* experiment.yaml was read */
-    bool has_manifest;         /* manifest.json was read */
-    bool imported;             /* made by `sweep import` */
-    struct rundir_variant *v;  /* owned; declared variants, in order */
+    char *dir;                /* owned; the folder as given */
+    char *name;               /* owned; experiment name, else the folder's name */
+    char *description;        /* owned; "" if none */
+    char *fit_x, *fit_y;      /* owned; analysis.fit, default concurrency / median_tpot_ms */
+    struct strvec plots;      /* charts to draw: throughput, tpot, ttft by default */
+    bool has_experiment;      /* experiment.yaml was read */
+    bool has_manifest;        /* manifest.json was read */
+    bool imported;            /* made by `sweep import` */
+    struct rundir_variant *v; /* owned; declared variants, in order */
     size_t n_v;
     struct rundir_extract fallback; /* for variants found only on disk */
     /* from manifest.json, NULL/empty when absent */
     char *sweep_version, *host, *start, *end;
-    struct strvec command;     /* argv of the sweep command that made the run */
-    struct strvec sources;     /* imported: "ORIGINAL -> VARIANT/cC-nP.log" */
+    struct strvec command; /* argv of the sweep command that made the run */
+    struct strvec sources; /* imported: "ORIGINAL -> VARIANT/cC-nP.log" */
 };
 
 /*
@@ -71,6 +71,16 @@ const struct rundir_extract *rundir_extract_for(const struct rundir *rd, const c
 int rundir_override(struct rundir *rd, const char *preset, const struct ext_pattern *patterns,
                     size_t n, struct err *err);
 
+/*
+ * Save extraction overrides given to `sweep plot` (--preset, --pattern) in
+ * dir/manifest.json under "replot", so that later plots and REPORT.md use
+ * them too; rundir_open applies them over the run's own settings. Patterns
+ * add to or replace earlier overrides by name; reset drops every earlier
+ * override first. argv is recorded. Returns 0 or -1 with err (RN_ERR_ENV).
+ */
+int rundir_save_overrides(const char *dir, const char *preset, const struct ext_pattern *patterns,
+                          size_t n, bool reset, int argc, char **argv, struct err *err);
+
 /* A client log found on disk. */
 struct rundir_log {
     char *variant;    /* owned */
@@ -91,8 +101,7 @@ bool rundir_parse_log_name(const char *base, long *c, long *p, long *r);
  * by the declared variant order (then by name), C, P and R. *out is owned
  * by the caller (rundir_logs_free). Returns 0 or -1 with err (RN_ERR_ENV).
  */
-int rundir_scan_logs(const struct rundir *rd, struct rundir_log **out, size_t *n,
-                     struct err *err);
+int rundir_scan_logs(const struct rundir *rd, struct rundir_log **out, size_t *n, struct err *err);
 void rundir_logs_free(struct rundir_log *logs, size_t n);
 
 /*
