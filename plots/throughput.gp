@@ -15,7 +15,7 @@ set xtics (@XTICS@)
 set xrange [@XRANGE@]
 set yrange [0:*]
 set samples 400
-set key top left Left reverse box opaque
+set key bottom right Left reverse box opaque
 set grid
 do for [fmt in outputs] {
     if (fmt eq "png") { set terminal pngcairo size 960,600 noenhanced font "DejaVu Sans,11"; set output "@NAME@.png" }

@@ -568,3 +568,81 @@ out:
     ext_free(set);
     return rc;
 }
+
+/* ---- tags in file names ---- */
+
+/* Tags shell sweeps put in file names, tried in order (first match wins). */
+static const char *const default_tags[] = {
+    "(?<![A-Za-z0-9])c(?<c>[0-9]+)[-_]n(?<p>[0-9]+)(?![0-9])",
+    "(?<![A-Za-z0-9.])(?<c>[0-9]+)[_:x-](?<p>[0-9]+)(?![0-9])",
+    "(?<![A-Za-z0-9])c(?<c>[0-9]+)(?![0-9])",
+};
+
+/* The number captured by group (by name, else by index), or -1. */
+static long group_num(pcre2_code *re, pcre2_match_data *md, const char *name, int index,
+                      const char *subject)
+{
+    int n = pcre2_substring_number_from_name(re, (PCRE2_SPTR)name);
+    uint32_t groups = 0;
+    pcre2_pattern_info(re, PCRE2_INFO_CAPTURECOUNT, &groups);
+    if (n < 0)
+        n = index <= (int)groups ? index : -1;
+    if (n < 0)
+        return -1;
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    if (ov[2 * n] == PCRE2_UNSET)
+        return -1;
+    char tmp[24];
+    size_t len = ov[2 * n + 1] - ov[2 * n];
+    if (len == 0 || len >= sizeof(tmp))
+        return -1;
+    memcpy(tmp, subject + ov[2 * n], len);
+    tmp[len] = '\0';
+    long v;
+    return str_to_long(tmp, &v) == 0 && v >= 1 ? v : -1;
+}
+
+int ext_tag(const char *regex, const char *path, long *concurrency, long *prompts, struct err *err)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t len = strlen(base);
+    if (len > 4 && strcmp(base + len - 4, ".log") == 0)
+        len -= 4;
+    char *name = xstrndup(base, len);
+    struct matcher m;
+    int rc = 0;
+    *concurrency = *prompts = -1;
+    matcher_init(&m);
+    size_t n = regex ? 1 : N_OF(default_tags);
+    for (size_t i = 0; i < n && *concurrency < 0; i++) {
+        const char *r = regex ? regex : default_tags[i];
+        pcre2_code *re = compile(r, err);
+        if (!re) {
+            err_prefix(err, "--tag-regex");
+            rc = -1;
+            break;
+        }
+        uint32_t groups = 0;
+        pcre2_pattern_info(re, PCRE2_INFO_CAPTURECOUNT, &groups);
+        m.budget.left = CALLOUT_BUDGET;
+        int mr = groups ? pcre2_match(re, (PCRE2_SPTR)name, len, 0, 0, m.md, m.ctx)
+                        : PCRE2_ERROR_NOMATCH;
+        if (regex && !groups) {
+            err_set(err, RN_ERR_USAGE, "--tag-regex '%s' has no capture group", regex);
+            rc = -1;
+        } else if (mr >= 0) {
+            *concurrency = group_num(re, m.md, "c", 1, name);
+            *prompts = group_num(re, m.md, "p", 2, name);
+        } else if (mr != PCRE2_ERROR_NOMATCH) {
+            err_set(err, RN_ERR_USAGE, "--tag-regex '%s': %s", r, limit_reason(mr));
+            rc = -1;
+        }
+        pcre2_code_free(re);
+        if (rc)
+            break;
+    }
+    matcher_release(&m);
+    free(name);
+    return rc;
+}

@@ -107,4 +107,15 @@ struct ext_shape {
  */
 int ext_shape(const char *text, size_t len, struct ext_shape *out, struct err *err);
 
+/*
+ * Read concurrency and prompts from a log's file name (for `sweep import`).
+ * regex NULL tries the usual tags after dropping the folder and ".log":
+ * "c16-n48", "c16_n48", "16_48", "16:48", "16x48", "16-48", then "c16"
+ * alone. A user regex has named groups "c" and "p" (either may be absent),
+ * or one group (concurrency) or two (concurrency, prompts). Fields not
+ * found are -1. Returns 0, or -1 with err set (RN_ERR_USAGE) for a bad
+ * regex or one whose group holds no number.
+ */
+int ext_tag(const char *regex, const char *path, long *concurrency, long *prompts, struct err *err);
+
 #endif

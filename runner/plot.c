@@ -255,16 +255,15 @@ static void build_plot(const struct plot_chart *c, struct buf *plot, struct buf 
         char *t = plot_quote(s->title);
         if (plot->len)
             buf_puts(plot, ", \\\n         ");
+        /* measured points; joined by lines only where no fitted line is drawn */
+        bool fitted = s->fit && c->fit != PLOT_FIT_NONE;
         if (has_spread(s))
             buf_printf(plot,
-                       "\"%s.dat\" index %zu using 1:2:3:4 with yerrorlines lc %d pt %d ps 1.2 "
-                       "title %s",
-                       c->name, idx, lc, pt, t);
+                       "\"%s.dat\" index %zu using 1:2:3:4 with %s lc %d pt %d ps 1.2 title %s",
+                       c->name, idx, fitted ? "yerrorbars" : "yerrorlines", lc, pt, t);
         else
-            buf_printf(plot,
-                       "\"%s.dat\" index %zu using 1:2 with linespoints lc %d pt %d ps 1.2 "
-                       "title %s",
-                       c->name, idx, lc, pt, t);
+            buf_printf(plot, "\"%s.dat\" index %zu using 1:2 with %s lc %d pt %d ps 1.2 title %s",
+                       c->name, idx, fitted ? "points" : "linespoints", lc, pt, t);
         free(t);
         if (s->fit && c->fit != PLOT_FIT_NONE) {
             buf_printf(defs, "a%zu = %.10g; b%zu = %.10g  # %s\n", k + 1, s->a, k + 1, s->b,

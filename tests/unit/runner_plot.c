@@ -116,7 +116,7 @@ TEST(write_fills_the_template)
         CHECK(strstr(gp, "set output \"throughput.svg\""));
         CHECK(!strstr(gp, "@NAME@") && !strstr(gp, "@PLOT@"));
         /* the first series has a spread at 8, so it gets error bars */
-        CHECK(strstr(gp, "index 0 using 1:2:3:4 with yerrorlines"));
+        CHECK(strstr(gp, "index 0 using 1:2:3:4 with yerrorbars"));
         CHECK(strstr(gp, "index 1 using 1:2 with linespoints"));
         /* data sorted by concurrency, one block per series */
         CHECK_MSG(strstr(dat, "# index 0: mx\"fp4\n1 14 14 14\n8 28 27 29.5\n16 30.1 30.1 30.1\n"
