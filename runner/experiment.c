@@ -565,9 +565,11 @@ static int eval_prompts(struct dctx *c, const struct ynode *n, long conc, long *
     double d;
     err_init(&e);
     enum expr_status st = expr_eval(n->text, (double)conc, &d, &e, E);
-    if (st == EXPR_SYNTAX || (st == EXPR_VALUE && !syntax_only))
-        return cerr(c, n->line, n->col, "bad prompts expression '%s': %s%s", QUOTE(n, q), e.msg,
-                    st == EXPR_VALUE ? " (for c = this concurrency)" : "");
+    if (st == EXPR_SYNTAX)
+        return cerr(c, n->line, n->col, "bad prompts expression '%s': %s", QUOTE(n, q), e.msg);
+    if (st == EXPR_VALUE && !syntax_only)
+        return cerr(c, n->line, n->col, "prompts expression '%s' has no value for c=%ld: %s",
+                    QUOTE(n, q), conc, e.msg);
     if (syntax_only)
         return 0;
     /* round up, forgiving binary noise such as 0.1*30 = 3.0000000000000004 */
@@ -614,7 +616,12 @@ static int unknown_key(struct dctx *c, const char *path, const struct ynode *key
         if (strcmp(ek_leaf(ek_keys[i].path), key->text) == 0 && ek_keys[i].path[0] != 'v')
             return cerr(c, key->line, key->col, "unknown key '%s'%s (did you mean '%s'?)", q, where,
                         ek_keys[i].path);
-    return cerr(c, key->line, key->col, "unknown key '%s'%s", q, where);
+    char known[400];
+    size_t o = 0;
+    for (size_t i = 0; i < nc && o < sizeof(known); i++)
+        o += (size_t)snprintf(known + o, sizeof(known) - o, "%s%s", i ? ", " : "", cands[i]);
+    return cerr(c, key->line, key->col, "unknown key '%s'%s (known keys here: %s)", q, where,
+                known);
 }
 
 /*
@@ -664,22 +671,27 @@ static int decode_section(struct dctx *c, const struct ynode *map, const char *p
                 return -1;
         }
     }
+    /* an empty list counts as not given: a variant clears a base command with [] */
     for (size_t i = 0; i < ek_n_keys; i++) {
         const struct ek_key *k = &ek_keys[i];
         bool full_mode = (k->flags & KF_VAR) ? c->full_var : c->full_exp;
         if (!ek_is_child(k, path) || !full_mode)
             continue;
-        if ((k->flags & KF_REQ) && !seen[i] && (!k->when || when_holds(c, k))) {
+        const struct ynode *n = ytree_get(map, ek_leaf(k->path));
+        bool given = seen[i] && !(n && n->kind == Y_SEQ && n->n == 0);
+        if ((k->flags & KF_REQ) && !given && (!k->when || when_holds(c, k))) {
+            char need[128] = "";
             if (k->when) {
                 when_now(c, k, now, sizeof(now));
-                return cerr(c, line, col, "missing required key '%s' (needed when %s)%s", k->path,
-                            now, vsuffix(c, vs, sizeof(vs)));
+                snprintf(need, sizeof(need), " (needed when %s)", now);
             }
-            return cerr(c, line, col, "missing required key '%s'%s", k->path,
+            if (seen[i])
+                return cerr(c, n->line, n->col, "'%s' is empty%s%s", k->path, need,
+                            vsuffix(c, vs, sizeof(vs)));
+            return cerr(c, line, col, "missing required key '%s'%s%s", k->path, need,
                         vsuffix(c, vs, sizeof(vs)));
         }
-        if ((k->flags & KF_ONLY) && seen[i] && !when_holds(c, k)) {
-            const struct ynode *n = ytree_get(map, ek_leaf(k->path));
+        if ((k->flags & KF_ONLY) && given && !when_holds(c, k)) {
             const char *eq = strchr(k->when, '=');
             when_now(c, k, now, sizeof(now));
             return cerr(c, n ? n->line : line, n ? n->col : col,

@@ -205,11 +205,20 @@ static void parser_error(const yaml_parser_t *p, const char *name, const char *t
     }
 }
 
-/* Tags: none, the non-specific "!", or a standard tag:yaml.org,2002 one. */
+/* Tags: none, the non-specific "!", or one of YAML's core types (!!str ...).
+ * Anything else (!!python/object, !custom) asks for a loader we do not have. */
 static bool tag_ok(const yaml_char_t *tag)
 {
-    return !tag || strcmp((const char *)tag, "!") == 0 ||
-           strncmp((const char *)tag, "tag:yaml.org,2002:", 18) == 0;
+    static const char *const core[] = {"str", "int", "float", "bool", "null", "map", "seq", NULL};
+    const char *t = (const char *)tag;
+    if (!t || strcmp(t, "!") == 0)
+        return true;
+    if (strncmp(t, "tag:yaml.org,2002:", 18) != 0)
+        return false;
+    for (size_t i = 0; core[i]; i++)
+        if (strcmp(t + 18, core[i]) == 0)
+            return true;
+    return false;
 }
 
 int ytree_parse(const char *name, const char *text, size_t len, int max_depth, struct ynode **out,
@@ -295,9 +304,12 @@ int ytree_parse(const char *name, const char *text, size_t len, int max_depth, s
                 goto fail_node;
             }
             if (!tag_ok(tag)) {
-                ytree_quote((const char *)tag, strlen((const char *)tag), q, sizeof(q));
-                err_set(err, code, "%s:%d:%d: YAML tags are not allowed ('%s')", name, line, col,
-                        q);
+                const char *t = (const char *)tag;
+                bool std = strncmp(t, "tag:yaml.org,2002:", 18) == 0;
+                ytree_quote(std ? t + 18 : t, strlen(std ? t + 18 : t), q, sizeof(q));
+                err_set(err, code,
+                        "%s:%d:%d: YAML tag '%s%s' is not allowed (only core tags such as !!str)",
+                        name, line, col, std ? "!!" : "", q);
                 goto fail_node;
             }
             if (node->kind == Y_SCALAR && strlen(node->text) != node->len) {
