@@ -32,11 +32,6 @@
 #include "timeutil.h"
 #include "xalloc.h"
 
-/* TEMPORARY: report.c is not on this branch yet (branch analysis); a weak
- * reference lets sweep link and skip the report until it lands. */
-extern int report_build(const char *run_dir, const struct report_opts *opts, struct err *err)
-    __attribute__((weak));
-
 #define CLIENT_GRACE_S    1.0   /* a client stopped early gets this long after SIGTERM */
 #define HEALTH_RECHECK_S  30.0  /* an alive server that stopped answering: wait this long */
 #define DEATH_SETTLE_MS   250.0 /* after a client failure, time for a dying server to show */
@@ -334,8 +329,9 @@ static int server_ensure(struct run_ctx *c, size_t vi, struct err *err)
 
 /* ---- one point ---- */
 
-/* A rerun never overwrites a client log: the old one becomes LOG.1, .2 ... */
-static void keep_old_log(const char *path)
+/* A rerun never overwrites a client log: the old one becomes LOG.1, .2 ...
+ * (and the builtin client's per-request records, X.jsonl, the same way). */
+static void keep_old_file(const char *path)
 {
     if (!path_exists(path))
         return;
@@ -347,6 +343,17 @@ static void keep_old_log(const char *path)
         free(cand);
         if (!taken)
             return;
+    }
+}
+
+static void keep_old_log(const char *path)
+{
+    keep_old_file(path);
+    size_t n = strlen(path);
+    if (n > 4 && strcmp(path + n - 4, ".log") == 0) {
+        char *jsonl = xasprintf("%.*s.jsonl", (int)(n - 4), path);
+        keep_old_file(jsonl);
+        free(jsonl);
     }
 }
 
@@ -760,7 +767,7 @@ static int finish(struct run_ctx *c)
     err_init(&err);
     if (man_save(&c->man, c->manifest_path, &err) != 0)
         log_error("%s", err.msg);
-    if (c->table.n > 0 && report_build) {
+    if (c->table.n > 0) {
         struct report_opts ro = {
             .fit_x = c->exp.fit_x,
             .fit_y = c->exp.fit_y,

@@ -47,8 +47,8 @@ check_run() { # LABEL RUN_DIR
         check "$1: $(basename "$svg") is an SVG" grep -q "<svg" "$svg"
     done
     check "$1: at least one PNG and one SVG chart" test -n "$(ls "$2"/plots/*.png 2>/dev/null)" -a -n "$(ls "$2"/plots/*.svg 2>/dev/null)"
-    a=$(jq -r '.. | objects | select(has("a") and has("b")) | .a' "$2/fit.json" | head -n 1)
-    b=$(jq -r '.. | objects | select(has("a") and has("b")) | .b' "$2/fit.json" | head -n 1)
+    a=$(jq -r '.variants.default.a' "$2/fit.json")
+    b=$(jq -r '.variants.default.b' "$2/fit.json")
     check "$1: fitted a = $a ms within 10% of 20" within "$a" 20 10
     check "$1: fitted b = $b ms within 10% of 2" within "$b" 2 10
     check "$1: REPORT.md written" test -s "$2/REPORT.md"

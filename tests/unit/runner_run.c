@@ -90,7 +90,14 @@ TEST(old_logs_are_kept)
     keep_old_log(log); /* nothing there: nothing happens */
     CHECK(!path_exists(log));
     file_write_atomic(log, "first", 5, &e, 1);
+    char *jsonl = path_join(dir, "c1-n8.jsonl");
+    file_write_atomic(jsonl, "{}", 2, &e, 1);
     keep_old_log(log);
+    char *jsonl1 = xasprintf("%s.1", jsonl);
+    CHECK(!path_exists(jsonl) && path_exists(jsonl1));
+    unlink(jsonl1);
+    free(jsonl1);
+    free(jsonl);
     file_write_atomic(log, "second", 6, &e, 1);
     keep_old_log(log);
     char *one = xasprintf("%s.1", log), *two = xasprintf("%s.2", log);
