@@ -93,5 +93,9 @@ int main(int argc, char **argv)
     for (size_t r = 1; r < n; r++)
         if (want < 0 || (size_t)want == r)
             printf("%s\n", (size_t)col < rows[r].n ? rows[r].v[col] : "");
+    for (size_t r = 0; r < n; r++)
+        strvec_release(&rows[r]);
+    free(rows);
+    buf_release(&text);
     return 0;
 }
