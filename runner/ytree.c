@@ -26,6 +26,7 @@ struct dupset {
     size_t cap, n;
 };
 
+/* FNV-1a over the key text, seeded with the map's address. */
 static uint64_t dup_hash(const struct ynode *map, const struct ynode *key)
 {
     uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)map;
@@ -84,6 +85,7 @@ const char *ytree_quote(const char *s, size_t len, char *out, size_t out_size)
     return out;
 }
 
+/* A node at libyaml's 0-based mark, stored 1-based as editors show it. */
 static struct ynode *node_new(enum ykind kind, yaml_mark_t mark)
 {
     struct ynode *n = xcalloc(1, sizeof(*n));
@@ -93,6 +95,7 @@ static struct ynode *node_new(enum ykind kind, yaml_mark_t mark)
     return n;
 }
 
+/* Append a child (a sequence item, or a map's next key or value). */
 static void kids_push(struct ynode *parent, struct ynode *kid)
 {
     XGROW(parent->kids, parent->cap, parent->n + 1);
@@ -181,6 +184,11 @@ static void offset_pos(const char *text, size_t len, size_t off, int *line, int 
     }
 }
 
+/*
+ * libyaml's error as one line. Reader errors (bad UTF-8, control bytes)
+ * carry a byte offset, turned into line:col here; scanner and parser errors
+ * carry a mark, and maybe a context ("while parsing a flow sequence at").
+ */
 static void parser_error(const yaml_parser_t *p, const char *name, const char *text, size_t len,
                          struct err *err, int code)
 {
@@ -290,6 +298,9 @@ int ytree_parse(const char *name, const char *text, size_t len, int max_depth, s
         default:
             break;
         }
+        /* a new node: attach it first (so the tree owns it whatever fails),
+         * then apply the policy: no anchors, core tags only, no NUL, string
+         * keys, unique keys, bounded depth */
         if (node) {
             struct ynode *parent = depth ? stack[depth - 1] : NULL;
             char q[64];
