@@ -119,8 +119,9 @@ int est_print_plan(FILE *f, const struct plan *plan, const char *run_dir, struct
     }
     if (res_table_load(csv, &t, err) != 0)
         goto out;
-    fprintf(f, "\ntime estimate from %s (decode waves of min(C, remaining) requests; server "
-               "start and warmup not included):\n",
+    fprintf(f,
+            "\ntime estimate from %s (decode waves of min(C, remaining) requests; server "
+            "start and warmup not included):\n",
             run_dir);
     for (size_t v = 0; v < plan->n_variants; v++) {
         const char *name = plan->variants[v].v->name;
