@@ -14,6 +14,7 @@ set logscale x 2
 set xtics (@XTICS@)
 set xrange [@XRANGE@]
 set yrange [0:*]
+set offsets 0, 0, graph 0.08, 0
 set samples 400
 set key bottom right Left reverse box opaque
 set grid

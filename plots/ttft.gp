@@ -13,6 +13,7 @@ set logscale x 2
 set xtics (@XTICS@)
 set xrange [@XRANGE@]
 set yrange [0:*]
+set offsets 0, 0, graph 0.08, 0
 set key top left Left reverse box opaque
 set grid
 do for [fmt in outputs] {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "fileio.h"
 #include "fit.h"
 #include "xalloc.h"
 
@@ -101,4 +102,57 @@ void est_format(double seconds, char *out, size_t size)
         snprintf(out, size, "%ldm%02lds", s / 60, s % 60);
     else
         snprintf(out, size, "%ldh%02ldm", s / 3600, s % 3600 / 60);
+}
+
+int est_print_plan(FILE *f, const struct plan *plan, const char *run_dir, struct err *err)
+{
+    struct res_table t;
+    struct est_model *models = xcalloc(plan->n_variants + 1, sizeof(*models));
+    char *csv = path_join(run_dir, "points.csv");
+    int rc = -1;
+    res_table_init(&t);
+    if (!path_exists(csv)) {
+        err_set(err, RN_ERR_ENV,
+                "--from %s: no points.csv there (a run folder, or 'sweep plot %s' to rebuild it)",
+                run_dir, run_dir);
+        goto out;
+    }
+    if (res_table_load(csv, &t, err) != 0)
+        goto out;
+    fprintf(f,
+            "\ntime estimate from %s (decode waves of min(C, remaining) requests; server "
+            "start and warmup not included):\n",
+            run_dir);
+    for (size_t v = 0; v < plan->n_variants; v++) {
+        const char *name = plan->variants[v].v->name;
+        struct err e;
+        err_init(&e);
+        bool own = est_model_from_table(&t, name, &models[v], &e) == 0;
+        if (!own && est_model_from_table(&t, NULL, &models[v], err) != 0)
+            goto out;
+        const struct est_model *m = &models[v];
+        fprintf(f, "  %s: step = %.1f + %.2f·N ms, TTFT = %.1f + %.2f·N ms (from %s)\n", name,
+                m->a_ms, m->b_ms, m->ttft_a_ms, m->ttft_b_ms,
+                own ? "the run's points of this variant" : "all of the run's points");
+    }
+    double total = 0;
+    for (size_t i = 0; i < plan->n_points; i++) {
+        const struct plan_point *pp = &plan->points[i];
+        const struct plan_variant *pv = &plan->variants[pp->variant];
+        struct est_point ep = {pp->concurrency, pp->prompts, pv->v->bench.output_len};
+        double s = est_point_s(&models[pp->variant], &ep);
+        char dur[16];
+        est_format(s, dur, sizeof(dur));
+        fprintf(f, "  %-12s %-18s %10.1f s  (%s)\n", pv->v->name, pp->log_name, s, dur);
+        total += s;
+    }
+    char dur[16];
+    est_format(total, dur, sizeof(dur));
+    fprintf(f, "  %-31s %10.1f s  (%s)\n", "total", total, dur);
+    rc = 0;
+out:
+    res_table_release(&t);
+    free(models);
+    free(csv);
+    return rc;
 }

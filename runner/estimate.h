@@ -12,8 +12,10 @@
 #define RUNNER_ESTIMATE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "err.h"
+#include "plan.h"
 #include "results.h"
 
 struct est_model {
@@ -54,6 +56,15 @@ int est_model_from_table(const struct res_table *t, const char *variant, struct 
  */
 double est_eta_s(const struct est_model *m, const struct est_point *todo, size_t n,
                  double done_pred_s, double done_actual_s);
+
+/*
+ * `sweep check EXP --from RUN_DIR`: print the predicted duration of every
+ * point of plan and the total, from a model fitted to RUN_DIR's points.csv
+ * (per variant: the run's points of the same variant name, else all its ok
+ * points). Returns 0, or -1 with err set: RN_ERR_ENV when RUN_DIR has no
+ * readable points.csv, RN_ERR_USAGE when no ok point has a median TPOT.
+ */
+int est_print_plan(FILE *f, const struct plan *plan, const char *run_dir, struct err *err);
 
 /* Format seconds as "42s", "6m31s" or "2h05m" into out (>= 16 bytes). */
 void est_format(double seconds, char *out, size_t size);

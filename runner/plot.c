@@ -300,7 +300,8 @@ static void build_plot(const struct plot_chart *c, struct buf *plot, struct buf 
         idx++;
     }
     if (strcmp(c->tmpl, "ratio") == 0)
-        buf_puts(plot, ", \\\n         1 with lines lc rgb \"gray50\" dt 3 title \"equal (1.0)\"");
+        buf_puts(plot,
+                 ", \\\n         1 with lines lc rgb \"gray40\" dt 2 lw 1.5 title \"equal (1.0)\"");
     if (!defs->len)
         buf_puts(defs, "# (no fitted lines on this chart)\n");
     qsort(xs, nx, sizeof(double), cmp_double);

@@ -398,6 +398,42 @@ TEST(shape_reads_concurrency_and_prompts)
     CHECK_INT(s.prompts, 3);
 }
 
+TEST(tags_in_file_names)
+{
+    static const struct {
+        const char *path;
+        long c, p;
+    } cases[] = {
+        {"logs/sweep_c16-n48.log", 16, 48},
+        {"measure_16_48.log", 16, 48},
+        {"a/b/sweep_16:48.log", 16, 48},
+        {"run_16x48.log", 16, 48},
+        {"sweep_c8.log", 8, -1},
+        {"c1_n8", 1, 8},
+        {"notag.log", -1, -1},
+        {"v1.5_16-48.log", 16, 48},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        long c, p;
+        struct err e;
+        err_init(&e);
+        CHECK(ext_tag(NULL, cases[i].path, &c, &p, &e) == 0);
+        CHECK_MSG(c == cases[i].c && p == cases[i].p, "%s: c=%ld p=%ld", cases[i].path, c, p);
+    }
+    long c, p;
+    struct err e;
+    err_init(&e);
+    CHECK(ext_tag("conc(?<c>\\d+)-np(?<p>\\d+)", "x_conc4-np12.log", &c, &p, &e) == 0);
+    CHECK(c == 4 && p == 12);
+    CHECK(ext_tag("_(\\d+)$", "bench_32.log", &c, &p, &e) == 0);
+    CHECK(c == 32 && p == -1);
+    CHECK(ext_tag("(\\d+", "x.log", &c, &p, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "--tag-regex: bad regex: missing closing parenthesis"), "%s", e.msg);
+    err_init(&e);
+    CHECK(ext_tag("\\d+", "x1.log", &c, &p, &e) == -1);
+    CHECK_STR(e.msg, "--tag-regex '\\d+' has no capture group");
+}
+
 TEST(preset_names_listed)
 {
     const char *const *names = ext_preset_names();
