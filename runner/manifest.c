@@ -39,7 +39,9 @@ bool man_is_secret_name(const char *name, size_t len)
     return false;
 }
 
-/* {"NAME": "value", ...} from "NAME=value" strings, secrets left out. */
+/* {"NAME": "value", ...} from "NAME=value" strings, secrets left out (by
+ * name: values are never inspected, so a secret under an innocent name
+ * does get through; the user chose that name). */
 static json_t *env_object(char *const *entries, size_t n)
 {
     json_t *o = json_object();
@@ -54,6 +56,7 @@ static json_t *env_object(char *const *entries, size_t n)
     return o;
 }
 
+/* ["argv0", "argv1", ...], each element exactly as passed to execve. */
 static json_t *argv_array(const struct strvec *sv)
 {
     json_t *a = json_array();
@@ -125,6 +128,8 @@ static json_t *gpu_list(void)
     return a;
 }
 
+/* {"name", "os", "cpu", "cpus", "memory_bytes", "gpus"}: the machine the
+ * numbers were measured on; a field that cannot be read is left out. */
 static json_t *host_object(void)
 {
     json_t *h = json_object();
@@ -149,6 +154,8 @@ static json_t *host_object(void)
     return h;
 }
 
+/* Size, mtime and the hash of the first MiB: enough to notice that the
+ * model file changed between two runs without reading gigabytes. */
 static json_t *fingerprint(const struct model_fp *fp)
 {
     json_t *o = json_object();
@@ -161,6 +168,7 @@ static json_t *fingerprint(const struct model_fp *fp)
     return o;
 }
 
+/* A variant as planned; server_starts fills in as servers start. */
 static json_t *variant_object(const struct plan *p, size_t vi)
 {
     const struct plan_variant *pv = &p->variants[vi];
@@ -189,6 +197,7 @@ void man_init(struct manifest *m, const struct plan *p, int argc, char **argv,
     json_object_set_new(root, "experiment_file", json_string(p->exp->path));
     json_object_set_new(root, "host", host_object());
 
+    /* A resumed run adds a session; the earlier ones stay as they were. */
     json_t *sessions = json_array();
     json_t *prev = previous_path ? json_load_file(previous_path, 0, NULL) : NULL;
     json_t *old = prev ? json_object_get(prev, "sessions") : NULL;
@@ -209,6 +218,7 @@ void man_init(struct manifest *m, const struct plan *p, int argc, char **argv,
     if (cwd)
         json_object_set_new(session, "cwd", json_string(cwd));
     free(cwd);
+    /* the environment the servers and clients inherit */
     size_t n_env = 0;
     while (environ && environ[n_env])
         n_env++;
@@ -265,6 +275,7 @@ void man_finish(struct manifest *m, int exit_status, size_t n_ok, size_t n_faile
     json_object_set_new(m->root, "end", json_string(stamp));
 }
 
+/* Indented, in insertion order, with a final newline: easy to diff. */
 int man_save(const struct manifest *m, const char *path, struct err *err)
 {
     char *text = json_dumps(m->root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

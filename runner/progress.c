@@ -9,7 +9,7 @@
 
 #include "timeutil.h"
 
-#define REDRAW_MS 250
+#define REDRAW_MS 250 /* live line: at most 4 redraws a second */
 
 void prog_init(struct progress *pr, FILE *out, bool tty, size_t n_total, double work_total)
 {
@@ -60,7 +60,8 @@ double prog_eta_s(const struct progress *pr)
     return eta < 0 ? 0 : eta;
 }
 
-/* "[2/6] mxfp4 c=4 n=16  12s  ETA 1m05s" */
+/* "[2/6] mxfp4 c=4 n=16  12s  ETA 1m05s": carriage return and erase-line
+ * first, so the line replaces the previous one; no newline until the end. */
 static void draw(struct progress *pr, const char *tail)
 {
     char el[32], eta[32];
@@ -72,6 +73,8 @@ static void draw(struct progress *pr, const char *tail)
     pr->last_draw_ms = clock_ms();
 }
 
+/* In a log (not a terminal) each point gets a start line and an end line,
+ * so a reader can tell which point was running when something happened. */
 void prog_begin(struct progress *pr, const char *label, double work)
 {
     snprintf(pr->label, sizeof(pr->label), "%s", label);
@@ -125,6 +128,7 @@ void prog_skip(struct progress *pr, double work)
         pr->work_left = 0;
 }
 
+/* Erase the live line, print the message on its own line, redraw. */
 void prog_note(struct progress *pr, const char *fmt, ...)
 {
     if (pr->tty && pr->active)

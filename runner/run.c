@@ -62,6 +62,7 @@ struct run_ctx {
     struct progress prog;
 };
 
+/* Ctrl-C (or SIGTERM/SIGHUP) arrived: finish the current step, start none. */
 static bool stopping(const struct run_ctx *c)
 {
     return *c->stop != 0;
@@ -179,11 +180,14 @@ fail:
 
 /* ---- the server ---- */
 
+/* "http://HOST:PORT/health" for the variant's current port. */
 static char *ready_url(const struct plan_variant *pv)
 {
     return xasprintf("%s%s", pv->url, pv->v->server.ready_path);
 }
 
+/* The last lines of a server's log on stderr, indented with "  | ", after
+ * a failed start: usually the real reason is in there. */
 static void print_tail(struct run_ctx *c, const struct srv_proc *p)
 {
     char *tail = srv_log_tail(p, TAIL_LINES);
@@ -200,6 +204,8 @@ static void print_tail(struct run_ctx *c, const struct srv_proc *p)
     free(tail);
 }
 
+/* Stop the current server (if any) with its variant's grace period; a
+ * second Ctrl-C shortens it to nothing (srv_stop reads the flag). */
 static void server_stop(struct run_ctx *c)
 {
     if (!c->server.pid)
@@ -357,6 +363,8 @@ static void keep_old_log(const char *path)
     }
 }
 
+/* The compiled patterns of variant vi (preset plus its own patterns),
+ * built once and kept in the context. NULL with err set if they fail. */
 static const ext_set *extractor(struct run_ctx *c, size_t vi, struct err *err)
 {
     if (c->ext[vi])
@@ -669,6 +677,12 @@ static void update_eta(struct run_ctx *c)
     prog_set_eta(&c->prog, total);
 }
 
+/*
+ * All pending points of variant vi against one server: start it, then per
+ * point check it (restart if needed), run the point and record the row.
+ * A server that cannot start fails the remaining points of the variant
+ * (rows with the reason), and the run goes on with the next variant.
+ */
 static void run_variant(struct run_ctx *c, size_t vi, size_t *todo)
 {
     size_t n = pending_points(c, vi, todo);
@@ -725,6 +739,7 @@ static void run_variant(struct run_ctx *c, size_t vi, size_t *todo)
 
 /* ---- the whole run ---- */
 
+/* "PROG run EXP [--only V]... --resume RUN_DIR", shell-quoted, on stdout. */
 static void print_resume_hint(const struct run_ctx *c)
 {
     struct strvec cmd;
@@ -758,6 +773,9 @@ static int final_status(struct run_ctx *c, bool interrupted)
     return RN_OK;
 }
 
+/* After the loop (normal end or interrupt): close the manifest, build the
+ * report from whatever points.csv holds, print the summary and, after an
+ * interrupt, the resume command. Returns the exit status. */
 static int finish(struct run_ctx *c)
 {
     bool interrupted = stopping(c);
@@ -786,6 +804,7 @@ static int finish(struct run_ctx *c)
     return status;
 }
 
+/* Free everything; stops the server first if one is still up (error paths). */
 static void ctx_release(struct run_ctx *c)
 {
     server_stop(c);

@@ -59,6 +59,7 @@ int srv_become_subreaper(void)
     return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ? 0 : -1;
 }
 
+/* A regular file we may execute (a directory with x bits is not one). */
 static bool is_executable_file(const char *path)
 {
     struct stat st;
@@ -71,6 +72,8 @@ char *srv_resolve_program(const char *prog, struct err *err)
         err_set(err, RN_ERR_ENV, "empty program name in argv");
         return NULL;
     }
+    /* A path (absolute or relative to the working directory) is taken as
+     * is, exactly as execve would; the message says why it cannot run. */
     if (strchr(prog, '/')) {
         if (is_executable_file(prog))
             return xstrdup(prog);
@@ -197,6 +200,9 @@ static int read_exec_report(int fd)
     }
 }
 
+/* A pidfd for pid: it becomes readable when the process exits, which lets
+ * srv_wait_any sleep in poll() instead of polling waitpid. -1 on kernels
+ * before 5.3 (or without the syscall number), where we fall back. */
 static int pidfd_for(pid_t pid)
 {
 #ifdef SYS_pidfd_open
@@ -218,6 +224,8 @@ int srv_spawn(struct srv_proc *p, const struct strvec *argv, const struct strvec
         err_set(err, RN_ERR_ENV, "empty command");
         return -1;
     }
+    /* Resolve first: a missing binary is an environment error we can name
+     * before any process exists, not an exit 127 found later. */
     path = srv_resolve_program(argv->v[0], err);
     if (!path)
         goto out;
@@ -231,6 +239,8 @@ int srv_spawn(struct srv_proc *p, const struct strvec *argv, const struct strvec
         err_set(err, RN_ERR_ENV, "cannot prepare to start '%s': %s", argv->v[0], strerror(errno));
         goto out;
     }
+    /* The log may hold earlier runs (a restarted server appends): remember
+     * where this process's output starts, for srv_log_tail. */
     struct stat st;
     long long offset = fstat(log_fd, &st) == 0 ? (long long)st.st_size : 0;
     envp = build_env(env_add);
@@ -249,6 +259,8 @@ int srv_spawn(struct srv_proc *p, const struct strvec *argv, const struct strvec
         err_set(err, RN_ERR_ENV, "cannot start '%s': fork: %s", argv->v[0], strerror(errno));
         goto out;
     }
+    /* Our copy of the write end must go, or the read below never sees EOF.
+     * The child's copy closes on exec (CLOEXEC), or carries its errno. */
     close(pipe_fd[1]);
     pipe_fd[1] = -1;
     int exec_errno = read_exec_report(pipe_fd[0]);
@@ -291,6 +303,8 @@ static void note_reaped(struct srv_proc *p, pid_t got, int status)
     }
 }
 
+/* waitpid(pid, WNOHANG) on the child itself (never -1): other children,
+ * such as the server while we poll the client, keep their statuses. */
 bool srv_alive(struct srv_proc *p)
 {
     if (!p->pid || p->reaped)
@@ -375,6 +389,7 @@ static void reap_group(struct srv_proc *p)
         srv_alive(p);
 }
 
+/* No process (zombies included) has this process group id any more. */
 static bool group_gone(pid_t pgid)
 {
     return killpg(pgid, 0) != 0 && errno == ESRCH;
@@ -391,6 +406,8 @@ int srv_stop(struct srv_proc *p, double grace_s, const srv_stop_flag *stop,
         info->group_emptied = true;
         return 0;
     }
+    /* 1. SIGTERM to the whole group (the server and any workers it forked),
+     *    then wait for the group to empty, up to the grace period. */
     uint64_t t0 = clock_ns();
     reap_group(p);
     if (!group_gone(p->pid)) {
@@ -405,6 +422,7 @@ int srv_stop(struct srv_proc *p, double grace_s, const srv_stop_flag *stop,
             sleep_ms(POLL_SLICE_MS, NULL);
         }
     }
+    /* 2. Whatever is left (SIGTERM ignored, or a second Ctrl-C): SIGKILL. */
     if (!group_gone(p->pid)) {
         info->escalated = true;
         killpg(p->pid, SIGKILL);
@@ -455,6 +473,8 @@ static pid_t proc_ppid(const char *pid_dir)
     return (pid_t)ppid;
 }
 
+/* Children of a subreaper are found by their parent pid; /proc is the one
+ * portable way to list them (task/N/children needs CONFIG_PROC_CHILDREN). */
 int srv_kill_strays(const pid_t *keep, size_t n)
 {
     DIR *d = opendir("/proc");
@@ -488,6 +508,9 @@ int srv_kill_strays(const pid_t *keep, size_t n)
     return (int)n_found;
 }
 
+/* connect(), not bind(): a server with SO_REUSEPORT would let a second
+ * bind succeed silently (reliability.md 3.1 rule 8). Non-blocking, so a
+ * filtered address costs at most PROBE_CONNECT_MS. */
 int srv_port_in_use(const char *host, long port)
 {
     char port_s[16];
@@ -540,6 +563,8 @@ long srv_free_port(const char *host)
     return port;
 }
 
+/* libcurl write callback: keep the first 4 KiB of the body, drop the rest
+ * (returning less than given would abort the transfer). */
 static size_t body_sink(char *data, size_t size, size_t nmemb, void *user)
 {
     struct buf *b = user;
@@ -551,6 +576,8 @@ static size_t body_sink(char *data, size_t size, size_t nmemb, void *user)
 
 long srv_http_get(const char *url, long timeout_ms, struct buf *body, char *why, size_t why_size)
 {
+    /* A fresh handle per probe: no connection reuse, so each probe sees the
+     * server as a new client would. NOSIGNAL: no SIGALRM for timeouts. */
     CURL *c = curl_easy_init();
     if (!c) {
         if (why)
@@ -643,6 +670,7 @@ enum srv_ready srv_wait_ready(struct srv_proc *p, const char *url, double timeou
         long probe_ms = left < PROBE_TOTAL_MS ? (long)left : PROBE_TOTAL_MS;
         if (probe_ms < 100)
             probe_ms = 100;
+        /* one probe, never past the deadline by more than its own cap */
         buf_reset(&body);
         long code = srv_http_get(url, probe_ms, &body, last, sizeof(last));
         if (code == 200) {
@@ -661,6 +689,7 @@ enum srv_ready srv_wait_ready(struct srv_proc *p, const char *url, double timeou
             result = SRV_TIMEOUT;
             break;
         }
+        /* back off (50 ms doubling to 1 s) but wake at once if it exits */
         left = deadline - clock_ms();
         nap(p, delay < left ? delay : left, stop);
         delay = delay * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : delay * 2;
@@ -688,6 +717,8 @@ void srv_describe_status(int wstatus, char *out, size_t size)
     }
 }
 
+/* Reads at most the last TAIL_READ_BYTES of the log (a chatty server can
+ * write gigabytes), starting no earlier than this process's first byte. */
 char *srv_log_tail(const struct srv_proc *p, int max_lines)
 {
     struct buf b;
@@ -719,6 +750,7 @@ char *srv_log_tail(const struct srv_proc *p, int max_lines)
     }
     while (b.len && b.data[b.len - 1] == '\n')
         b.data[--b.len] = '\0';
+    /* walk back from the end to the start of the max_lines-th last line */
     size_t start = b.len;
     int lines = 0;
     while (start > 0) {
@@ -805,6 +837,8 @@ char *srv_exit_cause(const struct srv_proc *p, const char *who)
     return out;
 }
 
+/* Same child setup as srv_spawn, but stdout is a pipe we drain here, so
+ * only for commands with small output. */
 int srv_capture(const struct strvec *argv, struct buf *out, double timeout_ms)
 {
     struct err err;
