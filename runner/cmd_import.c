@@ -182,7 +182,7 @@ static int write_manifest(const struct import_args *a, struct item *items, size_
             continue;
         }
         json_array_append_new(
-            sources, json_pack("{s:s, s:s, s:i, s:i, s:s}", "log", from, "as", items[i].rel,
+            sources, json_pack("{s:s, s:s, s:I, s:I, s:s}", "log", from, "as", items[i].rel,
                                "concurrency", (json_int_t)items[i].c, "prompts",
                                (json_int_t)items[i].p, "concurrency_from", items[i].c_from));
         free(abs);
