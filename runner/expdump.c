@@ -93,6 +93,7 @@ static const char *schema_default(const struct ek_key *k, char *out, size_t size
     return k->def ? k->def : "";
 }
 
+/* The meaning column: the doc, plus when an optional key applies at all. */
 static const char *schema_doc(const struct ek_key *k, char *out, size_t size)
 {
     if ((k->flags & KF_ONLY) && !(k->flags & KF_REQ)) {
@@ -104,7 +105,8 @@ static const char *schema_doc(const struct ek_key *k, char *out, size_t size)
     return k->doc;
 }
 
-/* One markdown cell: '|' escaped, padded to width. */
+/* One markdown cell: '|' escaped, padded to width (counted in characters, so
+ * UTF-8 text lines up too). The table reads well raw and rendered. */
 static void cell(FILE *f, const char *s, int width, bool code)
 {
     int n = 0;
@@ -130,7 +132,7 @@ void exp_print_schema(FILE *f)
 {
     char b1[160], b2[160];
     const char *head[5] = {"key", "type", "default", "unit", "meaning"};
-    int w[4] = {3, 4, 7, 4};
+    int w[4] = {3, 4, 7, 4}; /* column widths: the header words at least */
     for (size_t i = 0; i < ek_n_keys; i++) {
         const struct ek_key *k = &ek_keys[i];
         int len[4] = {(int)strlen(k->path) + 2, (int)strlen(schema_type(k, b1, sizeof(b1))),
@@ -180,18 +182,21 @@ struct em {
     bool failed; /* an emit failed; the output is cut short */
 };
 
+/* libyaml's output callback: append to the caller's buffer (1 = ok). */
 static int em_write(void *data, unsigned char *bytes, size_t size)
 {
     return buf_append((struct buf *)data, bytes, size) == 0;
 }
 
+/* Emit one event; after a failure every later event is skipped. */
 static void em_event(struct em *m, yaml_event_t *ev, int ok)
 {
     if (!ok || m->failed || !yaml_emitter_emit(&m->e, ev))
         m->failed = true;
 }
 
-/* Strings that another YAML reader would take for a null, bool or number. */
+/* Strings that another YAML reader would take for a null, bool or number
+ * (YAML 1.1 readers such as PyYAML also read yes/no/on/off/y/n as bools). */
 static bool ambiguous(const char *s)
 {
     static const char *const words[] = {"",   "~",  "null", "true", "false", "yes",
@@ -203,6 +208,8 @@ static bool ambiguous(const char *s)
     return str_to_double(s, &num) == 0;
 }
 
+/* A string value: double-quoted when asked or when another YAML reader
+ * would take it for a null, bool or number; otherwise libyaml chooses. */
 static void em_str(struct em *m, const char *s, bool quote)
 {
     yaml_event_t ev;
@@ -212,7 +219,8 @@ static void em_str(struct em *m, const char *s, bool quote)
     em_event(m, &ev, ok);
 }
 
-/* Plain when the loader reads it back the same (flag values, numbers). */
+/* Plain when the loader reads it back the same (flag values, numbers): only
+ * null-like text must be quoted, since a null is an error for our keys. */
 static void em_plain(struct em *m, const char *s)
 {
     yaml_event_t ev;
@@ -223,6 +231,7 @@ static void em_plain(struct em *m, const char *s)
     em_event(m, &ev, ok);
 }
 
+/* A double as the shortest text that reads back equal: 600, 2.5, 0.1. */
 static void em_num(struct em *m, double d)
 {
     char s[40];
@@ -239,6 +248,7 @@ static void em_num(struct em *m, double d)
     em_plain(m, s);
 }
 
+/* An integer, plain. */
 static void em_long(struct em *m, long v)
 {
     char s[24];
@@ -246,6 +256,7 @@ static void em_long(struct em *m, long v)
     em_plain(m, s);
 }
 
+/* Open a map or a list, in flow style ({...}, [...]) or block style. */
 static void em_start(struct em *m, bool map, bool flow)
 {
     yaml_event_t ev;
@@ -257,6 +268,7 @@ static void em_start(struct em *m, bool map, bool flow)
     em_event(m, &ev, ok);
 }
 
+/* Close what em_start opened. */
 static void em_end(struct em *m, bool map)
 {
     yaml_event_t ev;
@@ -264,6 +276,7 @@ static void em_end(struct em *m, bool map)
     em_event(m, &ev, ok);
 }
 
+/* A list of strings, in flow style: [a, b]. */
 static void em_list(struct em *m, const struct strvec *sv)
 {
     em_start(m, false, true);
@@ -272,6 +285,7 @@ static void em_list(struct em *m, const struct strvec *sv)
     em_end(m, false);
 }
 
+/* The value of key k in view c (defined below; sections recurse). */
 static void em_value(struct em *m, struct view *c, const struct ek_key *k);
 
 /* The keys below path; variant-level ones only when c->var is set. */
@@ -286,8 +300,10 @@ static void em_section(struct em *m, struct view *c, const char *path)
             continue;
         if (k->type == K_VARIANTS && !c->n_variants)
             continue;
+        /* keys that do not apply (bench.command with tool: builtin) are left out */
         if ((k->flags & KF_ONLY) && !ek_when_holds(k, c->exp, c->var))
             continue;
+        /* a template left out in the file stays out (model with engine: command) */
         if (k->type == K_TMPL && !*(char **)(ek_base(k, c->exp, c->var) + k->off))
             continue; /* an optional string that was not given (model, engine: command) */
         em_str(m, ek_leaf(k->path), false);
@@ -295,6 +311,7 @@ static void em_section(struct em *m, struct view *c, const char *path)
     }
 }
 
+/* The value of k by its type: the dump's counterpart of decode_value. */
 static void em_value(struct em *m, struct view *c, const struct ek_key *k)
 {
     const char *base = ek_base(k, c->exp, c->var);
@@ -360,7 +377,7 @@ static void em_value(struct em *m, struct view *c, const struct ek_key *k)
         em_end(m, true);
         break;
     }
-    case K_GRID: {
+    case K_GRID: { /* the resolved points, whatever form the file used */
         char s[48];
         em_start(m, false, true);
         for (size_t i = 0; i < c->var->bench.n_grid; i++) {
@@ -371,7 +388,7 @@ static void em_value(struct em *m, struct view *c, const struct ek_key *k)
         em_end(m, false);
         break;
     }
-    case K_VARIANTS: {
+    case K_VARIANTS: { /* each variant in full, so the base needs no sections */
         em_start(m, false, false);
         for (size_t i = 0; i < c->exp->n_variants; i++) {
             struct view vc = *c;
@@ -403,12 +420,13 @@ void exp_dump_yaml(const struct experiment *exp, struct buf *out)
                      .top = true,
                      .n_variants = flat ? 0 : exp->n_variants};
 
+    /* a comment first (the emitter cannot write comments), then the document */
     buf_printf(out, "# %s as resolved by sweep: defaults filled in%s.\n", exp->path,
                flat ? "" : ", every variant in full");
     yaml_emitter_initialize(&m.e);
     yaml_emitter_set_output(&m.e, em_write, out);
     yaml_emitter_set_unicode(&m.e, 1);
-    yaml_emitter_set_width(&m.e, -1);
+    yaml_emitter_set_width(&m.e, -1); /* never fold long strings */
     em_event(&m, &ev, yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING));
     em_event(&m, &ev, yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1));
     em_start(&m, true, false);

@@ -38,6 +38,7 @@
 #define E RN_ERR_USAGE
 
 struct dctx;
+/* Section finishers (defined below), run once a section's keys and defaults are in. */
 static int finish_bench(struct dctx *c, const struct ynode *map, int line, int col);
 static int finish_metrics(struct dctx *c, const struct ynode *map, int line, int col);
 
@@ -66,6 +67,7 @@ struct dctx {
 
 /* ---- small helpers ---- */
 
+/* Record "file:line:col: message" as the error (the first one wins); returns -1. */
 static int cerr(struct dctx *c, int line, int col, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int cerr(struct dctx *c, int line, int col, const char *fmt, ...)
@@ -90,6 +92,8 @@ static const char *vsuffix(const struct dctx *c, char *buf, size_t size)
 
 #define QUOTE(n, q) ytree_quote((n)->text, (n)->len, (q), sizeof(q))
 
+/* Experiment and variant names become folder names: [A-Za-z0-9._-]{1,64},
+ * and not "." or ".." (or any run of dots). */
 static bool name_ok(const char *s, size_t n)
 {
     bool only_dots = true;
@@ -104,12 +108,14 @@ static bool name_ok(const char *s, size_t n)
     return !only_dots;
 }
 
+/* "-1" or "2.5e3": a negative number is a flag value, not an option. */
 static bool looks_like_number(const char *s)
 {
     double d;
     return str_to_double(s, &d) == 0;
 }
 
+/* Shorthands for the table lookups that need the current experiment and variant. */
 static char *base_of(const struct dctx *c, const struct ek_key *k)
 {
     return ek_base(k, c->exp, c->var);
@@ -136,6 +142,7 @@ static int want_scalar(struct dctx *c, const struct ek_key *k, const struct ynod
     return cerr(c, n->line, n->col, "'%s' wants %s, got %s", k->path, what, ytree_kind_name(n));
 }
 
+/* Strings are capped so that 64 variants of a 1 MiB file stay small in memory. */
 static int check_length(struct dctx *c, const struct ek_key *k, const struct ynode *n, size_t max)
 {
     if (n->len <= max)
@@ -147,6 +154,8 @@ static int check_length(struct dctx *c, const struct ek_key *k, const struct yno
 /* Check a template for syntax and for variables that are not available. */
 static int check_template(struct dctx *c, const struct ek_key *k, const struct ynode *n)
 {
+    /* server templates cannot use per-point variables; ${model} needs a model
+     * (known only in pass B, the merged view) and not inside the model itself */
     unsigned allowed = (k->flags & KF_SRV) ? TMPL_SERVER_SET : TMPL_ALL;
     char where[160];
     snprintf(where, sizeof(where), "'%s'", k->path);
@@ -157,13 +166,18 @@ static int check_template(struct dctx *c, const struct ek_key *k, const struct y
         allowed &= ~(1u << TMPL_MODEL);
         snprintf(where, sizeof(where), "'%s' because server.model is not set", k->path);
     }
-    struct err e;
+    struct err e; /* tmpl knows nothing of positions: add the scalar's */
     err_init(&e);
     if (tmpl_check(n->text, allowed, where, &e, E) != 0)
         return cerr(c, n->line, n->col, "%s", e.msg);
     return 0;
 }
 
+/*
+ * CWE-88: a positional value that starts with '-' becomes an option of the
+ * server ("--model --config=/x"). Refused for the keys flagged KF_NODASH;
+ * plan.c checks the expanded values again.
+ */
 static int check_nodash(struct dctx *c, const struct ek_key *k, const struct ynode *n)
 {
     char q[80];
@@ -174,6 +188,7 @@ static int check_nodash(struct dctx *c, const struct ek_key *k, const struct yno
     return 0;
 }
 
+/* The string-valued types: check the value for its type, then store a copy. */
 static int decode_string(struct dctx *c, const struct ek_key *k, const struct ynode *n)
 {
     char q[80], list[128];
@@ -214,6 +229,8 @@ static int decode_string(struct dctx *c, const struct ek_key *k, const struct yn
     return 0;
 }
 
+/* Enums, integers, numbers and ports. Quoted numbers are accepted as numbers:
+ * "8" cannot mean anything else here. */
 static int decode_number(struct dctx *c, const struct ek_key *k, const struct ynode *n)
 {
     char q[80], list[128];
@@ -267,6 +284,7 @@ static int decode_number(struct dctx *c, const struct ek_key *k, const struct yn
     return 0;
 }
 
+/* The node must be a map or a list (kind), of at most EK_MAX_ITEMS entries. */
 static int want_kind(struct dctx *c, const struct ek_key *k, const struct ynode *n, enum ykind kind)
 {
     if (n->kind != kind)
@@ -278,6 +296,8 @@ static int want_kind(struct dctx *c, const struct ek_key *k, const struct ynode 
     return 0;
 }
 
+/* Lists of strings: templates (checked), metric names (checked per variant in
+ * finish_metrics) or choices. */
 static int decode_list(struct dctx *c, const struct ek_key *k, const struct ynode *n)
 {
     char q[80], list[128];
@@ -300,6 +320,7 @@ static int decode_list(struct dctx *c, const struct ek_key *k, const struct ynod
     return 0;
 }
 
+/* Flag names get "--" prepended, so they must not bring their own dashes. */
 static bool flag_name_ok(const char *s)
 {
     if (!isalnum((unsigned char)s[0]))
@@ -310,6 +331,7 @@ static bool flag_name_ok(const char *s)
     return true;
 }
 
+/* POSIX environment names: what a shell or execve user would expect. */
 static bool env_name_ok(const char *s)
 {
     if (!isalpha((unsigned char)s[0]) && s[0] != '_')
@@ -320,6 +342,7 @@ static bool env_name_ok(const char *s)
     return true;
 }
 
+/* Metric names become CSV columns and JSON keys: keep them plain. */
 static bool pattern_name_ok(const char *s)
 {
     if (!*s || strlen(s) > EK_MAX_NAME)
@@ -442,6 +465,8 @@ static int parse_count(const char *s, size_t n, long max, long *out)
     return 0;
 }
 
+/* Append a point unless it is already there (grids hold at most a few
+ * thousand points, so a linear scan is fine). */
 static void grid_add(struct exp_bench *b, size_t *cap, long conc, long prompts)
 {
     for (size_t i = 0; i < b->n_grid; i++)
@@ -451,6 +476,7 @@ static void grid_add(struct exp_bench *b, size_t *cap, long conc, long prompts)
     b->grid[b->n_grid++] = (struct exp_point){conc, prompts};
 }
 
+/* A grid entry written as {concurrency: C, prompts: P}. */
 static int grid_entry_map(struct dctx *c, const struct ynode *it, long *conc, long *prompts)
 {
     char q[80];
@@ -527,6 +553,7 @@ static int check_grid(struct dctx *c, const struct ek_key *k, const struct ynode
     return 0;
 }
 
+/* bench.concurrency: a non-empty list of whole numbers in range. */
 static int check_conc_list(struct dctx *c, const struct ek_key *k, const struct ynode *n)
 {
     char q[80];
@@ -554,7 +581,7 @@ static int eval_prompts(struct dctx *c, const struct ynode *n, long conc, long *
 {
     char q[80];
     long v;
-    if (str_to_long(n->text, &v) == 0) {
+    if (str_to_long(n->text, &v) == 0) { /* a constant is the common case */
         if (v < 1 || v > EK_MAX_PROMPTS)
             return cerr(c, n->line, n->col, "'bench.prompts' must be from 1 to %ld, got %ld",
                         EK_MAX_PROMPTS, v);
@@ -565,13 +592,15 @@ static int eval_prompts(struct dctx *c, const struct ynode *n, long conc, long *
     double d;
     err_init(&e);
     enum expr_status st = expr_eval(n->text, (double)conc, &d, &e, E);
-    if (st == EXPR_SYNTAX || (st == EXPR_VALUE && !syntax_only))
-        return cerr(c, n->line, n->col, "bad prompts expression '%s': %s%s", QUOTE(n, q), e.msg,
-                    st == EXPR_VALUE ? " (for c = this concurrency)" : "");
+    if (st == EXPR_SYNTAX)
+        return cerr(c, n->line, n->col, "bad prompts expression '%s': %s", QUOTE(n, q), e.msg);
+    if (st == EXPR_VALUE && !syntax_only)
+        return cerr(c, n->line, n->col, "prompts expression '%s' has no value for c=%ld: %s",
+                    QUOTE(n, q), conc, e.msg);
     if (syntax_only)
         return 0;
     /* round up, forgiving binary noise such as 0.1*30 = 3.0000000000000004 */
-    double up = ceil(d - 1e-9 * fmax(1.0, fabs(d)));
+    double up = ceil(d - 1e-9 * fmax(1.0, fabs(d))); /* 1e-9 relative slack */
     if (up < 1 || up > (double)EK_MAX_PROMPTS)
         return cerr(c, n->line, n->col,
                     "prompts expression '%s' gives %g for c=%ld; it must give 1 to %ld",
@@ -580,6 +609,8 @@ static int eval_prompts(struct dctx *c, const struct ynode *n, long conc, long *
     return 0;
 }
 
+/* bench.prompts on its own: only syntax can be checked before the
+ * concurrencies are known (a variant may supply them). */
 static int check_prompts(struct dctx *c, const struct ek_key *k, const struct ynode *n)
 {
     long dummy;
@@ -591,8 +622,15 @@ static int check_prompts(struct dctx *c, const struct ek_key *k, const struct yn
 
 /* ---- sections ---- */
 
+/* Decode one value by its key's type: the single switch that every key goes
+ * through (defaults too, parsed from the table's YAML text). */
 static int decode_value(struct dctx *c, const struct ek_key *k, const struct ynode *n);
 
+/*
+ * An unknown key: suggest a close sibling ("concurency" -> "concurrency"),
+ * else the same key in another section ("port" in bench -> server.port),
+ * else list the keys that are allowed here.
+ */
 static int unknown_key(struct dctx *c, const char *path, const struct ynode *key)
 {
     char q[80];
@@ -614,7 +652,12 @@ static int unknown_key(struct dctx *c, const char *path, const struct ynode *key
         if (strcmp(ek_leaf(ek_keys[i].path), key->text) == 0 && ek_keys[i].path[0] != 'v')
             return cerr(c, key->line, key->col, "unknown key '%s'%s (did you mean '%s'?)", q, where,
                         ek_keys[i].path);
-    return cerr(c, key->line, key->col, "unknown key '%s'%s", q, where);
+    char known[400];
+    size_t o = 0;
+    for (size_t i = 0; i < nc && o < sizeof(known); i++)
+        o += (size_t)snprintf(known + o, sizeof(known) - o, "%s%s", i ? ", " : "", cands[i]);
+    return cerr(c, key->line, key->col, "unknown key '%s'%s (known keys here: %s)", q, where,
+                known);
 }
 
 /*
@@ -633,6 +676,7 @@ static int decode_section(struct dctx *c, const struct ynode *map, const char *p
     }
     if (strcmp(path, "bench") == 0)
         c->grid = c->conc = c->prompts = NULL;
+    /* the keys as written, in file order (so the first bad one is reported) */
     for (size_t i = 0; map && i + 1 < map->n; i += 2) {
         const struct ynode *key = map->kids[i], *val = map->kids[i + 1];
         snprintf(full, sizeof(full), "%s%s%.40s", path, *path ? "." : "", key->text);
@@ -643,7 +687,9 @@ static int decode_section(struct dctx *c, const struct ynode *map, const char *p
         if (decode_value(c, k, val) != 0)
             return -1;
     }
-    /* defaults for what is absent, then the rules that need the whole section */
+    /* defaults for what is absent (only in a full pass: pass A must not fill in
+     * what a variant may still provide), then the rules that need the whole
+     * section */
     for (size_t i = 0; i < ek_n_keys; i++) {
         const struct ek_key *k = &ek_keys[i];
         bool full_mode = (k->flags & KF_VAR) ? c->full_var : c->full_exp;
@@ -664,22 +710,27 @@ static int decode_section(struct dctx *c, const struct ynode *map, const char *p
                 return -1;
         }
     }
+    /* an empty list counts as not given: a variant clears a base command with [] */
     for (size_t i = 0; i < ek_n_keys; i++) {
         const struct ek_key *k = &ek_keys[i];
         bool full_mode = (k->flags & KF_VAR) ? c->full_var : c->full_exp;
         if (!ek_is_child(k, path) || !full_mode)
             continue;
-        if ((k->flags & KF_REQ) && !seen[i] && (!k->when || when_holds(c, k))) {
+        const struct ynode *n = ytree_get(map, ek_leaf(k->path));
+        bool given = seen[i] && !(n && n->kind == Y_SEQ && n->n == 0);
+        if ((k->flags & KF_REQ) && !given && (!k->when || when_holds(c, k))) {
+            char need[128] = "";
             if (k->when) {
                 when_now(c, k, now, sizeof(now));
-                return cerr(c, line, col, "missing required key '%s' (needed when %s)%s", k->path,
-                            now, vsuffix(c, vs, sizeof(vs)));
+                snprintf(need, sizeof(need), " (needed when %s)", now);
             }
-            return cerr(c, line, col, "missing required key '%s'%s", k->path,
+            if (seen[i])
+                return cerr(c, n->line, n->col, "'%s' is empty%s%s", k->path, need,
+                            vsuffix(c, vs, sizeof(vs)));
+            return cerr(c, line, col, "missing required key '%s'%s%s", k->path, need,
                         vsuffix(c, vs, sizeof(vs)));
         }
-        if ((k->flags & KF_ONLY) && seen[i] && !when_holds(c, k)) {
-            const struct ynode *n = ytree_get(map, ek_leaf(k->path));
+        if ((k->flags & KF_ONLY) && given && !when_holds(c, k)) {
             const char *eq = strchr(k->when, '=');
             when_now(c, k, now, sizeof(now));
             return cerr(c, n ? n->line : line, n ? n->col : col,
@@ -693,6 +744,7 @@ static int decode_section(struct dctx *c, const struct ynode *map, const char *p
     return 0;
 }
 
+/* Defined below; the value decoder dispatches to it for `variants`. */
 static int decode_variants(struct dctx *c, const struct ek_key *k, const struct ynode *n);
 
 static int decode_value(struct dctx *c, const struct ek_key *k, const struct ynode *n)
@@ -743,13 +795,15 @@ static int finish_bench(struct dctx *c, const struct ynode *map, int line, int c
 {
     char vs[96];
     struct exp_bench *b = &c->var->bench;
+    /* both forms in one map is an error in any pass; across base and variant
+     * the merge already dropped the base's other form */
     if (c->grid && (c->conc || c->prompts)) {
         const struct ynode *other = c->conc ? c->conc : c->prompts;
         return cerr(c, other->line, other->col,
                     "'bench.grid' and 'bench.%s' are two ways to give the points; use one%s",
                     c->conc ? "concurrency" : "prompts", vsuffix(c, vs, sizeof(vs)));
     }
-    if (!c->full_var)
+    if (!c->full_var) /* pass A: a variant may still complete the grid */
         return 0;
     if (c->conc && !c->prompts)
         return cerr(c, c->conc->line, c->conc->col,
@@ -771,6 +825,7 @@ static int finish_bench(struct dctx *c, const struct ynode *map, int line, int c
     b->n_grid = 0;
     if (c->grid)
         return check_grid(c, ek_find("bench.grid"), c->grid, b, &cap);
+    /* concurrency list: one point per entry, prompts evaluated for each c */
     for (size_t i = 0; i < c->conc->n; i++) {
         long conc, prompts;
         parse_count(c->conc->kids[i]->text, c->conc->kids[i]->len, EK_MAX_CONC, &conc);
@@ -960,6 +1015,7 @@ static struct ynode *merged_view(const struct ynode *root, const struct ynode *o
 
 /* ---- load ---- */
 
+/* Free n key/value pairs and the array. */
 static void kv_free(struct exp_kv *kv, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -969,6 +1025,7 @@ static void kv_free(struct exp_kv *kv, size_t n)
     free(kv);
 }
 
+/* Free what a variant owns and zero it (safe on a half-decoded variant). */
 static void variant_release(struct exp_variant *v)
 {
     free(v->name);
@@ -1051,21 +1108,24 @@ int exp_load_string(const char *display_name, const char *text, size_t len, stru
     }
     if (ytree_parse(display_name, text, len, EXP_MAX_DEPTH, &root, err, E) != 0)
         goto out;
-    if (root->kind != Y_MAP) {
+    if (root->kind != Y_MAP) { /* a list or a lone scalar is not an experiment */
         cerr(&c, root->line, root->col,
              "the top level must be a map of keys (name, server, bench, ...), got %s",
              ytree_kind_name(root));
         goto out;
     }
 
-    /* Pass A: the file as written. */
+    /* Pass A: the file as written. Variant-level values are decoded into a
+     * scratch variant only to check them where they stand; experiment-level
+     * ones (name, analysis, plots) are final. */
     c.var = &scratch;
     c.full_exp = true;
     if (decode_section(&c, root, "", root->line, root->col) != 0)
         goto out;
     variant_release(&scratch);
 
-    /* Pass B: each variant, merged. */
+    /* Pass B: each variant, merged over the base (one "default" variant when
+     * the file has none), decoded in full into its own struct. */
     size_t n = c.n_variants ? c.n_variants : 1;
     exp->variants = xcalloc(n, sizeof(*exp->variants));
     c.full_exp = false;
@@ -1077,7 +1137,7 @@ int exp_load_string(const char *display_name, const char *text, size_t len, stru
         v->name = xstrdup(over ? ytree_get(over, "name")->text : "default");
         c.var = v;
         c.vname = over ? v->name : NULL;
-        struct ynode *view = merged_view(root, over);
+        struct ynode *view = merged_view(root, over); /* borrows root's nodes */
         const struct ynode *model = ytree_get(ytree_get(view, "server"), "model");
         c.have_model = model && !ytree_is_null(model);
         int r = decode_section(&c, view, "", view->line, view->col);
@@ -1086,7 +1146,7 @@ int exp_load_string(const char *display_name, const char *text, size_t len, stru
             goto out;
         points += v->bench.n_grid * (size_t)v->bench.repeat;
     }
-    if (points > EK_MAX_POINTS) {
+    if (points > EK_MAX_POINTS) { /* each point is a server run of minutes */
         cerr(&c, root->line, root->col,
              "the experiment has %zu points (variants x grid x repeat); the limit is %d", points,
              EK_MAX_POINTS);
@@ -1128,7 +1188,9 @@ int exp_load_file(const char *path, struct experiment *exp, struct err *err)
                 (long long)st.st_size);
         goto out;
     }
-    for (;;) { /* read to the end; pipes and odd files may not report a size */
+    /* the size check above is a fast path; this read enforces the cap on
+     * anything (pipes, /proc files) that does not report its size */
+    for (;;) {
         char *dst = buf_reserve(&b, 65536);
         if (!dst) {
             err_set(err, E, "%s: the file is over 1 MiB; experiment files are limited to 1 MiB",

@@ -42,7 +42,8 @@ struct exp_kv {
 struct exp_server {
     enum exp_engine engine;
     struct strvec command; /* engine: command: argv templates, unexpanded */
-    char *model;           /* model path template; may be NULL for engine: command */
+    char *model;           /* model path template (relative paths: to the working folder);
+                              may be NULL for engine: command */
     char *host;            /* default "127.0.0.1" */
     long port;             /* 0 = auto (a free loopback port) */
     struct exp_kv *flags;  /* appended as --key value; "true" -> --key; "false" -> omitted */
@@ -121,11 +122,15 @@ void exp_release(struct experiment *exp);
 const struct exp_variant *exp_find_variant(const struct experiment *exp, const char *name);
 
 /* Print the schema (every key: type, default, unit, meaning) as generated
- * from the key table: `sweep check --schema` and the README section. */
+ * from the key table: `sweep check --schema` and the README section, a
+ * markdown table plus notes on templates, variants and limits. */
 void exp_print_schema(FILE *f);
 
 /* The experiment as resolved (defaults filled in, variants listed in full)
- * as YAML that exp_load_string accepts again: results/.../experiment.yaml. */
+ * as YAML that exp_load_string accepts again: results/.../experiment.yaml.
+ * One variant called "default" dumps flat; otherwise every variant appears
+ * in full under variants:. The grid is dumped as its resolved "C:P" points.
+ * Appends to out (truncated, with a final comment, past out's cap). */
 void exp_dump_yaml(const struct experiment *exp, struct buf *out);
 
 #endif

@@ -8,10 +8,20 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Where a key's value lives: V for fields of struct exp_variant (the keys
+ * variants may override, flagged KF_VAR), X for struct experiment. */
 #define V(f) offsetof(struct exp_variant, f)
 #define X(f) offsetof(struct experiment, f)
 
+/*
+ * Rows: the path, its type (K_*), flags (KF_*), the default as YAML text
+ * (parsed and decoded like a value from the file), the unit, the one-line
+ * doc, choices for enums, a `when` condition, a range, and the field.
+ * A key with neither a default nor KF_REQ may be left out (its field stays
+ * zero/NULL): the grid keys, server.model for engine: command.
+ */
 const struct ek_key ek_keys[] = {
+    /* ---- the experiment ---- */
     {.path = "name",
      .type = K_NAME,
      .flags = KF_REQ,
@@ -22,6 +32,7 @@ const struct ek_key ek_keys[] = {
      .def = "\"\"",
      .off = X(description),
      .doc = "free text for the report"},
+    /* ---- server: what is started, and how it is watched ---- */
     {.path = "server",
      .type = K_SECTION,
      .flags = KF_VAR,
@@ -107,6 +118,7 @@ const struct ek_key ek_keys[] = {
      .max = 3600,
      .off = V(server.stop_grace_s),
      .doc = "SIGTERM to the process group, then SIGKILL after this long"},
+    /* ---- bench: the client and the grid of points ---- */
     {.path = "bench",
      .type = K_SECTION,
      .flags = KF_VAR,
@@ -196,6 +208,7 @@ const struct ek_key ek_keys[] = {
      .max = EK_MAX_PROMPTS,
      .doc = "with bench.concurrency: an integer, or an expression in c such as "
             "\"max(8, 1.5*c)\" (+ - * / ( ) min max ceil floor; rounded up)"},
+    /* ---- metrics: reading numbers out of the client's output ---- */
     {.path = "metrics",
      .type = K_SECTION,
      .flags = KF_VAR,
@@ -220,6 +233,7 @@ const struct ek_key ek_keys[] = {
      .def = "[output_throughput, median_tpot_ms]",
      .off = V(metrics.require),
      .doc = "a point fails when one of these metrics is missing"},
+    /* ---- variants, each merged over server/bench/metrics (experiment.c) ---- */
     {.path = "variants",
      .type = K_VARIANTS,
      .doc = "each variant overrides parts of server, bench and metrics"},
@@ -227,6 +241,7 @@ const struct ek_key ek_keys[] = {
      .type = K_NAME,
      .flags = KF_REQ,
      .doc = "the variant's name, unique; names its results subfolder"},
+    /* ---- analysis and charts ---- */
     {.path = "analysis", .type = K_SECTION, .doc = "the scaling fit"},
     {.path = "analysis.fit", .type = K_SECTION, .doc = "least squares y = a + b*x per variant"},
     {.path = "analysis.fit.x",
@@ -316,6 +331,8 @@ const char *ek_choices_list(const char *choices, char *out, size_t size)
     out[o] = '\0';
     return out;
 }
+
+/* ---- lookups ---- */
 
 /* The sibling enum that k's condition names ("engine" in "engine=bundled"). */
 static const struct ek_key *when_key(const struct ek_key *k)

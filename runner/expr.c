@@ -26,8 +26,11 @@ struct ex {
     enum expr_status status; /* first failure, or EXPR_OK */
 };
 
+/* expr is recursive through atom's parentheses and calls. */
 static double expr(struct ex *x);
 
+/* Record the first failure as "WHAT 'x' at character N" (or "WHAT end of
+ * expression"); returns 0 so callers can return it directly. */
 static double fail(struct ex *x, enum expr_status st, const char *what)
 {
     if (x->status == EXPR_OK) {
@@ -43,6 +46,7 @@ static double fail(struct ex *x, enum expr_status st, const char *what)
     return 0;
 }
 
+/* Blanks may appear between any two tokens. */
 static void skip_space(struct ex *x)
 {
     while (x->s[x->i] == ' ' || x->s[x->i] == '\t')
@@ -59,6 +63,8 @@ static int eat(struct ex *x, char ch)
     return 1;
 }
 
+/* A decimal number: digits, an optional fraction and an optional exponent
+ * (no sign: unary minus is an operator; no hex, inf or nan). */
 static double number(struct ex *x)
 {
     size_t start = x->i;
@@ -128,6 +134,7 @@ static double call(struct ex *x, const char *name, size_t name_at)
     return is_ceil ? ceil(v) : is_floor ? floor(v) : v;
 }
 
+/* A number, c, a parenthesised expression or a function call. */
 static double atom(struct ex *x)
 {
     skip_space(x);
@@ -157,6 +164,7 @@ static double atom(struct ex *x)
     return fail(x, EXPR_SYNTAX, "expected a number, c, a function or '(', got");
 }
 
+/* Signs: "-c", "+4", "--c" (each level counts towards the depth cap). */
 static double unary(struct ex *x)
 {
     if (++x->depth > EXPR_MAX_DEPTH) {
@@ -174,6 +182,7 @@ static double unary(struct ex *x)
     return v;
 }
 
+/* Products and quotients, left to right; x/0 is a value error, not inf. */
 static double term(struct ex *x)
 {
     double v = unary(x);
@@ -196,6 +205,7 @@ static double term(struct ex *x)
     return v;
 }
 
+/* Sums and differences, left to right. */
 static double expr(struct ex *x)
 {
     if (++x->depth > EXPR_MAX_DEPTH) {

@@ -40,6 +40,7 @@ struct vals {
     char *url; /* owned */
 };
 
+/* "http://HOST:PORT", with an IPv6 literal in brackets. */
 static char *make_url(const char *host, const char *port)
 {
     if (strchr(host, ':')) /* an IPv6 literal */
@@ -98,6 +99,7 @@ static char *expand(const char *tmpl, const struct vals *x, const char *what, st
     return s;
 }
 
+/* Expand tmpl and push it as one argv element. */
 static int expand_push(struct strvec *sv, const char *tmpl, const struct vals *x, const char *what,
                        struct err *err)
 {
@@ -158,6 +160,12 @@ static void fmt_double(char *out, size_t size, double d)
 
 /* ---- server and client argv ---- */
 
+/*
+ * The server argv and environment of variant pv (env may be NULL). The
+ * bundled engine gets model, host and port as options of its own; a
+ * command gets exactly what the file says. Flags follow, then args. In key
+ * mode the engine path, port, URL and run folder are placeholders.
+ */
 static int build_server(const struct plan *p, const struct plan_variant *pv, bool key,
                         struct strvec *argv, struct strvec *env, struct err *err)
 {
@@ -179,6 +187,7 @@ static int build_server(const struct plan *p, const struct plan_variant *pv, boo
             if (expand_push(argv, s->command.v[i], &x, "server.command", err) != 0)
                 goto out;
     }
+    /* flags in file order: --key value; true is a bare --key, false nothing */
     for (size_t i = 0; i < s->n_flags; i++) {
         const struct exp_kv *f = &s->flags[i];
         if (strcmp(f->value, "false") == 0)
@@ -188,6 +197,7 @@ static int build_server(const struct plan *p, const struct plan_variant *pv, boo
             continue;
         char what[128];
         snprintf(what, sizeof(what), "server.flags '%s'", f->key);
+        /* checked again after expansion: ${env:X} may bring the dash */
         if (expand_push(argv, f->value, &x, what, err) != 0 ||
             refuse_dash(what, argv->v[argv->n - 1], err) != 0)
             goto out;
@@ -210,6 +220,11 @@ out:
     return rc;
 }
 
+/*
+ * The client argv of point pt: sweep's own `bench` for tool: builtin (its
+ * per-request records go next to the log as .jsonl), else bench.command
+ * expanded. In key mode the run-dependent parts are placeholders.
+ */
 static int build_client(const struct plan *p, const struct plan_point *pt, bool key,
                         struct strvec *argv, struct err *err)
 {
@@ -239,6 +254,7 @@ static int build_client(const struct plan *p, const struct plan_point *pt, bool 
             strvec_push(argv, "--request-rate");
             strvec_push(argv, num);
         }
+        /* RUN_DIR/VARIANT/c16-n48.jsonl, beside RUN_DIR/VARIANT/c16-n48.log */
         size_t base = strlen(pt->log_name) - strlen(".log");
         strvec_push(argv, "--jsonl");
         strvec_pushf(argv, "%s/%s/%.*s.jsonl", x.v[TMPL_RUN_DIR], pv->v->name, (int)base,
@@ -256,6 +272,7 @@ out:
 
 /* ---- keys ---- */
 
+/* A length-prefixed string ("3:abc"), so concatenations cannot collide. */
 static void hash_str(struct sha256 *h, const char *s)
 {
     char len[24];
@@ -264,6 +281,7 @@ static void hash_str(struct sha256 *h, const char *s)
     sha256_update(h, s, strlen(s));
 }
 
+/* A labelled, counted list of strings: ["a b"] and ["a", "b"] hash apart. */
 static void hash_vec(struct sha256 *h, const char *label, const struct strvec *sv)
 {
     char n[24];
@@ -274,6 +292,7 @@ static void hash_vec(struct sha256 *h, const char *label, const struct strvec *s
         hash_str(h, sv->v[i]);
 }
 
+/* A labelled value formatted with printf. */
 static void hash_num(struct sha256 *h, const char *label, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void hash_num(struct sha256 *h, const char *label, const char *fmt, ...)
@@ -300,6 +319,8 @@ static int point_key(const struct plan *p, struct plan_point *pt, struct err *er
     if (build_server(p, pv, true, &sargv, &senv, err) != 0 ||
         build_client(p, pt, true, &cargv, err) != 0)
         goto out;
+    /* every field labelled and length-prefixed, so no two different points
+     * can serialize to the same bytes; bump v1 if the recipe changes */
     sha256_init(&h);
     hash_str(&h, "sweep point key v1");
     hash_vec(&h, "server", &sargv);
@@ -408,6 +429,7 @@ int plan_check_model(const char *path, struct model_fp *fp, struct err *err)
         err_set(err, RN_ERR_ENV, "model path '%s': the file is empty", path);
         goto out;
     }
+    /* GGUF: 4 magic bytes, then the version as a little-endian uint32 */
     if (strlen(path) >= 5 && strcasecmp(path + strlen(path) - 5, ".gguf") == 0) {
         if (got < 8 || memcmp(head, GGUF_MAGIC, 4) != 0) {
             err_set(err, RN_ERR_ENV,
@@ -449,7 +471,7 @@ char *plan_find_bundled_engine(const char *self_exe)
     if (executable("build/bin/fp4serve"))
         return xstrdup("build/bin/fp4serve");
     const char *path = getenv("PATH");
-    while (path && *path) {
+    while (path && *path) { /* an empty PATH entry means the current folder */
         size_t n = strcspn(path, ":");
         char *p = n ? xasprintf("%.*s/fp4serve", (int)n, path) : xstrdup("./fp4serve");
         if (executable(p))
@@ -463,6 +485,8 @@ char *plan_find_bundled_engine(const char *self_exe)
 /* A TCP port that is free on 127.0.0.1 right now: bind port 0 and ask. */
 static long free_port(struct err *err)
 {
+    /* The port is free now, not reserved: the runner probes it again before
+     * spawning and calls plan_set_port when something took it meanwhile. */
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
     socklen_t len = sizeof(a);
     long port = -1;
@@ -497,6 +521,7 @@ static int build_variant(struct plan *p, size_t vi, struct err *err)
     return 0;
 }
 
+/* (Re)build the client argv of every point of variant vi. */
 static int build_clients(struct plan *p, size_t vi, struct err *err)
 {
     for (size_t i = 0; i < p->n_points; i++) {
@@ -518,7 +543,7 @@ static int plan_model(struct plan *p, struct plan_variant *pv, struct err *err)
     struct plan_variant tmp = *pv;
     struct vals x;
     struct err merr;
-    if (!pv->v->server.model)
+    if (!pv->v->server.model) /* engine: command without a model: nothing to check */
         return 0;
     tmp.model_path = NULL; /* the model path cannot refer to itself */
     vals_fill(&x, p, &tmp, NULL, false);
@@ -528,12 +553,14 @@ static int plan_model(struct plan *p, struct plan_variant *pv, struct err *err)
         err_prefix(err, "variant '%s'", pv->v->name);
         return -1;
     }
+    /* not an error here: `check` warns, `run` refuses before starting anything */
     err_init(&merr);
     if (plan_check_model(pv->model_path, &pv->model_fp, &merr) != 0)
         pv->model_problem = xstrdup(merr.msg);
     return 0;
 }
 
+/* Is the variant called name kept by --only (no --only keeps all)? */
 static bool selected(const struct plan_opts *opts, const char *name)
 {
     return !opts->only || opts->only->n == 0 || strvec_find(opts->only, name) >= 0;
@@ -588,6 +615,7 @@ int plan_build(const struct experiment *exp, const struct plan_opts *opts, struc
         n_points += v->bench.n_grid * (size_t)v->bench.repeat;
         need_engine = need_engine || v->server.engine == EXP_ENGINE_BUNDLED;
     }
+    /* the engine is looked up once, and only when a variant needs it */
     if (need_engine) {
         p->engine = opts->bundled_engine ? xstrdup(opts->bundled_engine)
                                          : plan_find_bundled_engine(p->self_exe);
@@ -599,11 +627,14 @@ int plan_build(const struct experiment *exp, const struct plan_opts *opts, struc
                    -1;
     }
 
+    /* per variant: port, model, server argv; then its points in grid order,
+     * each repeat a point of its own with its own key and log name */
     p->points = xcalloc(n_points ? n_points : 1, sizeof(*p->points));
     for (size_t vi = 0; vi < p->n_variants; vi++) {
         struct plan_variant *pv = &p->variants[vi];
         const struct exp_bench *b = &pv->v->bench;
         pv->port = pv->v->server.port ? pv->v->server.port : free_port(err);
+        /* port first: the model path and argv may use ${port} and ${url} */
         if (pv->port < 0 || plan_model(p, pv, err) != 0 || build_variant(p, vi, err) != 0)
             return -1;
         for (size_t g = 0; g < b->n_grid; g++)
@@ -676,6 +707,7 @@ static bool secret_name(const char *name)
     return false;
 }
 
+/* One string, shell-quoted like an argv element. */
 static void print_one_quoted(FILE *f, const char *s)
 {
     struct strvec one = STRVEC_INIT;
@@ -688,6 +720,8 @@ void plan_print(FILE *f, const struct plan *p)
 {
     const struct experiment *exp = p->exp;
     char grace[40], ready[40];
+    /* one block per variant, then one line per point; argv shell-quoted so a
+     * reader can paste them (nothing here is ever run through a shell) */
     fprintf(f, "experiment '%s' from %s\n", exp->name, exp->path);
     fprintf(f, "run folder: %s\n", p->run_dir ? p->run_dir : PLAN_RUN_DIR " (made by sweep run)");
     for (size_t vi = 0; vi < p->n_variants; vi++) {
@@ -712,7 +746,7 @@ void plan_print(FILE *f, const struct plan *p)
             const char *eq = strchr(kv, '=');
             char *name = xstrndup(kv, (size_t)(eq - kv));
             fprintf(f, "  env:    ");
-            if (secret_name(name)) {
+            if (secret_name(name)) { /* tokens stay out of terminals and CI logs */
                 fprintf(f, "%s=<hidden>", name);
             } else {
                 print_one_quoted(f, kv);

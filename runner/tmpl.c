@@ -33,6 +33,7 @@ const char *tmpl_var_name(enum tmpl_var v)
     return v < TMPL_N_VARS ? var_names[v] : "?";
 }
 
+/* NAME in ${env:NAME}: letters, digits and '_', not starting with a digit. */
 static bool env_name_ok(const char *s, size_t n)
 {
     if (n == 0 || isdigit((unsigned char)s[0]))
@@ -56,6 +57,8 @@ int tmpl_next(const char **pos, struct tmpl_piece *pc, struct err *err, int code
         *pos = p + 2;
         return 1;
     }
+    /* a '$' not followed by '{' or '$' is literal, so "$(id)" and "$5" stay
+     * as written: nothing here knows shell syntax, on purpose */
     if (p[0] != '$' || p[1] != '{') { /* literal run up to the next "${" or "$$" */
         p++;
         while (*p && !(p[0] == '$' && (p[1] == '{' || p[1] == '$')))
@@ -66,6 +69,7 @@ int tmpl_next(const char **pos, struct tmpl_piece *pc, struct err *err, int code
         *pos = p;
         return 1;
     }
+    /* "${" ... "}": no nesting, so the first '}' closes it */
     const char *body = p + 2, *close = strchr(body, '}');
     char q[80];
     if (!close) {
@@ -75,7 +79,7 @@ int tmpl_next(const char **pos, struct tmpl_piece *pc, struct err *err, int code
     }
     size_t n = (size_t)(close - body);
     *pos = close + 1;
-    if (n >= 4 && strncmp(body, "env:", 4) == 0) {
+    if (n >= 4 && strncmp(body, "env:", 4) == 0) { /* ${env:NAME} or ${env:NAME:-default} */
         const char *name = body + 4, *dash = strstr(name, ":-");
         size_t name_len = dash && dash < close ? (size_t)(dash - name) : (size_t)(close - name);
         if (!env_name_ok(name, name_len)) {
@@ -96,6 +100,7 @@ int tmpl_next(const char **pos, struct tmpl_piece *pc, struct err *err, int code
         }
         return 1;
     }
+    /* one of the named variables, else an error with the closest name */
     for (int v = 0; v < TMPL_N_VARS; v++)
         if (strlen(var_names[v]) == n && strncmp(var_names[v], body, n) == 0) {
             pc->kind = TMPL_VAR;
@@ -151,6 +156,7 @@ int tmpl_expand(const char *tmpl, const char *const vals[TMPL_N_VARS], struct bu
         } else {
             char *name = xstrndup(pc.text, pc.len);
             const char *v = getenv(name);
+            /* like the shell's ${NAME:-default}: unset or empty takes the default */
             if (v && (*v || !pc.has_def)) {
                 ar = buf_puts(out, v);
             } else if (pc.has_def) {

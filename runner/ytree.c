@@ -26,6 +26,7 @@ struct dupset {
     size_t cap, n;
 };
 
+/* FNV-1a over the key text, seeded with the map's address. */
 static uint64_t dup_hash(const struct ynode *map, const struct ynode *key)
 {
     uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)map;
@@ -84,6 +85,7 @@ const char *ytree_quote(const char *s, size_t len, char *out, size_t out_size)
     return out;
 }
 
+/* A node at libyaml's 0-based mark, stored 1-based as editors show it. */
 static struct ynode *node_new(enum ykind kind, yaml_mark_t mark)
 {
     struct ynode *n = xcalloc(1, sizeof(*n));
@@ -93,6 +95,7 @@ static struct ynode *node_new(enum ykind kind, yaml_mark_t mark)
     return n;
 }
 
+/* Append a child (a sequence item, or a map's next key or value). */
 static void kids_push(struct ynode *parent, struct ynode *kid)
 {
     XGROW(parent->kids, parent->cap, parent->n + 1);
@@ -181,6 +184,11 @@ static void offset_pos(const char *text, size_t len, size_t off, int *line, int 
     }
 }
 
+/*
+ * libyaml's error as one line. Reader errors (bad UTF-8, control bytes)
+ * carry a byte offset, turned into line:col here; scanner and parser errors
+ * carry a mark, and maybe a context ("while parsing a flow sequence at").
+ */
 static void parser_error(const yaml_parser_t *p, const char *name, const char *text, size_t len,
                          struct err *err, int code)
 {
@@ -205,11 +213,20 @@ static void parser_error(const yaml_parser_t *p, const char *name, const char *t
     }
 }
 
-/* Tags: none, the non-specific "!", or a standard tag:yaml.org,2002 one. */
+/* Tags: none, the non-specific "!", or one of YAML's core types (!!str ...).
+ * Anything else (!!python/object, !custom) asks for a loader we do not have. */
 static bool tag_ok(const yaml_char_t *tag)
 {
-    return !tag || strcmp((const char *)tag, "!") == 0 ||
-           strncmp((const char *)tag, "tag:yaml.org,2002:", 18) == 0;
+    static const char *const core[] = {"str", "int", "float", "bool", "null", "map", "seq", NULL};
+    const char *t = (const char *)tag;
+    if (!t || strcmp(t, "!") == 0)
+        return true;
+    if (strncmp(t, "tag:yaml.org,2002:", 18) != 0)
+        return false;
+    for (size_t i = 0; core[i]; i++)
+        if (strcmp(t + 18, core[i]) == 0)
+            return true;
+    return false;
 }
 
 int ytree_parse(const char *name, const char *text, size_t len, int max_depth, struct ynode **out,
@@ -281,6 +298,9 @@ int ytree_parse(const char *name, const char *text, size_t len, int max_depth, s
         default:
             break;
         }
+        /* a new node: attach it first (so the tree owns it whatever fails),
+         * then apply the policy: no anchors, core tags only, no NUL, string
+         * keys, unique keys, bounded depth */
         if (node) {
             struct ynode *parent = depth ? stack[depth - 1] : NULL;
             char q[64];
@@ -295,9 +315,12 @@ int ytree_parse(const char *name, const char *text, size_t len, int max_depth, s
                 goto fail_node;
             }
             if (!tag_ok(tag)) {
-                ytree_quote((const char *)tag, strlen((const char *)tag), q, sizeof(q));
-                err_set(err, code, "%s:%d:%d: YAML tags are not allowed ('%s')", name, line, col,
-                        q);
+                const char *t = (const char *)tag;
+                bool std = strncmp(t, "tag:yaml.org,2002:", 18) == 0;
+                ytree_quote(std ? t + 18 : t, strlen(std ? t + 18 : t), q, sizeof(q));
+                err_set(err, code,
+                        "%s:%d:%d: YAML tag '%s%s' is not allowed (only core tags such as !!str)",
+                        name, line, col, std ? "!!" : "", q);
                 goto fail_node;
             }
             if (node->kind == Y_SCALAR && strlen(node->text) != node->len) {
