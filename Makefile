@@ -16,6 +16,7 @@
 # the code picks a kernel at run time. CUDA objects are built when nvcc is found.
 
 BUILD    ?= build
+.DEFAULT_GOAL := all
 PREFIX   ?= /usr/local
 CC       ?= cc
 SAN      ?=

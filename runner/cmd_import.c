@@ -168,9 +168,22 @@ static int write_manifest(const struct import_args *a, struct item *items, size_
     }
     for (size_t i = 0; i < n; i++) {
         char *abs = realpath(items[i].src, NULL); /* heap, from libc */
+        const char *from = abs ? abs : items[i].src;
+        bool known = false; /* the same log imported again into the same place */
+        size_t k;
+        json_t *old;
+        json_array_foreach(sources, k, old) known =
+            known || (json_is_string(json_object_get(old, "log")) &&
+                      strcmp(json_string_value(json_object_get(old, "log")), from) == 0 &&
+                      json_is_string(json_object_get(old, "as")) &&
+                      strcmp(json_string_value(json_object_get(old, "as")), items[i].rel) == 0);
+        if (known) {
+            free(abs);
+            continue;
+        }
         json_array_append_new(
-            sources, json_pack("{s:s, s:s, s:i, s:i, s:s}", "log", abs ? abs : items[i].src, "as",
-                               items[i].rel, "concurrency", (json_int_t)items[i].c, "prompts",
+            sources, json_pack("{s:s, s:s, s:I, s:I, s:s}", "log", from, "as", items[i].rel,
+                               "concurrency", (json_int_t)items[i].c, "prompts",
                                (json_int_t)items[i].p, "concurrency_from", items[i].c_from));
         free(abs);
     }
