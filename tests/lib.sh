@@ -10,7 +10,7 @@ T_PIDS=""
 T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/sweep-test.XXXXXX")
 
 t_cleanup() {
-    for p in $T_PIDS; do kill -KILL "$p" 2>/dev/null; done
+    for p in $T_PIDS; do { kill -KILL "$p" && wait "$p"; } 2>/dev/null; done
     rm -rf "$T_TMP"
 }
 trap t_cleanup EXIT
