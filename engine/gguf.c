@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fp4.h"
+#include "quant.h"
 #include "xalloc.h"
 
 /* Set the first error and return -1, for one-line failures. */
@@ -35,54 +36,21 @@ static int failf(struct err *e, int code, const char *fmt, ...)
 
 /* ---- tensor types ---- */
 
-/*
- * Block geometry of the ggml types this engine knows, until quant.h's
- * q_info lands (then this becomes a call to it). Names of other ggml types
- * make better messages: "type iq2_xxs is not supported" rather than
- * "unknown type 16".
- */
-struct type_row {
-    uint32_t id;
-    const char *name;
-    uint32_t block; /* elements per block; 0 = a ggml type we cannot size */
-    uint32_t bytes; /* bytes per block */
-};
-
-static const struct type_row type_rows[] = {
-    {0, "f32", 1, 4},       {1, "f16", 1, 2},       {2, "q4_0", 32, 18},    {3, "q4_1", 32, 20},
-    {6, "q5_0", 32, 22},    {7, "q5_1", 32, 24},    {8, "q8_0", 32, 34},    {9, "q8_1", 32, 36},
-    {10, "q2_k", 0, 0},     {11, "q3_k", 0, 0},     {12, "q4_k", 256, 144}, {13, "q5_k", 0, 0},
-    {14, "q6_k", 256, 210}, {15, "q8_k", 256, 292}, {16, "iq2_xxs", 0, 0},  {17, "iq2_xs", 0, 0},
-    {18, "iq3_xxs", 0, 0},  {19, "iq1_s", 0, 0},    {20, "iq4_nl", 0, 0},   {21, "iq3_s", 0, 0},
-    {22, "iq2_s", 0, 0},    {23, "iq4_xs", 0, 0},   {24, "i8", 0, 0},       {25, "i16", 0, 0},
-    {26, "i32", 0, 0},      {27, "i64", 0, 0},      {28, "f64", 0, 0},      {29, "iq1_m", 0, 0},
-    {30, "bf16", 1, 2},     {34, "tq1_0", 0, 0},    {35, "tq2_0", 0, 0},    {39, "mxfp4", 32, 17},
-    {40, "nvfp4", 64, 36},
-};
-
-static const struct type_row *type_row(uint32_t id)
+/* Block size and bytes of a ggml type quant.h knows; false otherwise. */
+static bool type_geometry(uint32_t id, uint32_t *block, uint32_t *bytes)
 {
-    for (size_t i = 0; i < sizeof(type_rows) / sizeof(type_rows[0]); i++)
-        if (type_rows[i].id == id)
-            return &type_rows[i];
-    return NULL;
+    const struct q_type_info *ti = q_info(id);
+    if (!ti)
+        return false;
+    *block = ti->block;
+    *bytes = ti->bytes;
+    return true;
 }
 
 const char *gguf_type_name(uint32_t type)
 {
-    const struct type_row *r = type_row(type);
-    return r ? r->name : "?";
-}
-
-/* Block size and bytes of a type we can size; false otherwise. */
-static bool type_geometry(uint32_t id, uint32_t *block, uint32_t *bytes)
-{
-    const struct type_row *r = type_row(id);
-    if (!r || r->block == 0)
-        return false;
-    *block = r->block;
-    *bytes = r->bytes;
-    return true;
+    const struct q_type_info *ti = q_info(type);
+    return ti ? ti->name : "?";
 }
 
 int gguf_tensor_nbytes(uint32_t type, uint32_t n_dims, const uint64_t *ne, uint64_t *out)
@@ -121,6 +89,8 @@ static uint32_t vtype_size(uint32_t t)
     return t < N_VTYPES ? sizes[t] : 0;
 }
 
+/* Little-endian loads from the mapping, byte by byte: no alignment or
+ * host-endianness assumptions (the format is little-endian only). */
 static uint16_t le16(const uint8_t *p)
 {
     return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
@@ -187,6 +157,7 @@ static void nameset_release(struct nameset *s)
     free(s->len);
 }
 
+/* Insert a name known to be absent (linear probing). */
 static void nameset_put(struct nameset *s, const char *p, uint64_t len)
 {
     size_t i = (size_t)hash_bytes(p, len) & (s->cap - 1);
@@ -243,6 +214,8 @@ static int need(struct cur *c, uint64_t n, const char *what, const char *whose)
     return -1;
 }
 
+/* Fixed-size reads that advance the cursor; `what` of `whose` names the
+ * field in a truncation message ("array count of key 'x'"). */
 static int rd_u32(struct cur *c, uint32_t *v, const char *what, const char *whose)
 {
     if (need(c, 4, what, whose))
@@ -261,6 +234,8 @@ static int rd_u64(struct cur *c, uint64_t *v, const char *what, const char *whos
     return 0;
 }
 
+/* A u64 length and that many bytes, as a view; the length is checked
+ * against what remains before anything is read. */
 static int rd_str(struct cur *c, struct gguf_str *s, const char *what, const char *whose)
 {
     uint64_t len;
@@ -339,6 +314,9 @@ static int skip_value(struct cur *c, uint32_t t, int depth, const char *whose)
     return 0;
 }
 
+/* The n_kv metadata pairs: key (non-empty, unique), type, value. Each
+ * value is walked by skip_value, which checks it; the pair keeps a view of
+ * its bytes. */
 static int parse_kvs(struct cur *c, struct gguf_file *f, uint64_t n_kv)
 {
     char name[96], whose[128];
@@ -416,18 +394,12 @@ static int read_alignment(struct gguf_file *f, struct err *err)
 static int check_shape(struct cur *c, struct gguf_tensor *t, const char *whose)
 {
     uint32_t block, bytes;
-    if (!type_geometry(t->type, &block, &bytes)) {
-        const struct type_row *r = type_row(t->type);
-        if (r)
-            return failf(c->err, FP_ERR_UNSUPPORTED,
-                         "%s has type %s (%u), which fp4serve does not support", whose, r->name,
-                         t->type);
+    if (!type_geometry(t->type, &block, &bytes))
         return failf(c->err, FP_ERR_FORMAT, "%s has unknown type id %u", whose, t->type);
-    }
     if (t->ne[0] % block)
         return failf(c->err, FP_ERR_FORMAT,
                      "%s: ne[0] = %llu is not a multiple of the %s block size %u", whose,
-                     (unsigned long long)t->ne[0], type_row(t->type)->name, block);
+                     (unsigned long long)t->ne[0], gguf_type_name(t->type), block);
     /* Each factor is at most INT64_MAX (checked while reading the dims),
      * so only the final product can wrap. */
     uint64_t row = t->ne[0] / block * bytes, rows = t->ne[1] * t->ne[2] * t->ne[3];
@@ -543,6 +515,8 @@ static int parse_header(struct cur *c, struct gguf_file *f, uint64_t *n_tensors,
     return 0;
 }
 
+/* The whole file in order: header, metadata, alignment, tensor infos,
+ * then each tensor's extent against the data section. */
 static int parse(const uint8_t *data, size_t size, struct gguf_file *f, struct err *err)
 {
     struct cur c = {data, size, 0, err};
@@ -599,6 +573,8 @@ int gguf_open(const char *path, struct gguf_file *f, struct err *err)
 {
     memset(f, 0, sizeof(*f));
     f->fd = -1;
+    /* A private read-only mapping: tensor data stays in the page cache and
+     * is shared by every process that maps the same model. */
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return failf(err, FP_ERR_IO, "%s: %s", path, strerror(errno));
@@ -645,7 +621,8 @@ void gguf_close(struct gguf_file *f)
     f->fd = -1;
 }
 
-/* ---- lookups and getters ---- */
+/* ---- lookups: linear scans, the counts are small (SmolLM2: 33 pairs,
+ * 272 tensors) and callers look each name up once at load ---- */
 
 bool gguf_str_eq(struct gguf_str s, const char *c)
 {
@@ -730,6 +707,8 @@ static int scalar(uint32_t t, const uint8_t *p, bool *neg, uint64_t *mag, double
     return 1;
 }
 
+/* Widen a decoded scalar to the getter's type, refusing what does not
+ * fit: negatives as u64, values above INT64_MAX as i64, floats as ints. */
 static int to_u64(int kind, bool neg, uint64_t mag, uint64_t *out)
 {
     if (kind != 1 || neg)
@@ -764,6 +743,8 @@ static int to_f64(int kind, bool neg, uint64_t mag, double fl, double *out)
         return -1;
     return 0;
 }
+
+/* ---- getters: decode the pair's bytes with scalar(), then widen ---- */
 
 int gguf_kv_u64(const struct gguf_kv *kv, uint64_t *out)
 {
@@ -828,6 +809,8 @@ int gguf_get_str(const struct gguf_file *f, const char *key, struct gguf_str *ou
     out->p = (const char *)kv->value + 8;
     return 0;
 }
+
+/* ---- arrays ---- */
 
 int gguf_arr_strs(const struct gguf_kv *kv, struct gguf_str *out)
 {
