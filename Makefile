@@ -56,6 +56,12 @@ $(BUILD)/gen/version.h: FORCE
 	@echo '#define BUILD_VERSION "$(VERSION)"' > $@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 
+# ---- gnuplot chart templates (plots/*.gp), embedded into sweep ----
+$(BUILD)/gen/plot_templates.h: $(wildcard plots/*.gp) scripts/embed-templates.sh
+	@mkdir -p $(dir $@)
+	@sh scripts/embed-templates.sh $(sort $(wildcard plots/*.gp)) > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/runner/plot.o: $(BUILD)/gen/plot_templates.h
+
 # ---- sources ----
 COMMON_SRC := $(wildcard common/*.c)
 RUNNER_SRC := $(filter-out runner/main.c,$(wildcard runner/*.c))

@@ -9,116 +9,16 @@
 #include "tokenizer.h"
 
 #include <pcre2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fp4.h"
 #include "log.h"
+#include "utf8.h"
 #include "xalloc.h"
 
 #define MAX_REGEX 3
-
-/* ---- UTF-8 ---- */
-
-enum utf8_step { UTF8_OK, UTF8_BAD, UTF8_SHORT };
-
-/* Classify the character at p[0..n): a complete valid one (*adv = its
- * length), an invalid maximal subpart (*adv >= 1 bytes to replace), or a
- * valid but incomplete prefix that runs out of bytes (Unicode table 3-7). */
-static enum utf8_step utf8_step(const uint8_t *p, size_t n, size_t *adv)
-{
-    uint8_t b = p[0];
-    size_t len;
-    uint8_t lo = 0x80, hi = 0xBF; /* range of the second byte */
-    if (b < 0x80) {
-        *adv = 1;
-        return UTF8_OK;
-    } else if (b >= 0xC2 && b <= 0xDF) {
-        len = 2;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-        len = 3;
-        if (b == 0xE0)
-            lo = 0xA0;
-        else if (b == 0xED)
-            hi = 0x9F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-        len = 4;
-        if (b == 0xF0)
-            lo = 0x90;
-        else if (b == 0xF4)
-            hi = 0x8F;
-    } else {
-        *adv = 1;
-        return UTF8_BAD;
-    }
-    for (size_t i = 1; i < len; i++) {
-        if (i >= n) {
-            *adv = i;
-            return UTF8_SHORT;
-        }
-        if (p[i] < lo || p[i] > hi) {
-            *adv = i;
-            return UTF8_BAD;
-        }
-        lo = 0x80;
-        hi = 0xBF;
-    }
-    *adv = len;
-    return UTF8_OK;
-}
-
-/* Offset of the first byte that is not part of valid UTF-8, or n. */
-static size_t utf8_invalid_at(const uint8_t *p, size_t n)
-{
-    size_t i = 0, adv;
-    while (i < n) {
-        if (p[i] < 0x80) {
-            i++;
-            continue;
-        }
-        if (utf8_step(p + i, n - i, &adv) != UTF8_OK)
-            return i;
-        i += adv;
-    }
-    return n;
-}
-
-/* Decode one character of possibly invalid text: the code point, or -1
- * for an invalid or truncated byte (*adv = 1 then). */
-static int32_t utf8_decode(const uint8_t *p, size_t n, size_t *adv)
-{
-    if (utf8_step(p, n, adv) != UTF8_OK) {
-        *adv = 1;
-        return -1;
-    }
-    static const uint8_t lead_mask[5] = {0, 0x7F, 0x1F, 0x0F, 0x07};
-    int32_t cp = p[0] & lead_mask[*adv];
-    for (size_t i = 1; i < *adv; i++)
-        cp = (cp << 6) | (p[i] & 0x3F);
-    return cp;
-}
-
-static size_t utf8_encode(uint32_t cp, char *out)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    } else if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    } else if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
 
 /* ---- the GPT-2 byte map (bytes_to_unicode) ---- */
 
@@ -232,11 +132,24 @@ static void strtab_release(struct strtab *t)
     "\\t-\\r "                                                                                     \
     "\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
+/* Letters and numbers that Unicode 15.0 and 15.1 added (Kawi, Nag Mundari,
+ * Kaktovik numerals, CJK extensions H and I, ...). llama.cpp's tables have
+ * them; PCRE2 before 10.43 (Unicode 14, Debian 12's) does not, so they are
+ * listed: the split is then the same with either PCRE2. */
+#define L_NEW                                                                                      \
+    "\\x{1123F}-\\x{11240}\\x{11F02}\\x{11F04}-\\x{11F10}\\x{11F12}-\\x{11F33}\\x{1342F}"          \
+    "\\x{13441}-\\x{13446}\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}\\x{1E030}-\\x{1E06D}"          \
+    "\\x{1E4D0}-\\x{1E4EB}\\x{2B739}\\x{2EBF0}-\\x{2EE5D}\\x{31350}-\\x{323AF}"
+#define N_NEW  "\\x{11F50}-\\x{11F59}\\x{1D2C0}-\\x{1D2D3}\\x{1E4F0}-\\x{1E4F9}"
+#define LETTER "[\\p{L}" L_NEW "]"
+#define NUMBER "[\\p{N}" N_NEW "]"
+#define OTHER  "[^" WS "\\p{L}\\p{N}" L_NEW N_NEW "]"
+
 /* The GPT-2 split. llama.cpp matches it with hand-written code that also
  * takes a lone whitespace character (the trailing \s+ of OpenAI's original). */
 #define GPT2_RE                                                                                    \
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS       \
-    "])|[" WS "]+"
+    "'s|'t|'re|'ve|'m|'ll|'d| ?" LETTER "+| ?" NUMBER "+| ?" OTHER "+|[" WS "]+(?![^" WS "])|[" WS \
+    "]+"
 
 struct pre_def {
     const char *names[8];         /* tokenizer.ggml.pre values, NULL-terminated */
@@ -247,10 +160,20 @@ struct pre_def {
 static const struct pre_def pre_defs[] = {
     /* each digit alone, then GPT-2 (HF: Digits(individual) + ByteLevel) */
     {{"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b", NULL},
-     {"\\p{N}", GPT2_RE, NULL},
+     {NUMBER, GPT2_RE, NULL},
      false},
     {{"gpt-2", "phi-2", "mpt", "olmo", "jais", NULL}, {GPT2_RE, NULL, NULL}, false},
 };
+
+/* "smollm, starcoder, ..." for messages. */
+static void pre_names(char *out, size_t cap)
+{
+    size_t w = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(pre_defs) / sizeof(pre_defs[0]); i++)
+        for (const char *const *n = pre_defs[i].names; *n && w < cap; n++)
+            w += (size_t)snprintf(out + w, cap - w, "%s%s", w ? ", " : "", *n);
+}
 
 static const struct pre_def *pre_find(struct gguf_str name)
 {
@@ -280,58 +203,27 @@ static const struct {
     const char *text;
     enum role role;
 } role_texts[] = {
-    {"<|eot_id|>", ROLE_EOG},
-    {"<|im_end|>", ROLE_EOG},
-    {"<|end|>", ROLE_EOG},
-    {"<|return|>", ROLE_EOG},
-    {"<|call|>", ROLE_EOG},
-    {"<|flush|>", ROLE_EOG},
-    {"<|calls|>", ROLE_EOG},
-    {"<end_of_turn>", ROLE_EOG},
-    {"<|endoftext|>", ROLE_EOG},
-    {"</s>", ROLE_EOG},
-    {"<|eom_id|>", ROLE_EOG},
-    {"<EOT>", ROLE_EOG},
-    {"_<EOT>", ROLE_EOG},
-    {"[EOT]", ROLE_EOG},
-    {"[EOS]", ROLE_EOG},
-    {"<|end_of_text|>", ROLE_EOG},
-    {"<end_of_utterance>", ROLE_EOG},
-    {"<eos>", ROLE_EOG},
-    {"<turn|>", ROLE_EOG},
-    {"<|tool_response>", ROLE_EOG},
-    {"[e~[", ROLE_EOG},
-    {"<\xef\xbd\x9c"
-     "end\xe2\x96\x81"
-     "of\xe2\x96\x81"
-     "sentence\xef\xbd\x9c>",
-     ROLE_EOG},
-    {"<|fim_prefix|>", ROLE_FIM_PRE},
-    {"<fim-prefix>", ROLE_FIM_PRE},
-    {"<fim_prefix>", ROLE_FIM_PRE},
-    {"<PRE>", ROLE_FIM_PRE},
-    {"<|code_prefix|>", ROLE_FIM_PRE},
-    {"<|fim_suffix|>", ROLE_FIM_SUF},
-    {"<fim-suffix>", ROLE_FIM_SUF},
-    {"<fim_suffix>", ROLE_FIM_SUF},
-    {"<SUF>", ROLE_FIM_SUF},
-    {"<|code_suffix|>", ROLE_FIM_SUF},
-    {"<|fim_middle|>", ROLE_FIM_MID},
-    {"<fim-middle>", ROLE_FIM_MID},
-    {"<fim_middle>", ROLE_FIM_MID},
-    {"<MID>", ROLE_FIM_MID},
-    {"<|code_middle|>", ROLE_FIM_MID},
-    {"<|fim_pad|>", ROLE_FIM_PAD},
-    {"<fim-pad>", ROLE_FIM_PAD},
-    {"<fim_pad>", ROLE_FIM_PAD},
-    {"<PAD>", ROLE_FIM_PAD},
-    {"[PAD]", ROLE_FIM_PAD},
-    {"<|fim_repo|>", ROLE_FIM_REP},
-    {"<|repo_name|>", ROLE_FIM_REP},
-    {"<fim-repo>", ROLE_FIM_REP},
-    {"<REPO>", ROLE_FIM_REP},
-    {"<reponame>", ROLE_FIM_REP},
+    /* clang-format off */
+    {"<|eot_id|>", ROLE_EOG},      {"<|im_end|>", ROLE_EOG},       {"<|end|>", ROLE_EOG},
+    {"<|return|>", ROLE_EOG},      {"<|call|>", ROLE_EOG},         {"<|flush|>", ROLE_EOG},
+    {"<|calls|>", ROLE_EOG},       {"<end_of_turn>", ROLE_EOG},    {"<|endoftext|>", ROLE_EOG},
+    {"</s>", ROLE_EOG},            {"<|eom_id|>", ROLE_EOG},       {"<EOT>", ROLE_EOG},
+    {"_<EOT>", ROLE_EOG},          {"[EOT]", ROLE_EOG},            {"[EOS]", ROLE_EOG},
+    {"<|end_of_text|>", ROLE_EOG}, {"<end_of_utterance>", ROLE_EOG}, {"<eos>", ROLE_EOG},
+    {"<turn|>", ROLE_EOG},         {"<|tool_response>", ROLE_EOG}, {"[e~[", ROLE_EOG},
+    {"<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", ROLE_EOG},
+    {"<|fim_prefix|>", ROLE_FIM_PRE}, {"<fim-prefix>", ROLE_FIM_PRE}, {"<fim_prefix>", ROLE_FIM_PRE},
+    {"<PRE>", ROLE_FIM_PRE},          {"<|code_prefix|>", ROLE_FIM_PRE},
+    {"<|fim_suffix|>", ROLE_FIM_SUF}, {"<fim-suffix>", ROLE_FIM_SUF}, {"<fim_suffix>", ROLE_FIM_SUF},
+    {"<SUF>", ROLE_FIM_SUF},          {"<|code_suffix|>", ROLE_FIM_SUF},
+    {"<|fim_middle|>", ROLE_FIM_MID}, {"<fim-middle>", ROLE_FIM_MID}, {"<fim_middle>", ROLE_FIM_MID},
+    {"<MID>", ROLE_FIM_MID},          {"<|code_middle|>", ROLE_FIM_MID},
+    {"<|fim_pad|>", ROLE_FIM_PAD},    {"<fim-pad>", ROLE_FIM_PAD},    {"<fim_pad>", ROLE_FIM_PAD},
+    {"<PAD>", ROLE_FIM_PAD},          {"[PAD]", ROLE_FIM_PAD},
+    {"<|fim_repo|>", ROLE_FIM_REP},   {"<|repo_name|>", ROLE_FIM_REP}, {"<fim-repo>", ROLE_FIM_REP},
+    {"<REPO>", ROLE_FIM_REP},         {"<reponame>", ROLE_FIM_REP},
     {"<|file_sep|>", ROLE_FIM_SEP},
+    /* clang-format on */
 };
 
 /* ---- the vocabulary ---- */
@@ -351,7 +243,7 @@ struct tok_vocab {
     struct merge_slot *merges; /* [merge_mask + 1] */
     size_t merge_mask;
     int32_t byte_sid[256]; /* sid of byte b's one-character text, -1 if none */
-    int32_t byte_tok[256]; /* token for byte b alone, else unk, else -1 */
+    int32_t byte_tok[256]; /* token for byte b alone, or -1 */
     int32_t *special;      /* ids split out before BPE, longest text first */
     size_t n_special;
     const struct pre_def *pre;
@@ -361,7 +253,7 @@ struct tok_vocab {
     char *pieces;        /* owned: every token's detokenized bytes */
     uint32_t *piece_off; /* [n_tokens + 1] offsets into pieces */
     size_t max_piece;    /* bytes */
-    int32_t bos, eos, unk;
+    int32_t bos, eos;
     bool add_bos;
     uint8_t *eog;     /* [n_tokens] 1 = ends generation */
     int32_t *eog_ids; /* ascending */
@@ -594,18 +486,23 @@ int tok_new(const struct tok_spec *spec_in, tok_vocab **out, struct err *err)
     if (!gguf_str_eq(spec.model, "gpt2"))
         return err_set(err, FP_ERR_UNSUPPORTED,
                        "tokenizer model '%.*s' is not supported (only 'gpt2' byte-level BPE)",
-                       (int)(spec.model.len > 64 ? 64 : spec.model.len), spec.model.p),
+                       (int)(spec.model.len > 64 ? 64 : spec.model.len),
+                       spec.model.p ? spec.model.p : ""),
                -1;
     const struct pre_def *pre = pre_find(spec.pre);
-    if (!pre)
+    if (!pre) {
+        char known[512];
+        pre_names(known, sizeof(known));
         return err_set(err, FP_ERR_UNSUPPORTED,
-                       "pre-tokenizer '%.*s' (tokenizer.ggml.pre) is not supported (known: "
-                       "smollm, starcoder, refact, command-r, codeshell, exaone, minerva-7b, "
-                       "gpt-2, phi-2, mpt, olmo, jais)",
-                       (int)(spec.pre.len > 64 ? 64 : spec.pre.len), spec.pre.p),
+                       "pre-tokenizer '%.*s' (tokenizer.ggml.pre) is not supported (known: %s)",
+                       (int)(spec.pre.len > 64 ? 64 : spec.pre.len), spec.pre.p ? spec.pre.p : "",
+                       known),
                -1;
+    }
     if (spec.n_tokens == 0 || spec.n_tokens > INT32_MAX / 2)
-        return err_set(err, FP_ERR_FORMAT, "tokenizer has %zu tokens", spec.n_tokens), -1;
+        return err_set(err, FP_ERR_FORMAT, "tokenizer: %zu tokens in 'tokenizer.ggml.tokens'",
+                       spec.n_tokens),
+               -1;
 
     tok_vocab *v = xcalloc(1, sizeof(*v));
     v->n_tokens = spec.n_tokens;
@@ -640,7 +537,6 @@ int tok_new(const struct tok_spec *spec_in, tok_vocab **out, struct err *err)
 
     v->bos = check_id("bos_token_id", spec.bos, v->n_tokens);
     v->eos = check_id("eos_token_id", spec.eos, v->n_tokens);
-    v->unk = check_id("unknown_token_id", spec.unk, v->n_tokens);
     spec.eot = check_id("eot_token_id", spec.eot, v->n_tokens);
     spec.eom = check_id("eom_token_id", spec.eom, v->n_tokens);
     spec.fim_pad = check_id("fim_pad_token_id", spec.fim_pad, v->n_tokens);
@@ -658,8 +554,6 @@ int tok_new(const struct tok_spec *spec_in, tok_vocab **out, struct err *err)
         size_t n = utf8_encode(byte_cp[b], u);
         v->byte_sid[b] = strtab_find(&v->str, u, n);
         v->byte_tok[b] = v->byte_sid[b] >= 0 ? v->sid_tok[v->byte_sid[b]] : -1;
-        if (v->byte_tok[b] < 0)
-            v->byte_tok[b] = v->unk;
     }
     load_roles(v, &spec);
     load_specials(v);
@@ -753,7 +647,6 @@ static int spec_from_gguf(const struct gguf_file *f, struct tok_spec *out, struc
                             .eos = -1,
                             .eot = -1,
                             .eom = -1,
-                            .unk = -1,
                             .fim_pad = -1,
                             .fim_rep = -1,
                             .fim_sep = -1};
@@ -807,7 +700,6 @@ static int spec_from_gguf(const struct gguf_file *f, struct tok_spec *out, struc
         {"tokenizer.ggml.eos_token_id", offsetof(struct tok_spec, eos)},
         {"tokenizer.ggml.eot_token_id", offsetof(struct tok_spec, eot)},
         {"tokenizer.ggml.eom_token_id", offsetof(struct tok_spec, eom)},
-        {"tokenizer.ggml.unknown_token_id", offsetof(struct tok_spec, unk)},
         {"tokenizer.ggml.fim_pad_token_id", offsetof(struct tok_spec, fim_pad)},
         {"tokenizer.ggml.fim_rep_token_id", offsetof(struct tok_spec, fim_rep)},
         {"tokenizer.ggml.fim_sep_token_id", offsetof(struct tok_spec, fim_sep)},
@@ -1030,16 +922,13 @@ static int bpe(struct enc *e, size_t off, size_t len)
             emit(e, id);
             continue;
         }
-        /* a merge result or byte outside the vocabulary: one token per byte */
-        for (uint32_t k = 0; k < s->len; k++) {
-            int32_t bt = v->byte_tok[p[s->start + k]];
-            if (bt < 0)
-                return err_set(e->err, FP_ERR_UNSUPPORTED,
-                               "byte 0x%02x at offset %zu has no token in the vocabulary",
-                               p[s->start + k], off + s->start + k),
-                       -1;
-            emit(e, bt);
-        }
+        /* a merge result or byte outside the vocabulary: one token per
+         * byte, and a byte without a token is dropped, as llama.cpp does
+         * (SmolLM2 has none for 0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xF1
+         * and 0xF2, among the bytes that valid UTF-8 can hold) */
+        for (uint32_t k = 0; k < s->len; k++)
+            if (v->byte_tok[p[s->start + k]] >= 0)
+                emit(e, v->byte_tok[p[s->start + k]]);
     }
     return 0;
 }
@@ -1192,26 +1081,6 @@ void tok_stream_init(struct tok_stream *s)
     s->n_pending = 0;
 }
 
-/* Append p[0..n) as UTF-8 to out[*w..cap), invalid subparts as U+FFFD; stop
- * at an incomplete tail (when hold) and return how many bytes were used. */
-static size_t emit_utf8(const uint8_t *p, size_t n, bool hold, char *out, size_t *w, size_t cap)
-{
-    size_t i = 0, adv;
-    while (i < n) {
-        enum utf8_step st = utf8_step(p + i, n - i, &adv);
-        if (st == UTF8_SHORT && hold)
-            break;
-        const char *src = st == UTF8_OK ? (const char *)p + i : "\xEF\xBF\xBD";
-        size_t k = st == UTF8_OK ? adv : 3;
-        if (*w + k <= cap) {
-            memcpy(out + *w, src, k);
-            *w += k;
-        }
-        i += adv;
-    }
-    return i;
-}
-
 size_t tok_stream_push(const tok_vocab *v, struct tok_stream *s, int32_t id, char *out, size_t cap)
 {
     const uint8_t *p = (const uint8_t *)"";
@@ -1230,19 +1099,19 @@ size_t tok_stream_push(const tok_vocab *v, struct tok_stream *s, int32_t id, cha
         memcpy(tmp + k, p, m);
         size_t i = 0, adv;
         while (i < k) {
-            enum utf8_step st = utf8_step(tmp + i, k + m - i, &adv);
+            enum utf8_kind st = utf8_step(tmp + i, k + m - i, &adv);
             if (st == UTF8_SHORT) { /* the piece is all used up */
                 memmove(s->pending, tmp + i, k + m - i);
                 s->n_pending = k + m - i;
                 return w;
             }
-            emit_utf8(tmp + i, adv, false, out, &w, cap);
+            utf8_lossy(tmp + i, adv, false, out, &w, cap);
             i += adv;
         }
         j = i - k;
         s->n_pending = 0;
     }
-    j += emit_utf8(p + j, n - j, true, out, &w, cap);
+    j += utf8_lossy(p + j, n - j, true, out, &w, cap);
     memcpy(s->pending, p + j, n - j); /* at most 3 bytes */
     s->n_pending = n - j;
     return w;
@@ -1251,7 +1120,7 @@ size_t tok_stream_push(const tok_vocab *v, struct tok_stream *s, int32_t id, cha
 size_t tok_stream_flush(struct tok_stream *s, char *out, size_t cap)
 {
     size_t w = 0;
-    emit_utf8((const uint8_t *)s->pending, s->n_pending, false, out, &w, cap);
+    utf8_lossy((const uint8_t *)s->pending, s->n_pending, false, out, &w, cap);
     s->n_pending = 0;
     return w;
 }

@@ -41,7 +41,7 @@ struct tok_spec {
     size_t n_tokens;
     const struct gguf_str *merges; /* [n_merges] "left right"; rank = index */
     size_t n_merges;
-    int64_t bos, eos, eot, eom, unk;   /* token ids or -1 */
+    int64_t bos, eos, eot, eom;        /* token ids or -1 */
     int64_t fim_pad, fim_rep, fim_sep; /* token ids or -1 (end generation too) */
     int add_bos;                       /* 1, 0, or -1 = the pre-tokenizer's default */
     struct gguf_str chat_template;     /* len 0 = none */
@@ -83,9 +83,13 @@ const char *tok_text(const tok_vocab *v, int32_t id);
  * and *cap track it). parse_special: split control/user-defined token texts
  * such as "<|im_start|>" out first (user-defined ones are split out either
  * way). add_bos: prepend BOS (pass tok_add_bos(v) to do what the model
- * asks). Returns 0, or -1 with err set (FP_ERR_USAGE) if the text is not
- * valid UTF-8 or BOS is asked for but the model has none; *n is then as it
- * was. Safe to call from several threads on one vocabulary.
+ * asks; llama.cpp's add_special does the same). A byte whose one-character
+ * text is not in the vocabulary is dropped, as llama.cpp drops it (SmolLM2
+ * has no token for 0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xF1, 0xF2, ...).
+ * Returns 0, or -1 with err set (FP_ERR_USAGE) if the text is not valid
+ * UTF-8 or BOS is asked for but the model has none; *n is then as it was.
+ * Allocates only its scratch and *ids; safe to call from several threads
+ * on one vocabulary.
  */
 int tok_encode(const tok_vocab *v, const char *text, size_t len, bool parse_special, bool add_bos,
                int32_t **ids, size_t *n, size_t *cap, struct err *err);

@@ -24,6 +24,12 @@ Command used for tests/fixtures/tokenizer/smollm2.jsonl:
 with llama-cpp-python 0.3.36 (bundles llama.cpp 0c1e57098), built from
 source: CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_BLAS=OFF" pip install llama-cpp-python
 
+For tests/fixtures/tokenizer/synth-tiny.jsonl (the tokenizer of the
+synthetic model, checked without any download):
+  build/bin/fp4serve synth --preset tiny -o /tmp/tiny.gguf
+  python3 tests/tools/make_tokenizer_fixtures.py /tmp/tiny.gguf \
+      tests/fixtures/tokenizer/synth-tiny.jsonl
+
 With --pre NAME it first writes a vocabulary-only copy of MODEL whose
 tokenizer.ggml.pre is NAME (needs the `gguf` package) and uses that, which
 checks our other pre-tokenizers against llama.cpp on the same vocabulary:
@@ -31,6 +37,14 @@ checks our other pre-tokenizers against llama.cpp on the same vocabulary:
       models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/tokenizer/smollm2-gpt2pre.jsonl
 The unit test rebuilds the same vocabulary in memory (tok_new with the
 GGUF's arrays and pre = NAME) to compare.
+
+With --random N [--seed S] the cases are N random strings instead (drawn
+from many scripts, digits, Unicode spaces and number forms, emoji
+sequences, special-token texts and arbitrary code points), for
+differential runs that are not committed:
+  python3 tests/tools/make_tokenizer_fixtures.py --random 20000 \
+      models/SmolLM2-135M-Instruct.Q4_1.gguf /tmp/tok-random.jsonl
+  TOK_EXTRA_FIXTURE=/tmp/tok-random.jsonl build/tests/engine_tokenizer extra
 """
 import argparse
 import hashlib
@@ -112,6 +126,8 @@ CASES = [
     ("math_symbols", "∑ x² ≤ ∞ √2 ≈ 1.414 ½ ¾ ①②③"),
     ("fullwidth_digits", "１２３ and ٠١٢٣ and ४२"),
     ("private_unassigned", "pua \ue000 \U000f0000 unassigned \u0378."),
+    ("unicode15", "\n\n\n\n\U0001d2cb\r\r\r \U00011f04abc \U00031350x \U0001e4f1"),
+    ("bytes_without_tokens", "a\x04b\x06c\x13\x14\x16\x1d \U00050000 \U00090000"),
     ("control_bytes", "\x00 nul \x01\x02 ctl \x7f del \x1b[0m"),
     ("mixed_script", "Hello世界123abc"),
     ("long_word", "Pneumonoultramicroscopicsilicovolcanoconiosis"),
@@ -136,6 +152,46 @@ CASES = [
     ("paragraph_tech", PARAGRAPH_TECH),
     ("paragraph_mixed", PARAGRAPH_MIXED),
 ]
+
+
+POOLS = [
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+    "0123456789",
+    " ", "  ", "\t", "\n", "\r\n", "\r", "\x0b\x0c",
+    "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
+    "'s't're've'm'll'd'S'T",
+    "àáâãäåæçèéêëìíîïñòóôõöøùúûüýþÿßœŁłČčŠšŽž",
+    "\u0300\u0301\u0302\u0308\u0327\u20dd\u093f\u0940",
+    "中文字符测试你好世界日本語ひらがなカタカナ한국어텍스트",
+    "مرحبابالعالمעבריתРусскийтекстΕλληνικάहिन्दीไทย",
+    "😀😃👍🏽❤️👨‍👩‍👧‍👦🇫🇷🏳️‍🌈\u200d\ufe0f\U0001f3fd",
+    "\u00a0\u1680\u2000\u2003\u2009\u200a\u2028\u2029\u202f\u205f\u3000\u0085\u200b\ufeff",
+    "²³¹¼½¾①②⑳ⅠⅡⅫ０１２٠١٢४२৩〇零",
+    "\x00\x01\x1b\x7f\u0080\u009f\u00ad",
+]
+SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<reponame>", "<file_sep>"]
+
+
+def random_cases(n, seed):
+    import random
+
+    rnd = random.Random(seed)
+    cases = []
+    for i in range(n):
+        parts = []
+        for _ in range(rnd.randint(1, 12)):
+            r = rnd.random()
+            if r < 0.05:
+                parts.append(rnd.choice(SPECIALS))
+            elif r < 0.15:  # any scalar value, unassigned ones included
+                cp = rnd.choice([rnd.randint(0x20, 0xFFFF), rnd.randint(0x10000, 0x10FFFF)])
+                if not 0xD800 <= cp <= 0xDFFF:
+                    parts.append(chr(cp))
+            else:
+                pool = rnd.choice(POOLS)
+                parts.append("".join(rnd.choice(pool) for _ in range(rnd.randint(1, 6))))
+        cases.append((f"random_{i}", "".join(parts)))
+    return cases
 
 
 def sha256(path):
@@ -171,7 +227,10 @@ def main():
     ap.add_argument("model")
     ap.add_argument("out", nargs="?")
     ap.add_argument("--pre", help="override tokenizer.ggml.pre in a vocabulary-only copy")
+    ap.add_argument("--random", type=int, help="N random strings instead of the fixed cases")
+    ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
+    cases = random_cases(args.random, args.seed) if args.random else CASES
 
     import llama_cpp
 
@@ -196,7 +255,7 @@ def main():
         "command": " ".join(["python3"] + sys.argv),
     }}, ensure_ascii=True)]
     names = set()
-    for name, text in CASES:
+    for name, text in cases:
         assert name not in names, name
         names.add(name)
         raw = text.encode("utf-8")
@@ -213,7 +272,7 @@ def main():
         with open(args.out + ".tmp", "w") as f:
             f.write(data)
         os.replace(args.out + ".tmp", args.out)
-        print(f"{args.out}: {len(CASES)} cases", file=sys.stderr)
+        print(f"{args.out}: {len(cases)} cases", file=sys.stderr)
     else:
         sys.stdout.write(data)
 
