@@ -46,14 +46,16 @@ ALWAYS_INLINE void put32(struct qk_dec *d, int64_t i, __m256i w, float s)
     _mm256_storeu_ps(d->dw + i / 4, _mm256_set1_ps(s));
 }
 
-/* Zero the second half of a trailing odd 32-block group. */
+/* Zero the second half of a trailing odd 32-block group, and the mins up
+ * to a multiple of 16. */
 ALWAYS_INLINE void pad_odd(struct qk_dec *d, int64_t nb)
 {
     if (nb % 2) {
         _mm256_storeu_si256((__m256i *)(d->w + 32 * nb), _mm256_setzero_si256());
         _mm256_storeu_ps(d->dw + 8 * nb, _mm256_setzero_ps());
-        d->mw[nb] = 0.0f;
     }
+    for (int64_t k = nb; k < qk_round_up(nb, 16); k++)
+        d->mw[k] = 0.0f;
 }
 
 static void dec_q4_0(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
@@ -155,6 +157,7 @@ static void dec_q4_k(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
             d->mw[8 * k + s] = -(dmin * (float)m);
         }
     }
+    pad_odd(d, n / 32);
 }
 
 static void dec_q6_k(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
@@ -219,17 +222,31 @@ static void dec_bf16(const void *row, int64_t e0, int64_t n, float *out)
 
 /* ---- dot kernels: one weight row, up to two activation rows at a time ---- */
 
+/* The 16 lanes (lo = 0..7, hi = 8..15) summed in matmul.c's tree. */
+ALWAYS_INLINE float hsum16(__m256 lo, __m256 hi)
+{
+    __m256 s8 = _mm256_add_ps(lo, hi);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* Start (zero or saved) and end (output or saved) of a pair of lane halves. */
+ALWAYS_INLINE void acc_start(const struct qk_out *out, const float *acc, __m256 *lo, __m256 *hi)
+{
+    *lo = out->first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc);
+    *hi = out->first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + 8);
+}
+
 ALWAYS_INLINE void dotq_tile(const struct qk_dec *dec, int64_t npad, int64_t e0,
-                             const struct q_act *a, int64_t b, const int NB, float *acc)
+                             const struct q_act *a, int64_t b, const int NB, bool has_min,
+                             float *acc, float *macc, int r, const struct qk_out *out)
 {
     __m256 vacc[2][2];
     const uint8_t *aq[2];
-    const float *ad[2];
     for (int t = 0; t < NB; t++) {
-        aq[t] = qk_act_q(a, b + t) + e0;
-        ad[t] = qk_act_da(a, b + t) + e0 / 4;
-        vacc[t][0] = _mm256_loadu_ps(acc + t * 16);
-        vacc[t][1] = _mm256_loadu_ps(acc + t * 16 + 8);
+        aq[t] = qk_act_grp(a, b + t, e0 / 64);
+        acc_start(out, acc + t * 16, &vacc[t][0], &vacc[t][1]);
     }
     const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
     for (int64_t i = 0; i < npad; i += 32) {
@@ -238,69 +255,70 @@ ALWAYS_INLINE void dotq_tile(const struct qk_dec *dec, int64_t npad, int64_t e0,
         __m256i aw = _mm256_abs_epi8(w);
         __m256 dw = _mm256_loadu_ps(dec->dw + i / 4);
         for (int t = 0; t < NB; t++) {
-            __m256i x = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(aq[t] + i)), flip);
+            /* half h of group i / 64: q at 32h, its 8 lane scales at 64 + 32h */
+            const uint8_t *g = aq[t] + (i / 64) * QK_ACT_GROUP + 32 * h;
+            __m256i x = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)g), flip);
             __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w));
             __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-            __m256 sc = _mm256_mul_ps(dw, _mm256_loadu_ps(ad[t] + i / 4));
+            __m256 sc = _mm256_mul_ps(dw, _mm256_loadu_ps((const float *)(g + 64)));
             vacc[t][h] = _mm256_fmadd_ps(s, sc, vacc[t][h]);
         }
     }
     for (int t = 0; t < NB; t++) {
-        _mm256_storeu_ps(acc + t * 16, vacc[t][0]);
-        _mm256_storeu_ps(acc + t * 16 + 8, vacc[t][1]);
+        __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
+        float *mc = macc + t * 16;
+        if (has_min) { /* the min term over 32-blocks: lane k % 16; entries past the end are 0 */
+            const float *sa = qk_act_sa(a, b + t) + e0 / 32, *mw = dec->mw;
+            acc_start(out, mc, &m0, &m1);
+            for (int64_t k = 0; k < qk_nsum(npad); k += 16) {
+                m0 = _mm256_fmadd_ps(_mm256_loadu_ps(mw + k), _mm256_loadu_ps(sa + k), m0);
+                m1 = _mm256_fmadd_ps(_mm256_loadu_ps(mw + k + 8), _mm256_loadu_ps(sa + k + 8), m1);
+            }
+        }
+        if (out->last) {
+            float v = hsum16(vacc[t][0], vacc[t][1]);
+            if (has_min)
+                v += hsum16(m0, m1);
+            out->y[(b + t) * out->ldy + out->r + r] = v * out->scale;
+        } else {
+            _mm256_storeu_ps(acc + t * 16, vacc[t][0]);
+            _mm256_storeu_ps(acc + t * 16 + 8, vacc[t][1]);
+            _mm256_storeu_ps(mc, m0);
+            _mm256_storeu_ps(mc + 8, m1);
+        }
     }
-}
-
-/* The min term over 32-blocks: lane k % 16, zeros past the end. */
-static void dot_min(const float *mw, const float *sa, int64_t nblk, float *macc)
-{
-    __m256 m0 = _mm256_loadu_ps(macc), m1 = _mm256_loadu_ps(macc + 8);
-    for (int64_t k = 0; k < nblk; k += 16) {
-        float w[16] = {0}, s[16] = {0};
-        int64_t c = nblk - k < 16 ? nblk - k : 16;
-        memcpy(w, mw + k, (size_t)c * sizeof(float));
-        memcpy(s, sa + k, (size_t)c * sizeof(float));
-        m0 = _mm256_fmadd_ps(_mm256_loadu_ps(w), _mm256_loadu_ps(s), m0);
-        m1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + 8), _mm256_loadu_ps(s + 8), m1);
-    }
-    _mm256_storeu_ps(macc, m0);
-    _mm256_storeu_ps(macc + 8, m1);
 }
 
 static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
-                  const struct q_act *a, int64_t b0, int nb, float *acc, float *macc)
+                  const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
+                  const struct qk_out *out)
 {
     for (int r = 0; r < nr; r++) {
         for (int t = 0; t < nb; t += 2) {
-            float *ac = acc + (r * QK_T + t) * 16;
+            float *ac = acc + (r * QK_T + t) * 16, *mc = macc + (r * QK_T + t) * 16;
             if (nb - t >= 2)
-                dotq_tile(&dec[r], npad, e0, a, b0 + t, 2, ac);
+                dotq_tile(&dec[r], npad, e0, a, b0 + t, 2, has_min, ac, mc, r, out);
             else
-                dotq_tile(&dec[r], npad, e0, a, b0 + t, 1, ac);
+                dotq_tile(&dec[r], npad, e0, a, b0 + t, 1, has_min, ac, mc, r, out);
         }
-        if (has_min)
-            for (int t = 0; t < nb; t++)
-                dot_min(dec[r].mw, qk_act_sa(a, b0 + t) + e0 / 32, npad / 32,
-                        macc + (r * QK_T + t) * 16);
     }
 }
 
 ALWAYS_INLINE void dotf_tile(const float *w, int64_t n, int64_t e0, const struct q_act *a,
-                             int64_t b, const int NB, float *acc)
+                             int64_t b, const int NB, float *acc, int r, const struct qk_out *out)
 {
     __m256 vacc[2][2];
     const float *x[2];
     for (int t = 0; t < NB; t++) {
         x[t] = qk_act_f(a, b + t) + e0;
-        vacc[t][0] = _mm256_loadu_ps(acc + t * 16);
-        vacc[t][1] = _mm256_loadu_ps(acc + t * 16 + 8);
+        acc_start(out, acc + t * 16, &vacc[t][0], &vacc[t][1]);
     }
     for (int64_t i = 0; i < n; i += 16) {
         __m256 w0, w1;
         if (n - i >= 16) {
             w0 = _mm256_loadu_ps(w + i);
             w1 = _mm256_loadu_ps(w + i + 8);
-        } else {
+        } else { /* the row's tail, read as zero-padded */
             float tmp[16] = {0};
             memcpy(tmp, w + i, (size_t)(n - i) * sizeof(float));
             w0 = _mm256_loadu_ps(tmp);
@@ -312,21 +330,25 @@ ALWAYS_INLINE void dotf_tile(const float *w, int64_t n, int64_t e0, const struct
         }
     }
     for (int t = 0; t < NB; t++) {
-        _mm256_storeu_ps(acc + t * 16, vacc[t][0]);
-        _mm256_storeu_ps(acc + t * 16 + 8, vacc[t][1]);
+        if (out->last) {
+            out->y[(b + t) * out->ldy + out->r + r] = hsum16(vacc[t][0], vacc[t][1]) * out->scale;
+        } else {
+            _mm256_storeu_ps(acc + t * 16, vacc[t][0]);
+            _mm256_storeu_ps(acc + t * 16 + 8, vacc[t][1]);
+        }
     }
 }
 
 static void dot_f(const float *const *w, int nr, int64_t n, int64_t e0, const struct q_act *a,
-                  int64_t b0, int nb, float *acc)
+                  int64_t b0, int nb, float *acc, const struct qk_out *out)
 {
     for (int r = 0; r < nr; r++) {
         for (int t = 0; t < nb; t += 2) {
             float *ac = acc + (r * QK_T + t) * 16;
             if (nb - t >= 2)
-                dotf_tile(w[r], n, e0, a, b0 + t, 2, ac);
+                dotf_tile(w[r], n, e0, a, b0 + t, 2, ac, r, out);
             else
-                dotf_tile(w[r], n, e0, a, b0 + t, 1, ac);
+                dotf_tile(w[r], n, e0, a, b0 + t, 1, ac, r, out);
         }
     }
 }
@@ -335,14 +357,21 @@ static void dot_f(const float *const *w, int nr, int64_t n, int64_t e0, const st
 
 static void act_q8(struct q_act *a, const float *x, int64_t ldx, int64_t r0, int64_t r1)
 {
-    const int64_t pad = qk_act_pad(Q_Q8_1, a->cols);
+    const int64_t pad = qk_act_pad(Q_Q8_1, a->cols), nk = a->cols / 32;
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = x + r * ldx;
-        uint8_t *q = (uint8_t *)qk_act_q(a, r);
-        float *da = (float *)qk_act_da(a, r), *sa = (float *)qk_act_sa(a, r);
-        for (int64_t k = 0; k < a->cols / 32; k++, xr += 32) {
+        float *sa = (float *)qk_act_sa(a, r);
+        for (int64_t k = 0; k < pad / 32; k++, xr += 32) {
+            uint8_t *q = (uint8_t *)qk_act_grp(a, r, k / 2) + 32 * (k % 2);
+            float *da = (float *)(qk_act_grp(a, r, k / 2) + 64) + 8 * (k % 2);
+            if (k >= nk) { /* padding */
+                _mm256_storeu_si256((__m256i *)q, _mm256_set1_epi8((char)128));
+                _mm256_storeu_ps(da, _mm256_setzero_ps());
+                sa[k] = 0.0f;
+                continue;
+            }
             __m256 v[4];
             __m256 mx = _mm256_setzero_ps();
             for (int j = 0; j < 4; j++) {
@@ -366,18 +395,16 @@ static void act_q8(struct q_act *a, const float *x, int64_t ldx, int64_t r0, int
             __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(iv[0], iv[1]),
                                            _mm256_packs_epi32(iv[2], iv[3]));
             p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-            _mm256_storeu_si256((__m256i *)(q + 32 * k),
-                                _mm256_xor_si256(p, _mm256_set1_epi8((char)0x80)));
+            _mm256_storeu_si256((__m256i *)q, _mm256_xor_si256(p, _mm256_set1_epi8((char)0x80)));
             __m128i s4 =
                 _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
             s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
             s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-            _mm256_storeu_ps(da + 8 * k, _mm256_set1_ps(d));
+            _mm256_storeu_ps(da, _mm256_set1_ps(d));
             sa[k] = d * (float)_mm_cvtsi128_si32(s4);
         }
-        memset(q + a->cols, 128, (size_t)(pad - a->cols));
-        memset(da + a->cols / 4, 0, (size_t)(pad - a->cols) / 4 * sizeof(float));
-        memset(sa + a->cols / 32, 0, (size_t)(pad - a->cols) / 32 * sizeof(float));
+        for (int64_t k = pad / 32; k < qk_nsum(pad); k++)
+            sa[k] = 0.0f;
     }
 }
 
