@@ -491,8 +491,8 @@ ALWAYS_INLINE void fused_rows(const uint32_t T, const int NR, const int NB,
     }
 }
 
-/* Rows [r0, r1) for nb activation rows: 4 weight rows per step at nb = 1
- * (where registers allow), 2 otherwise. */
+/* Rows [r0, r1) for nb activation rows: up to 4 weight rows per step at
+ * nb = 1 (where registers allow), 2 otherwise. */
 ALWAYS_INLINE void fused(const uint32_t T, const struct q_matrix *w, const struct q_act *a,
                          int64_t b0, int nb, float *y, int64_t ldy, int64_t r0, int64_t r1,
                          float scale)
@@ -500,8 +500,11 @@ ALWAYS_INLINE void fused(const uint32_t T, const struct q_matrix *w, const struc
     int64_t r = r0;
     switch (nb) {
     case 1:
-        for (; r + 4 <= r1; r += 4)
-            fused_rows(T, 4, 1, w, a, b0, r, y, ldy, scale);
+        /* Q8_0 is bound by memory, and one row stream at a time reads fastest;
+         * the 4-bit types are bound by decoding, and 4 rows overlap it best */
+        if (T != Q_Q8_0)
+            for (; r + 4 <= r1; r += 4)
+                fused_rows(T, 4, 1, w, a, b0, r, y, ldy, scale);
         for (; r < r1; r++)
             fused_rows(T, 1, 1, w, a, b0, r, y, ldy, scale);
         break;

@@ -40,10 +40,6 @@ static double clock_s(clockid_t id)
     clock_gettime(id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-static double now_s(void)
-{
-    return clock_s(CLOCK_MONOTONIC);
-}
 /* Single-thread cells use the thread's CPU time: on a shared machine the time
  * the thread spends descheduled is not the kernel's. Two-thread cells need
  * wall time (the threads wait for each other). */
