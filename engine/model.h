@@ -237,7 +237,8 @@ int model_read_config(const struct gguf_file *f, struct model_config *c, struct 
  * and distinct, pos <= slot length, pos + n_tokens <= ctx, token ids, row
  * and logits budgets) and then runs nothing on error: FP_ERR_USAGE or
  * FP_ERR_RESOURCE with a message naming the sequence. Sets seqs[i].out.
- * Never allocates.
+ * Never allocates. One step at a time: the model is not thread-safe, so
+ * one scheduler thread owns it (the step itself runs on the pool).
  */
 int model_step(struct model *m, struct model_seq *seqs, int n, struct err *err);
 
