@@ -4,7 +4,8 @@
 # batched and --decode per-request (aggregate tok/s should rise with B for
 # batched and stay flat for per-request), the achieved bandwidth at B=1
 # against the machine's measured memcpy/read bandwidth, and llama.cpp's
-# single-stream decode (llama-cpp-python) on the same file and threads.
+# single-stream decode (llama-cpp-python) on the same file and threads; and
+# Q4_1 vs MXFP4 vs NVFP4 (requantized at load) at batch 1 and 16.
 # Knobs: THREADS (2), PP (128), TG (64), BATCHES (1,4,16,64), MODEL.
 set -u
 BUILD=${BUILD:-build}
@@ -32,6 +33,11 @@ echo
 echo "== llama.cpp (llama-cpp-python), single stream, same file and threads"
 python3 tests/bench/llama_cpp_decode.py "$MODEL" --threads "$THREADS" --prompt-len "$PP" \
     --gen "$TG" 2>&1 | tee "$out/llama.txt"
+echo
+
+echo "== fp4serve bench: Q4_1 (native) vs MXFP4 vs NVFP4 requantized at load, batch 1 and 16"
+"$FP4SERVE" bench --model "$MODEL" --batch 1,16 --prompt-len "$PP" --gen "$TG" \
+    --threads "$THREADS" --quant native,mxfp4,nvfp4 --no-probe 2>&1 | sed -n '/side by side/,$p'
 echo
 
 # Summary: S_TG (column 9 of the table) per batch size, and the B=1 ratio.
