@@ -39,6 +39,19 @@ check_eq "tiny bench: exit status" "$?" "0"
 check_eq "tiny bench: three rows" "$(grep -c '^|     6 |      3 |' "$T_TMP/tb")" "3"
 check "tiny bench: phase split" grep -q '^    5 ' "$T_TMP/tb"
 
+# Quantized offline (synth writes MXFP4/NVFP4 from the same f32 values) and
+# requantized at load from f32: the same logits, bit for bit.
+"$FP4SERVE" synth --preset tiny --type f32 --seed 9 -o "$T_TMP/s32.gguf" 2>/dev/null
+for q in mxfp4 nvfp4; do
+    "$FP4SERVE" synth --preset tiny --type "$q" --seed 9 -o "$T_TMP/s-$q.gguf" 2>/dev/null
+    "$FP4SERVE" generate --model "$T_TMP/s32.gguf" --prompt "hello world" -n 1 --quant "$q" \
+        --logits "$T_TMP/load-$q.f32" >/dev/null 2>&1
+    "$FP4SERVE" generate --model "$T_TMP/s-$q.gguf" --prompt "hello world" -n 1 \
+        --logits "$T_TMP/file-$q.f32" >/dev/null 2>&1
+    check "$q: offline-quantized file == requantized at load (logits)" \
+        cmp -s "$T_TMP/load-$q.f32" "$T_TMP/file-$q.f32"
+done
+
 if [ ! -f "$MODEL" ]; then
     echo "skipped: model not present ($MODEL)"
     finish
