@@ -416,17 +416,48 @@ ALWAYS_INLINE void dotq_tile(const bool UNS, const struct qk_dec *dec, const int
     DOTQ_CASE(uns, nr, 7)                                                                          \
     DOTQ_CASE(uns, nr, 8)
 
-static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
-                  const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
-                  const struct qk_out *out)
+static void dot_q_part(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
+                       const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
+                       const struct qk_out *out)
 {
     switch ((int)has_min * 256 + nr * 16 + nb) {
         DOTQ_CASES(0, 1)
         DOTQ_CASES(0, 2)
         DOTQ_CASES(1, 1)
         DOTQ_CASES(1, 2)
+        DOTQ_CASE(0, 3, 1)
+        DOTQ_CASE(0, 3, 2)
+        DOTQ_CASE(0, 3, 3)
+        DOTQ_CASE(0, 3, 4)
+        DOTQ_CASE(1, 3, 1)
+        DOTQ_CASE(1, 3, 2)
+        DOTQ_CASE(1, 3, 3)
+        DOTQ_CASE(1, 3, 4)
+        DOTQ_CASE(0, 4, 1)
+        DOTQ_CASE(0, 4, 2)
+        DOTQ_CASE(0, 4, 3)
+        DOTQ_CASE(0, 4, 4)
+        DOTQ_CASE(1, 4, 1)
+        DOTQ_CASE(1, 4, 2)
+        DOTQ_CASE(1, 4, 3)
+        DOTQ_CASE(1, 4, 4)
     default:
         break;
+    }
+}
+
+/* Register tiles: up to 2 weight rows x 8 activation rows, or 3-4 x 4. */
+static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
+                  const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
+                  const struct qk_out *out)
+{
+    if (nr <= 2) {
+        dot_q_part(dec, nr, npad, e0, has_min, a, b0, nb, acc, macc, out);
+        return;
+    }
+    for (int t = 0; t < nb; t += 4) {
+        int n = nb - t < 4 ? nb - t : 4;
+        dot_q_part(dec, nr, npad, e0, has_min, a, b0 + t, n, acc + 16 * t, macc + 16 * t, out);
     }
 }
 
@@ -586,8 +617,8 @@ ALWAYS_INLINE void dotf_tile(const float *const *w, const int NR, int64_t n, int
         dotf_tile(w, nr, n, e0, a, b0, nb, acc, out);                                              \
         break;
 
-static void dot_f(const float *const *w, int nr, int64_t n, int64_t e0, const struct q_act *a,
-                  int64_t b0, int nb, float *acc, const struct qk_out *out)
+static void dot_f2(const float *const *w, int nr, int64_t n, int64_t e0, const struct q_act *a,
+                   int64_t b0, int nb, float *acc, const struct qk_out *out)
 {
     switch (nr * 16 + nb) {
         DOTF_CASE(1, 1)
@@ -608,6 +639,17 @@ static void dot_f(const float *const *w, int nr, int64_t n, int64_t e0, const st
         DOTF_CASE(2, 8)
     default:
         break;
+    }
+}
+
+/* Float tiles of up to 2 weight rows x 8 activation rows. */
+static void dot_f(const float *const *w, int nr, int64_t n, int64_t e0, const struct q_act *a,
+                  int64_t b0, int nb, float *acc, const struct qk_out *out)
+{
+    for (int r = 0; r < nr; r += 2) {
+        struct qk_out o = *out;
+        o.r += r;
+        dot_f2(w + r, nr - r < 2 ? nr - r : 2, n, e0, a, b0, nb, acc + r * QK_T * 16, &o);
     }
 }
 

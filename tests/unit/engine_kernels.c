@@ -220,15 +220,31 @@ TEST(matmul_isa_equal_and_batch_invariant)
             }
             CHECK_MSG(diff == 0, "%s: %s: %d of 16 rows differ alone vs batched",
                       q_info(type)->name, q_kernels_name(kt), diff);
-            /* and inside a batch of 7 (a tile size that leaves a remainder) */
-            struct q_act seven;
-            q_act_init(&seven, 7, cols);
-            q_act_prepare(&seven, type, x + 9 * cols, cols, 7, cols);
-            float y7[7 * 21];
-            q_matmul(kt, &mt.m, &seven, y7, rows, 0, rows);
-            CHECK_MSG(memcmp(y7, ref + 9 * rows, sizeof(y7)) == 0, "%s: %s: batch of 7 differs",
-                      q_info(type)->name, q_kernels_name(kt));
-            q_act_release(&seven);
+            /* and inside batches of 3 (the fused small-batch kernels) and 7 (a
+             * tile size that leaves a remainder), over uneven row ranges */
+            static const int sizes[] = {3, 7};
+            for (int si = 0; si < 2; si++) {
+                int n = sizes[si];
+                struct q_act part;
+                float yp[7 * 21];
+                q_act_init(&part, n, cols);
+                q_act_prepare(&part, type, x + 9 * cols, cols, n, cols);
+                q_matmul(kt, &mt.m, &part, yp, rows, 0, 7);
+                q_matmul(kt, &mt.m, &part, yp, rows, 7, 10);
+                q_matmul(kt, &mt.m, &part, yp, rows, 10, rows);
+                CHECK_MSG(memcmp(yp, ref + 9 * rows, sizeof(float) * (size_t)(n * rows)) == 0,
+                          "%s: %s: batch of %d differs", q_info(type)->name, q_kernels_name(kt), n);
+                q_act_release(&part);
+            }
+            /* a single activation row over uneven row ranges */
+            float y1[21];
+            q_act_prepare(&one, type, x + 4 * cols, cols, 1, cols);
+            q_matmul(kt, &mt.m, &one, y1, rows, 0, 6);
+            q_matmul(kt, &mt.m, &one, y1, rows, 6, 13);
+            q_matmul(kt, &mt.m, &one, y1, rows, 13, rows);
+            CHECK_MSG(memcmp(y1, ref + 4 * rows, sizeof(y1)) == 0,
+                      "%s: %s: B = 1 row split changes results", q_info(type)->name,
+                      q_kernels_name(kt));
         }
         free(ref);
         free(y);
