@@ -522,8 +522,8 @@ ALWAYS_INLINE void fused_rows(const uint32_t T, const int NR, const int NB,
     }
 }
 
-/* Rows [r0, r1) for nb activation rows: up to 4 weight rows per step at
- * nb = 1 (where registers allow), 2 otherwise. */
+/* Rows [r0, r1) for nb activation rows: 4 weight rows per step at nb <= 2,
+ * 2 at nb = 3..4 (registers; measured on Zen 5). */
 ALWAYS_INLINE void fused(const uint32_t T, const struct q_matrix *w, const struct q_act *a,
                          int64_t b0, int nb, float *y, int64_t ldy, int64_t r0, int64_t r1,
                          float scale)
@@ -546,7 +546,12 @@ ALWAYS_INLINE void fused(const uint32_t T, const struct q_matrix *w, const struc
         for (; r < r1; r++)                                                                        \
             fused_rows(T, 1, n, w, a, b0, r, y, ldy, scale);                                       \
         break;
-        FUSED_NB(2)
+    case 2:
+        for (; r + 4 <= r1; r += 4)
+            fused_rows(T, 4, 2, w, a, b0, r, y, ldy, scale);
+        for (; r < r1; r++)
+            fused_rows(T, 1, 2, w, a, b0, r, y, ldy, scale);
+        break;
         FUSED_NB(3)
         FUSED_NB(4)
 #undef FUSED_NB
