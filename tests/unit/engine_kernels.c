@@ -320,6 +320,16 @@ TEST(matmul_long_rows)
                 memcpy(ref, y, sizeof(y));
             CHECK_MSG(memcmp(ref, y, sizeof(y)) == 0, "%s long rows: %s differs",
                       q_info(types[ti])->name, q_kernels_name(tables[k]));
+            /* the same bits for one activation row alone (the fused path) */
+            struct q_act one;
+            float y1[5];
+            q_act_init(&one, 1, cols);
+            q_act_prepare(&one, types[ti], x + 6 * cols, cols, 1, cols);
+            q_matmul(tables[k], &mt.m, &one, y1, rows, 0, rows);
+            CHECK_MSG(memcmp(y1, ref + 6 * rows, sizeof(y1)) == 0,
+                      "%s long rows: %s B = 1 differs from B = 11", q_info(types[ti])->name,
+                      q_kernels_name(tables[k]));
+            q_act_release(&one);
         }
         free(x);
         q_act_release(&a);
