@@ -75,22 +75,19 @@ ALWAYS_INLINE __m512 f16_dm_pair(const uint16_t *dm0, const uint16_t *dm1, float
     return spread2(f, 2);
 }
 
-/* Four UE4M3 bytes -> their half values (qk_ue4m3_half), each on 4 lanes. */
+/* Four UE4M3 bytes -> their half values (qk_ue4m3_half), each on 4 lanes.
+ * With bit 7 dropped, x << 7 is an f16 with the same exponent and mantissa
+ * fields, worth 2^-8 of the E4M3 value (subnormals included), so the half
+ * value is that f16 times 128 exactly; 0x7F alone decodes as 0 (ggml). */
 ALWAYS_INLINE __m512 ue4m3_lanes(const uint8_t *d)
 {
     uint32_t v;
     memcpy(&v, d, 4);
-    __m128i x = _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)v));
-    __m128i e = _mm_and_si128(_mm_srli_epi32(x, 3), _mm_set1_epi32(0xF));
-    __m128i m = _mm_and_si128(x, _mm_set1_epi32(7));
-    __m128i normal = _mm_or_si128(_mm_slli_epi32(_mm_add_epi32(e, _mm_set1_epi32(119)), 23),
-                                  _mm_slli_epi32(m, 20));
-    __m128 sub = _mm_mul_ps(_mm_cvtepi32_ps(m), _mm_set1_ps(0x1p-10f));
-    __mmask8 is_sub = _mm_cmpeq_epi32_mask(e, _mm_setzero_si128());
-    __mmask8 is_zero = _mm_cmpeq_epi32_mask(x, _mm_setzero_si128()) |
-                       _mm_cmpeq_epi32_mask(x, _mm_set1_epi32(0x7F));
-    __m128 s = _mm_mask_mov_ps(_mm_castsi128_ps(normal), is_sub, sub);
-    s = _mm_mask_mov_ps(s, is_zero, _mm_setzero_ps());
+    __m128i x = _mm_cvtepu8_epi16(_mm_cvtsi32_si128((int)v));
+    __m128i h = _mm_slli_epi16(_mm_and_si128(x, _mm_set1_epi16(0x7F)), 7);
+    __m128 s = _mm_mul_ps(_mm_cvtph_ps(h), _mm_set1_ps(128.0f));
+    __mmask8 nan = _mm_cmpeq_epi16_mask(x, _mm_set1_epi16(0x7F));
+    s = _mm_maskz_mov_ps((__mmask8)~nan, s);
     const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
     return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s));
 }
