@@ -144,7 +144,8 @@ int q_isa_from_name(const char *name);
 
 /*
  * y[b * ldy + r] = scale * dot(W row r, activation row b), for weight rows
- * r in [r0, r1) and every activation row b < a->rows. a must have been
+ * r in [r0, r1) and every activation row b < a->rows (k NULL: the best table
+ * for this CPU). a must have been
  * prepared for w->type (same q_vec_type, same cols; asserted). Each weight
  * block is read from memory once for all activation rows. The value for
  * (r, b) is bit-identical whatever a->rows, r0 and r1 are, and the same on

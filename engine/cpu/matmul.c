@@ -374,6 +374,8 @@ static void decode_rows(const struct q_kernels *k, const struct q_matrix *w, int
 void q_matmul(const struct q_kernels *k, const struct q_matrix *w, const struct q_act *a, float *y,
               int64_t ldy, int64_t r0, int64_t r1)
 {
+    if (!k)
+        k = q_kernels_select(Q_ISA_AUTO);
     assert(a->vec_type == q_vec_type(w->type) && a->cols == w->cols);
     assert(r0 >= 0 && r0 <= r1 && r1 <= w->rows);
     const bool is_float = qk_type_is_float(w->type), has_min = qk_type_has_min(w->type);

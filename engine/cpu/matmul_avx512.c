@@ -179,16 +179,21 @@ ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t n
         const struct blk_q4_k *b = (const struct blk_q4_k *)row + g / 4;
         const int c = (int)(g % 4);
         const __m256i m4 = _mm256_set1_epi8(0x0F);
-        float dd = h2f(b->d), dmin = h2f(b->dmin);
         int sc0, m0, sc1, m1;
         q4k_scale_min(b->scales, 2 * c, &sc0, &m0);
         q4k_scale_min(b->scales, 2 * c + 1, &sc1, &m1);
         __m256i y = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
         *w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(y, m4)),
                                 _mm256_and_si256(_mm256_srli_epi16(y, 4), m4), 1);
-        *dw = lanes2(dd * (float)sc0, dd * (float)sc1);
-        m[0] = -(dmin * (float)m0);
-        m[1] = -(dmin * (float)m1);
+        /* [d*sc0, d*sc1, dmin*m0, dmin*m1]: the products ggml's dequantization forms */
+        uint32_t ddm;
+        memcpy(&ddm, &b->d, 4);
+        __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)ddm)); /* d, dmin */
+        __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(_mm_set_epi32(m1, m0, sc1, sc0)),
+                              _mm_shuffle_ps(f, f, 0x50));
+        *dw = spread2(v, 1);
+        m[0] = -_mm_cvtss_f32(_mm_movehl_ps(v, v));
+        m[1] = -_mm_cvtss_f32(_mm_shuffle_ps(v, v, 3));
         break;
     }
     case Q_Q6_K: {
