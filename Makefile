@@ -16,6 +16,7 @@
 # the code picks a kernel at run time. CUDA objects are built when nvcc is found.
 
 BUILD    ?= build
+.DEFAULT_GOAL := all
 PREFIX   ?= /usr/local
 CC       ?= cc
 SAN      ?=
@@ -55,6 +56,12 @@ $(BUILD)/gen/version.h: FORCE
 	@echo '#define BUILD_VERSION "$(VERSION)"' > $@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 
+# ---- gnuplot chart templates (plots/*.gp), embedded into sweep ----
+$(BUILD)/gen/plot_templates.h: $(wildcard plots/*.gp) scripts/embed-templates.sh
+	@mkdir -p $(dir $@)
+	@sh scripts/embed-templates.sh $(sort $(wildcard plots/*.gp)) > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/runner/plot.o: $(BUILD)/gen/plot_templates.h
+
 # ---- sources ----
 COMMON_SRC := $(wildcard common/*.c)
 RUNNER_SRC := $(filter-out runner/main.c,$(wildcard runner/*.c))
@@ -82,7 +89,7 @@ RUNNER_LIBS = $(RUNNER_PC_LIBS) $(LDLIBS)
 ENGINE_LIBS = $(ENGINE_PC_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
 .PHONY: all run test bench fuzz models check format install clean help FORCE
-all: $(SWEEP) $(FP4SERVE) $(if $(wildcard tests/fakeserver/*.c),$(FAKESERVER)) $(TOOLS)
+all: $(SWEEP) $(FP4SERVE) $(FAKESERVER) $(TOOLS)
 
 # ---- compile rules ----
 $(BUILD)/obj/common/%.o: common/%.c | $(BUILD)/config.mk

@@ -5,12 +5,14 @@
 T_PASS=0
 T_FAIL=0
 T_PIDS=""
-: "${BUILD:=build}" "${SWEEP:=$BUILD/bin/sweep}" "${FP4SERVE:=$BUILD/bin/fp4serve}"
+: "${BUILD:=build}"
+case "$BUILD" in /*) ;; *) BUILD="$(pwd)/$BUILD" ;; esac # absolute, so tests may cd
+: "${SWEEP:=$BUILD/bin/sweep}" "${FP4SERVE:=$BUILD/bin/fp4serve}"
 : "${FAKESERVER:=$BUILD/bin/fakeserver}" "${TOPDIR:=$(pwd)}"
 T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/sweep-test.XXXXXX")
 
 t_cleanup() {
-    for p in $T_PIDS; do kill -KILL "$p" 2>/dev/null; done
+    for p in $T_PIDS; do { kill -KILL "$p" && wait "$p"; } 2>/dev/null; done
     rm -rf "$T_TMP"
 }
 trap t_cleanup EXIT

@@ -1,16 +1,14 @@
 #!/bin/sh
-# run.sh: `make bench` runs every tests/bench/bench_*.sh in turn. Benchmarks
-# print measurements (ratios measured side by side in one run); they never
-# pass or fail on speed. BENCH=substring runs a subset.
+# run.sh: `make bench` runs every tests/bench/bench_*.sh in name order. Each
+# prints its own table; benchmarks report ratios measured side by side in
+# one run and never pass or fail on speed.
 set -u
 BUILD=${BUILD:-build}
-export BUILD
+export BUILD SWEEP="$BUILD/bin/sweep" FP4SERVE="$BUILD/bin/fp4serve" FAKESERVER="$BUILD/bin/fakeserver"
 status=0
-for s in tests/bench/bench_*.sh; do
-    [ -f "$s" ] || continue
-    case "$s" in *"${BENCH:-}"*) ;; *) continue ;; esac
-    echo "== $(basename "$s" .sh)"
-    sh "$s" || { echo "$(basename "$s"): exit $?"; status=1; }
-    echo
+for b in tests/bench/bench_*.sh; do
+    [ -f "$b" ] || continue
+    echo "== $b"
+    bash "$b" || { echo "bench: $b exited with $?"; status=1; }
 done
 exit $status
