@@ -351,7 +351,7 @@ int q_isa_from_name(const char *name)
 
 union dec_buf {
     struct qk_dec q[QK_R];
-    float f[QK_R][QK_CHUNK];
+    float f[QK_R][QK_CHUNK_F];
 };
 
 /* Decode chunk [e0, e0 + n) of rows r .. r+nr-1 into buf; for F32 weights
@@ -374,12 +374,15 @@ static void decode_rows(const struct q_kernels *k, const struct q_matrix *w, int
 void q_matmul(const struct q_kernels *k, const struct q_matrix *w, const struct q_act *a, float *y,
               int64_t ldy, int64_t r0, int64_t r1)
 {
+    if (!k)
+        k = q_kernels_select(Q_ISA_AUTO);
     assert(a->vec_type == q_vec_type(w->type) && a->cols == w->cols);
     assert(r0 >= 0 && r0 <= r1 && r1 <= w->rows);
     const bool is_float = qk_type_is_float(w->type), has_min = qk_type_has_min(w->type);
     const int64_t cols = w->cols, nbatch = a->rows;
     const float scale = w->scale != 0.0f ? w->scale : 1.0f;
-    const bool one_chunk = cols <= QK_CHUNK;
+    const int64_t chunk = is_float ? QK_CHUNK_F : QK_CHUNK;
+    const bool one_chunk = cols <= chunk;
     union dec_buf buf;
     const float *frows[QK_R];
     float acc[QK_R * QK_T * 16], macc[QK_R * QK_T * 16];
@@ -394,8 +397,8 @@ void q_matmul(const struct q_kernels *k, const struct q_matrix *w, const struct 
             decode_rows(k, w, r, nr, 0, cols, &buf, frows);
         for (int64_t b0 = 0; b0 < nbatch; b0 += QK_T) {
             int nb = nbatch - b0 < QK_T ? (int)(nbatch - b0) : QK_T;
-            for (int64_t e0 = 0; e0 < cols; e0 += QK_CHUNK) {
-                int64_t n = cols - e0 < QK_CHUNK ? cols - e0 : QK_CHUNK;
+            for (int64_t e0 = 0; e0 < cols; e0 += chunk) {
+                int64_t n = cols - e0 < chunk ? cols - e0 : chunk;
                 struct qk_out out = {e0 == 0, e0 + n == cols, y, ldy, r, scale};
                 if (!one_chunk)
                     decode_rows(k, w, r, nr, e0, n, &buf, frows);

@@ -68,6 +68,21 @@ ALWAYS_INLINE __m256 halves(float s0, float s1)
     return _mm256_set_m128(_mm_set1_ps(s1), _mm_set1_ps(s0));
 }
 
+/* Four UE4M3 bytes -> their half values (qk_ue4m3_half). With bit 7 dropped,
+ * x << 7 is an f16 with the same fields worth 2^-8 of the E4M3 value
+ * (subnormals included), so the half value is that f16 times 128 exactly;
+ * 0x7F alone decodes as 0 (ggml). */
+ALWAYS_INLINE __m128 ue4m3_4(const uint8_t *d)
+{
+    uint32_t v;
+    memcpy(&v, d, 4);
+    __m128i x = _mm_cvtepu8_epi16(_mm_cvtsi32_si128((int)v));
+    __m128i h = _mm_slli_epi16(_mm_and_si128(x, _mm_set1_epi16(0x7F)), 7);
+    __m128 s = _mm_mul_ps(_mm_cvtph_ps(h), _mm_set1_ps(128.0f));
+    __m128i nan = _mm_cvtepi16_epi32(_mm_cmpeq_epi16(x, _mm_set1_epi16(0x7F)));
+    return _mm_andnot_ps(_mm_castsi128_ps(nan), s);
+}
+
 /*
  * Group g (elements 64g .. 64g+63) of a weight row in registers: int8 values
  * w[0] (elements 0..31) and w[1] (32..63), their lane scales dw[0], dw[1],
@@ -135,13 +150,15 @@ ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t n
     }
     case Q_NVFP4: {
         const struct blk_nvfp4 *b = (const struct blk_nvfp4 *)row + g;
+        __m128 sc = ue4m3_4(b->d);
+        dw[0] = _mm256_set_m128(_mm_shuffle_ps(sc, sc, 0x55), _mm_shuffle_ps(sc, sc, 0x00));
+        dw[1] = _mm256_set_m128(_mm_shuffle_ps(sc, sc, 0xFF), _mm_shuffle_ps(sc, sc, 0xAA));
         for (int h = 0; h < 2; h++) {
             /* 16 bytes = sub-blocks 2h and 2h+1: per 8 bytes, low nibbles then high */
             __m128i x = _mm_loadu_si128((const __m128i *)(b->qs + 16 * h));
             __m128i lo = _mm_unpacklo_epi64(x, _mm_srli_epi16(x, 4));
             __m128i hi = _mm_unpackhi_epi64(x, _mm_srli_epi16(x, 4));
             w[h] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_set_m128i(hi, lo), m4));
-            dw[h] = halves(qk_ue4m3_half(b->d[2 * h]), qk_ue4m3_half(b->d[2 * h + 1]));
         }
         break;
     }

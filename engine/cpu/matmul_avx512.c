@@ -75,22 +75,19 @@ ALWAYS_INLINE __m512 f16_dm_pair(const uint16_t *dm0, const uint16_t *dm1, float
     return spread2(f, 2);
 }
 
-/* Four UE4M3 bytes -> their half values (qk_ue4m3_half), each on 4 lanes. */
+/* Four UE4M3 bytes -> their half values (qk_ue4m3_half), each on 4 lanes.
+ * With bit 7 dropped, x << 7 is an f16 with the same exponent and mantissa
+ * fields, worth 2^-8 of the E4M3 value (subnormals included), so the half
+ * value is that f16 times 128 exactly; 0x7F alone decodes as 0 (ggml). */
 ALWAYS_INLINE __m512 ue4m3_lanes(const uint8_t *d)
 {
     uint32_t v;
     memcpy(&v, d, 4);
-    __m128i x = _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)v));
-    __m128i e = _mm_and_si128(_mm_srli_epi32(x, 3), _mm_set1_epi32(0xF));
-    __m128i m = _mm_and_si128(x, _mm_set1_epi32(7));
-    __m128i normal = _mm_or_si128(_mm_slli_epi32(_mm_add_epi32(e, _mm_set1_epi32(119)), 23),
-                                  _mm_slli_epi32(m, 20));
-    __m128 sub = _mm_mul_ps(_mm_cvtepi32_ps(m), _mm_set1_ps(0x1p-10f));
-    __mmask8 is_sub = _mm_cmpeq_epi32_mask(e, _mm_setzero_si128());
-    __mmask8 is_zero = _mm_cmpeq_epi32_mask(x, _mm_setzero_si128()) |
-                       _mm_cmpeq_epi32_mask(x, _mm_set1_epi32(0x7F));
-    __m128 s = _mm_mask_mov_ps(_mm_castsi128_ps(normal), is_sub, sub);
-    s = _mm_mask_mov_ps(s, is_zero, _mm_setzero_ps());
+    __m128i x = _mm_cvtepu8_epi16(_mm_cvtsi32_si128((int)v));
+    __m128i h = _mm_slli_epi16(_mm_and_si128(x, _mm_set1_epi16(0x7F)), 7);
+    __m128 s = _mm_mul_ps(_mm_cvtph_ps(h), _mm_set1_ps(128.0f));
+    __mmask8 nan = _mm_cmpeq_epi16_mask(x, _mm_set1_epi16(0x7F));
+    s = _mm_maskz_mov_ps((__mmask8)~nan, s);
     const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
     return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s));
 }
@@ -182,16 +179,21 @@ ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t n
         const struct blk_q4_k *b = (const struct blk_q4_k *)row + g / 4;
         const int c = (int)(g % 4);
         const __m256i m4 = _mm256_set1_epi8(0x0F);
-        float dd = h2f(b->d), dmin = h2f(b->dmin);
         int sc0, m0, sc1, m1;
         q4k_scale_min(b->scales, 2 * c, &sc0, &m0);
         q4k_scale_min(b->scales, 2 * c + 1, &sc1, &m1);
         __m256i y = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
         *w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(y, m4)),
                                 _mm256_and_si256(_mm256_srli_epi16(y, 4), m4), 1);
-        *dw = lanes2(dd * (float)sc0, dd * (float)sc1);
-        m[0] = -(dmin * (float)m0);
-        m[1] = -(dmin * (float)m1);
+        /* [d*sc0, d*sc1, dmin*m0, dmin*m1]: the products ggml's dequantization forms */
+        uint32_t ddm;
+        memcpy(&ddm, &b->d, 4);
+        __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)ddm)); /* d, dmin */
+        __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(_mm_set_epi32(m1, m0, sc1, sc0)),
+                              _mm_shuffle_ps(f, f, 0x50));
+        *dw = spread2(v, 1);
+        m[0] = -_mm_cvtss_f32(_mm_movehl_ps(v, v));
+        m[1] = -_mm_cvtss_f32(_mm_shuffle_ps(v, v, 3));
         break;
     }
     case Q_Q6_K: {
@@ -416,17 +418,48 @@ ALWAYS_INLINE void dotq_tile(const bool UNS, const struct qk_dec *dec, const int
     DOTQ_CASE(uns, nr, 7)                                                                          \
     DOTQ_CASE(uns, nr, 8)
 
-static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
-                  const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
-                  const struct qk_out *out)
+static void dot_q_part(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
+                       const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
+                       const struct qk_out *out)
 {
     switch ((int)has_min * 256 + nr * 16 + nb) {
         DOTQ_CASES(0, 1)
         DOTQ_CASES(0, 2)
         DOTQ_CASES(1, 1)
         DOTQ_CASES(1, 2)
+        DOTQ_CASE(0, 3, 1)
+        DOTQ_CASE(0, 3, 2)
+        DOTQ_CASE(0, 3, 3)
+        DOTQ_CASE(0, 3, 4)
+        DOTQ_CASE(1, 3, 1)
+        DOTQ_CASE(1, 3, 2)
+        DOTQ_CASE(1, 3, 3)
+        DOTQ_CASE(1, 3, 4)
+        DOTQ_CASE(0, 4, 1)
+        DOTQ_CASE(0, 4, 2)
+        DOTQ_CASE(0, 4, 3)
+        DOTQ_CASE(0, 4, 4)
+        DOTQ_CASE(1, 4, 1)
+        DOTQ_CASE(1, 4, 2)
+        DOTQ_CASE(1, 4, 3)
+        DOTQ_CASE(1, 4, 4)
     default:
         break;
+    }
+}
+
+/* Register tiles: up to 2 weight rows x 8 activation rows, or 3-4 x 4. */
+static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
+                  const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
+                  const struct qk_out *out)
+{
+    if (nr <= 2) {
+        dot_q_part(dec, nr, npad, e0, has_min, a, b0, nb, acc, macc, out);
+        return;
+    }
+    for (int t = 0; t < nb; t += 4) {
+        int n = nb - t < 4 ? nb - t : 4;
+        dot_q_part(dec, nr, npad, e0, has_min, a, b0 + t, n, acc + 16 * t, macc + 16 * t, out);
     }
 }
 
@@ -491,8 +524,8 @@ ALWAYS_INLINE void fused_rows(const uint32_t T, const int NR, const int NB,
     }
 }
 
-/* Rows [r0, r1) for nb activation rows: up to 4 weight rows per step at
- * nb = 1 (where registers allow), 2 otherwise. */
+/* Rows [r0, r1) for nb activation rows: 4 weight rows per step at nb <= 2,
+ * 2 at nb = 3..4 (registers; measured on Zen 5). */
 ALWAYS_INLINE void fused(const uint32_t T, const struct q_matrix *w, const struct q_act *a,
                          int64_t b0, int nb, float *y, int64_t ldy, int64_t r0, int64_t r1,
                          float scale)
@@ -515,7 +548,12 @@ ALWAYS_INLINE void fused(const uint32_t T, const struct q_matrix *w, const struc
         for (; r < r1; r++)                                                                        \
             fused_rows(T, 1, n, w, a, b0, r, y, ldy, scale);                                       \
         break;
-        FUSED_NB(2)
+    case 2:
+        for (; r + 4 <= r1; r += 4)
+            fused_rows(T, 4, 2, w, a, b0, r, y, ldy, scale);
+        for (; r < r1; r++)
+            fused_rows(T, 1, 2, w, a, b0, r, y, ldy, scale);
+        break;
         FUSED_NB(3)
         FUSED_NB(4)
 #undef FUSED_NB
@@ -586,8 +624,8 @@ ALWAYS_INLINE void dotf_tile(const float *const *w, const int NR, int64_t n, int
         dotf_tile(w, nr, n, e0, a, b0, nb, acc, out);                                              \
         break;
 
-static void dot_f(const float *const *w, int nr, int64_t n, int64_t e0, const struct q_act *a,
-                  int64_t b0, int nb, float *acc, const struct qk_out *out)
+static void dot_f2(const float *const *w, int nr, int64_t n, int64_t e0, const struct q_act *a,
+                   int64_t b0, int nb, float *acc, const struct qk_out *out)
 {
     switch (nr * 16 + nb) {
         DOTF_CASE(1, 1)
@@ -608,6 +646,17 @@ static void dot_f(const float *const *w, int nr, int64_t n, int64_t e0, const st
         DOTF_CASE(2, 8)
     default:
         break;
+    }
+}
+
+/* Float tiles of up to 2 weight rows x 8 activation rows. */
+static void dot_f(const float *const *w, int nr, int64_t n, int64_t e0, const struct q_act *a,
+                  int64_t b0, int nb, float *acc, const struct qk_out *out)
+{
+    for (int r = 0; r < nr; r += 2) {
+        struct qk_out o = *out;
+        o.r += r;
+        dot_f2(w + r, nr - r < 2 ? nr - r : 2, n, e0, a, b0, nb, acc + r * QK_T * 16, &o);
     }
 }
 

@@ -162,9 +162,10 @@ static inline const float *qk_act_f(const struct q_act *a, int64_t row)
  *   sum_l isum_l * (dw_l * da_l)  +  sum_k mw_k * sa_k   (k: 32-blocks)
  * The chunk is padded with zeros to a multiple of 64 elements.
  */
-#define QK_CHUNK 4096 /* elements per decode chunk (multiple of 512) */
-#define QK_R     2    /* weight rows per tile */
-#define QK_T     8    /* activation rows per tile (accumulator arrays) */
+#define QK_CHUNK   4096 /* elements per decode chunk (multiple of 512) */
+#define QK_CHUNK_F 2048 /* the same for F16/BF16 rows decoded to f32 */
+#define QK_R       4    /* weight rows per tile */
+#define QK_T       8    /* activation rows per tile (accumulator arrays) */
 
 struct qk_dec {
     int8_t w[QK_CHUNK];      /* weight values (offsets such as -8 applied) */

@@ -220,15 +220,31 @@ TEST(matmul_isa_equal_and_batch_invariant)
             }
             CHECK_MSG(diff == 0, "%s: %s: %d of 16 rows differ alone vs batched",
                       q_info(type)->name, q_kernels_name(kt), diff);
-            /* and inside a batch of 7 (a tile size that leaves a remainder) */
-            struct q_act seven;
-            q_act_init(&seven, 7, cols);
-            q_act_prepare(&seven, type, x + 9 * cols, cols, 7, cols);
-            float y7[7 * 21];
-            q_matmul(kt, &mt.m, &seven, y7, rows, 0, rows);
-            CHECK_MSG(memcmp(y7, ref + 9 * rows, sizeof(y7)) == 0, "%s: %s: batch of 7 differs",
-                      q_info(type)->name, q_kernels_name(kt));
-            q_act_release(&seven);
+            /* and inside batches of 3 (the fused small-batch kernels) and 7 (a
+             * tile size that leaves a remainder), over uneven row ranges */
+            static const int sizes[] = {3, 7};
+            for (int si = 0; si < 2; si++) {
+                int n = sizes[si];
+                struct q_act part;
+                float yp[7 * 21];
+                q_act_init(&part, n, cols);
+                q_act_prepare(&part, type, x + 9 * cols, cols, n, cols);
+                q_matmul(kt, &mt.m, &part, yp, rows, 0, 7);
+                q_matmul(kt, &mt.m, &part, yp, rows, 7, 10);
+                q_matmul(kt, &mt.m, &part, yp, rows, 10, rows);
+                CHECK_MSG(memcmp(yp, ref + 9 * rows, sizeof(float) * (size_t)(n * rows)) == 0,
+                          "%s: %s: batch of %d differs", q_info(type)->name, q_kernels_name(kt), n);
+                q_act_release(&part);
+            }
+            /* a single activation row over uneven row ranges */
+            float y1[21];
+            q_act_prepare(&one, type, x + 4 * cols, cols, 1, cols);
+            q_matmul(kt, &mt.m, &one, y1, rows, 0, 6);
+            q_matmul(kt, &mt.m, &one, y1, rows, 6, 13);
+            q_matmul(kt, &mt.m, &one, y1, rows, 13, rows);
+            CHECK_MSG(memcmp(y1, ref + 4 * rows, sizeof(y1)) == 0,
+                      "%s: %s: B = 1 row split changes results", q_info(type)->name,
+                      q_kernels_name(kt));
         }
         free(ref);
         free(y);
@@ -252,34 +268,43 @@ TEST(decoders_match_portable)
         uint32_t type = qtypes[ti];
         const struct q_type_info *info = q_info(type);
         int64_t n = type == Q_Q4_K || type == Q_Q6_K ? 1024 : type == Q_NVFP4 ? 960 : 992;
-        for (size_t i = 0; i < sizeof(raw); i++)
-            raw[i] = (uint8_t)rng_u64();
-        /* keep f16 scales finite: clear the top exponent bit of every f16 field */
-        for (int64_t k = 0; k < n / info->block; k++) {
-            uint8_t *b = raw + k * info->bytes;
-            if (type == Q_Q6_K)
-                b[209] &= 0x3F;
-            else if (type == Q_Q4_0 || type == Q_Q4_1 || type == Q_Q5_0 || type == Q_Q5_1 ||
-                     type == Q_Q8_0 || type == Q_Q4_K) {
-                b[1] &= 0x3F;
-                if (type == Q_Q4_1 || type == Q_Q5_1 || type == Q_Q4_K)
-                    b[3] &= 0x3F;
+        int64_t nblk = n / info->block, npad = qk_round_up(n, 64);
+        int scale_code = 0, bad = 0;
+        for (int iter = 0; iter < 24; iter++) {
+            for (size_t i = 0; i < sizeof(raw); i++)
+                raw[i] = (uint8_t)rng_u64();
+            for (int64_t k = 0; k < nblk; k++) {
+                uint8_t *b = raw + k * info->bytes;
+                /* FP4 scale bytes: every code 0..255 in turn (NaN codes included) */
+                if (type == Q_MXFP4)
+                    b[0] = (uint8_t)scale_code++;
+                if (type == Q_NVFP4)
+                    for (int j = 0; j < 4; j++)
+                        b[j] = (uint8_t)scale_code++;
+                /* f16 scales finite: clear the top exponent bit of every f16 field */
+                if (type == Q_Q6_K)
+                    b[209] &= 0x3F;
+                else if (type != Q_MXFP4 && type != Q_NVFP4) {
+                    b[1] &= 0x3F;
+                    if (qk_type_has_min(type))
+                        b[3] &= 0x3F;
+                }
+            }
+            memset(&ref, 0x55, sizeof(ref));
+            qk_portable.decode[type](raw, 0, n, &ref);
+            for (int k = 1; k < n_tables; k++) {
+                memset(&got, 0xAA, sizeof(got));
+                tables[k]->decode[type](raw, 0, n, &got);
+                bad += memcmp(ref.w, got.w, (size_t)npad) != 0;
+                bad += memcmp(ref.dw, got.dw, (size_t)npad) != 0;
+                if (qk_type_has_min(type))
+                    bad += memcmp(ref.mw, got.mw, (size_t)qk_nsum(npad) * sizeof(float)) != 0;
             }
         }
-        memset(&ref, 0x55, sizeof(ref));
-        qk_portable.decode[type](raw, 0, n, &ref);
-        int64_t npad = qk_round_up(n, 64);
-        for (int k = 1; k < n_tables; k++) {
-            memset(&got, 0xAA, sizeof(got));
-            tables[k]->decode[type](raw, 0, n, &got);
-            CHECK_MSG(memcmp(ref.w, got.w, (size_t)npad) == 0, "%s %s: weights differ", info->name,
-                      q_kernels_name(tables[k]));
-            CHECK_MSG(memcmp(ref.dw, got.dw, (size_t)npad) == 0, "%s %s: scales differ", info->name,
-                      q_kernels_name(tables[k]));
-            if (qk_type_has_min(type))
-                CHECK_MSG(memcmp(ref.mw, got.mw, (size_t)npad / 32 * sizeof(float)) == 0,
-                          "%s %s: mins differ", info->name, q_kernels_name(tables[k]));
-        }
+        CHECK_MSG(bad == 0, "%s: %d decoded buffers differ from the portable decoder", info->name,
+                  bad);
+        if (type == Q_MXFP4 || type == Q_NVFP4)
+            CHECK(scale_code >= 256);
     }
 }
 
@@ -304,6 +329,16 @@ TEST(matmul_long_rows)
                 memcpy(ref, y, sizeof(y));
             CHECK_MSG(memcmp(ref, y, sizeof(y)) == 0, "%s long rows: %s differs",
                       q_info(types[ti])->name, q_kernels_name(tables[k]));
+            /* the same bits for one activation row alone (the fused path) */
+            struct q_act one;
+            float y1[5];
+            q_act_init(&one, 1, cols);
+            q_act_prepare(&one, types[ti], x + 6 * cols, cols, 1, cols);
+            q_matmul(tables[k], &mt.m, &one, y1, rows, 0, rows);
+            CHECK_MSG(memcmp(y1, ref + 6 * rows, sizeof(y1)) == 0,
+                      "%s long rows: %s B = 1 differs from B = 11", q_info(types[ti])->name,
+                      q_kernels_name(tables[k]));
+            q_act_release(&one);
         }
         free(x);
         q_act_release(&a);
