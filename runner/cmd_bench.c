@@ -5,6 +5,7 @@
  * stdout and optionally one JSON line per request. `sweep run` starts it as
  * a child for `bench.tool: builtin` and keeps its output as the point log.
  */
+#include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -157,10 +158,16 @@ int cmd_bench(int argc, char **argv)
     cfg.base_url = url;
     cfg.seed = (uint64_t)seed;
 
+    /* once for the process: lg_probe and lg_run then only take references,
+     * so TLS libraries are not set up twice (and not inside the measurement) */
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct lg_result res = {0};
+    int rc = RN_OK;
     struct lg_server_info info;
     if (lg_probe(url, cfg.connect_timeout_s + 10, &info, &err) != 0) {
         fprintf(stderr, "sweep bench: %s (is the server running?)\n", err.msg);
-        return err.code;
+        rc = err.code;
+        goto out;
     }
     cfg.model = model ? model : info.model[0] ? info.model : NULL;
     cfg.vocab_size = vocab ? vocab : info.n_vocab ? info.n_vocab : DEFAULT_VOCAB;
@@ -194,8 +201,6 @@ int cmd_bench(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     double cpu0 = cpu_seconds();
-    struct lg_result res;
-    int rc = RN_OK;
     if (lg_run(&cfg, &res, &err) != 0) {
         fprintf(stderr, "sweep bench: %s\n", err.msg);
         rc = err.code;
@@ -221,5 +226,6 @@ int cmd_bench(int argc, char **argv)
     }
 out:
     lg_result_release(&res);
+    curl_global_cleanup();
     return rc;
 }
