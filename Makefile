@@ -16,6 +16,7 @@
 # the code picks a kernel at run time. CUDA objects are built when nvcc is found.
 
 BUILD    ?= build
+.DEFAULT_GOAL := all
 PREFIX   ?= /usr/local
 CC       ?= cc
 SAN      ?=
@@ -54,6 +55,12 @@ $(BUILD)/gen/version.h: FORCE
 	@mkdir -p $(dir $@)
 	@echo '#define BUILD_VERSION "$(VERSION)"' > $@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+
+# ---- gnuplot chart templates (plots/*.gp), embedded into sweep ----
+$(BUILD)/gen/plot_templates.h: $(wildcard plots/*.gp) scripts/embed-templates.sh
+	@mkdir -p $(dir $@)
+	@sh scripts/embed-templates.sh $(sort $(wildcard plots/*.gp)) > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/runner/plot.o: $(BUILD)/gen/plot_templates.h
 
 # ---- sources ----
 COMMON_SRC := $(wildcard common/*.c)

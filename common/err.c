@@ -32,5 +32,13 @@ void err_prefix(struct err *e, const char *fmt, ...)
     va_end(ap);
     char old[sizeof(e->msg)];
     memcpy(old, e->msg, sizeof(old));
-    snprintf(e->msg, sizeof(e->msg), "%s: %s", pre, old);
+    size_t n = strlen(pre);
+    if (n > sizeof(e->msg) - 3)
+        n = sizeof(e->msg) - 3;
+    memcpy(e->msg, pre, n);
+    memcpy(e->msg + n, ": ", 2);
+    size_t rest = sizeof(e->msg) - n - 3;
+    size_t m = strnlen(old, rest);
+    memcpy(e->msg + n + 2, old, m);
+    e->msg[n + 2 + m] = '\0';
 }

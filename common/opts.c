@@ -1,6 +1,7 @@
 /* opts: flag tables -> parsing, validation and help text. */
 #include "opts.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "strutil.h"

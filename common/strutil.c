@@ -43,30 +43,31 @@ bool str_ends_with(const char *s, const char *suffix)
     return n >= m && memcmp(s + n - m, suffix, m) == 0;
 }
 
+/* Optimal string alignment distance: insertions, deletions, substitutions
+ * and swaps of two adjacent letters each cost 1 ("nmae" -> "name" is 1). */
 unsigned str_distance(const char *a, const char *b)
 {
     size_t n = strlen(a), m = strlen(b);
     if (n > 64 || m > 64)
         return 255;
-    unsigned row[65];
+    unsigned d[65][65];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (unsigned)i;
     for (size_t j = 0; j <= m; j++)
-        row[j] = (unsigned)j;
-    for (size_t i = 1; i <= n; i++) {
-        unsigned prev = row[0];
-        row[0] = (unsigned)i;
+        d[0][j] = (unsigned)j;
+    for (size_t i = 1; i <= n; i++)
         for (size_t j = 1; j <= m; j++) {
-            unsigned cur = row[j];
-            unsigned cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            unsigned best = prev + cost;
-            if (row[j] + 1 < best)
-                best = row[j] + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            prev = cur;
+            unsigned best = d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
         }
-    }
-    return row[m] > 255 ? 255 : row[m];
+    return d[n][m] > 255 ? 255 : d[n][m];
 }
 
 const char *str_suggest(const char *word, const char *const *candidates)

@@ -42,13 +42,14 @@ struct exp_kv {
 struct exp_server {
     enum exp_engine engine;
     struct strvec command; /* engine: command: argv templates, unexpanded */
-    char *model;           /* model path template; may be NULL for engine: command */
+    char *model;           /* model path template (relative paths: to the working folder);
+                              may be NULL for engine: command */
     char *host;            /* default "127.0.0.1" */
     long port;             /* 0 = auto (a free loopback port) */
     struct exp_kv *flags;  /* appended as --key value; "true" -> --key; "false" -> omitted */
     size_t n_flags;
-    struct strvec args;    /* extra argv templates, verbatim after the flags */
-    struct exp_kv *env;    /* added to the server's environment */
+    struct strvec args; /* extra argv templates, verbatim after the flags */
+    struct exp_kv *env; /* added to the server's environment */
     size_t n_env;
     char *ready_path;       /* default "/health" */
     double ready_timeout_s; /* default 600 */
@@ -61,14 +62,14 @@ struct exp_point {
 };
 
 struct exp_bench {
-    enum exp_tool tool;    /* default builtin */
-    struct strvec command; /* tool: command: argv templates, unexpanded */
-    long input_len;        /* tokens per prompt, default 256 */
-    long output_len;       /* max_tokens per request, default 128 */
-    long warmup;           /* warmup requests per point, default 2 */
-    double request_rate;   /* req/s for an open-loop builtin client; 0 = closed loop */
-    double timeout_s;      /* per point, default 1800 */
-    long repeat;           /* runs per point, default 1 */
+    enum exp_tool tool;     /* default builtin */
+    struct strvec command;  /* tool: command: argv templates, unexpanded */
+    long input_len;         /* tokens per prompt, default 256 */
+    long output_len;        /* max_tokens per request, default 128 */
+    long warmup;            /* warmup requests per point, default 2 */
+    double request_rate;    /* req/s for an open-loop builtin client; 0 = closed loop */
+    double timeout_s;       /* per point, default 1800 */
+    long repeat;            /* runs per point, default 1 */
     struct exp_point *grid; /* in file order, duplicates removed */
     size_t n_grid;
 };
@@ -79,7 +80,7 @@ struct exp_pattern {
 };
 
 struct exp_metrics {
-    char *preset;                /* default "sglang" */
+    char *preset;                 /* default "sglang" */
     struct exp_pattern *patterns; /* user patterns, override or add */
     size_t n_patterns;
     struct strvec require; /* default output_throughput, median_tpot_ms */
@@ -94,13 +95,13 @@ struct exp_variant {
 };
 
 struct experiment {
-    char *path;        /* the file it came from */
-    char *name;        /* [A-Za-z0-9._-]+, names the results folder */
-    char *description; /* may be "" */
+    char *path;                   /* the file it came from */
+    char *name;                   /* [A-Za-z0-9._-]+, names the results folder */
+    char *description;            /* may be "" */
     struct exp_variant *variants; /* >= 1 */
     size_t n_variants;
-    char *fit_x; /* analysis.fit.x, default "concurrency" */
-    char *fit_y; /* analysis.fit.y, default "median_tpot_ms" */
+    char *fit_x;         /* analysis.fit.x, default "concurrency" */
+    char *fit_y;         /* analysis.fit.y, default "median_tpot_ms" */
     struct strvec plots; /* chart names, default throughput, tpot, ttft */
 };
 
@@ -113,19 +114,23 @@ struct experiment {
  */
 int exp_load_file(const char *path, struct experiment *exp, struct err *err);
 /* The same from memory; display_name stands in for the path in messages. */
-int exp_load_string(const char *display_name, const char *text, size_t len,
-                    struct experiment *exp, struct err *err);
+int exp_load_string(const char *display_name, const char *text, size_t len, struct experiment *exp,
+                    struct err *err);
 void exp_release(struct experiment *exp);
 
 /* The variant called name, or NULL. */
 const struct exp_variant *exp_find_variant(const struct experiment *exp, const char *name);
 
 /* Print the schema (every key: type, default, unit, meaning) as generated
- * from the key table: `sweep check --schema` and the README section. */
+ * from the key table: `sweep check --schema` and the README section, a
+ * markdown table plus notes on templates, variants and limits. */
 void exp_print_schema(FILE *f);
 
 /* The experiment as resolved (defaults filled in, variants listed in full)
- * as YAML that exp_load_string accepts again: results/.../experiment.yaml. */
+ * as YAML that exp_load_string accepts again: results/.../experiment.yaml.
+ * One variant called "default" dumps flat; otherwise every variant appears
+ * in full under variants:. The grid is dumped as its resolved "C:P" points.
+ * Appends to out (truncated, with a final comment, past out's cap). */
 void exp_dump_yaml(const struct experiment *exp, struct buf *out);
 
 #endif

@@ -79,6 +79,8 @@ TEST(suggest_close_names)
     const char *names[] = {"concurrency", "prompts", "input_len", NULL};
     CHECK_STR(str_suggest("concurency", names), "concurrency");
     CHECK(str_suggest("zzz", names) == NULL);
+    CHECK_INT(str_distance("nmae", "name"), 1);
+    CHECK_INT(str_distance("kitten", "sitting"), 3);
 }
 
 TEST(sha256_known_vectors)

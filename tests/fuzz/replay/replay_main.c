@@ -16,7 +16,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MUTATIONS 64
-#define MAX_INPUT (1u << 20)
+#define REPLAY_MAX_INPUT (1u << 20)
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next(void)
@@ -37,9 +37,9 @@ static void run_file(const char *path, int *count)
         perror(path);
         exit(1);
     }
-    unsigned char *data = malloc(MAX_INPUT); /* allow: test tool outside the xalloc build */
-    unsigned char *mut = malloc(MAX_INPUT * 2 + 64); /* allow: test tool */
-    size_t n = fread(data, 1, MAX_INPUT, f);
+    unsigned char *data = malloc(REPLAY_MAX_INPUT); /* allow: test tool outside the xalloc build */
+    unsigned char *mut = malloc(REPLAY_MAX_INPUT * 2 + 64); /* allow: test tool */
+    size_t n = fread(data, 1, REPLAY_MAX_INPUT, f);
     fclose(f);
     LLVMFuzzerTestOneInput(data, n);
     for (int m = 0; m < MUTATIONS; m++) {
@@ -57,7 +57,7 @@ static void run_file(const char *path, int *count)
                     len = next() % len;
                 break;
             case 2: /* insert a random byte */
-                if (len < MAX_INPUT) {
+                if (len < REPLAY_MAX_INPUT) {
                     size_t at = len ? next() % (len + 1) : 0;
                     memmove(mut + at + 1, mut + at, len - at);
                     mut[at] = (unsigned char)next();
@@ -71,10 +71,10 @@ static void run_file(const char *path, int *count)
                 }
                 break;
             case 4: /* splice the previous file's tail */
-                if (prev_len && len < MAX_INPUT) {
+                if (prev_len && len < REPLAY_MAX_INPUT) {
                     size_t take = next() % (prev_len + 1);
-                    if (take > MAX_INPUT - len)
-                        take = MAX_INPUT - len;
+                    if (take > REPLAY_MAX_INPUT - len)
+                        take = REPLAY_MAX_INPUT - len;
                     memcpy(mut + len, prev + prev_len - take, take);
                     len += take;
                 }
