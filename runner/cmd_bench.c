@@ -5,6 +5,7 @@
  * stdout and optionally one JSON line per request. `sweep run` starts it as
  * a child for `bench.tool: builtin` and keeps its output as the point log.
  */
+#include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,21 @@ static double cpu_seconds(void)
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
+/* One socket per request in flight: lift the soft limit on open files
+ * (often 1024) to the hard one when the concurrency needs it. */
+static void raise_fd_limit(long concurrency)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= (rlim_t)concurrency + 64)
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < (rlim_t)concurrency + 64)
+        fprintf(stderr,
+                "sweep bench: warning: the open-file limit (%ld) is low for %ld "
+                "connections; raise it with ulimit -n\n",
+                (long)rl.rlim_cur, concurrency);
+}
+
 /* Up to five failures, on stderr, so a log says why without the JSONL. */
 static void print_failures(const struct lg_result *res, const struct lgr_summary *sum)
 {
@@ -87,6 +103,7 @@ int cmd_bench(int argc, char **argv)
     };
     const char *url = NULL, *model = NULL, *jsonl = NULL;
     long seed = 42, vocab = 0;
+    bool no_preconnect = false;
     cfg.concurrency = 0;
     cfg.n_prompts = 0;
     const struct opt opts[] = {
@@ -118,6 +135,8 @@ int cmd_bench(int argc, char **argv)
          "fail a request still running after S seconds; 0 = no limit (default 1800)", 0, 1e7},
         {"connect-timeout", 0, OPT_DOUBLE, &cfg.connect_timeout_s, "S",
          "TCP connect limit in seconds (default 10)", 0.01, 1e4},
+        {"no-preconnect", 0, OPT_BOOL, &no_preconnect, NULL,
+         "do not open the connections (GET /v1/models) before the first request"},
     };
     const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
@@ -139,15 +158,23 @@ int cmd_bench(int argc, char **argv)
     cfg.base_url = url;
     cfg.seed = (uint64_t)seed;
 
+    /* once for the process: lg_probe and lg_run then only take references,
+     * so TLS libraries are not set up twice (and not inside the measurement) */
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct lg_result res = {0};
+    int rc = RN_OK;
     struct lg_server_info info;
     if (lg_probe(url, cfg.connect_timeout_s + 10, &info, &err) != 0) {
         fprintf(stderr, "sweep bench: %s (is the server running?)\n", err.msg);
-        return err.code;
+        rc = err.code;
+        goto out;
     }
     cfg.model = model ? model : info.model[0] ? info.model : NULL;
     cfg.vocab_size = vocab ? vocab : info.n_vocab ? info.n_vocab : DEFAULT_VOCAB;
     bool chat = strstr(cfg.endpoint, "chat") != NULL;
+    cfg.preconnect = !no_preconnect;
     cfg.progress = isatty(STDERR_FILENO);
+    raise_fd_limit(cfg.concurrency);
     cfg.stop = &stop_flag;
 
     printf("#sweep bench %s: %s%s\n", BUILD_VERSION, url, cfg.endpoint);
@@ -174,8 +201,6 @@ int cmd_bench(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     double cpu0 = cpu_seconds();
-    struct lg_result res;
-    int rc = RN_OK;
     if (lg_run(&cfg, &res, &err) != 0) {
         fprintf(stderr, "sweep bench: %s\n", err.msg);
         rc = err.code;
@@ -201,5 +226,6 @@ int cmd_bench(int argc, char **argv)
     }
 out:
     lg_result_release(&res);
+    curl_global_cleanup();
     return rc;
 }

@@ -242,6 +242,9 @@ struct lg_ctx {
     bool open_loop; /* this phase sends on the schedule */
     bool stopped;   /* the stop flag was seen */
     uint64_t next_sweep_ns, next_progress_ns;
+    CURL **pre; /* connection openers, n_pre of them; NULL once done */
+    size_t n_pre;
+    size_t n_preconnect;  /* connection openers still running */
     size_t n_finished;    /* records finished so far, both phases */
     long tokens_finished; /* output tokens of finished measured requests */
 };
@@ -381,9 +384,18 @@ static size_t reap(struct lg_ctx *lg)
             continue;
         CURL *easy = m->easy_handle;
         CURLcode cc = m->data.result;
-        struct slot *s;
+        struct slot *s = NULL;
         curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&s);
-        classify_done(lg, s, cc);
+        if (s) {
+            classify_done(lg, s, cc);
+        } else { /* a connection opener: its connection stays in the cache */
+            for (size_t i = 0; i < lg->n_pre; i++)
+                if (lg->pre[i] == easy)
+                    lg->pre[i] = NULL;
+            curl_multi_remove_handle(lg->multi, easy);
+            curl_easy_cleanup(easy);
+            lg->n_preconnect--;
+        }
         n++;
     }
     return n;
@@ -524,6 +536,51 @@ static void wait_events(struct lg_ctx *lg)
         curl_timeout_action(lg);
 }
 
+static size_t discard(char *p, size_t size, size_t nmemb, void *ud)
+{
+    return size * nmemb;
+}
+
+/*
+ * Open k keep-alive connections before anything is measured, with k
+ * concurrent GET /v1/models, and wait for them: the requests then find warm
+ * connections in libcurl's cache, so no TTFT contains a TCP handshake (or a
+ * server's accept-and-spawn). Failures are ignored here: a server that
+ * cannot be reached shows up as connect errors of the real requests.
+ */
+static void preconnect(struct lg_ctx *lg, size_t k)
+{
+    const struct lg_config *cfg = lg->cfg;
+    char *url = join_url(cfg->base_url, "/v1/models");
+    lg->pre = xcalloc(k ? k : 1, sizeof(*lg->pre));
+    for (size_t i = 0; i < k; i++) {
+        CURL *e = lg->pre[lg->n_pre++] = curl_easy_init();
+        curl_easy_setopt(e, CURLOPT_URL, url);
+        curl_easy_setopt(e, CURLOPT_PROXY, "");
+        curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(cfg->connect_timeout_s * 1000));
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(cfg->connect_timeout_s * 1000) + 5000);
+        curl_multi_add_handle(lg->multi, e);
+        lg->n_preconnect++;
+    }
+    free(url);
+    curl_timeout_action(lg);
+    while (lg->n_preconnect > 0 && !(cfg->stop && *cfg->stop)) {
+        reap(lg);
+        if (lg->n_preconnect == 0)
+            break;
+        wait_events(lg);
+        uint64_t now = clock_ns();
+        if (now >= lg->next_sweep_ns) {
+            curl_timeout_action(lg);
+            lg->next_sweep_ns = now + SWEEP_NS;
+        }
+    }
+}
+
 /* Run records [first, end) with at most limit in flight until all ended. */
 static void run_phase(struct lg_ctx *lg, size_t first, size_t end, size_t limit, bool open_loop)
 {
@@ -650,6 +707,8 @@ int lg_run(const struct lg_config *cfg, struct lg_result *res, struct err *err)
     uint64_t now = clock_ns();
     lg.next_sweep_ns = now + SWEEP_NS;
     lg.next_progress_ns = now + PROGRESS_NS;
+    if (cfg->preconnect)
+        preconnect(&lg, lg.n_slots);
     if (res->n_warmup)
         run_phase(&lg, 0, res->n_warmup, c < res->n_warmup ? c : res->n_warmup, false);
     /* the measured phase starts the moment warmup has drained: no idle gap */
@@ -674,6 +733,12 @@ int lg_run(const struct lg_config *cfg, struct lg_result *res, struct err *err)
     }
     free(lg.slots);
     free(lg.free_slots);
+    for (size_t i = 0; i < lg.n_pre; i++) /* openers still running after an interrupt */
+        if (lg.pre[i]) {
+            curl_multi_remove_handle(lg.multi, lg.pre[i]);
+            curl_easy_cleanup(lg.pre[i]);
+        }
+    free(lg.pre);
     curl_multi_cleanup(lg.multi);
     curl_slist_free_all(lg.headers);
     free(lg.url);

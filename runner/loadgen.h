@@ -55,6 +55,7 @@ struct lg_config {
     double idle_timeout_s;       /* a request with no byte for this long fails (> 0) */
     double request_timeout_s;    /* a request still running this long fails; 0 = no limit */
     double connect_timeout_s;    /* TCP connect limit, s */
+    bool preconnect;             /* open the connections before the first request */
     bool progress;               /* a progress line on stderr (for terminals) */
     volatile sig_atomic_t *stop; /* may be NULL; nonzero cancels the run (from a signal) */
 };

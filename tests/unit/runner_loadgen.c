@@ -412,6 +412,21 @@ TEST(closed_loop_counts_times_and_reuses_connections)
     lg_result_release(&res);
 }
 
+TEST(preconnect_opens_the_connections_first)
+{
+    struct lg_config cfg = setup(&(struct script){.first_ms = 1, .step_ms = 1});
+    cfg.preconnect = true;
+    struct lg_result res;
+    struct err err;
+    err_init(&err);
+    CHECK_INT(lg_run(&cfg, &res, &err), 0);
+    CHECK_INT(count_fail(&res, LG_OK), 12);
+    /* 4 GET /v1/models opened 4 connections; the 12 requests reused them */
+    CHECK_INT(n_requests, 4 + 12);
+    CHECK_INT(n_connections, 4);
+    lg_result_release(&res);
+}
+
 TEST(http_503_counted_as_failures)
 {
     struct lg_config cfg =
