@@ -164,7 +164,7 @@ int cmd_serve(int argc, char **argv)
         {"prefill-chunk", 0, OPT_LONG, &a.prefill_chunk, "N",
          "prompt tokens per step over all new requests (default 128)", 1, 65536},
         {"max-queue", 0, OPT_LONG, &a.max_queue, "N",
-         "requests waiting for a slot; more get 503 (default 1024)", 0, 1 << 20},
+         "requests waiting for a slot; more get 503 (default 1024)", 1, 1 << 20},
         {"max-body", 0, OPT_LONG, &a.max_body, "BYTES",
          "largest request body; more get 413 (default 1048576)", 1024, 1L << 30},
         {"timeout", 0, OPT_LONG, &a.timeout_s, "S",

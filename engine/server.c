@@ -189,6 +189,24 @@ static void wake_conn(void *arg)
     MHD_resume_connection(arg);
 }
 
+/* A non-streaming request: answer if the generation is over, else suspend
+ * until the scheduler resumes the connection (MHD then calls the handler
+ * again). A generation cancelled because the client vanished has no answer
+ * (status 0): the connection is closed. */
+static enum MHD_Result answer_when_done(struct call *c)
+{
+    struct buf body;
+    buf_init(&body, 1);
+    int status = 0;
+    enum MHD_Result rc = MHD_YES;
+    if (sched_req_take(c->req, &body, &status, park_conn, c->conn))
+        rc = status ? respond(c, status, "application/json", body.data ? body.data : "", body.len,
+                              false)
+                    : MHD_NO;
+    buf_release(&body);
+    return rc;
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
@@ -343,13 +361,7 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
         MHD_destroy_response(r);
         met_response(s->met, c->route->metric, 200);
     } else {
-        rc = MHD_YES; /* the handler runs again when the scheduler resumes us */
-        struct buf body;
-        buf_init(&body, 1);
-        int status;
-        if (sched_req_take(c->req, &body, &status, park_conn, c->conn))
-            rc = respond(c, status, "application/json", body.data, body.len, false);
-        buf_release(&body);
+        rc = answer_when_done(c);
     }
     free(ids);
     api_request_release(&q);
@@ -496,16 +508,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (c->req) { /* a non-streaming request, resumed: the answer is ready */
-        struct buf body;
-        buf_init(&body, 1);
-        int status;
-        enum MHD_Result rc = MHD_YES;
-        if (sched_req_take(c->req, &body, &status, park_conn, conn))
-            rc = respond(c, status, "application/json", body.data, body.len, false);
-        buf_release(&body);
-        return rc;
-    }
+    if (c->req) /* a non-streaming request, resumed: the answer is ready */
+        return answer_when_done(c);
     if (c->too_big)
         return refuse(c, 413, "invalid_request_error", NULL, true,
                       "the request body passed %zu bytes (--max-body)", s->o.max_body);

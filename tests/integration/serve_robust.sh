@@ -58,8 +58,21 @@ for round in 1 2 3; do
 done
 check_eq "300 generations ended as cancelled" \
     "$(metric 'fp4serve_requests_finished_total{reason="cancelled"}')" "300"
+# non-streaming clients that give up while their connection waits, suspended
+pids=""
+for i in $(seq 1 20); do
+    curl -s --max-time 0.5 --data-binary '{"prompt":"x","max_tokens":2000,"ignore_eos":true}' \
+        "$SRV_URL/v1/completions" >/dev/null &
+    pids="$pids $!"
+done
+wait $pids
+n=0
+while [ $n -lt 100 ] && [ "$(metric fp4serve_running_sequences)" != 0 ]; do sleep 0.05; n=$((n + 1)); done
+check_eq "non-streaming clients gone: no sequence left running" "$(metric fp4serve_running_sequences)" "0"
+check_eq "non-streaming clients gone: 20 more cancelled" \
+    "$(metric 'fp4serve_requests_finished_total{reason="cancelled"}')" "320"
 gen=$(metric fp4serve_generation_tokens_total)
-check "cancelled early: $gen tokens made, far fewer than 300 x 2000" [ "$gen" -lt 60000 ]
+check "cancelled early: $gen tokens made, far fewer than 320 x 2000" [ "$gen" -lt 100000 ]
 n=0
 while [ $n -lt 100 ] && [ "$(ls /proc/$SRV_PID/fd | wc -l)" -gt "$fds0" ]; do sleep 0.05; n=$((n + 1)); done
 check_eq "no file descriptor left behind" "$(ls /proc/$SRV_PID/fd | wc -l)" "$fds0"
