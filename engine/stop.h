@@ -2,8 +2,11 @@
  * stop: the stop-string filter between the detokenizer and the client.
  * Generated text goes in piece by piece; what comes out is the text that
  * can no longer be part of a stop string. A suffix that could still grow
- * into one is held back, and a match ends the text just before the stop
- * string (which is not sent, as OpenAI does). Input must be complete UTF-8
+ * into one is held back. Generation ends with the first piece in which a
+ * stop string is complete, and the text ends just before the earliest stop
+ * string found then (the stop string is not sent, as OpenAI does; a stop
+ * string that would have started earlier but completed later is never
+ * generated, as with vLLM's per-token check). Input must be complete UTF-8
  * (tok_stream_push output), so held-back boundaries fall between
  * characters.
  */
