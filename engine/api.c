@@ -31,9 +31,14 @@ int api_error_set(struct api_error *e, int status, const char *type, const char 
     return -1;
 }
 
-/* A 400 invalid_request_error naming param. */
+/* A 400 invalid_request_error naming param. Every refusal of the parser
+ * goes through here or api_error_set, so the status, the OpenAI "type" and
+ * the field name travel together to the HTTP layer (and into the log). */
 #define BAD(e, param, ...) api_error_set((e), 400, "invalid_request_error", (param), __VA_ARGS__)
 
+/* The JSON type of v as the messages say it ("got a string"). jansson
+ * keeps integers and reals apart; both are "numbers" to a client, but an
+ * integer field given 2.5 must say why it was refused, hence two names. */
 static const char *json_type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
@@ -57,6 +62,10 @@ static const char *json_type_name(const json_t *v)
 
 /* ---- readers, one per field ---- */
 
+/* ---- the field readers share these: a type check, then a range check ---- */
+
+/* A JSON boolean; 0/1 are refused (clients that send them mean something
+ * else more often than not, and OpenAI refuses them too). */
 static int read_bool(const json_t *v, const char *name, bool *out, struct api_error *e)
 {
     if (!json_is_boolean(v))
@@ -65,6 +74,9 @@ static int read_bool(const json_t *v, const char *name, bool *out, struct api_er
     return 0;
 }
 
+/* A number in [lo, hi], or (lo, hi] when lo_open. Written as !(d >= lo) so
+ * that a NaN (jansson cannot produce one, but a future parser might) is
+ * refused rather than slipping through both comparisons. */
 static int read_number(const json_t *v, const char *name, double lo, double hi, bool lo_open,
                        double *out, struct api_error *e)
 {
@@ -78,6 +90,10 @@ static int read_number(const json_t *v, const char *name, double lo, double hi, 
     return 0;
 }
 
+/* "model": optional, but when given it must name what this server serves
+ * (its id, the path given to --model, or the file name). An unknown model
+ * is a 404, as OpenAI answers, so a client pointed at the wrong server
+ * learns it at once instead of benchmarking the wrong engine. */
 static int f_model(const json_t *v, struct api_request *r, const struct api_limits *lim,
                    struct api_error *e)
 {
@@ -126,7 +142,10 @@ static int read_ids(const json_t *arr, struct api_request *r, const struct api_l
     return 0;
 }
 
-/* prompt: a string, an array of token ids, or a batch of one of those. */
+/* prompt: a string, an array of token ids, or a batch of one of those.
+ * OpenAI's completions accept batches ([["a"], ["b"]]); a batch of one is
+ * unwrapped, since clients send it that way, and larger batches are
+ * refused: each prompt would need its own stream of choices. */
 static int f_prompt(const json_t *v, struct api_request *r, const struct api_limits *lim,
                     struct api_error *e)
 {
@@ -151,6 +170,8 @@ static int f_prompt(const json_t *v, struct api_request *r, const struct api_lim
                json_type_name(v));
 }
 
+/* Roles a chat message may have. "developer" is OpenAI's newer name for
+ * "system"; both render as their own ChatML turn, as the template would. */
 static const char *const roles[] = {"system", "user", "assistant", "developer", "tool"};
 
 /* Message content: a string, null, or an array of {"type":"text","text":...} parts. */
@@ -198,10 +219,12 @@ static int read_content(const json_t *c, size_t i, struct api_message *m, struct
     return 0;
 }
 
+/* messages: a non-empty array of {role, content} objects. n_messages
+ * counts the entries filled so far, so a refusal half way through still
+ * releases exactly what was copied. */
 static int f_messages(const json_t *v, struct api_request *r, const struct api_limits *lim,
                       struct api_error *e)
 {
-    (void)lim;
     if (!json_is_array(v))
         return BAD(e, "messages", "'messages' must be an array of messages (got %s)",
                    json_type_name(v));
@@ -239,6 +262,10 @@ static int f_messages(const json_t *v, struct api_request *r, const struct api_l
     return 0;
 }
 
+/* max_tokens / max_completion_tokens: an integer >= 1. Whether it fits
+ * the context is decided later, when the prompt's token count is known
+ * (server.c); huge values are kept (clamped to 2^40 to stay in a long)
+ * so that the error can quote what the client asked for. */
 static int read_max_tokens(const json_t *v, const char *name, struct api_request *r,
                            struct api_error *e)
 {
@@ -251,38 +278,38 @@ static int read_max_tokens(const json_t *v, const char *name, struct api_request
     return 0;
 }
 
+/* max_tokens, on both endpoints. */
 static int f_max_tokens(const json_t *v, struct api_request *r, const struct api_limits *lim,
                         struct api_error *e)
 {
-    (void)lim;
     return read_max_tokens(v, "max_tokens", r, e);
 }
 
+/* max_completion_tokens: chat's newer name for max_tokens. */
 static int f_max_completion_tokens(const json_t *v, struct api_request *r,
                                    const struct api_limits *lim, struct api_error *e)
 {
-    (void)lim;
     return read_max_tokens(v, "max_completion_tokens", r, e);
 }
 
+/* temperature in [0, 2] as OpenAI allows; 0 means greedy (argmax). */
 static int f_temperature(const json_t *v, struct api_request *r, const struct api_limits *lim,
                          struct api_error *e)
 {
-    (void)lim;
     return read_number(v, "temperature", 0, API_TEMP_MAX, false, &r->temperature, e);
 }
 
+/* top_p in (0, 1]: 0 would keep no token at all. */
 static int f_top_p(const json_t *v, struct api_request *r, const struct api_limits *lim,
                    struct api_error *e)
 {
-    (void)lim;
     return read_number(v, "top_p", 0, 1, true, &r->top_p, e);
 }
 
+/* top_k: -1 (vLLM's "off") and 0 both mean all tokens. */
 static int f_top_k(const json_t *v, struct api_request *r, const struct api_limits *lim,
                    struct api_error *e)
 {
-    (void)lim;
     if (!json_is_integer(v))
         return BAD(e, "top_k", "'top_k' must be an integer (got %s)", json_type_name(v));
     json_int_t k = json_integer_value(v);
@@ -293,10 +320,10 @@ static int f_top_k(const json_t *v, struct api_request *r, const struct api_limi
     return 0;
 }
 
+/* seed: any 64-bit integer; negative ones wrap, as in C. */
 static int f_seed(const json_t *v, struct api_request *r, const struct api_limits *lim,
                   struct api_error *e)
 {
-    (void)lim;
     if (!json_is_integer(v))
         return BAD(e, "seed", "'seed' must be an integer (got %s)", json_type_name(v));
     r->seed = (uint64_t)json_integer_value(v);
@@ -304,6 +331,9 @@ static int f_seed(const json_t *v, struct api_request *r, const struct api_limit
     return 0;
 }
 
+/* One stop string: non-empty (an empty one would match at once) and at
+ * most API_MAX_STOP_LEN bytes (the stop filter holds back up to that much
+ * text, so the cap bounds the delay it can add to a stream). */
 static int add_stop(struct api_request *r, const json_t *s, const char *where, struct api_error *e)
 {
     if (!json_is_string(s))
@@ -318,10 +348,10 @@ static int add_stop(struct api_request *r, const json_t *s, const char *where, s
     return 0;
 }
 
+/* stop: a string or a list of strings (an empty list means none). */
 static int f_stop(const json_t *v, struct api_request *r, const struct api_limits *lim,
                   struct api_error *e)
 {
-    (void)lim;
     size_t n = json_is_array(v) ? json_array_size(v) : 1;
     if (!json_is_array(v) && !json_is_string(v))
         return BAD(e, "stop", "'stop' must be a string or an array of strings (got %s)",
@@ -341,24 +371,26 @@ static int f_stop(const json_t *v, struct api_request *r, const struct api_limit
     return 0;
 }
 
+/* ignore_eos: generate past end-of-generation tokens (benchmarks). */
 static int f_ignore_eos(const json_t *v, struct api_request *r, const struct api_limits *lim,
                         struct api_error *e)
 {
-    (void)lim;
     return read_bool(v, "ignore_eos", &r->ignore_eos, e);
 }
 
+/* stream: answer as server-sent events. */
 static int f_stream(const json_t *v, struct api_request *r, const struct api_limits *lim,
                     struct api_error *e)
 {
-    (void)lim;
     return read_bool(v, "stream", &r->stream, e);
 }
 
+/* stream_options: only include_usage is read. It is accepted without
+ * stream too (OpenAI refuses that combination, vLLM does not); it has no
+ * effect then, since a non-streaming answer always carries usage. */
 static int f_stream_options(const json_t *v, struct api_request *r, const struct api_limits *lim,
                             struct api_error *e)
 {
-    (void)lim;
     if (!json_is_object(v))
         return BAD(e, "stream_options", "'stream_options' must be an object (got %s)",
                    json_type_name(v));
@@ -394,7 +426,9 @@ static const struct field fields[] = {
     {"stream_options", BOTH, f_stream_options},
 };
 
-/* ---- fields refused unless they hold their default ---- */
+/* ---- fields refused unless they hold their default ----
+ * Silently ignoring them would be fail-open: a client asking for n=4 or a
+ * repetition penalty would get an answer that looks right and is not. */
 
 static bool is_one(const json_t *v)
 {
@@ -449,6 +483,8 @@ static const struct refused refused[] = {
 
 /* ---- the parser ---- */
 
+/* OpenAI's defaults: temperature 1 and top_p 1 (sampling, not greedy),
+ * max_tokens unset (= the rest of the context, see server.c). */
 static void request_defaults(struct api_request *r, enum api_kind kind)
 {
     memset(r, 0, sizeof(*r));
@@ -463,12 +499,17 @@ int api_parse(const char *body, size_t len, enum api_kind kind, const struct api
 {
     request_defaults(out, kind);
     memset(e, 0, sizeof(*e));
+    /* Checks in the order a client can act on: nothing sent, bytes that
+     * are not text, text that is not JSON, JSON of the wrong shape, then
+     * the refused fields, then each field we read. */
     if (len == 0)
         return BAD(e, "", "the request body is empty (expected a JSON object)");
     size_t bad = utf8_invalid_at((const uint8_t *)body, len);
     if (bad < len)
         return BAD(e, "", "the request body is not valid UTF-8 (byte %zu of %zu)", bad, len);
     json_error_t je;
+    /* duplicate keys are refused: which of two "max_tokens" wins differs
+     * between parsers, and the answer should not depend on that */
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return BAD(e, "", "malformed JSON at line %d, column %d: %s", je.line, je.column, je.text);
@@ -542,7 +583,10 @@ void api_error_json(struct buf *b, const struct api_error *e)
     buf_puts(b, "}}");
 }
 
-/* {"id":..,"object":..,"created":..,"model":.., (no closing brace) */
+/* {"id":..,"object":..,"created":..,"model":.., (no closing brace): the
+ * fields every chunk and body repeats. The object name follows OpenAI:
+ * completions use "text_completion" for chunks and bodies alike, chat uses
+ * "chat.completion.chunk" for chunks and "chat.completion" for bodies. */
 static void head(struct buf *b, const struct api_resp *r, bool chunk)
 {
     static const char *const objects[2][2] = {{"text_completion", "text_completion"},
@@ -588,6 +632,9 @@ static int commit(struct buf *b, size_t start)
     return -1;
 }
 
+/* A chat delta carries "content" whenever there is text, and also on a
+ * non-final chunk without text; the final chunk of a stream that ends on
+ * an end-of-generation token has an empty delta {}, as OpenAI sends it. */
 int api_sse_chunk(struct buf *b, const struct api_resp *r, const char *text, size_t n, bool role,
                   const char *finish)
 {

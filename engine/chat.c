@@ -68,6 +68,8 @@ void chat_template_release(struct chat_template *t)
     t->default_system = NULL;
 }
 
+/* Append one segment; empty text is skipped so that an empty message
+ * content does not become a zero-length segment. */
 static void push(struct chat_seg **segs, size_t *n, size_t *cap, const char *p, size_t len,
                  bool special)
 {
@@ -89,6 +91,11 @@ static void turn(struct chat_seg **segs, size_t *n, size_t *cap, const char *rol
     push(segs, n, cap, "\n", 1, false);
 }
 
+/* The layout is SmolLM2's template run with add_generation_prompt: the
+ * default system turn first when the conversation has no system message,
+ * each message as a turn, then the open assistant turn the model continues.
+ * fp4serve generate --chat builds the same text, which is what the
+ * serve_greedy test compares against. */
 void chat_render(const struct chat_template *t, const struct api_message *msgs, size_t n,
                  struct chat_seg **segs, size_t *n_segs, size_t *cap)
 {
@@ -109,6 +116,11 @@ void chat_flatten(const struct chat_seg *segs, size_t n, struct buf *b)
 int chat_tokenize(const tok_vocab *v, const struct chat_seg *segs, size_t n_segs, int32_t **ids,
                   size_t *n_ids, size_t *cap, struct err *err)
 {
+    /* Literal text between two control tokens is encoded as one run, which
+     * gives the same ids as encoding the whole rendered string with special
+     * parsing on (the tokenizer splits at control tokens first anyway), as
+     * long as no message contains control-token text; when one does, ours
+     * keeps it as text, which is the point. */
     size_t first = *n_ids;
     int rc = -1;
     struct buf run; /* literal text since the last control token */

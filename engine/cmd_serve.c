@@ -51,6 +51,11 @@ struct engine {
 
 enum { LOADING = 0, READY = 1, FAILED = 2 };
 
+/* The loader thread: tokenizer and model from one GGUF mapping, the chat
+ * template, then the scheduler; only then does /health turn 200. On failure
+ * it wakes the main thread (SIGUSR1 into its sigwait), which exits with the
+ * error's code, so a supervisor sees a bad model as a fast exit, not as a
+ * server that never gets ready. */
 static void *load(void *arg)
 {
     struct engine *e = arg;
@@ -128,6 +133,9 @@ static char *model_id_of(const char *path)
     return xstrndup(base, n);
 }
 
+/* Defaults: 16 slots and the model's context up to 2048 positions (the KV
+ * cache is allocated once, from these), prompt chunks of 128 tokens, 1 MiB
+ * bodies, 10 s idle timeout. The flag table below is also the --help. */
 int cmd_serve(int argc, char **argv)
 {
     struct serve_args a = {.host = "127.0.0.1",
@@ -251,6 +259,10 @@ int cmd_serve(int argc, char **argv)
         log_info("%s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
         break;
     }
+    /* Shutdown: stop accepting, end every generation (streams get an error
+     * event and [DONE]), give the last bytes a moment to leave, then close
+     * everything. While still loading there is nothing to end: exit now
+     * rather than wait for a long requantization. */
     srv_quiesce(e->http);
     if (atomic_load(&e->state) == LOADING) {
         /* no request can be running; the loader may be deep in a requantization */

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The statuses fp4serve sends, each its own label value; anything else
+ * (a status MHD sent itself, say) lands in the last one, "other". */
 static const int statuses[MET_N_STATUS] = {200, 400, 404, 405, 413, 414,
                                            431, 500, 503, 408, 429, 0 /* other */};
 static const char *const route_names[MET_N_ROUTES] = {"completions", "chat_completions", "health",
@@ -62,6 +64,10 @@ static const struct counter counters[] = {
     {"fp4serve_connections_total", "Connections accepted.", offsetof(struct met, connections), 1},
 };
 
+/* The exposition is rebuilt on every scrape from the atomics; counters a
+ * reader can divide (steps, sequences, seconds) are exported raw, and the
+ * two means (batch size, step time) are also given as gauges for people
+ * reading /metrics by eye. */
 void met_render(const struct met *m, const struct met_gauges *g, struct buf *out)
 {
     buf_puts(out, "# HELP fp4serve_requests_total HTTP responses by route and status.\n"

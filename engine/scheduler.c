@@ -25,6 +25,10 @@
 #include "timeutil.h"
 #include "xalloc.h"
 
+/* Output caps. A stream's unread bytes grow only when its client reads
+ * slower than tokens come; 8 MiB is tens of thousands of events, far past
+ * any client that is still reading, so passing it ends the generation
+ * instead of letting one stalled reader hold memory without bound. */
 #define OUT_CAP   ((size_t)8 << 20)  /* unread stream bytes before a client counts as gone */
 #define TEXT_CAP  ((size_t)64 << 20) /* non-streaming text */
 #define OUT_START 4096               /* bytes reserved at admission */
@@ -102,6 +106,10 @@ struct sched {
 
 /* ---- requests ---- */
 
+/* Everything is copied, so the HTTP layer may free its parse at once. The
+ * token array has room for the whole generation: decoding only appends. The
+ * client socket is dup'ed so the scheduler can poll it for hang-up without
+ * racing libmicrohttpd closing (and the kernel reusing) the original fd. */
 sched_req *sched_req_new(const struct sched_req_params *p)
 {
     sched_req *r = xcalloc(1, sizeof(*r));
@@ -167,6 +175,10 @@ void sched_req_cancel(sched_req *r)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* Parking happens under the request lock, and publish() clears parked
+ * under the same lock before it wakes: so the reader's suspend always
+ * precedes the scheduler's resume, and no wake-up can be lost between "no
+ * output yet" and "suspended". */
 size_t sched_req_read(sched_req *r, char *dst, size_t cap, void (*park)(void *), void *arg,
                       bool *end)
 {
@@ -187,6 +199,7 @@ size_t sched_req_read(sched_req *r, char *dst, size_t cap, void (*park)(void *),
     return n;
 }
 
+/* The body is handed over by swapping buffers (no copy of a long answer). */
 bool sched_req_take(sched_req *r, struct buf *body, int *status, void (*park)(void *), void *arg)
 {
     bool done;
@@ -233,18 +246,23 @@ static int publish(sched_req *r, int (*f)(sched_req *r, const void *ctx), const 
     return rc;
 }
 
+/* The fields every response of r repeats. */
 static struct api_resp resp_of(const sched_req *r)
 {
     return (struct api_resp){
         .kind = r->kind, .id = r->id, .created = r->created, .model = r->model};
 }
 
+/* What one publish() appends: text, and a finish reason on the last token. */
 struct chunk_ctx {
     const char *text;
     size_t n;
     const char *finish; /* NULL = more to come */
 };
 
+/* One SSE event for a token's text. The last token's event carries the
+ * finish reason; the usage event and [DONE] follow it in the same append,
+ * so a reader never sees a finished stream without its end marker. */
 static int put_chunk(sched_req *r, const void *vctx)
 {
     const struct chunk_ctx *c = vctx;
@@ -262,6 +280,7 @@ static int put_chunk(sched_req *r, const void *vctx)
     return rc;
 }
 
+/* The whole non-streaming answer, built once at the end. */
 static int put_final(sched_req *r, const void *vctx)
 {
     const struct chunk_ctx *c = vctx;
@@ -272,6 +291,9 @@ static int put_final(sched_req *r, const void *vctx)
                           r->n_prompt, r->n_gen);
 }
 
+/* Shutdown or a model error: a stream gets an error event then [DONE]
+ * (headers are out, so the status can no longer change); a waiting
+ * non-streaming request gets the error as its status and body. */
 static int put_abort(sched_req *r, const void *vctx)
 {
     const struct api_error *e = vctx;
@@ -347,7 +369,10 @@ static void finish(sched *s, sched_req *r, enum met_finish why, const char *text
     sched_req_unref(r);
 }
 
-/* Give r a slot and its sampling state (allocation happens here, at admission). */
+/* Give r a slot and its sampling state. Allocation happens here, at
+ * admission, never inside a step: the sampler's candidate arrays, the stop
+ * filter's held text and the first 4 KiB of output. The slot is wiped
+ * first, so a sequence never sees a previous tenant's KV. */
 static void admit(sched *s, sched_req *r)
 {
     int slot = 0;
@@ -369,6 +394,11 @@ static void admit(sched *s, sched_req *r)
  * hang-up on its socket. */
 static void reap_cancelled(sched *s)
 {
+    /* One poll() over every running client per step: POLLRDHUP is the peer
+     * shutting its side, POLLHUP/POLLERR a reset. libmicrohttpd cannot see
+     * these while a connection is suspended, which is most of a stream's
+     * life, so without this a vanished client would keep its slot until
+     * the next token failed to send. */
     int n = 0;
     for (int i = 0; i < s->n_run; i++) {
         s->pfd[i] = (struct pollfd){.fd = s->run[i]->fd, .events = POLLRDHUP};
@@ -397,6 +427,10 @@ static void reap_cancelled(sched *s)
 /* A token was sampled for r: stream it, or end the generation. */
 static void on_token(sched *s, sched_req *r, int32_t tok)
 {
+    /* The order matters: end-of-generation first (its text is never
+     * sent), then the detokenizer (whole UTF-8 characters only), then the
+     * stop filter (whole stop strings only), then max_tokens, which
+     * flushes whatever both held back into the last event. */
     r->tokens[r->n_tokens++] = tok;
     r->n_gen++;
     if (!r->t_first)
@@ -449,6 +483,10 @@ static void on_token(sched *s, sched_req *r, int32_t tok)
  * running request is aborted then). */
 static int step(sched *s)
 {
+    /* Decode rows go first and are never limited: a running stream gets
+     * its token every step whatever arrives. Prompt chunks fill the budget
+     * after them, oldest request first, so a long prompt is spread over
+     * several steps instead of stalling every stream for one long step. */
     int n = 0, rows = 0, budget = s->o.prefill_chunk, n_dec = 0, n_pre = 0;
     for (int i = 0; i < s->n_run; i++) { /* decode rows first */
         sched_req *r = s->run[i];
@@ -512,6 +550,8 @@ static int step(sched *s)
     return 0;
 }
 
+/* The scheduler thread: sleep while there is nothing to do, else admit
+ * what fits, drop the clients that left, run one step, publish gauges. */
 static void *loop(void *arg)
 {
     sched *s = arg;
@@ -593,6 +633,9 @@ sched *sched_new(struct model *m, const tok_vocab *v, const struct sched_opts *o
     return s;
 }
 
+/* Checked again here (the HTTP layer checks first, with the prompt's own
+ * numbers in the message) so that no caller can queue a request whose
+ * positions would run past its slot. */
 int sched_submit(sched *s, sched_req *r, struct api_error *e)
 {
     if ((long)r->n_prompt + r->max_tokens > s->ctx)

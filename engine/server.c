@@ -75,6 +75,9 @@ struct route {
 
 /* ---- responses ---- */
 
+/* Queue a complete answer (copied) and count it. close_conn after a
+ * refusal whose request may still have unread bytes (413, 431, 414):
+ * keeping such a connection alive would read them as the next request. */
 static enum MHD_Result respond(struct call *c, int status, const char *ctype, const char *body,
                                size_t len, bool close_conn)
 {
@@ -124,6 +127,9 @@ static enum MHD_Result refuse(struct call *c, int status, const char *type, cons
 
 /* ---- GET routes ---- */
 
+/* 503 while loading or stopping, like llama.cpp's server, so that a
+ * supervisor polling for readiness never sends load to a server that cannot
+ * take it; the pid lets it tell its own child from a stray server. */
 static enum MHD_Result h_health(struct call *c)
 {
     srv *s = c->s;
@@ -136,6 +142,8 @@ static enum MHD_Result h_health(struct call *c)
     return respond(c, 200, "application/json", body, (size_t)n, false);
 }
 
+/* One model. meta.n_vocab tells a benchmark client the range of random
+ * token ids it may send; meta.n_ctx how long prompt + output may be. */
 static enum MHD_Result h_models(struct call *c)
 {
     srv *s = c->s;
@@ -178,7 +186,10 @@ static enum MHD_Result h_metrics(struct call *c)
 
 /* ---- completions ---- */
 
-/* MHD suspend/resume as the scheduler's park and wake callbacks. */
+/* MHD suspend/resume as the scheduler's park and wake callbacks. park runs
+ * on the MHD thread inside a callback (allowed there); wake runs on the
+ * scheduler thread (MHD_resume_connection is thread-safe with the ITC that
+ * MHD_ALLOW_SUSPEND_RESUME sets up). */
 static void park_conn(void *arg)
 {
     MHD_suspend_connection(arg);
@@ -207,6 +218,9 @@ static enum MHD_Result answer_when_done(struct call *c)
     return rc;
 }
 
+/* MHD's content reader for a stream: whatever events are pending, or 0
+ * after suspending the connection (MHD calls again once resumed), or the
+ * end, after which MHD writes the last chunk of the chunked body. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
@@ -218,6 +232,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     return (ssize_t)n;
 }
 
+/* The response is gone (sent, or the connection died): if the generation
+ * still runs, nobody will read it. */
 static void stream_free(void *cls)
 {
     struct stream *st = cls;
@@ -257,6 +273,10 @@ static int prompt_ids(const srv *s, const struct api_request *q, int32_t **ids, 
     return 0;
 }
 
+/* POST /v1/completions and /v1/chat/completions. Everything that can make
+ * the request fail is checked here, before a status line is sent: parse,
+ * tokenize, context, queue room. Only then does a stream start, so a 4xx
+ * is never an SSE event (llama.cpp PR #16486). */
 static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
 {
     srv *s = c->s;
@@ -310,6 +330,9 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
                       en->n_ctx, n_ids, max_tokens, room);
         goto refused;
     }
+    /* ids: a per-process salt mixed with a counter, unique within a run
+     * and unlikely to repeat across runs; the default seed comes from the
+     * same counter, so two requests without a seed sample differently */
     uint64_t k = atomic_fetch_add(&s->ids, 1);
     char id[48];
     snprintf(id, sizeof(id), "%s-%016llx", kind == API_CHAT ? "chatcmpl" : "cmpl",
@@ -382,6 +405,8 @@ static enum MHD_Result h_chat(struct call *c)
     return h_completion(c, API_CHAT);
 }
 
+/* The routes: path, method, handler, metrics label, and whether a body is
+ * read. A known path with another method is a 405 naming the right one. */
 static const struct route routes[] = {
     {"/health", "GET", h_health, MET_HEALTH, false},
     {"/v1/health", "GET", h_health, MET_HEALTH, false},
@@ -393,6 +418,8 @@ static const struct route routes[] = {
 
 /* ---- the MHD callbacks ---- */
 
+/* Header counts and sizes, gathered in one pass over MHD's parsed fields
+ * (MHD itself only bounds the whole header block by its connection memory). */
 struct header_scan {
     unsigned n;        /* header fields */
     size_t longest;    /* bytes of the longest name + value */
@@ -483,6 +510,9 @@ static enum MHD_Result first_call(struct call *c, const char *url, const char *m
     return MHD_YES;
 }
 
+/* MHD's access handler, called (1) once the headers are in, (2) for each
+ * piece of body, (3) once the body is complete, and (4) again after a
+ * suspended non-streaming request is resumed. *con_cls holds our call. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -516,6 +546,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return c->route->fn(c);
 }
 
+/* A request is over, answered or not. Anything but a clean completion
+ * (client abort, read or write error, timeout, shutdown) cancels a
+ * generation still running for it. */
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -555,6 +588,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         log_debug("TCP_NODELAY: %s", strerror(errno));
 }
 
+/* libmicrohttpd's own diagnostics (a client that sent garbage, a header
+ * block too big for its memory): client mistakes, so debug level (-v). */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -615,6 +650,11 @@ fail:
     return -1;
 }
 
+/* The daemon: one internal thread running epoll over every connection
+ * (MHD_USE_EPOLL_INTERNAL_THREAD), suspend/resume for streams, our own
+ * listening socket (so bind errors are ours to word), per-connection idle
+ * timeout, a connection limit, and our callbacks for connection open/close
+ * (TCP_NODELAY, gauges) and request completion (cancellation). */
 srv *srv_new(const struct srv_opts *o, struct met *met, struct err *err)
 {
     srv *s = xcalloc(1, sizeof(*s));
@@ -671,6 +711,8 @@ void srv_quiesce(srv *s)
     }
 }
 
+/* Polled rather than signalled: it runs once, at shutdown, for a few
+ * milliseconds while the last events leave. */
 bool srv_drain(srv *s, int timeout_ms)
 {
     uint64_t end = clock_ns() + (uint64_t)timeout_ms * 1000000ull;

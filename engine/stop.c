@@ -41,6 +41,10 @@ static size_t partial_suffix(const char *t, size_t n, const char *s, size_t len)
     return 0;
 }
 
+/* Append, look for a complete stop string (earliest start wins among those
+ * complete now), else release all but the longest suffix that is a proper
+ * prefix of some stop string. Only that suffix can still become a match:
+ * any occurrence ending later must start inside it. */
 size_t stop_push(struct stop_filter *f, const char *text, size_t n, char *out, size_t cap,
                  bool *hit)
 {
