@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -340,6 +341,14 @@ static void finish(struct lg_ctx *lg, struct slot *s, enum lg_fail kind, char *m
     }
 }
 
+/* Content-Type: text/event-stream (parameters such as charset allowed). */
+static bool is_event_stream(CURL *easy)
+{
+    char *ct = NULL;
+    curl_easy_getinfo(easy, CURLINFO_CONTENT_TYPE, &ct);
+    return ct && strncasecmp(ct, "text/event-stream", 17) == 0;
+}
+
 static bool connect_code(CURLcode c)
 {
     return c == CURLE_COULDNT_CONNECT || c == CURLE_COULDNT_RESOLVE_HOST ||
@@ -372,6 +381,14 @@ static void classify_done(struct lg_ctx *lg, struct slot *s, CURLcode cc)
             if (*c == '\n' || *c == '\r')
                 *c = ' ';
         finish(lg, s, LG_FAIL_HTTP, xasprintf("HTTP %ld: %.300s", s->status, body), t);
+    } else if (s->st.sse.n_events == 0 && !is_event_stream(s->easy)) {
+        /* e.g. a server that ignores "stream": one JSON object, no events */
+        char *ct = NULL;
+        curl_easy_getinfo(s->easy, CURLINFO_CONTENT_TYPE, &ct);
+        finish(
+            lg, s, LG_FAIL_PARSE,
+            xasprintf("the response is not an event stream (Content-Type '%s')", ct ? ct : "none"),
+            t);
     } else {
         switch (stream_end(&s->st)) {
         case STREAM_OK: /* complete even if the connection broke after it */

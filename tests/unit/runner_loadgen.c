@@ -39,6 +39,7 @@ struct script {
     bool empty_text;     /* every chunk has text "" */
     bool bad_json;       /* the second event is not JSON */
     int usage_delay_ms;  /* pause between the last token and the usage chunk */
+    bool plain_json;     /* answer with one JSON object, as if "stream" were ignored */
 };
 
 static struct script script;
@@ -168,6 +169,15 @@ static int serve_one(int fd, const char *body)
         char resp[256];
         int n = snprintf(resp, sizeof(resp),
                          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %zu\r\n\r\n%s",
+                         strlen(msg), msg);
+        return write_all(fd, resp, (size_t)n);
+    }
+    if (script.plain_json) {
+        const char *msg = "{\"choices\":[{\"text\":\" tok tok\",\"finish_reason\":\"length\"}]}";
+        char resp[256];
+        int n = snprintf(resp, sizeof(resp),
+                         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                          "Content-Length: %zu\r\n\r\n%s",
                          strlen(msg), msg);
         return write_all(fd, resp, (size_t)n);
@@ -613,6 +623,13 @@ TEST(empty_text_and_bad_json)
     cfg = setup(&(struct script){.first_ms = 1, .step_ms = 1, .bad_json = true});
     lg_run(&cfg, &res, &err);
     CHECK_INT(count_fail(&res, LG_FAIL_PARSE), 12);
+    lg_result_release(&res);
+
+    /* a server that ignores "stream" is not a truncated stream */
+    cfg = setup(&(struct script){.plain_json = true});
+    lg_run(&cfg, &res, &err);
+    CHECK_INT(count_fail(&res, LG_FAIL_PARSE), 12);
+    CHECK(strstr(res.rec[0].error, "not an event stream (Content-Type 'application/json')"));
     lg_result_release(&res);
 }
 
