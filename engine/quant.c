@@ -16,7 +16,11 @@
 #include "cpu/qk.h"
 #include "xalloc.h"
 
-/* ---- type table ---- */
+/* ---- type table ----
+ *
+ * Block sizes and bytes follow ggml (gguf-py constants.py GGML_QUANT_SIZES);
+ * a reader can size every tensor of a file, including types we do not run.
+ */
 
 /* Every ggml type id with its block geometry, so a GGUF reader can size any
  * tensor; `weights` marks the ones this engine computes with. */
@@ -69,7 +73,13 @@ uint32_t q_vec_type(uint32_t weight_type)
     return qk_type_is_float(weight_type) ? Q_F32 : Q_Q8_1;
 }
 
-/* ---- scalar codecs ---- */
+/* ---- scalar codecs ----
+ *
+ * Written from the formats' definitions with integer bit manipulation, so
+ * they are exact and independent of the FPU's rounding mode (except
+ * round_even, which relies on the default round-to-nearest-even). The block
+ * decoders of ggml (E8M0 / 2, UE4M3 / 2) live in cpu/qk.h.
+ */
 
 const int8_t qk_e2m1_x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
@@ -217,7 +227,11 @@ static float f16_round(float f)
     return q_f16_to_f32(q_f32_to_f16(f));
 }
 
-/* ---- row dequantization (the same float operations as ggml's dequantize_row_*) ---- */
+/* ---- row dequantization (the same float operations as ggml's dequantize_row_*) ----
+ *
+ * Each case follows reference/engine-formats.md 1.5 literally, operation for
+ * operation, so values match llama.cpp's dequantization bit for bit.
+ */
 
 static void get_scale_min_k4(int j, const uint8_t *s, uint8_t *sc, uint8_t *m)
 {
@@ -369,9 +383,18 @@ void q_dequant_row(uint32_t type, const void *src, float *y, int64_t n)
     }
 }
 
-/* ---- row quantization ---- */
+/* ---- row quantization ----
+ *
+ * Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 reproduce ggml's reference quantizers
+ * (quantize_row_*_ref): the same scale formula, the same truncating casts.
+ * The K-quants use simpler quantizers of our own (the format is ggml's; the
+ * bytes differ from llama-quantize's iterative search). MXFP4 and NVFP4
+ * follow the OCP and NVIDIA recipes (reference 3.2, 3.3, 3.9).
+ */
 
-/* Largest |x| over n values, and the value that has it (sign kept). */
+/* Largest |x| over n values, and the value that has it (sign kept: ggml's
+ * Q4_0/Q5_0/Q6_K map that value to the most negative code, which has one
+ * more step than the positive side). */
 static float abs_max(const float *x, int n, float *signed_max)
 {
     float amax = 0.0f, max = 0.0f;
@@ -640,6 +663,9 @@ static void quant_mxfp4(const float *x, struct blk_mxfp4 *b, int64_t nb, bool se
     }
 }
 
+/* amax / (6 * 448): the largest block scale then lands on E4M3's maximum, so
+ * the 8-bit scales use their whole range (reference 3.8: without it, scales
+ * of typical weights fall near E4M3's subnormals). */
 float q_nvfp4_tensor_scale(const float *x, int64_t n)
 {
     float amax = 0;
@@ -724,7 +750,12 @@ void q_quant_row(uint32_t type, const float *src, void *dst, int64_t n,
     }
 }
 
-/* ---- prepared activations ---- */
+/* ---- prepared activations ----
+ *
+ * One buffer sized for the widest layout (f32 rows or Q8 groups), so a q_act
+ * can be reshaped for any weight type without allocating. The quantization
+ * itself is the kernel table's (SIMD), bit-identical to qk_ref_act_q8.
+ */
 
 static size_t act_row_bytes(uint32_t vec_type, int64_t cols)
 {
@@ -733,6 +764,7 @@ static size_t act_row_bytes(uint32_t vec_type, int64_t cols)
     return (size_t)qk_round_up((int64_t)bytes, QK_ACT_ALIGN);
 }
 
+/* Bytes are zeroed once here; after that every prepare writes whole rows. */
 void q_act_init(struct q_act *a, int64_t max_rows, int64_t max_cols)
 {
     memset(a, 0, sizeof(*a));
@@ -768,7 +800,7 @@ void q_act_prepare_rows(struct q_act *a, const float *x, int64_t ldx, int64_t r0
     if (a->vec_type == Q_F32) {
         int64_t pad = qk_act_pad(Q_F32, a->cols);
         for (int64_t r = r0; r < r1; r++) {
-            float *dst = (float *)((uint8_t *)a->data + (size_t)r * a->row_bytes);
+            float *dst = (float *)qk_act_row(a, r);
             memcpy(dst, x + r * ldx, (size_t)a->cols * sizeof(float));
             memset(dst + a->cols, 0, (size_t)(pad - a->cols) * sizeof(float));
         }
@@ -777,7 +809,7 @@ void q_act_prepare_rows(struct q_act *a, const float *x, int64_t ldx, int64_t r0
     q_kernels_select(Q_ISA_AUTO)->act_q8(a, x, ldx, r0, r1);
     size_t used = qk_act_used_bytes(a->cols);
     for (int64_t r = r0; r < r1; r++)
-        memset((uint8_t *)a->data + (size_t)r * a->row_bytes + used, 0, a->row_bytes - used);
+        memset((uint8_t *)qk_act_row(a, r) + used, 0, a->row_bytes - used);
 }
 
 void q_act_prepare(struct q_act *a, uint32_t weight_type, const float *x, int64_t ldx, int64_t rows,
@@ -793,10 +825,11 @@ void q_act_dequant_row(const struct q_act *a, int64_t row, float *dst)
         memcpy(dst, qk_act_f(a, row), (size_t)a->cols * sizeof(float));
         return;
     }
-    const uint8_t *q = qk_act_q(a, row);
-    const float *da = qk_act_da(a, row);
-    for (int64_t j = 0; j < a->cols; j++)
-        dst[j] = (float)((int)q[j] - 128) * da[j / 4];
+    for (int64_t j = 0; j < a->cols; j++) {
+        const uint8_t *grp = qk_act_grp(a, row, j / 64);
+        const float *da = (const float *)(grp + 64);
+        dst[j] = (float)((int)grp[j % 64] - 128) * da[(j % 64) / 4];
+    }
 }
 
 /* The reference activation quantizer (ggml's x86 quantize_row_q8_1: d = amax/127
@@ -806,23 +839,29 @@ void qk_ref_act_q8(struct q_act *a, const float *x, int64_t ldx, int64_t r0, int
     int64_t pad = qk_act_pad(Q_Q8_1, a->cols);
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = x + r * ldx;
-        uint8_t *q = (uint8_t *)qk_act_q(a, r);
-        float *da = (float *)qk_act_da(a, r), *sa = (float *)qk_act_sa(a, r);
-        for (int64_t k = 0; k < a->cols / 32; k++, xr += 32) {
+        float *sa = (float *)qk_act_sa(a, r);
+        for (int64_t k = 0; k < pad / 32; k++, xr += 32) {
+            uint8_t *q = (uint8_t *)qk_act_grp(a, r, k / 2) + 32 * (k % 2);
+            float *da = (float *)(qk_act_grp(a, r, k / 2) + 64) + 8 * (k % 2);
+            if (k >= a->cols / 32) { /* padding */
+                memset(q, 128, 32);
+                memset(da, 0, 8 * sizeof(float));
+                sa[k] = 0.0f;
+                continue;
+            }
             float amax = abs_max(xr, 32, NULL);
             float id = amax != 0.0f ? 127.0f / amax : 0.0f, d = f16_round(amax / 127.0f);
             int sum = 0;
             for (int j = 0; j < 32; j++) {
                 int v = clampi((int)round_even(xr[j] * id), -127, 127);
-                q[32 * k + j] = (uint8_t)(v + 128);
+                q[j] = (uint8_t)(v + 128);
                 sum += v;
             }
             for (int l = 0; l < 8; l++)
-                da[8 * k + l] = d;
+                da[l] = d;
             sa[k] = d * (float)sum;
         }
-        memset(q + a->cols, 128, (size_t)(pad - a->cols));
-        memset(da + a->cols / 4, 0, (size_t)(pad - a->cols) / 4 * sizeof(float));
-        memset(sa + a->cols / 32, 0, (size_t)(pad - a->cols) / 32 * sizeof(float));
+        for (int64_t k = pad / 32; k < qk_nsum(pad); k++)
+            sa[k] = 0.0f;
     }
 }
