@@ -206,11 +206,13 @@ static void *scheduler(void *arg)
                     st->state = ST_STALLED;
             }
         /* step end: one token for every participant */
+        bool just_ended = false;
         if (in_step && now >= step_end) {
             for (struct stream *st = s->streams; st; st = st->next)
                 if (st->state == ST_DECODE)
                     produce_token(s, st);
             in_step = false;
+            just_ended = true;
         }
         if (!in_step) {
             long n = 0;
@@ -222,8 +224,9 @@ static void *scheduler(void *arg)
             }
             if (n > 0) {
                 in_step = true;
-                /* back to back: the next step starts where the last one ended */
-                double start = step_end > 0 && now - step_end < 1.0 ? step_end : now;
+                /* back to back: the next step starts where the last one ended,
+                 * even if this thread woke late, so lateness never accumulates */
+                double start = just_ended ? step_end : now;
                 step_end = start + s->cfg.step_a_ms + s->cfg.step_b_ms * (double)n;
                 s->stat_steps++;
                 s->stat_batch_sum += (double)n;
