@@ -167,6 +167,144 @@ static int run_one(struct model *m, int B, int pp, int tg, uint64_t seed, int32_
     return 0;
 }
 
+/* What one model's run needs besides the model (the command's settings). */
+struct bench_cfg {
+    const char *model_path;
+    const int *batches;
+    int n_b, pp, tg;
+    uint64_t seed;
+    bool no_probe;
+    double copy_gbs, read_gbs; /* the probe's results (0 when skipped) */
+    int32_t *prompts;          /* (max_b * pp) scratch */
+    int32_t *next;             /* (max_b) scratch */
+    struct model_seq *seqs;    /* (max_b) scratch */
+};
+
+/* Load the model with mo, print its batched-bench table and phase split,
+ * and fill rows[0..n_b) and *wbytes (weights read per step). */
+static int bench_model(const struct bench_cfg *c, const struct model_opts *mo,
+                       struct bench_row *rows, size_t *wbytes_out, struct err *err)
+{
+    struct model *m = model_new(c->model_path, mo, err);
+    if (!m)
+        return -1;
+    int rc = -1;
+    double bar_ns, run_ns;
+    tp_measure(m->pool, 20000, &bar_ns, &run_ns);
+    size_t wbytes = model_weight_bytes_per_step(m);
+    *wbytes_out = wbytes;
+    bool per_req = m->opts.decode == MODEL_DECODE_PER_REQUEST;
+    printf("model %s: %d layers, n_embd %d, vocab %d; weights read per step %.2f MB\n",
+           c->model_path, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_vocab, wbytes / 1e6);
+    if (m->quant_note[0])
+        printf("%s\n", m->quant_note);
+    printf("n_kv_max = %d, n_threads = %d, decode = %s, attention = %s, kernels = %s\n",
+           m->ctx * m->max_batch, tp_threads(m->pool), per_req ? "per-request" : "batched",
+           m->opts.attention == MODEL_ATTN_SERIAL ? "serial" : "split", q_kernels_name(m->kern));
+    printf("thread pool: %.0f ns per barrier, %.1f us per empty run\n", bar_ns, run_ns / 1e3);
+    if (!c->no_probe)
+        printf("memory: memcpy %.1f GB/s (read + write), read %.1f GB/s (%d threads)\n",
+               c->copy_gbs, c->read_gbs, tp_threads(m->pool));
+    printf("\n|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      "
+           "T s |    S t/s |\n");
+    printf("|-------|--------|------|--------|----------|----------|----------|----------|------"
+           "----|----------|\n");
+    fflush(stdout);
+    for (int i = 0; i < c->n_b; i++) {
+        struct bench_row *r = &rows[i];
+        if (run_one(m, c->batches[i], c->pp, c->tg, c->seed, c->prompts, c->next, c->seqs, r,
+                    err) != 0)
+            goto out;
+        double n_kv = (double)r->b * (r->pp + r->tg), t = r->t_pp + r->t_tg;
+        printf("| %5d | %6d | %4d | %6.0f | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |\n",
+               r->pp, r->tg, r->b, n_kv, r->t_pp, r->b * r->pp / r->t_pp, r->t_tg,
+               r->b * r->tg / r->t_tg, t, n_kv / t);
+        fflush(stdout);
+    }
+    printf("\n%5s %10s %9s %9s %9s %12s %10s\n", "B", "step ms", "attn ms", "matmul ms", "other ms",
+           "weights/tok", "weight GB/s");
+    for (int i = 0; i < c->n_b; i++) {
+        struct bench_row *r = &rows[i];
+        double steps = r->tg, step_s = r->t_tg / steps;
+        double reads = per_req ? (double)r->b : 1.0; /* weight passes per step */
+        printf("%5d %10.3f %9.3f %9.3f %9.3f %9.2f MB %10.1f\n", r->b, step_s * 1e3,
+               r->tg_timers.attn_ns / steps / 1e6, r->tg_timers.matmul_ns / steps / 1e6,
+               r->tg_timers.other_ns / steps / 1e6, wbytes * reads / r->b / 1e6,
+               wbytes * reads / step_s / 1e9);
+    }
+    for (int i = 0; i < c->n_b; i++)
+        if (rows[i].b == 1 && !c->no_probe) {
+            double gbs = wbytes / (rows[i].t_tg / rows[i].tg) / 1e9;
+            printf("\nB=1: %.1f tok/s reads %.1f GB/s of weights = %.0f%% of memcpy (%.1f GB/s), "
+                   "%.0f%% of read (%.1f GB/s)\n",
+                   rows[i].tg / rows[i].t_tg, gbs, 100 * gbs / c->copy_gbs, c->copy_gbs,
+                   100 * gbs / c->read_gbs, c->read_gbs);
+            break;
+        }
+    rc = 0;
+out:
+    model_free(m);
+    return rc;
+}
+
+/* ---- several formats in one run: --quant native,mxfp4,nvfp4 ---- */
+
+#define MAX_QUANTS 8
+
+/* Split a comma-separated --quant list into names[] (pointers into buf, a
+ * copy the caller frees). NULL or "" gives one NULL entry (native). */
+static int split_quants(const char *list, char **buf, const char **names, int *n, struct err *err)
+{
+    *n = 0;
+    *buf = NULL;
+    if (!list || !*list) {
+        names[(*n)++] = NULL;
+        return 0;
+    }
+    *buf = xstrdup(list);
+    for (char *p = *buf;;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = 0;
+        if (!*p || *n == MAX_QUANTS)
+            return err_set(err, FP_ERR_USAGE,
+                           "--quant: bad list '%s' (e.g. native,mxfp4,nvfp4; at most %d)", list,
+                           MAX_QUANTS),
+                   -1;
+        names[(*n)++] = p;
+        if (!comma)
+            return 0;
+        p = comma + 1;
+    }
+}
+
+/* After the per-format tables: decode tok/s (S_TG) and the weight bytes
+ * each format reads per token, side by side, with ratios to the first. */
+static void print_side_by_side(const char *const *names, int n_q, const size_t *wbytes,
+                               struct bench_row (*rows)[MAX_BATCHES], int n_b)
+{
+    printf("\n== side by side: decode tok/s (S_TG) and weight MB read per token\n%-8s %9s", "quant",
+           "MB/step");
+    for (int i = 0; i < n_b; i++)
+        printf(" | B=%-4d tok/s  MB/tok", rows[0][i].b);
+    printf("\n");
+    for (int f = 0; f < n_q; f++) {
+        printf("%-8s %9.2f", names[f] ? names[f] : "native", wbytes[f] / 1e6);
+        for (int i = 0; i < n_b; i++) {
+            const struct bench_row *r = &rows[f][i];
+            printf(" | %12.2f %7.2f", r->b * r->tg / r->t_tg, wbytes[f] / 1e6 / r->b);
+        }
+        printf("\n");
+    }
+    printf("ratio of tok/s to %s:\n", names[0] ? names[0] : "native");
+    for (int f = 1; f < n_q; f++) {
+        printf("%-8s %9s", names[f] ? names[f] : "native", "");
+        for (int i = 0; i < n_b; i++)
+            printf(" | %12.3f%s", rows[0][i].t_tg / rows[f][i].t_tg, i + 1 < n_b ? "        " : "");
+        printf("\n");
+    }
+}
+
 int cmd_bench(int argc, char **argv)
 {
     const char *model_path = NULL, *batch_list = "1,4,16,64", *quant = NULL, *head = NULL;
@@ -182,7 +320,9 @@ int cmd_bench(int argc, char **argv)
         {"decode", 0, OPT_STR, &decode, "MODE", "batched|per-request (default batched)"},
         {"attention", 0, OPT_STR, &attention, "MODE", "split|serial (default split)"},
         {"threads", 't', OPT_LONG, &threads, "N", "threads (default: online cores)", 0, 1024},
-        {"quant", 0, OPT_STR, &quant, "Q", "requantize at load: native|q8_0|mxfp4|nvfp4"},
+        {"quant", 0, OPT_STR, &quant, "Q",
+         "requantize at load: native|q8_0|mxfp4|nvfp4; a list (native,mxfp4,nvfp4) runs each "
+         "in turn and compares them"},
         {"head", 0, OPT_STR, &head, "H", "head type when requantizing: q8_0|same (default q8_0)"},
         {"device", 0, OPT_STR, &device, "DEV", "cpu|cuda (default cpu)"},
         {"seed", 0, OPT_LONG, &seed, "N", "seed of the random prompts (default 1234)", 0,
@@ -200,91 +340,56 @@ int cmd_bench(int argc, char **argv)
                  opts, n_opts);
         return FP_OK;
     }
-    struct model *m = NULL;
-    int batches[MAX_BATCHES], n_b = 0, max_b = 0;
-    int32_t *prompts = NULL, *next = NULL;
-    struct model_seq *seqs = NULL;
-    struct bench_row rows[MAX_BATCHES];
+    int batches[MAX_BATCHES], n_b = 0, max_b = 0, n_q = 0;
+    const char *qnames[MAX_QUANTS];
+    char *qbuf = NULL;
+    struct model_opts mo[MAX_QUANTS];
+    struct bench_row(*rows)[MAX_BATCHES] = xcalloc(MAX_QUANTS, sizeof(*rows));
+    size_t wbytes[MAX_QUANTS];
+    struct bench_cfg c = {.model_path = model_path,
+                          .batches = batches,
+                          .pp = (int)pp,
+                          .tg = (int)tg,
+                          .seed = (uint64_t)seed,
+                          .no_probe = no_probe};
     if (rc == 0 && !model_path)
         err_set(&err, FP_ERR_USAGE, "bench needs --model PATH (see --help)");
-    if (err.code || parse_batches(batch_list, batches, &n_b, &err) != 0)
+    if (err.code || parse_batches(batch_list, batches, &n_b, &err) != 0 ||
+        split_quants(quant, &qbuf, qnames, &n_q, &err) != 0)
         goto out;
+    c.n_b = n_b;
     for (int i = 0; i < n_b; i++)
         max_b = batches[i] > max_b ? batches[i] : max_b;
-    struct model_opts mo = {.threads = (int)threads, .max_batch = max_b, .device = device};
-    mo.ctx = (int)(pp + tg + 1);
-    mo.max_step_tokens = max_b > 512 ? max_b : 512;
-    if (model_opts_parse(&mo, quant, head, decode, attention, &err) != 0)
-        goto out;
-    double copy_gbs = 0, read_gbs = 0;
+    for (int f = 0; f < n_q; f++) { /* check every name before the first run */
+        mo[f] = (struct model_opts){.threads = (int)threads, .max_batch = max_b, .device = device};
+        mo[f].ctx = (int)(pp + tg + 1);
+        mo[f].max_step_tokens = max_b > 512 ? max_b : 512;
+        if (model_opts_parse(&mo[f], qnames[f], head, decode, attention, &err) != 0)
+            goto out;
+    }
     if (!no_probe) {
-        tp_pool *pool = tp_new(mo.threads);
-        probe_bandwidth(pool, &copy_gbs, &read_gbs);
+        tp_pool *pool = tp_new(mo[0].threads);
+        probe_bandwidth(pool, &c.copy_gbs, &c.read_gbs);
         tp_free(pool);
     }
-    m = model_new(model_path, &mo, &err);
-    if (!m)
-        goto out;
-    double bar_ns, run_ns;
-    tp_measure(m->pool, 20000, &bar_ns, &run_ns);
-    size_t wbytes = model_weight_bytes_per_step(m);
-    bool per_req = m->opts.decode == MODEL_DECODE_PER_REQUEST;
-    printf("model %s: %d layers, n_embd %d, vocab %d; weights read per step %.2f MB\n", model_path,
-           m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_vocab, wbytes / 1e6);
-    if (m->quant_note[0])
-        printf("%s\n", m->quant_note);
-    printf("n_kv_max = %d, n_threads = %d, decode = %s, attention = %s, kernels = %s\n",
-           m->ctx * m->max_batch, tp_threads(m->pool), per_req ? "per-request" : "batched",
-           m->opts.attention == MODEL_ATTN_SERIAL ? "serial" : "split", q_kernels_name(m->kern));
-    printf("thread pool: %.0f ns per barrier, %.1f us per empty run\n", bar_ns, run_ns / 1e3);
-    if (!no_probe)
-        printf("memory: memcpy %.1f GB/s (read + write), read %.1f GB/s (%d threads)\n", copy_gbs,
-               read_gbs, tp_threads(m->pool));
-    printf("\n|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      "
-           "T s |    S t/s |\n");
-    printf("|-------|--------|------|--------|----------|----------|----------|----------|------"
-           "----|----------|\n");
-    fflush(stdout);
-    prompts = xmalloc(sizeof(int32_t) * (size_t)max_b * (size_t)pp);
-    next = xcalloc((size_t)max_b, sizeof(int32_t));
-    seqs = xcalloc((size_t)max_b, sizeof(*seqs));
-    for (int i = 0; i < n_b; i++) {
-        struct bench_row *r = &rows[i];
-        if (run_one(m, batches[i], (int)pp, (int)tg, (uint64_t)seed, prompts, next, seqs, r,
-                    &err) != 0)
+    c.prompts = xmalloc(sizeof(int32_t) * (size_t)max_b * (size_t)pp);
+    c.next = xcalloc((size_t)max_b, sizeof(int32_t));
+    c.seqs = xcalloc((size_t)max_b, sizeof(*c.seqs));
+    for (int f = 0; f < n_q; f++) {
+        if (n_q > 1)
+            printf("%s== quant %s\n", f ? "\n" : "", qnames[f] ? qnames[f] : "native");
+        if (bench_model(&c, &mo[f], rows[f], &wbytes[f], &err) != 0)
             goto out;
-        double n_kv = (double)r->b * (r->pp + r->tg), t = r->t_pp + r->t_tg;
-        printf("| %5d | %6d | %4d | %6.0f | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |\n",
-               r->pp, r->tg, r->b, n_kv, r->t_pp, r->b * r->pp / r->t_pp, r->t_tg,
-               r->b * r->tg / r->t_tg, t, n_kv / t);
-        fflush(stdout);
     }
-    printf("\n%5s %10s %9s %9s %9s %12s %10s\n", "B", "step ms", "attn ms", "matmul ms", "other ms",
-           "weights/tok", "weight GB/s");
-    for (int i = 0; i < n_b; i++) {
-        struct bench_row *r = &rows[i];
-        double steps = r->tg, step_s = r->t_tg / steps;
-        double reads = per_req ? (double)r->b : 1.0; /* weight passes per step */
-        printf("%5d %10.3f %9.3f %9.3f %9.3f %9.2f MB %10.1f\n", r->b, step_s * 1e3,
-               r->tg_timers.attn_ns / steps / 1e6, r->tg_timers.matmul_ns / steps / 1e6,
-               r->tg_timers.other_ns / steps / 1e6, wbytes * reads / r->b / 1e6,
-               wbytes * reads / step_s / 1e9);
-    }
-    for (int i = 0; i < n_b; i++)
-        if (rows[i].b == 1 && !no_probe) {
-            double gbs = wbytes / (rows[i].t_tg / rows[i].tg) / 1e9;
-            printf("\nB=1: %.1f tok/s reads %.1f GB/s of weights = %.0f%% of memcpy (%.1f GB/s), "
-                   "%.0f%% of read (%.1f GB/s)\n",
-                   rows[i].tg / rows[i].t_tg, gbs, 100 * gbs / copy_gbs, copy_gbs,
-                   100 * gbs / read_gbs, read_gbs);
-            break;
-        }
+    if (n_q > 1)
+        print_side_by_side(qnames, n_q, wbytes, rows, n_b);
 out:
     if (err.code)
         log_error("%s", err.msg);
-    model_free(m);
-    free(prompts);
-    free(next);
-    free(seqs);
+    free(qbuf);
+    free(rows);
+    free(c.prompts);
+    free(c.next);
+    free(c.seqs);
     return err.code;
 }

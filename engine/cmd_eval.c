@@ -1,8 +1,8 @@
 /*
  * cmd_eval: `fp4serve eval --model PATH --text FILE [--quant Q] [--ctx N]`:
  * perplexity of the model (requantized at load when --quant says so) over
- * a text, and against the same file at native precision the mean KL
- * divergence and top-1 agreement (engine/eval.h). Prints one summary line,
+ * a text, and against the same file at native precision (or --ref) the
+ * mean KL divergence and top-1 agreement (engine/eval.h). Prints one summary line,
  * then one JSON object on a line of its own for scripts.
  */
 #include <jansson.h>
@@ -36,23 +36,24 @@ static const char *head_name(const struct model *m)
     return m->opts.head_same ? quant_name(m) : "q8_0";
 }
 
-static void print_result(const char *path, const struct model *m, int ctx,
+static void print_result(const char *path, const char *ref_path, const struct model *m, int ctx,
                          const struct ev_result *r, double secs)
 {
-    printf("%s: quant %s (head %s), ctx %d: ppl %.4f (native %.4f, %+.2f%%), mean KL %.6f nats "
+    bool own = strcmp(path, ref_path) == 0;
+    printf("%s: quant %s (head %s), ctx %d: ppl %.4f (%s %.4f, %+.2f%%), mean KL %.6f nats "
            "(max %.4f), top-1 agreement %.2f%%, %lld predictions in %d windows, %.2f MB "
            "weights/step, %.1f s\n",
-           path, quant_name(m), head_name(m), ctx, r->ppl, r->ref_ppl,
+           path, quant_name(m), head_name(m), ctx, r->ppl, own ? "native" : "reference", r->ref_ppl,
            100.0 * (r->ppl / r->ref_ppl - 1.0), r->kl, r->kl_max, 100.0 * r->top1,
            (long long)r->n_scored, r->n_windows, model_weight_bytes_per_step(m) / 1e6, secs);
     json_t *j =
-        json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:i, s:f, s:f, s:f, s:f, s:f, s:f, "
+        json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:i, s:f, s:f, s:f, s:f, s:f, s:f, "
                   "s:f, s:I, s:f}",
-                  "model", path, "quant", quant_name(m), "head", head_name(m), "ctx", ctx, "tokens",
-                  (json_int_t)r->n_tokens, "scored", (json_int_t)r->n_scored, "windows",
-                  r->n_windows, "ppl", r->ppl, "nll", r->nll, "ref_ppl", r->ref_ppl, "ref_nll",
-                  r->ref_nll, "kl", r->kl, "kl_max", r->kl_max, "top1", r->top1, "weight_bytes",
-                  (json_int_t)model_weight_bytes_per_step(m), "seconds", secs);
+                  "model", path, "ref", ref_path, "quant", quant_name(m), "head", head_name(m),
+                  "ctx", ctx, "tokens", (json_int_t)r->n_tokens, "scored", (json_int_t)r->n_scored,
+                  "windows", r->n_windows, "ppl", r->ppl, "nll", r->nll, "ref_ppl", r->ref_ppl,
+                  "ref_nll", r->ref_nll, "kl", r->kl, "kl_max", r->kl_max, "top1", r->top1,
+                  "weight_bytes", (json_int_t)model_weight_bytes_per_step(m), "seconds", secs);
     char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
     if (s)
         printf("%s\n", s);
@@ -63,6 +64,7 @@ static void print_result(const char *path, const struct model *m, int ctx,
 int cmd_eval(int argc, char **argv)
 {
     const char *model_path = NULL, *text_path = NULL, *quant = NULL, *head = NULL;
+    const char *ref_path = NULL;
     long ctx = 512, threads = 0, chunk = 0, max_tokens = 0;
     const struct opt opts[] = {
         {"model", 'm', OPT_STR, &model_path, "PATH", "GGUF model (required)"},
@@ -70,6 +72,9 @@ int cmd_eval(int argc, char **argv)
         {"quant", 0, OPT_STR, &quant, "Q",
          "requantize at load: native|q8_0|mxfp4|nvfp4 (default native)"},
         {"head", 0, OPT_STR, &head, "H", "head type when requantizing: q8_0|same (default q8_0)"},
+        {"ref", 0, OPT_STR, &ref_path, "PATH",
+         "reference model (default: --model at native precision), e.g. the file an offline "
+         "quantized model was made from"},
         {"ctx", 0, OPT_LONG, &ctx, "N",
          "window in tokens; windows do not overlap and each starts empty (default 512)", 2,
          1 << 20},
@@ -107,7 +112,8 @@ int cmd_eval(int argc, char **argv)
     if (model_opts_parse(&mo, quant, head, NULL, NULL, &err) != 0)
         goto out;
     uint64_t t0 = clock_ns();
-    if (!(m = model_new(model_path, &mo, &err)) || !(ref = model_new(model_path, &ro, &err)))
+    if (!(m = model_new(model_path, &mo, &err)) ||
+        !(ref = model_new(ref_path ? ref_path : model_path, &ro, &err)))
         goto out;
     if (tok_load(&m->file, &vocab, &err) != 0) {
         err_prefix(&err, "%s", model_path);
@@ -127,7 +133,8 @@ int cmd_eval(int argc, char **argv)
         err_prefix(&err, "%s", text_path);
         goto out;
     }
-    print_result(model_path, m, eo.ctx, &r, (double)(clock_ns() - t0) / 1e9);
+    print_result(model_path, ref_path ? ref_path : model_path, m, eo.ctx, &r,
+                 (double)(clock_ns() - t0) / 1e9);
 out:
     if (err.code)
         log_error("%s", err.msg);

@@ -37,6 +37,17 @@ for q in mxfp4 nvfp4; do
         "$(json "$T_TMP/native" ppl)"
 done
 
+# An offline-quantized file against its source (--ref) measures what
+# --quant measures at load, to the last digit.
+"$FP4SERVE" quantize "$tiny" "$T_TMP/tiny-mxfp4.gguf" --type mxfp4 >/dev/null 2>&1
+"$FP4SERVE" eval --model "$T_TMP/tiny-mxfp4.gguf" --ref "$tiny" --text "$text" --ctx 128 \
+    --threads 2 >"$T_TMP/offline" 2>/dev/null
+check "eval --ref: summary names the reference" grep -q "(reference " "$T_TMP/offline"
+for k in ppl kl kl_max top1 ref_ppl scored; do
+    check_eq "eval offline file --ref source == --quant mxfp4: $k" "$(json "$T_TMP/offline" $k)" \
+        "$(json "$T_TMP/mxfp4" $k)"
+done
+
 # Refusals.
 "$FP4SERVE" eval --model "$tiny" 2>/dev/null
 check_eq "no --text: status 2" "$?" "2"
