@@ -167,7 +167,7 @@ static int run_one(struct model *m, int B, int pp, int tg, uint64_t seed, int32_
     return 0;
 }
 
-/* What one model's run needs besides the model (the command's settings). */
+/* The command's settings that every model's run shares. */
 struct bench_cfg {
     const char *model_path;
     const int *batches;
@@ -180,22 +180,15 @@ struct bench_cfg {
     struct model_seq *seqs;    /* (max_b) scratch */
 };
 
-/* Load the model with mo, print its batched-bench table and phase split,
- * and fill rows[0..n_b) and *wbytes (weights read per step). */
-static int bench_model(const struct bench_cfg *c, const struct model_opts *mo,
-                       struct bench_row *rows, size_t *wbytes_out, struct err *err)
+/* The model's description lines, before its table. */
+static void print_model_head(const struct bench_cfg *c, struct model *m)
 {
-    struct model *m = model_new(c->model_path, mo, err);
-    if (!m)
-        return -1;
-    int rc = -1;
     double bar_ns, run_ns;
     tp_measure(m->pool, 20000, &bar_ns, &run_ns);
-    size_t wbytes = model_weight_bytes_per_step(m);
-    *wbytes_out = wbytes;
     bool per_req = m->opts.decode == MODEL_DECODE_PER_REQUEST;
     printf("model %s: %d layers, n_embd %d, vocab %d; weights read per step %.2f MB\n",
-           c->model_path, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_vocab, wbytes / 1e6);
+           c->model_path, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_vocab,
+           model_weight_bytes_per_step(m) / 1e6);
     if (m->quant_note[0])
         printf("%s\n", m->quant_note);
     printf("n_kv_max = %d, n_threads = %d, decode = %s, attention = %s, kernels = %s\n",
@@ -210,21 +203,28 @@ static int bench_model(const struct bench_cfg *c, const struct model_opts *mo,
     printf("|-------|--------|------|--------|----------|----------|----------|----------|------"
            "----|----------|\n");
     fflush(stdout);
-    for (int i = 0; i < c->n_b; i++) {
-        struct bench_row *r = &rows[i];
-        if (run_one(m, c->batches[i], c->pp, c->tg, c->seed, c->prompts, c->next, c->seqs, r,
-                    err) != 0)
-            goto out;
-        double n_kv = (double)r->b * (r->pp + r->tg), t = r->t_pp + r->t_tg;
-        printf("| %5d | %6d | %4d | %6.0f | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |\n",
-               r->pp, r->tg, r->b, n_kv, r->t_pp, r->b * r->pp / r->t_pp, r->t_tg,
-               r->b * r->tg / r->t_tg, t, n_kv / t);
-        fflush(stdout);
-    }
+}
+
+static void print_row(const struct bench_row *r)
+{
+    double n_kv = (double)r->b * (r->pp + r->tg), t = r->t_pp + r->t_tg;
+    printf("| %5d | %6d | %4d | %6.0f | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |\n", r->pp,
+           r->tg, r->b, n_kv, r->t_pp, r->b * r->pp / r->t_pp, r->t_tg, r->b * r->tg / r->t_tg, t,
+           n_kv / t);
+    fflush(stdout);
+}
+
+/* After the table: step time split by phase, weight bytes per token, and
+ * the achieved bandwidth at B=1. */
+static void print_model_tail(const struct bench_cfg *c, const struct model *m,
+                             const struct bench_row *rows)
+{
+    size_t wbytes = model_weight_bytes_per_step(m);
+    bool per_req = m->opts.decode == MODEL_DECODE_PER_REQUEST;
     printf("\n%5s %10s %9s %9s %9s %12s %10s\n", "B", "step ms", "attn ms", "matmul ms", "other ms",
            "weights/tok", "weight GB/s");
     for (int i = 0; i < c->n_b; i++) {
-        struct bench_row *r = &rows[i];
+        const struct bench_row *r = &rows[i];
         double steps = r->tg, step_s = r->t_tg / steps;
         double reads = per_req ? (double)r->b : 1.0; /* weight passes per step */
         printf("%5d %10.3f %9.3f %9.3f %9.3f %9.2f MB %10.1f\n", r->b, step_s * 1e3,
@@ -241,10 +241,6 @@ static int bench_model(const struct bench_cfg *c, const struct model_opts *mo,
                    100 * gbs / c->read_gbs, c->read_gbs);
             break;
         }
-    rc = 0;
-out:
-    model_free(m);
-    return rc;
 }
 
 /* ---- several formats in one run: --quant native,mxfp4,nvfp4 ---- */
@@ -281,10 +277,11 @@ static int split_quants(const char *list, char **buf, const char **names, int *n
 /* After the per-format tables: decode tok/s (S_TG) and the weight bytes
  * each format reads per token, side by side, with ratios to the first. */
 static void print_side_by_side(const char *const *names, int n_q, const size_t *wbytes,
-                               struct bench_row (*rows)[MAX_BATCHES], int n_b)
+                               struct bench_row (*rows)[MAX_BATCHES], int n_b, int rounds)
 {
-    printf("\n== side by side: decode tok/s (S_TG) and weight MB read per token\n%-8s %9s", "quant",
-           "MB/step");
+    printf("\n== side by side: decode tok/s (S_TG, best of %d) and weight MB read per token\n"
+           "%-8s %9s",
+           rounds, "quant", "MB/step");
     for (int i = 0; i < n_b; i++)
         printf(" | B=%-4d tok/s  MB/tok", rows[0][i].b);
     printf("\n");
@@ -309,7 +306,7 @@ int cmd_bench(int argc, char **argv)
 {
     const char *model_path = NULL, *batch_list = "1,4,16,64", *quant = NULL, *head = NULL;
     const char *decode = NULL, *attention = NULL, *device = NULL;
-    long pp = 128, tg = 128, threads = 0, seed = 1234;
+    long pp = 128, tg = 128, threads = 0, seed = 1234, rounds = 1;
     bool no_probe = false;
     const struct opt opts[] = {
         {"model", 'm', OPT_STR, &model_path, "PATH", "GGUF model (required)"},
@@ -328,6 +325,10 @@ int cmd_bench(int argc, char **argv)
         {"seed", 0, OPT_LONG, &seed, "N", "seed of the random prompts (default 1234)", 0,
          2147483647},
         {"no-probe", 0, OPT_BOOL, &no_probe, NULL, "skip the memory bandwidth probe"},
+        {"rounds", 0, OPT_LONG, &rounds, "N",
+         "measure each batch size N times (formats taking turns) and keep the fastest decode "
+         "(default 1)",
+         1, 100},
     };
     const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
@@ -344,6 +345,7 @@ int cmd_bench(int argc, char **argv)
     const char *qnames[MAX_QUANTS];
     char *qbuf = NULL;
     struct model_opts mo[MAX_QUANTS];
+    struct model *models[MAX_QUANTS] = {NULL};
     struct bench_row(*rows)[MAX_BATCHES] = xcalloc(MAX_QUANTS, sizeof(*rows));
     size_t wbytes[MAX_QUANTS];
     struct bench_cfg c = {.model_path = model_path,
@@ -375,17 +377,52 @@ int cmd_bench(int argc, char **argv)
     c.prompts = xmalloc(sizeof(int32_t) * (size_t)max_b * (size_t)pp);
     c.next = xcalloc((size_t)max_b, sizeof(int32_t));
     c.seqs = xcalloc((size_t)max_b, sizeof(*c.seqs));
+    if (n_q == 1 && rounds == 1) { /* one format: print each row as it is measured */
+        if (!(models[0] = model_new(model_path, &mo[0], &err)))
+            goto out;
+        print_model_head(&c, models[0]);
+        for (int i = 0; i < n_b; i++) {
+            if (run_one(models[0], batches[i], c.pp, c.tg, c.seed, c.prompts, c.next, c.seqs,
+                        &rows[0][i], &err) != 0)
+                goto out;
+            print_row(&rows[0][i]);
+        }
+        print_model_tail(&c, models[0], rows[0]);
+        goto out;
+    }
+    /* Several formats (or rounds): all models loaded, then per batch size
+     * the formats take turns, round after round, so that a slow spell of
+     * the machine hits them alike; each keeps its fastest decode. */
+    for (int f = 0; f < n_q; f++) {
+        if (!(models[f] = model_new(model_path, &mo[f], &err)))
+            goto out;
+        wbytes[f] = model_weight_bytes_per_step(models[f]);
+    }
+    for (int i = 0; i < n_b; i++)
+        for (int r = 0; r < rounds; r++)
+            for (int f = 0; f < n_q; f++) {
+                struct bench_row row;
+                if (run_one(models[f], batches[i], c.pp, c.tg, c.seed, c.prompts, c.next, c.seqs,
+                            &row, &err) != 0)
+                    goto out;
+                if (r == 0 || row.t_tg < rows[f][i].t_tg)
+                    rows[f][i] = row;
+            }
     for (int f = 0; f < n_q; f++) {
         if (n_q > 1)
             printf("%s== quant %s\n", f ? "\n" : "", qnames[f] ? qnames[f] : "native");
-        if (bench_model(&c, &mo[f], rows[f], &wbytes[f], &err) != 0)
-            goto out;
+        print_model_head(&c, models[f]);
+        for (int i = 0; i < n_b; i++)
+            print_row(&rows[f][i]);
+        print_model_tail(&c, models[f], rows[f]);
     }
     if (n_q > 1)
-        print_side_by_side(qnames, n_q, wbytes, rows, n_b);
+        print_side_by_side(qnames, n_q, wbytes, rows, n_b, rounds);
 out:
     if (err.code)
         log_error("%s", err.msg);
+    for (int f = 0; f < MAX_QUANTS; f++)
+        model_free(models[f]);
     free(qbuf);
     free(rows);
     free(c.prompts);
