@@ -75,8 +75,8 @@ float q_nvfp4_tensor_scale(const float *x, int64_t n);
 float q_e2m1_to_f32(uint8_t code); /* 4-bit code -> value in {0, +-0.5, ..., +-6} */
 uint8_t q_f32_to_e2m1(float x);    /* nearest, ties to even; saturates at +-6 */
 float q_e8m0_to_f32(uint8_t e);    /* 2^(e-127); NaN for 0xFF */
-float q_e4m3_to_f32(uint8_t x);    /* unsigned use: bias 7, 0x7F = NaN, max 448 */
-uint8_t q_f32_to_e4m3(float x);    /* round to nearest even, saturate at 448 */
+float q_e4m3_to_f32(uint8_t x);    /* bias 7, max 448, 0x7F/0xFF = NaN; bit 7 = sign */
+uint8_t q_f32_to_e4m3(float x);    /* round to nearest even, saturate at 448, NaN -> 0x7F */
 float q_f16_to_f32(uint16_t h);
 uint16_t q_f32_to_f16(float f); /* round to nearest even */
 float q_bf16_to_f32(uint16_t h);
@@ -98,8 +98,9 @@ struct q_matrix {
 /* Activations prepared once per step for one weight type. For quantized
  * weights (vec_type Q_Q8_1) each 32-element block is quantized as llama.cpp
  * quantizes Q8_0/Q8_1 activations (d = amax/127 rounded to f16, q =
- * rne(x * 127/amax)) and keeps its sum; the byte layout is private to the
- * kernels (engine/cpu/qk.h). For F32/F16/BF16 weights the rows stay f32.
+ * rne(x * 127/amax)) and keeps its sum; K-quants use the same 32-element
+ * blocks (finer than llama.cpp's 256-element Q8_K). The byte layout is
+ * private to the kernels (engine/cpu/qk.h). For F32/F16/BF16 weights the rows stay f32.
  * Buffers are allocated at init for the largest shape, so preparing during a
  * forward pass never allocates. Preparation is deterministic and the same on
  * every ISA. */
@@ -144,9 +145,10 @@ int q_isa_from_name(const char *name);
 
 /*
  * y[b * ldy + r] = scale * dot(W row r, activation row b), for weight rows
- * r in [r0, r1) and every activation row b < a->rows. a must have been
- * prepared for w->type (same q_vec_type, same cols; asserted). Each weight
- * block is read from memory once for all activation rows. The value for
+ * r in [r0, r1) and every activation row b < a->rows (k NULL: the best table
+ * for this CPU). a must have been prepared for w->type (same q_vec_type,
+ * same cols; asserted). Each weight block is read from memory once for all
+ * activation rows. The value for
  * (r, b) is bit-identical whatever a->rows, r0 and r1 are, and the same on
  * every kernel table. Never allocates; uses about 40 KB of stack. Safe to
  * call from several threads on disjoint row ranges.

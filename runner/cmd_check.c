@@ -10,13 +10,14 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "estimate.h"
 #include "experiment.h"
 #include "log.h"
 #include "opts.h"
 #include "plan.h"
 #include "xalloc.h"
 
-static const char synopsis[] = "EXPERIMENT.yaml [--only VARIANT]... | --schema";
+static const char synopsis[] = "EXPERIMENT.yaml [--only VARIANT]... [--from RUN_DIR] | --schema";
 static const char summary[] =
     "Validate an experiment file and print its plan: each variant's server argv (shell-quoted,\n"
     "though nothing is ever run through a shell), environment and model status, then every\n"
@@ -26,6 +27,7 @@ static const char summary[] =
 struct check_args {
     struct strvec only; /* --only VARIANT, repeatable */
     bool schema;        /* --schema */
+    const char *from;   /* --from RUN_DIR: time estimate from that run's fit (estimate.c) */
 };
 
 /* This very binary, for the builtin client's argv (the plan shows real paths). */
@@ -76,7 +78,11 @@ static int check_file(const char *file, const struct check_args *a)
             if (plan.variants[i].model_problem)
                 log_warn("variant '%s': %s (sweep run will refuse to start)",
                          plan.variants[i].v->name, plan.variants[i].model_problem);
-        /* (the time estimate of --from RUN_DIR goes here) */
+        /* the time estimate of --from RUN_DIR (estimate.c) */
+        if (a->from && est_print_plan(stdout, &plan, a->from, &err) != 0) {
+            fprintf(stderr, "sweep check: %s\n", err.msg);
+            rc = err.code;
+        }
     }
     plan_release(&plan);
     exp_release(&exp);
@@ -87,7 +93,7 @@ static int check_file(const char *file, const struct check_args *a)
 
 int cmd_check(int argc, char **argv)
 {
-    struct check_args a = {.only = STRVEC_INIT, .schema = false};
+    struct check_args a = {.only = STRVEC_INIT, .schema = false, .from = NULL};
     struct strvec pos = STRVEC_INIT;
     struct err err;
     int rc;
@@ -95,6 +101,8 @@ int cmd_check(int argc, char **argv)
         {"only", 0, OPT_LIST, &a.only, "VARIANT", "plan only this variant (repeatable)"},
         {"schema", 0, OPT_BOOL, &a.schema, NULL,
          "print every key of an experiment file (type, default, unit, meaning) and exit"},
+        {"from", 0, OPT_STR, &a.from, "RUN_DIR",
+         "estimate each point's duration from that run's scaling fit, and the total"},
     };
     const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
 

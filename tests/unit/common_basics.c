@@ -109,8 +109,9 @@ TEST(opts_parse_and_errors)
         {"url", 0, OPT_STR, &url, "URL", "server", 0, 0},
         {"pattern", 0, OPT_LIST, &pats, "NAME=RE", "extra pattern", 0, 0},
     };
-    char *argv[] = {"x.yaml", "-c", "16", "--request-rate=2.5", "--dry-run", "--url",
-                    "http://h", "--pattern", "a=b", "--pattern", "c=d", "--", "--literal"};
+    char *argv[] = {"x.yaml",   "-c",        "16",  "--request-rate=2.5", "--dry-run", "--url",
+                    "http://h", "--pattern", "a=b", "--pattern",          "c=d",       "--",
+                    "--literal"};
     struct err e;
     err_init(&e);
     CHECK_INT(opt_parse(13, argv, opts, 5, &pos, &e, 2), 0);

@@ -3,7 +3,7 @@
  * (fixtures made by tests/tools/make_golden.py through llama-cpp-python).
  * For every prompt of a fixture: our tokenizer gives the same prompt ids;
  * the first n_gen greedy ids (EOG not stopping) are identical; the first
- * step's logits agree within 1e-2 of max |logit| on the 100 top ids, the
+ * step's logits agree within a tolerance (below) of max |logit| on the 100 top ids, the
  * sampled ids and the full vectors the fixture has. Then all prompts again
  * in one batch: the same ids. SmolLM2-135M Q4_1 runs when
  * models/SmolLM2-135M-Instruct.Q4_1.gguf exists.

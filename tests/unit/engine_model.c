@@ -498,6 +498,16 @@ TEST(untied_head_and_requantization)
     free(native);
     CHECK_INT(model_opts_parse(&o, "q9_9", NULL, NULL, NULL, &err), -1);
     CHECK_INT(err.code, FP_ERR_USAGE);
+    const char *bad[3][3] = {{"qq", NULL, NULL}, {NULL, "batch", NULL}, {NULL, NULL, "flash"}};
+    for (int i = 0; i < 3; i++) {
+        err_init(&err);
+        CHECK_INT(model_opts_parse(&o, NULL, bad[i][0], bad[i][1], bad[i][2], &err), -1);
+        CHECK(strstr(err.msg, "unknown") != NULL);
+    }
+    struct model_opts p = {0};
+    CHECK_INT(model_opts_parse(&p, "native", "same", "per-request", "serial", &err), 0);
+    CHECK(!p.quant_set && p.head_same && p.decode == MODEL_DECODE_PER_REQUEST &&
+          p.attention == MODEL_ATTN_SERIAL);
     unlink(tied);
     unlink(untied);
     free(tied);

@@ -1,0 +1,87 @@
+/*
+ * plot: gnuplot charts. A chart is a set of series (one per variant or
+ * compared run) of points against concurrency, optionally with a fitted
+ * line or throughput curve. plot_write fills a template from plots/NAME.gp
+ * (embedded at build time) into DIR/NAME.gp and writes DIR/NAME.dat;
+ * plot_render runs gnuplot on it (argv vector, no shell) to produce
+ * DIR/NAME.png and DIR/NAME.svg. The .gp stays next to the images so users
+ * can edit and rerun it: `gnuplot NAME.gp`, or
+ * `gnuplot -e 'outputs="dumb"' NAME.gp` for a terminal preview.
+ *
+ * Environment: SWEEP_GNUPLOT names the gnuplot binary (default: gnuplot on
+ * PATH); SWEEP_PLOT_TEMPLATES names a folder of NAME.gp templates to use
+ * instead of the embedded ones.
+ */
+#ifndef RUNNER_PLOT_H
+#define RUNNER_PLOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "err.h"
+
+enum plot_fit {
+    PLOT_FIT_NONE,
+    PLOT_FIT_LINE,       /* y = a + b·x, equation in the key */
+    PLOT_FIT_THROUGHPUT, /* y = x·1000/(a + b·x) with the ceiling 1000/b */
+};
+
+struct plot_series {
+    char *title;     /* owned; legend entry ("mxfp4", "runA:nvfp4") */
+    double *x;       /* owned; concurrency, > 0 */
+    double *y;       /* owned; the value (mean over repeats) */
+    double *lo, *hi; /* owned; spread over repeats (min, max); equal to y without repeats */
+    size_t n, cap;
+    bool fit;        /* a fitted line belongs to this series */
+    double a, b, r2; /* fit: y = a + b·x (ms, ms per request for a step-time fit) */
+};
+
+struct plot_chart {
+    char *name;   /* owned; file stem: NAME.dat, NAME.gp, NAME.png, NAME.svg */
+    char *tmpl;   /* owned; template name: throughput, tpot, ttft or ratio */
+    char *title;  /* owned; chart title */
+    char *xlabel; /* owned; with unit */
+    char *ylabel; /* owned; with unit */
+    enum plot_fit fit;
+    struct plot_series *s; /* owned */
+    size_t n_s, cap_s;
+};
+
+void plot_chart_init(struct plot_chart *c, const char *name, const char *tmpl, const char *title,
+                     const char *ylabel, enum plot_fit fit);
+void plot_chart_release(struct plot_chart *c);
+/* Add an empty series titled title; the pointer stays valid until the next
+ * plot_chart_series call on c. */
+struct plot_series *plot_chart_series(struct plot_chart *c, const char *title);
+/* Append a point; non-finite y or x <= 0 is ignored (it cannot be drawn). */
+void plot_series_add(struct plot_series *s, double x, double y, double lo, double hi);
+/* Number of points over every series. */
+size_t plot_chart_points(const struct plot_chart *c);
+
+/*
+ * Write dir/NAME.dat and dir/NAME.gp (atomically) for chart c. Returns 0,
+ * or -1 with err set (RN_ERR_ENV for I/O, RN_ERR_USAGE for an unknown
+ * template or an unknown @PLACEHOLDER@ in it).
+ */
+int plot_write(const struct plot_chart *c, const char *dir, struct err *err);
+
+/*
+ * Run gnuplot on dir/NAME.gp, producing dir/NAME.png and dir/NAME.svg.
+ * Returns 0, or -1 with err set (RN_ERR_ENV): gnuplot missing (the message
+ * says so and how to install it), a non-zero exit with its last message, or
+ * no answer within 60 s.
+ */
+int plot_render(const char *dir, const char *name, struct err *err);
+
+/* Run gnuplot's `dumb` terminal on dir/NAME.gp and copy the text to out. */
+int plot_preview(const char *dir, const char *name, FILE *out, struct err *err);
+
+/* The text of template name (embedded or from SWEEP_PLOT_TEMPLATES), in a
+ * fresh heap string, or NULL if there is no such template. */
+char *plot_template(const char *name);
+
+/* Escape s for a gnuplot double-quoted string into a fresh heap string. */
+char *plot_quote(const char *s);
+
+#endif

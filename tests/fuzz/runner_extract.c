@@ -1,0 +1,75 @@
+/*
+ * Fuzz target: metric extraction over arbitrary log bytes. Every input is
+ * read with both presets (and the block finder), ext_shape and ext_require;
+ * an input whose first line starts with "re:" also compiles the rest of
+ * that line as a user pattern (bad ones must fail cleanly, runaway ones
+ * must stop at the limits), and its first line is read as a file-name tag.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "extract.h"
+#include "xalloc.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static ext_set *presets[2];
+    static const char *const names[] = {"sglang", "vllm"};
+    struct err err;
+    if (!presets[0])
+        for (int i = 0; i < 2; i++) {
+            err_init(&err);
+            if (ext_new(names[i], NULL, 0, &presets[i], &err) != 0)
+                abort();
+        }
+    const char *text = (const char *)data;
+    struct strvec require = STRVEC_INIT;
+    strvec_push(&require, "output_throughput");
+    strvec_push(&require, "median_tpot_ms");
+    for (int i = 0; i < 2; i++) {
+        struct metric_set ms;
+        ms_init(&ms);
+        err_init(&err);
+        ext_run(presets[i], text, size, &ms, &err);
+        err_init(&err);
+        ext_require(presets[i], &ms, &require, &err);
+        for (size_t k = 0; k < ms.n; k++)
+            if (!metric_find(ms.m[k].name))
+                abort(); /* presets only produce canonical names */
+        ms_release(&ms);
+    }
+    struct ext_shape shape;
+    err_init(&err);
+    if (ext_shape(text, size, &shape, &err) == 0 &&
+        ((shape.concurrency != -1 && shape.concurrency < 1) ||
+         (shape.prompts != -1 && shape.prompts < 1)))
+        abort();
+
+    const char *nl = memchr(text, '\n', size);
+    size_t first = nl ? (size_t)(nl - text) : size;
+    char *line = xstrndup(text, first); /* stops at a NUL byte too */
+    long c, p;
+    err_init(&err);
+    if (ext_tag(NULL, line, &c, &p, &err) != 0)
+        abort(); /* the built-in tags always compile */
+    if (strncmp(line, "re:", 3) == 0) {
+        struct ext_pattern user = {"user", line + 3};
+        ext_set *set = NULL;
+        err_init(&err);
+        if (ext_new("sglang", &user, 1, &set, &err) == 0) {
+            struct metric_set ms;
+            ms_init(&ms);
+            err_init(&err);
+            ext_run(set, text, size, &ms, &err);
+            ms_release(&ms);
+            ext_free(set);
+        }
+        err_init(&err);
+        ext_tag(line + 3, "sweep_c16-n48.log", &c, &p, &err);
+    }
+    free(line);
+    strvec_release(&require);
+    return 0;
+}

@@ -1,0 +1,60 @@
+# analysis_compare_check.sh: `sweep compare` of two imported runs with one
+# common point (C=8) and points only one run has: ratios for the common one,
+# "missing" for the others, compare.md and charts; `sweep check --from` on
+# the grid 1:8, 16:48, 64:96 at output 128 estimates C=64 at 391 s +- 10%
+# and prints a total.
+. tests/lib.sh
+
+fix=tests/fixtures/logs
+"$SWEEP" import $fix/scaling-a/*.log --out "$T_TMP/runA" --no-preview >/dev/null 2>&1
+check_eq "import run A" "$?" 0
+"$SWEEP" import $fix/scaling-b/*.log --out "$T_TMP/runB" --variant nvfp4 --no-preview >/dev/null 2>&1
+check_eq "import run B" "$?" 0
+
+"$SWEEP" compare "$T_TMP/runA" "$T_TMP/runB" --out "$T_TMP/cmp" >"$T_TMP/cmp.out" 2>&1
+check_eq "compare exits 0" "$?" 0
+cat "$T_TMP/cmp.out"
+row() { awk -v c="$1" 'f && $1 == c { print; exit } /^output throughput/ { f = 1 }' "$T_TMP/cmp.out"; }
+check "C=8 is common: both values and the ratio 36.43/28.05" \
+    sh -c "echo '$(row 8)' | grep -Eq '^ +8 +28.05 +36.43 +1.299$'"
+check "C=1 only in A: B is missing, no ratio" sh -c "echo '$(row 1)' | grep -Eq '^ +1 +14.05 +missing +-$'"
+check "C=32 only in B: A is missing" sh -c "echo '$(row 32)' | grep -Eq '^ +32 +missing +45.82 +-$'"
+check "fits side by side with ratios" grep -Eq '^runB +60.00 +20.00 +50.0 +1.000 +0.649 +1.540$' "$T_TMP/cmp.out"
+check "compare.md written" test -s "$T_TMP/cmp/compare.md"
+check "compare.md says it in words" grep -q "at concurrency 8, runB's output throughput is 1.30× runA's (+30%)" "$T_TMP/cmp/compare.md"
+check "compare.md marks the missing point" grep -q '| 32 | missing | 45.82 | - |' "$T_TMP/cmp/compare.md"
+for c in throughput tpot ttft ratio; do
+    check "chart $c.png is a PNG" sh -c "head -c 4 '$T_TMP/cmp/plots/$c.png' | od -An -c | grep -q 'P   N   G'"
+    check "chart $c.svg is an SVG" grep -q '<svg' "$T_TMP/cmp/plots/$c.svg"
+done
+check "ratio chart has its reference line" grep -q 'equal (1.0)' "$T_TMP/cmp/plots/ratio.svg"
+
+"$SWEEP" compare "$T_TMP/runA:nosuch" "$T_TMP/runB" 2>"$T_TMP/cmp.err"
+check_eq "an unknown variant: exit 2" "$?" 2
+check "names the variant and what the run has" grep -q "no variant 'nosuch' in points.csv (it has 'default')" "$T_TMP/cmp.err"
+"$SWEEP" compare "$T_TMP/runA" 2>/dev/null
+check_eq "one series only: exit 2" "$?" 2
+"$SWEEP" compare "$T_TMP/runA:default" "$T_TMP/runB:nvfp4" >/dev/null 2>&1
+check_eq "RUN_DIR:VARIANT specs work" "$?" 0
+
+cat >"$T_TMP/exp.yaml" <<'YAML'
+name: estimate
+server:
+  engine: command
+  command: [my-server, --port, "${port}"]
+bench:
+  tool: command
+  command: [my-client, -c, "${concurrency}", -n, "${prompts}"]
+  output_len: 128
+  grid: ["1:8", "16:48", "64:96"]
+YAML
+"$SWEEP" check "$T_TMP/exp.yaml" --from "$T_TMP/runA" >"$T_TMP/check.out" 2>&1
+check_eq "check --from exits 0" "$?" 0
+sed -n '/time estimate/,$p' "$T_TMP/check.out"
+c64=$(awk '$2 == "c64-n96.log" { print $3 }' "$T_TMP/check.out")
+check "C=64 estimate $c64 s is 391 s +- 10%" awk -v v="$c64" 'BEGIN { exit !(v >= 351.9 && v <= 430.1) }'
+check "a total is printed" grep -Eq '^  total +[0-9.]+ s' "$T_TMP/check.out"
+"$SWEEP" check "$T_TMP/exp.yaml" --from "$T_TMP/nowhere" >/dev/null 2>"$T_TMP/check.err"
+check_eq "check --from a folder without points.csv: exit 3" "$?" 3
+check "names the folder" grep -q "nowhere: no points.csv there" "$T_TMP/check.err"
+finish

@@ -1,0 +1,185 @@
+/*
+ * Unit tests for the run-folder side of analysis: log names (rundir),
+ * metric labels and grouping (summary), and report_build on a points.csv
+ * with repeats: bootstrap intervals and spreads in fit.json, the fit in
+ * words in REPORT.md, failures listed, and fit + report still written when
+ * gnuplot is missing.
+ */
+#include "test.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "commands.h"
+#include "fileio.h"
+#include "report.h"
+#include "results.h"
+#include "rundir.h"
+#include "summary.h"
+#include "xalloc.h"
+
+TEST(log_names)
+{
+    long c, p, r;
+    CHECK(rundir_parse_log_name("c16-n48.log", &c, &p, &r) && c == 16 && p == 48 && r == 1);
+    CHECK(rundir_parse_log_name("c1-n8-r3.log", &c, &p, &r) && c == 1 && p == 8 && r == 3);
+    CHECK(!rundir_parse_log_name("c16-n48.jsonl", &c, &p, &r));
+    CHECK(!rundir_parse_log_name("c16-n48.log.bak", &c, &p, &r));
+    CHECK(!rundir_parse_log_name("c0-n8.log", &c, &p, &r));
+    CHECK(!rundir_parse_log_name("c-n8.log", &c, &p, &r));
+    CHECK(!rundir_parse_log_name("server.log", &c, &p, &r));
+    CHECK(!rundir_parse_log_name("c99999999999999999999-n1.log", &c, &p, &r));
+}
+
+TEST(labels)
+{
+    static const char *const cases[][2] = {
+        {"median_tpot_ms", "median TPOT (ms)"},
+        {"p99_ttft_ms", "p99 TTFT (ms)"},
+        {"mean_e2e_ms", "mean E2E (ms)"},
+        {"output_throughput", "output throughput (tok/s)"},
+        {"achieved_concurrency", "achieved concurrency"},
+        {"max_itl_ms", "max ITL (ms)"},
+        {"my_metric", "my_metric"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *l = sum_label(cases[i][0]);
+        CHECK_STR(l, cases[i][1]);
+        free(l);
+    }
+    CHECK(sum_is_step_metric("median_tpot_ms") && sum_is_step_metric("p99_itl_ms"));
+    CHECK(!sum_is_step_metric("median_ttft_ms") && !sum_is_step_metric("tpot_ms"));
+}
+
+static void add(struct res_table *t, const char *variant, long c, long r, const char *status,
+                double tpot, double thr)
+{
+    struct res_point p;
+    res_point_init(&p);
+    p.variant = xstrdup(variant);
+    p.concurrency = c;
+    p.prompts = 3 * c;
+    p.repeat = r;
+    p.status = xstrdup(status);
+    p.key = xstrdup("");
+    p.cause = xstrdup(strcmp(status, RES_OK) ? "server killed by signal 9" : "");
+    p.log = xasprintf("%s/c%ld-n%ld-r%ld.log", variant, c, 3 * c, r);
+    p.started = xstrdup("");
+    if (!isnan(tpot))
+        ms_set(&p.metrics, "median_tpot_ms", tpot);
+    if (!isnan(thr))
+        ms_set(&p.metrics, "output_throughput", thr);
+    res_table_add(t, &p);
+}
+
+/* Remove a folder's files, then the folder. */
+static void rm_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (de->d_name[0] != '.') {
+            char *p = path_join(dir, de->d_name);
+            unlink(p);
+            free(p);
+        }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+static char *slurp(const char *dir, const char *name)
+{
+    char *path = path_join(dir, name);
+    struct buf b;
+    struct err e;
+    buf_init(&b, 64 << 20);
+    err_init(&e);
+    char *text = file_read_all(path, &b, &e, 3) == 0 ? buf_detach(&b, NULL) : NULL;
+    buf_release(&b);
+    free(path);
+    return text;
+}
+
+TEST(report_with_repeats_and_failures)
+{
+    char tmpl[] = "/tmp/sweep-report-test.XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    if (!dir)
+        abort();
+    struct res_table t;
+    struct err e;
+    res_table_init(&t);
+    err_init(&e);
+    static const double noise[] = {-2, 0.5, 1.5};
+    static const long cs[] = {1, 4, 8, 16};
+    for (size_t i = 0; i < 4; i++)
+        for (long r = 1; r <= 3; r++) {
+            double step = 40 + 31 * cs[i] + noise[r - 1] * (double)(i + 1);
+            add(&t, "mxfp4", cs[i], r, RES_OK, step, cs[i] * 1000 / step);
+        }
+    add(&t, "mxfp4", 32, 1, RES_FAILED, NAN, NAN);
+    add(&t, "nvfp4", 4, 1, RES_OK, 90, 44); /* one level: no fit */
+    char *csv = path_join(dir, "points.csv");
+    CHECK(res_table_save(&t, csv, &e) == 0);
+
+    setenv("SWEEP_GNUPLOT", "/nonexistent/gnuplot", 1);
+    struct report_opts o = {NULL, NULL, false, true};
+    CHECK(report_build(dir, &o, &e) == -1);
+    unsetenv("SWEEP_GNUPLOT");
+    CHECK_INT(e.code, RN_ERR_ENV);
+    CHECK_MSG(strstr(e.msg, "gnuplot not found"), "%s", e.msg);
+
+    char *fit = slurp(dir, "fit.json"), *md = slurp(dir, "REPORT.md");
+    CHECK(fit && md);
+    json_error_t je;
+    json_t *root = fit ? json_loads(fit, 0, &je) : NULL;
+    CHECK(root != NULL);
+    json_t *mx = json_object_get(json_object_get(root, "variants"), "mxfp4");
+    json_t *nv = json_object_get(json_object_get(root, "variants"), "nvfp4");
+    CHECK(json_is_true(json_object_get(mx, "ok")));
+    CHECK_NEAR(json_real_value(json_object_get(mx, "b")), 31, 0.5);
+    CHECK_NEAR(json_real_value(json_object_get(mx, "a")), 40, 3);
+    CHECK_INT(json_integer_value(json_object_get(mx, "points_failed")), 1);
+    json_t *bci = json_object_get(mx, "b_ci95");
+    CHECK(json_array_size(bci) == 2);
+    double lo = json_real_value(json_array_get(bci, 0)),
+           hi = json_real_value(json_array_get(bci, 1));
+    CHECK(lo < json_real_value(json_object_get(mx, "b")) &&
+          json_real_value(json_object_get(mx, "b")) < hi);
+    json_t *spread = json_object_get(json_object_get(mx, "spread"), "median_tpot_ms");
+    CHECK_INT(json_array_size(spread), 4);
+    CHECK_INT(json_integer_value(json_object_get(json_array_get(spread, 0), "n")), 3);
+    CHECK(json_is_false(json_object_get(nv, "ok")));
+    CHECK(strstr(json_string_value(json_object_get(nv, "note")), "a line needs two levels"));
+    json_decref(root);
+
+    CHECK(md && strstr(md, "Each added request adds 3"));
+    CHECK(md && strstr(md, "per decode step; ceiling 3"));
+    CHECK(md && strstr(md, "95% bootstrap intervals over repeats: a ["));
+    CHECK(md && strstr(md, "**nvfp4**: no fit (1 point(s) at 1 concurrency level(s)"));
+    CHECK(md && strstr(md, "- mxfp4 C=32 n=96 repeat 1: **failed**: server killed by signal 9 "
+                           "(log `mxfp4/c32-n96-r1.log`)"));
+    CHECK(md && strstr(md, "Charts missing: gnuplot not found"));
+    free(fit);
+    free(md);
+
+    /* no points.csv: a usage error pointing at `sweep plot` */
+    unlink(csv);
+    err_init(&e);
+    CHECK(report_build(dir, &o, &e) == -1);
+    CHECK_INT(e.code, RN_ERR_USAGE);
+    CHECK(strstr(e.msg, "no points.csv (run 'sweep plot") != NULL);
+    char *plots = path_join(dir, "plots");
+    rm_dir(plots);
+    free(plots);
+    rm_dir(dir);
+    free(csv);
+    res_table_release(&t);
+}
+
+TEST_MAIN()
