@@ -137,7 +137,8 @@ static uint32_t target_of(const struct gguf_tensor *t, const struct qz_opts *o, 
     return want;
 }
 
-/* Names of the input tensors that a requantized weight makes obsolete. */
+/* true if name is the ".scale" or ".input_scale" of a weight that is being
+ * requantized: its meaning is folded into (or void for) the new values. */
 static bool obsolete_sibling(const struct gguf_file *f, const char *name, const bool *requant)
 {
     static const char *const suffixes[] = {".scale", ".input_scale"};

@@ -7,8 +7,8 @@
 . tests/lib.sh
 
 tiny="$T_TMP/tiny.gguf"
-"$FP4SERVE" synth --preset tiny -o "$tiny" 2>/dev/null
-check_eq "synth tiny" "$?" "0"
+"$FP4SERVE" synth --preset tiny --type f16 -o "$tiny" 2>/dev/null
+check_eq "synth tiny (f16 weights, so the head moves to q8_0 too)" "$?" "0"
 PROMPT="the river ran past the mill"
 
 for q in mxfp4 nvfp4; do
@@ -37,6 +37,19 @@ for q in mxfp4 nvfp4; do
     "$FP4SERVE" quantize "$T_TMP/deq.gguf" "$T_TMP/again.gguf" --type "$q" >/dev/null 2>&1
     check "$q: quantize -> f32 -> quantize is byte-identical" cmp -s "$out" "$T_TMP/again.gguf"
 done
+# A Q4_1 model with a Q8_0 head, as SmolLM2's file: 14 requantized, the head kept.
+"$FP4SERVE" synth --preset tiny --type q4_1 -o "$T_TMP/q41.gguf" 2>/dev/null
+for q in mxfp4 nvfp4; do
+    "$FP4SERVE" quantize "$T_TMP/q41.gguf" "$T_TMP/q41-$q.gguf" --type "$q" >"$T_TMP/q.out" 2>&1
+    check "q4_1 -> $q: 14 requantized, head kept" \
+        grep -q "14 requantized to $q (head q8_0).* 1 weights kept" "$T_TMP/q.out"
+    "$FP4SERVE" generate --model "$T_TMP/q41-$q.gguf" --prompt "$PROMPT" -n 1 \
+        --logits "$T_TMP/off.f32" >/dev/null 2>&1
+    "$FP4SERVE" generate --model "$T_TMP/q41.gguf" --quant "$q" --prompt "$PROMPT" -n 1 \
+        --logits "$T_TMP/load.f32" >/dev/null 2>&1
+    check "q4_1 -> $q: offline == at load (logits bit for bit)" cmp -s "$T_TMP/off.f32" "$T_TMP/load.f32"
+done
+
 "$FP4SERVE" info --all "$T_TMP/tiny-nvfp4.gguf" >"$T_TMP/info" 2>&1
 check "nvfp4: llama.cpp's scale tensor blk.0.attn_q.scale, f32 [1]" \
     grep -qE '^  blk\.0\.attn_q\.scale +f32 +\[1\]' "$T_TMP/info"
