@@ -60,8 +60,8 @@ int cmd_quantize(int argc, char **argv)
     qo.type = qt->type;
     qo.head_same = strcmp(head, "same") == 0;
     if (qo.head_same && qt->type == Q_NVFP4)
-        log_warn("--head same with nvfp4: llama.cpp refuses an NVFP4 token_embd (it has no scale "
-                 "for it, and a tied NVFP4 head is asserted against); fp4serve loads the file");
+        log_warn("--head same with nvfp4: llama.cpp does not load an NVFP4 token_embd (it reads "
+                 "no 'token_embd.scale': \"wrong number of tensors\"); fp4serve does");
     struct qz_stats st;
     uint64_t t0 = clock_ns();
     if (qz_quantize_file(pos.v[0], pos.v[1], &qo, &st, &err) != 0)
