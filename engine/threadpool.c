@@ -17,14 +17,16 @@
 #include "timeutil.h"
 #include "xalloc.h"
 
-/* Pause instructions a barrier waiter spins (a few microseconds, longer
- * than a balanced section's skew) before it sleeps on a futex. Sleeping
- * rather than spinning on keeps an oversubscribed machine (more runnable
- * threads than cores) from burning the time slice that the awaited thread
- * needs. An idle worker spins longer (IDLE_PAUSES) before sleeping, since
- * the next step usually follows within microseconds. */
-#define SPIN_PAUSES 2000
-#define IDLE_PAUSES 20000
+/* Pause instructions a barrier waiter spins before it sleeps on a futex
+ * (a pause is ~50 ns on Zen 4, ~40 ns on recent Intel, so ~25 us: longer
+ * than a balanced section's skew). Sleeping rather than spinning on keeps
+ * an oversubscribed machine (more runnable threads than cores) from
+ * burning the time slice that the awaited thread needs. An idle worker
+ * spins ~100 us (IDLE_PAUSES) before sleeping, since the next step usually
+ * follows within microseconds; a server's HTTP thread needs the core
+ * after that. */
+#define SPIN_PAUSES 500
+#define IDLE_PAUSES 2000
 
 /* Each hot atomic on its own cache line, so waiters do not false-share. */
 struct tp_pool {
