@@ -105,13 +105,14 @@ int cmd_eval(int argc, char **argv)
         err_set(&err, FP_ERR_USAGE, "eval needs --model PATH and --text FILE (see --help)");
     if (err.code || file_read_all(text_path, &text, &err, FP_ERR_IO) != 0)
         goto out;
+    /* Both models get eval's sizes; only the evaluated one is requantized. */
     struct ev_opts eo = {.ctx = (int)ctx, .chunk = (int)chunk, .bos = -1};
     struct model_opts mo = {.threads = (int)threads}, ro;
     ev_model_opts(&mo, &eo);
     ro = mo;
     if (model_opts_parse(&mo, quant, head, NULL, NULL, &err) != 0)
         goto out;
-    uint64_t t0 = clock_ns();
+    uint64_t t0 = clock_ns(); /* the time printed covers loading, tokenizing and scoring */
     if (!(m = model_new(model_path, &mo, &err)) ||
         !(ref = model_new(ref_path ? ref_path : model_path, &ro, &err)))
         goto out;
@@ -124,6 +125,7 @@ int cmd_eval(int argc, char **argv)
         err_prefix(&err, "%s", text_path);
         goto out;
     }
+    /* As llama.cpp's perplexity: a model that wants BOS gets one per window. */
     if (tok_add_bos(vocab))
         eo.bos = tok_bos(vocab);
     if (max_tokens > 0 && n_ids > (size_t)max_tokens)

@@ -69,6 +69,13 @@ static double log_sum_exp(const float *x, int n, float mx, double *keep)
     return (double)mx + log(s);
 }
 
+/*
+ * One scored position: NLL of the target under the model (and the
+ * reference), argmaxes, and KL(ref || model) = sum_i p_ref(i) * (log p_ref(i)
+ * - log p_model(i)), with both log-softmaxes taken in double from the f32
+ * logits. er is this thread's scratch of V doubles: exp(ref - max_ref) is
+ * computed once and reused for the KL sum.
+ */
 static void row_stats(const struct rows_job *j, int r, double *er, struct row_stat *st)
 {
     int V = j->V, am, ar;
@@ -91,6 +98,8 @@ static void row_stats(const struct rows_job *j, int r, double *er, struct row_st
     st->agree = am == ar;
 }
 
+/* Thread ith takes rows ith, ith + nth, ...; each row's result goes to its
+ * own slot, so the caller's ordered sum is independent of nth. */
 static void rows_worker(void *varg, int ith, int nth)
 {
     struct rows_job *j = varg;
@@ -108,6 +117,7 @@ static const float *step(struct model *m, const int32_t *toks, int pos, int n, s
     return s.out;
 }
 
+/* The model was loaded big enough for a window and a chunk (ev_model_opts). */
 static int check_model(const struct model *m, int ctx, int chunk, const char *what, struct err *err)
 {
     if (m->ctx < ctx || m->max_rows < chunk || m->max_logit_rows < chunk)
@@ -148,6 +158,9 @@ int ev_run(struct model *m, struct model *ref, const int32_t *tokens, int64_t n,
     double nll = 0, ref_nll = 0, kl = 0;
     int64_t agree = 0;
     int rc = -1;
+    /* A window: [BOS] + per_win text tokens, from an empty cache (slot 0
+     * rewound); positions are fed in chunks, the model first, then the
+     * reference on the same tokens, and the chunk's rows are scored. */
     int64_t per_win = ctx - bos;
     for (int64_t w0 = 0; w0 < n; w0 += per_win) {
         int64_t take = n - w0 < per_win ? n - w0 : per_win;
@@ -185,6 +198,7 @@ int ev_run(struct model *m, struct model *ref, const int32_t *tokens, int64_t n,
         r->n_windows++;
         r->n_tokens += take;
     }
+    /* Means over the scored positions (n_scored >= 1: the text has >= 2 tokens). */
     double ns = (double)r->n_scored;
     r->nll = nll / ns;
     r->ppl = exp(r->nll);

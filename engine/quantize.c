@@ -155,6 +155,14 @@ static bool obsolete_sibling(const struct gguf_file *f, const char *name, const 
     return false;
 }
 
+/*
+ * Decide every output tensor, in input order. Two passes: the first picks
+ * each tensor's target type (so the second knows which ".scale" and
+ * ".input_scale" siblings became obsolete); the second lists the output
+ * entries, puts a fresh scale entry right after each NVFP4 weight (the
+ * writer fills tensors in order, so the weight's s2 is known by then) and
+ * checks each requantized tensor's size against the file.
+ */
 static int make_plan(const struct gguf_file *f, const struct qz_opts *o, struct plan *p,
                      struct qz_stats *st, struct err *err)
 {
@@ -170,6 +178,7 @@ static int make_plan(const struct gguf_file *f, const struct qz_opts *o, struct 
         if (kept_shape && !st->kept_first[0])
             snprintf(st->kept_first, sizeof(st->kept_first), "%s", f->tensors[i].name);
     }
+    /* at most one extra (scale) entry per input tensor */
     p->e = xcalloc(2 * f->n_tensors + 1, sizeof(*p->e));
     for (size_t i = 0; i < f->n_tensors; i++) {
         const struct gguf_tensor *t = &f->tensors[i];
@@ -222,6 +231,8 @@ struct fill_ctx {
     struct entry *e;
 };
 
+/* The writer's buffer for a requantized tensor: the loader's requantizer
+ * writes straight into it (on the plan's thread pool) and reports s2. */
 static int fill_requant(void *varg, void *dst, uint64_t nbytes, struct err *err)
 {
     struct fill_ctx *c = varg;
@@ -234,6 +245,7 @@ static int fill_requant(void *varg, void *dst, uint64_t nbytes, struct err *err)
     return 0;
 }
 
+/* A tensor kept as it is: its bytes from the input's mapping. */
 static int fill_copy(void *varg, void *dst, uint64_t nbytes, struct err *err)
 {
     struct fill_ctx *c = varg;
@@ -243,6 +255,7 @@ static int fill_copy(void *varg, void *dst, uint64_t nbytes, struct err *err)
     return 0;
 }
 
+/* An NVFP4 weight's s2 as a little-endian F32 (the host order, as GGUF). */
 static int fill_scale(void *varg, void *dst, uint64_t nbytes, struct err *err)
 {
     struct fill_ctx *c = varg;
@@ -252,6 +265,7 @@ static int fill_scale(void *varg, void *dst, uint64_t nbytes, struct err *err)
     return 0;
 }
 
+/* Metadata copy filter: general.file_type is written anew for the target. */
 static bool skip_file_type(const char *key, void *ctx)
 {
     (void)ctx;
@@ -278,6 +292,8 @@ int qz_quantize_file(const char *in_path, const char *out_path, const struct qz_
         return err_set(err, FP_ERR_USAGE, "--type: type %u is not a target (use %s)", o->type,
                        qz_type_names()),
                -1;
+    /* The input stays mapped while the output streams: they must differ
+     * (the rename would also pull the file from under the mapping). */
     if (same_file(in_path, out_path))
         return err_set(err, FP_ERR_USAGE, "'%s': output would overwrite the input", out_path), -1;
     struct gguf_file f;
@@ -293,12 +309,15 @@ int qz_quantize_file(const char *in_path, const char *out_path, const struct qz_
     }
     p.qo.mxfp4_search = o->mxfp4_search;
     p.pool = tp_new(o->threads);
+    /* Same alignment as the input; metadata copied in order, file type last. */
     w = gguf_writer_new(f.alignment);
     gguf_w_copy_kv(w, &f, skip_file_type, NULL);
     if (qt->llama_ftype >= 0) {
         gguf_w_u32(w, "general.file_type", (uint32_t)qt->llama_ftype);
         st->file_type = qt->llama_ftype;
     }
+    /* Describe every tensor now (offsets are fixed before any data is
+     * written); the data comes from the fill callbacks during the save. */
     ctx = xcalloc(p.n + 1, sizeof(*ctx));
     for (size_t i = 0; i < p.n; i++) {
         struct entry *e = &p.e[i];
