@@ -343,7 +343,15 @@ static void requant_rows(void *varg, int ith, int nth)
 int model_requant_matrix(const struct q_matrix *src, uint32_t dst_type, void *dst,
                          struct q_matrix *out, tp_pool *pool)
 {
+    return model_requant_matrix_opts(src, dst_type, dst, out, pool, NULL);
+}
+
+int model_requant_matrix_opts(const struct q_matrix *src, uint32_t dst_type, void *dst,
+                              struct q_matrix *out, tp_pool *pool, const struct q_quant_opts *opts)
+{
     struct q_quant_opts qo = {0};
+    if (opts)
+        qo.mxfp4_search = opts->mxfp4_search;
     float scale = 1.0f;
     int64_t rows = src->rows, cols = src->cols;
     if (dst_type == Q_NVFP4) {

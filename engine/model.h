@@ -256,6 +256,11 @@ int model_slot_len(const struct model *m, int slot);
  * over pool's threads when pool is not NULL. *out describes dst. */
 int model_requant_matrix(const struct q_matrix *src, uint32_t dst_type, void *dst,
                          struct q_matrix *out, tp_pool *pool);
+/* The same with quantizer options (opts may be NULL = defaults); only
+ * opts->mxfp4_search is used: the NVFP4 tensor scale is always derived
+ * from the whole matrix. `fp4serve quantize --mxfp4-search` uses this. */
+int model_requant_matrix_opts(const struct q_matrix *src, uint32_t dst_type, void *dst,
+                              struct q_matrix *out, tp_pool *pool, const struct q_quant_opts *opts);
 
 /* Bytes of weights one batched step reads: every layer matrix and the head
  * (embedding rows excluded). */

@@ -16,7 +16,11 @@
 #include "cpu/qk.h"
 #include "xalloc.h"
 
-/* ---- type table ---- */
+/* ---- type table ----
+ *
+ * Block sizes and bytes follow ggml (gguf-py constants.py GGML_QUANT_SIZES);
+ * a reader can size every tensor of a file, including types we do not run.
+ */
 
 /* Every ggml type id with its block geometry, so a GGUF reader can size any
  * tensor; `weights` marks the ones this engine computes with. */
@@ -69,7 +73,13 @@ uint32_t q_vec_type(uint32_t weight_type)
     return qk_type_is_float(weight_type) ? Q_F32 : Q_Q8_1;
 }
 
-/* ---- scalar codecs ---- */
+/* ---- scalar codecs ----
+ *
+ * Written from the formats' definitions with integer bit manipulation, so
+ * they are exact and independent of the FPU's rounding mode (except
+ * round_even, which relies on the default round-to-nearest-even). The block
+ * decoders of ggml (E8M0 / 2, UE4M3 / 2) live in cpu/qk.h.
+ */
 
 const int8_t qk_e2m1_x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
@@ -217,7 +227,11 @@ static float f16_round(float f)
     return q_f16_to_f32(q_f32_to_f16(f));
 }
 
-/* ---- row dequantization (the same float operations as ggml's dequantize_row_*) ---- */
+/* ---- row dequantization (the same float operations as ggml's dequantize_row_*) ----
+ *
+ * Each case follows reference/engine-formats.md 1.5 literally, operation for
+ * operation, so values match llama.cpp's dequantization bit for bit.
+ */
 
 static void get_scale_min_k4(int j, const uint8_t *s, uint8_t *sc, uint8_t *m)
 {
@@ -369,9 +383,18 @@ void q_dequant_row(uint32_t type, const void *src, float *y, int64_t n)
     }
 }
 
-/* ---- row quantization ---- */
+/* ---- row quantization ----
+ *
+ * Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 reproduce ggml's reference quantizers
+ * (quantize_row_*_ref): the same scale formula, the same truncating casts.
+ * The K-quants use simpler quantizers of our own (the format is ggml's; the
+ * bytes differ from llama-quantize's iterative search). MXFP4 and NVFP4
+ * follow the OCP and NVIDIA recipes (reference 3.2, 3.3, 3.9).
+ */
 
-/* Largest |x| over n values, and the value that has it (sign kept). */
+/* Largest |x| over n values, and the value that has it (sign kept: ggml's
+ * Q4_0/Q5_0/Q6_K map that value to the most negative code, which has one
+ * more step than the positive side). */
 static float abs_max(const float *x, int n, float *signed_max)
 {
     float amax = 0.0f, max = 0.0f;
@@ -640,6 +663,9 @@ static void quant_mxfp4(const float *x, struct blk_mxfp4 *b, int64_t nb, bool se
     }
 }
 
+/* amax / (6 * 448): the largest block scale then lands on E4M3's maximum, so
+ * the 8-bit scales use their whole range (reference 3.8: without it, scales
+ * of typical weights fall near E4M3's subnormals). */
 float q_nvfp4_tensor_scale(const float *x, int64_t n)
 {
     float amax = 0;
@@ -724,7 +750,12 @@ void q_quant_row(uint32_t type, const float *src, void *dst, int64_t n,
     }
 }
 
-/* ---- prepared activations ---- */
+/* ---- prepared activations ----
+ *
+ * One buffer sized for the widest layout (f32 rows or Q8 groups), so a q_act
+ * can be reshaped for any weight type without allocating. The quantization
+ * itself is the kernel table's (SIMD), bit-identical to qk_ref_act_q8.
+ */
 
 static size_t act_row_bytes(uint32_t vec_type, int64_t cols)
 {
@@ -733,6 +764,7 @@ static size_t act_row_bytes(uint32_t vec_type, int64_t cols)
     return (size_t)qk_round_up((int64_t)bytes, QK_ACT_ALIGN);
 }
 
+/* Bytes are zeroed once here; after that every prepare writes whole rows. */
 void q_act_init(struct q_act *a, int64_t max_rows, int64_t max_cols)
 {
     memset(a, 0, sizeof(*a));

@@ -90,6 +90,12 @@ static void print_failures(const struct lg_result *res, const struct lgr_summary
     fputc('\n', stderr);
 }
 
+/*
+ * The flow: flags -> GET /v1/models (model id, vocabulary; unreachable is
+ * exit 3 before anything runs) -> header lines -> lg_run -> statistics ->
+ * the block on stdout, the first failures on stderr, JSONL if asked.
+ * The exit status says whether there is anything to read in the block.
+ */
 int cmd_bench(int argc, char **argv)
 {
     struct lg_config cfg = {
@@ -106,6 +112,7 @@ int cmd_bench(int argc, char **argv)
     bool no_preconnect = false;
     cfg.concurrency = 0;
     cfg.n_prompts = 0;
+    /* the flag table drives parsing, range checks, "did you mean" and --help */
     const struct opt opts[] = {
         {"url", 0, OPT_STR, &url, "URL", "server base URL, e.g. http://127.0.0.1:30000 (required)"},
         {"concurrency", 'c', OPT_LONG, &cfg.concurrency, "CONC",
@@ -146,6 +153,7 @@ int cmd_bench(int argc, char **argv)
         opt_help(stdout, "sweep", "bench", synopsis, summary, opts, n_opts);
         return RN_OK;
     }
+    /* opts.h has no "required": the three without a sensible default */
     if (prc == 0 && (!url || !cfg.concurrency || !cfg.n_prompts))
         err_set(&err, RN_ERR_USAGE, "missing required option '%s' (see --help)",
                 !url               ? "--url"
@@ -169,6 +177,8 @@ int cmd_bench(int argc, char **argv)
         rc = err.code;
         goto out;
     }
+    /* the flag wins; else what the server lists; else no model field at all
+     * (servers with one model accept that) */
     cfg.model = model ? model : info.model[0] ? info.model : NULL;
     cfg.vocab_size = vocab ? vocab : info.n_vocab ? info.n_vocab : DEFAULT_VOCAB;
     bool chat = strstr(cfg.endpoint, "chat") != NULL;
@@ -177,6 +187,8 @@ int cmd_bench(int argc, char **argv)
     raise_fd_limit(cfg.concurrency);
     cfg.stop = &stop_flag;
 
+    /* "#" lines before the block say what was run; no preset pattern
+     * matches them (SGLang prints its own set of such lines there too) */
     printf("#sweep bench %s: %s%s\n", BUILD_VERSION, url, cfg.endpoint);
     printf("#model: %s\n", cfg.model ? cfg.model : "(none given; the field is left out)");
     if (cfg.prompt_text)
@@ -193,6 +205,8 @@ int cmd_bench(int argc, char **argv)
            cfg.concurrency, cfg.output_len, seed);
     fflush(stdout);
 
+    /* epoll_wait is never restarted after a handler (signal(7)): it returns
+     * EINTR and the loop sees the flag at once */
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);

@@ -25,6 +25,8 @@ struct edge {
     int delta; /* +1 sent, -1 ended */
 };
 
+/* Sort by time; at equal times an end (-1) comes first, so a request that
+ * starts the instant another ends does not count as overlapping it. */
 static int cmp_edge(const void *a, const void *b)
 {
     const struct edge *x = a, *y = b;
@@ -65,8 +67,12 @@ void lgr_compute(const struct lg_config *cfg, const struct lg_result *res, struc
     sum->duration_s =
         res->t_end_ns > res->t_start_ns ? ms_between(res->t_start_ns, res->t_end_ns) / 1e3 : 0;
 
+    /* one sample vector per statistic; ITL pools the gaps of every request,
+     * so a long request weighs more (SGLang's and vLLM's convention) */
     struct stats_vec e2e = {0}, ttft = {0}, tpot = {0}, itl = {0}, queue = {0}, ttft_s = {0},
                      e2e_s = {0};
+    /* Peak output throughput: text chunks per 1-s bucket from the start of
+     * the measured phase (one token per chunk, as the other clients count) */
     size_t n_buckets = (size_t)sum->duration_s + 2;
     long *bucket = xcalloc(n_buckets, sizeof(*bucket)); /* text chunks per second */
     double e2e_total_ms = 0;
@@ -77,8 +83,12 @@ void lgr_compute(const struct lg_config *cfg, const struct lg_result *res, struc
             sum->n_unsent++;
             continue;
         }
+        /* queue delay is the client's own lateness: every sent request has it,
+         * failed or not */
         if (res->open_loop)
             stats_vec_push(&queue, ms_between(r->t_intended_ns, r->t_sent_ns));
+        /* a failed request counts only as a failure: its tokens and times
+         * would flatter the server (short E2E of an aborted stream) */
         if (r->fail != LG_OK) {
             sum->n_failed++;
             sum->n_kind[r->fail]++;
@@ -90,6 +100,8 @@ void lgr_compute(const struct lg_config *cfg, const struct lg_result *res, struc
         stats_vec_push(&e2e, e);
         stats_vec_push(&ttft, t);
         e2e_total_ms += e;
+        /* TPOT needs two tokens; output_tokens is the server's usage count,
+         * or the chunks counted when it sent none, never the requested length */
         if (r->output_tokens > 1)
             stats_vec_push(&tpot, (e - t) / (double)(r->output_tokens - 1));
         for (size_t k = 1; k < r->n_chunk_times; k++)
@@ -105,11 +117,15 @@ void lgr_compute(const struct lg_config *cfg, const struct lg_result *res, struc
             sum->n_usage_missing++;
         sum->total_input += r->prompt_tokens > 0 ? r->prompt_tokens : 0;
         sum->total_output += r->output_tokens;
+        /* from the schedule: what a user arriving at that instant saw, the
+         * client's queueing included (no coordinated omission) */
         if (res->open_loop) {
             stats_vec_push(&ttft_s, ms_between(r->t_intended_ns, r->t_first_ns));
             stats_vec_push(&e2e_s, ms_between(r->t_intended_ns, r->t_last_ns));
         }
     }
+    /* throughputs count successes only, over the whole measured phase
+     * (ramp-up and drain included, as SGLang and vLLM do) */
     size_t sent = sum->n_ok + sum->n_failed;
     sum->error_rate = sent ? (double)sum->n_failed / (double)sent : 0;
     if (sum->duration_s > 0) {
@@ -169,6 +185,7 @@ static void row_stat(FILE *f, const char *label, const struct stats_summary *s, 
         row_num(f, label, v);
 }
 
+/* Python's "{:-^50}": centred, the odd padding character on the right. */
 static void rule(FILE *f, const char *title, char fill)
 {
     int pad = 50 - (int)strlen(title);
@@ -208,6 +225,14 @@ static void section(FILE *f, const char *title, const char *name, const struct s
             }
 }
 
+/*
+ * Row order and spelling follow SGLang's newest block (serving-benchmarks.md
+ * b.1), with vLLM's "Failed requests:" after "Successful requests:". Rows of
+ * our own use labels that no SGLang or vLLM pattern can match by accident
+ * ("Failed (kind):", "Scheduled TTFT", "Queue Delay"). SGLang's
+ * "(retokenized)" and "text tokens" rows are left out: we have no tokenizer
+ * and print no number we did not measure.
+ */
 void lgr_print(FILE *f, const struct lg_config *cfg, const struct lgr_summary *s)
 {
     fputc('\n', f);
@@ -269,6 +294,8 @@ static void json_ms(struct buf *b, const char *key, bool have, uint64_t from, ui
         buf_printf(b, ",\"%s\":null", key);
 }
 
+/* One request as a JSON line: enough to recompute every statistic of the
+ * report (ITLs included) or to find the failed requests and why. */
 static void record_json(struct buf *b, const struct lg_result *res, size_t i)
 {
     const struct lg_record *r = &res->rec[i];

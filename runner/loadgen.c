@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -249,6 +250,13 @@ struct lg_ctx {
     long tokens_finished; /* output tokens of finished measured requests */
 };
 
+/*
+ * libcurl hands over response bytes. Their arrival time is lg->now_ns, taken
+ * once when epoll_wait returned, not the time of this call: in a burst of
+ * 64 ready sockets, the last one's bytes had arrived as early as the first
+ * one's, and stamping each when its turn comes would charge our own
+ * processing to the server. A non-200 body is kept (capped) for the message.
+ */
 static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
 {
     struct slot *s = ud;
@@ -265,6 +273,10 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
     return stream_feed(&s->st, p, n, s->lg->now_ns) == 0 ? n : 0;
 }
 
+/* libcurl says which sockets to watch for what: mirror it into epoll
+ * (level-triggered, so nothing is lost between calls). A socket may already
+ * be closed on REMOVE, and a reused descriptor number may still be
+ * registered: both are fine. */
 static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp)
 {
     struct lg_ctx *lg = userp;
@@ -280,6 +292,7 @@ static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *soc
     return 0;
 }
 
+/* libcurl wants CURL_SOCKET_TIMEOUT in timeout_ms (-1: no timer). */
 static int on_timer(CURLM *m, long timeout_ms, void *userp)
 {
     struct lg_ctx *lg = userp;
@@ -328,13 +341,27 @@ static void finish(struct lg_ctx *lg, struct slot *s, enum lg_fail kind, char *m
     }
 }
 
+/* Content-Type: text/event-stream (parameters such as charset allowed). */
+static bool is_event_stream(CURL *easy)
+{
+    char *ct = NULL;
+    curl_easy_getinfo(easy, CURLINFO_CONTENT_TYPE, &ct);
+    return ct && strncasecmp(ct, "text/event-stream", 17) == 0;
+}
+
 static bool connect_code(CURLcode c)
 {
     return c == CURLE_COULDNT_CONNECT || c == CURLE_COULDNT_RESOLVE_HOST ||
            c == CURLE_COULDNT_RESOLVE_PROXY || c == CURLE_OPERATION_TIMEDOUT;
 }
 
-/* A transfer libcurl says is done: decide what it was. */
+/*
+ * A transfer libcurl says is done: decide what it was. The stream's own
+ * verdict comes first (an error event or bad JSON made us abort it); then
+ * no status at all is a connect or transport failure; a status other than
+ * 200 is an HTTP failure; a 200 stream is complete only with [DONE] or a
+ * finish_reason, whatever libcurl thought of the connection's end.
+ */
 static void classify_done(struct lg_ctx *lg, struct slot *s, CURLcode cc)
 {
     const char *cerr = s->errbuf[0] ? s->errbuf : curl_easy_strerror(cc);
@@ -354,6 +381,14 @@ static void classify_done(struct lg_ctx *lg, struct slot *s, CURLcode cc)
             if (*c == '\n' || *c == '\r')
                 *c = ' ';
         finish(lg, s, LG_FAIL_HTTP, xasprintf("HTTP %ld: %.300s", s->status, body), t);
+    } else if (s->st.sse.n_events == 0 && !is_event_stream(s->easy)) {
+        /* e.g. a server that ignores "stream": one JSON object, no events */
+        char *ct = NULL;
+        curl_easy_getinfo(s->easy, CURLINFO_CONTENT_TYPE, &ct);
+        finish(
+            lg, s, LG_FAIL_PARSE,
+            xasprintf("the response is not an event stream (Content-Type '%s')", ct ? ct : "none"),
+            t);
     } else {
         switch (stream_end(&s->st)) {
         case STREAM_OK: /* complete even if the connection broke after it */
@@ -401,7 +436,8 @@ static size_t reap(struct lg_ctx *lg)
     return n;
 }
 
-/* Send record i on a free slot. */
+/* Send record i on a free slot. The body is built before the send time is
+ * taken, so building it never counts as latency. */
 static void send_request(struct lg_ctx *lg, size_t i)
 {
     struct lg_record *r = &lg->res->rec[i];
@@ -448,7 +484,9 @@ static void abort_slot(struct lg_ctx *lg, struct slot *s, enum lg_fail kind, cha
     finish(lg, s, kind, msg, clock_ns());
 }
 
-/* Fail requests that went quiet or ran too long. */
+/* Fail requests that went quiet or ran too long. Our own timers rather than
+ * CURLOPT_LOW_SPEED_*: libcurl averages speed over seconds, so a stall would
+ * be noticed several seconds late and labelled a generic timeout. */
 static void sweep(struct lg_ctx *lg, uint64_t now)
 {
     const struct lg_config *cfg = lg->cfg;
@@ -495,7 +533,10 @@ static void progress(struct lg_ctx *lg, uint64_t now)
                 res->n_total - res->n_warmup, lg->in_flight, secs > 0 ? tokens / secs : 0.0, secs);
 }
 
-/* Arm tfd for the earliest deadline (if it changed) and wait for events. */
+/* Arm tfd for the earliest deadline (if it changed) and wait for events.
+ * The deadlines: libcurl's timer, the next scheduled send (open loop, when
+ * a slot is free), the timeout sweep and the progress line. A timerfd has
+ * nanosecond resolution, where epoll_wait's own timeout has milliseconds. */
 static void wait_events(struct lg_ctx *lg)
 {
     uint64_t due = lg->curl_due_ns;
@@ -643,7 +684,9 @@ void lg_result_release(struct lg_result *res)
     memset(res, 0, sizeof(*res));
 }
 
-/* The Poisson schedule: request j is due at t0 + offset_j, the first at t0. */
+/* The Poisson schedule: request j is due at t0 + offset_j, the first at t0,
+ * with exponential gaps of mean 1/rate from its own seeded stream. Fixed up
+ * front, so a late client cannot stretch it: lateness shows as queue delay. */
 static void make_schedule(const struct lg_config *cfg, struct lg_result *res, uint64_t t0)
 {
     uint64_t state = cfg->seed ^ 0x3c6ef372fe94f82bull;

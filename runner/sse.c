@@ -50,6 +50,7 @@ static int dispatch(struct sse_parser *p, sse_event_fn fn, void *ctx)
     }
     /* every value was stored with a trailing '\n'; the last one is dropped */
     p->data.data[--p->data.len] = '\0';
+    /* the callback sees the buffers as they are; they are reset after it */
     struct sse_event ev = {p->data.data, p->data.len, p->type.data ? p->type.data : ""};
     p->n_events++;
     int rc = fn ? fn(ctx, &ev) : 0;
@@ -61,6 +62,7 @@ static int dispatch(struct sse_parser *p, sse_event_fn fn, void *ctx)
 /* Act on one complete line l[0..len), its terminator already removed. */
 static int process_line(struct sse_parser *p, const char *l, size_t len, sse_event_fn fn, void *ctx)
 {
+    /* a UTF-8 byte-order mark may open the stream (spec): drop it */
     if (p->at_start) {
         p->at_start = false;
         if (len >= 3 && memcmp(l, bom, 3) == 0) {
@@ -74,6 +76,8 @@ static int process_line(struct sse_parser *p, const char *l, size_t len, sse_eve
         p->n_comments++;
         return SSE_OK;
     }
+    /* "name: value", "name:value" (one space is dropped, not more) or just
+     * "name" (an empty value) */
     const char *colon = memchr(l, ':', len);
     size_t name_len = colon ? (size_t)(colon - l) : len;
     const char *value = colon ? colon + 1 : l + len;
@@ -123,6 +127,8 @@ int sse_feed(struct sse_parser *p, const char *bytes, size_t n, sse_event_fn fn,
             break;
         }
         char term = bytes[i + k];
+        /* the common case, a line that arrived whole, is parsed in place;
+         * either way a line longer than the cap fails the same */
         if (p->line.len == 0) {
             rc = k > p->max_bytes ? SSE_TOOBIG : process_line(p, bytes + i, k, fn, ctx);
         } else if (buf_append(&p->line, bytes + i, k) != 0) {

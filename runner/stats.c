@@ -11,6 +11,8 @@
 
 #include "xalloc.h"
 
+/* numpy's default ("linear"): rank r = p/100 (n - 1), then interpolate
+ * between the samples at floor(r) and ceil(r). P50 of {1, 2, 3, 4} is 2.5. */
 double stats_percentile(const double *sorted, size_t n, double p)
 {
     if (n == 0)
@@ -26,6 +28,7 @@ double stats_percentile(const double *sorted, size_t n, double p)
     return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
 }
 
+/* qsort order for doubles without the overflow of a subtraction. */
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

@@ -59,6 +59,7 @@ __attribute__((format(printf, 3, 4))) static int fail(struct stream *s, enum str
     return 1; /* stops the SSE parser */
 }
 
+/* obj[key] is a string of at least one byte. */
 static bool nonempty_string(json_t *obj, const char *key)
 {
     json_t *v = json_object_get(obj, key);
@@ -85,6 +86,9 @@ static bool choice_has_text(json_t *choice, bool *finish)
     return json_is_array(tools) && json_array_size(tools) > 0;
 }
 
+/* Note one text chunk at the arrival time of the bytes being fed. Beyond
+ * max_chunks the chunk is still counted (tokens, TTFT) but its time is not
+ * kept, so one endless stream cannot grow memory without bound. */
 static void record_chunk(struct stream *s)
 {
     if (s->n_chunks++ == 0)
@@ -108,6 +112,7 @@ static void error_message(struct stream *s, json_t *err)
     free(dump);
 }
 
+/* The terminating sentinel, tolerating trailing blanks some servers add. */
 static bool is_done(const char *d, size_t n)
 {
     while (n && (d[n - 1] == ' ' || d[n - 1] == '\t'))
@@ -115,6 +120,14 @@ static bool is_done(const char *d, size_t n)
     return n == 6 && memcmp(d, "[DONE]", 6) == 0;
 }
 
+/*
+ * One SSE event. Errors come in three shapes (an "error" member, vLLM's
+ * older {"object":"error"}, or an "event: error" type); each fails the
+ * request at once. Anything else is a completion chunk: choices carrying
+ * text make a timed chunk, a finish_reason marks a proper end, and a usage
+ * object (usually the last chunk, with choices []) gives the token counts.
+ * The usage chunk has no text, so it adds no ITL sample.
+ */
 static int on_event(void *ctx, const struct sse_event *ev)
 {
     struct stream *s = ctx;
@@ -162,6 +175,7 @@ static int on_event(void *ctx, const struct sse_event *ev)
     return rc;
 }
 
+/* SSE_TOOBIG from the parser becomes a parse failure of the request. */
 int stream_feed(struct stream *s, const char *bytes, size_t n, uint64_t now_ns)
 {
     if (s->failed)
@@ -173,6 +187,8 @@ int stream_feed(struct stream *s, const char *bytes, size_t n, uint64_t now_ns)
     return s->failed ? -1 : 0;
 }
 
+/* Success needs an end marker ([DONE] or finish_reason) and some text: a
+ * stream cut short is never counted as complete. */
 enum stream_result stream_end(const struct stream *s)
 {
     if (s->failed)

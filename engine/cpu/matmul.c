@@ -15,6 +15,8 @@
 
 #include "cpu/qk.h"
 
+/* Types whose values are d * q + m: their decoded q are non-negative (the
+ * kernels exploit that) and the m part becomes the per-32-block min term. */
 bool qk_type_has_min(uint32_t type)
 {
     return type == Q_Q4_1 || type == Q_Q5_1 || type == Q_Q4_K;
@@ -25,7 +27,16 @@ bool qk_type_is_float(uint32_t type)
     return type == Q_F32 || type == Q_F16 || type == Q_BF16;
 }
 
-/* ---- portable decoders: exact, and the reference for the SIMD ones ---- */
+/* ---- portable decoders: exact, and the reference for the SIMD ones ----
+ *
+ * Each turns ggml blocks into int8 values in natural element order (the
+ * order the activations are in) and writes the block scale once per 4-element
+ * lane. Offsets such as Q4_0's -8 are applied to the integers, so the scale
+ * alone turns an integer dot into the ggml value; the scale is the exact
+ * float ggml's dequantization multiplies by (f16 -> f32, E8M0 / 2, UE4M3 / 2
+ * with the doubled E2M1 table, d * sc for the K-quants). Decoding is exact,
+ * so every ISA's decoder must produce these bytes; the tests check it.
+ */
 
 /* Zero the padding after n decoded elements up to the next multiple of 64. */
 static void pad_dec(struct qk_dec *d, int64_t n)
@@ -38,6 +49,7 @@ static void pad_dec(struct qk_dec *d, int64_t n)
         d->mw[k] = 0.0f;
 }
 
+/* The scale v for elements [first_elem, first_elem + n_elems), one per lane. */
 static void set_lanes(float *dw, int64_t first_elem, int n_elems, float v)
 {
     for (int l = 0; l < n_elems / 4; l++)
@@ -71,6 +83,8 @@ void qk_ref_decode_q4_1(const void *row, int64_t e0, int64_t n, struct qk_dec *d
     pad_dec(d, n);
 }
 
+/* Q5: the low four bits split-half in qs, the fifth bit of element j at bit
+ * j of the 32-bit qh. */
 static void decode_q5(const uint8_t *qs, const uint8_t *qh_bytes, int offset, int8_t *w)
 {
     uint32_t qh;
@@ -140,6 +154,8 @@ void qk_ref_decode_q4_k(const void *row, int64_t e0, int64_t n, struct qk_dec *d
     pad_dec(d, n);
 }
 
+/* Q6_K: per 128 elements, 64 bytes of low nibbles and 32 bytes of 2-bit
+ * high parts (reference/engine-formats.md 1.5); int8 scale per 16 elements. */
 void qk_ref_decode_q6_k(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
 {
     const struct blk_q6_k *b = (const struct blk_q6_k *)row + e0 / 256;
@@ -161,6 +177,8 @@ void qk_ref_decode_q6_k(const void *row, int64_t e0, int64_t n, struct qk_dec *d
     pad_dec(d, n);
 }
 
+/* MXFP4: split-half nibbles through the doubled E2M1 table (integers -12..12)
+ * with half the E8M0 scale, exactly ggml's pairing. */
 void qk_ref_decode_mxfp4(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
 {
     const struct blk_mxfp4 *b = (const struct blk_mxfp4 *)row + e0 / 32;
@@ -174,6 +192,8 @@ void qk_ref_decode_mxfp4(const void *row, int64_t e0, int64_t n, struct qk_dec *
     pad_dec(d, n);
 }
 
+/* NVFP4: four 16-element sub-blocks, each split-half over 8 bytes, each with
+ * its UE4M3 scale (halved, like ggml); the tensor scale is q_matrix.scale. */
 void qk_ref_decode_nvfp4(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
 {
     const struct blk_nvfp4 *b = (const struct blk_nvfp4 *)row + e0 / 64;
@@ -210,7 +230,14 @@ void qk_ref_decode_bf16(const void *row, int64_t e0, int64_t n, float *out)
         out[i] = 0.0f;
 }
 
-/* ---- portable dot kernels ---- */
+/* ---- portable dot kernels ----
+ *
+ * The arithmetic every table reproduces: per 4-element lane an exact integer
+ * sum, converted to float, times (weight scale * activation scale), fused
+ * multiply-added into lane l of 16 accumulators in element order; the min
+ * term likewise per 32-block; then qk_sum16. fmaf is a true fused
+ * multiply-add, like vfmadd231ps.
+ */
 
 static void ref_dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
                       const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
@@ -289,7 +316,8 @@ const struct q_kernels qk_portable = {
     .act_q8 = qk_ref_act_q8,
 };
 
-/* ---- selection ---- */
+/* ---- selection: the best table the CPU supports (cpuid via the compiler's
+ * builtins, which also check that the OS saves the vector state) ---- */
 
 static bool cpu_has_avx2(void)
 {
@@ -347,9 +375,18 @@ int q_isa_from_name(const char *name)
     return -1;
 }
 
-/* ---- the driver ---- */
+/* ---- the driver ----
+ *
+ * Small batches (<= QK_FUSED_B activation rows) go to the table's fused
+ * kernels, which decode weights in registers. Otherwise weight rows are
+ * decoded QK_R at a time into a stack buffer and every tile of QK_T
+ * activation rows is run against that buffer, so each weight byte comes from
+ * memory once per step whatever the batch; rows longer than a chunk are
+ * decoded chunk by chunk (per activation tile, from cache). Both paths give
+ * the same bits for every (r, b).
+ */
 
-union dec_buf {
+union dec_buf { /* on the stack: about 35 KB */
     struct qk_dec q[QK_R];
     float f[QK_R][QK_CHUNK_F];
 };

@@ -19,7 +19,8 @@ ALWAYS_INLINE float h2f(uint16_t h)
     return _cvtsh_ss(h);
 }
 
-/* One split-half nibble block (16 bytes) as 32 values 0..15 in natural order. */
+/* One split-half nibble block (16 bytes) as 32 values 0..15 in natural order:
+ * low nibbles in the low 128 bits, high nibbles in the high 128 bits. */
 ALWAYS_INLINE __m256i nib32(const uint8_t *qs)
 {
     __m128i x = _mm_loadu_si128((const __m128i *)qs);
@@ -102,14 +103,14 @@ ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t n
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     float s0 = 0, s1 = 0;
     switch (T) {
-    case Q_Q4_0: {
+    case Q_Q4_0: { /* nibbles - 8 */
         const struct blk_q4_0 *b = row;
         w[0] = _mm256_sub_epi8(nib32(b[k].qs), _mm256_set1_epi8(8));
         w[1] = _mm256_sub_epi8(nib32(b[k1].qs), _mm256_set1_epi8(8));
         s0 = h2f(b[k].d), s1 = h2f(b[k1].d);
         break;
     }
-    case Q_Q4_1: {
+    case Q_Q4_1: { /* nibbles as they are; d and m from one f16 pair each */
         const struct blk_q4_1 *b = row;
         w[0] = nib32(b[k].qs);
         w[1] = nib32(b[k1].qs);
@@ -117,7 +118,7 @@ ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t n
         m[0] = h2f(b[k].m), m[1] = h2f(b[k1].m);
         break;
     }
-    case Q_Q5_0: {
+    case Q_Q5_0: { /* nibbles | fifth bit, - 16 */
         const struct blk_q5_0 *b = row;
         w[0] = _mm256_sub_epi8(_mm256_or_si256(nib32(b[k].qs), q5_high(b[k].qh)),
                                _mm256_set1_epi8(16));
@@ -126,7 +127,7 @@ ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t n
         s0 = h2f(b[k].d), s1 = h2f(b[k1].d);
         break;
     }
-    case Q_Q5_1: {
+    case Q_Q5_1: { /* nibbles | fifth bit; d and m */
         const struct blk_q5_1 *b = row;
         w[0] = _mm256_or_si256(nib32(b[k].qs), q5_high(b[k].qh));
         w[1] = _mm256_or_si256(nib32(b[k1].qs), q5_high(b[k1].qh));
@@ -134,21 +135,21 @@ ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t n
         m[0] = h2f(b[k].m), m[1] = h2f(b[k1].m);
         break;
     }
-    case Q_Q8_0: {
+    case Q_Q8_0: { /* the int8 values as stored */
         const struct blk_q8_0 *b = row;
         w[0] = _mm256_loadu_si256((const __m256i *)b[k].qs);
         w[1] = _mm256_loadu_si256((const __m256i *)b[k1].qs);
         s0 = h2f(b[k].d), s1 = h2f(b[k1].d);
         break;
     }
-    case Q_MXFP4: {
+    case Q_MXFP4: { /* nibbles through the doubled E2M1 table (vpshufb) */
         const struct blk_mxfp4 *b = row;
         w[0] = _mm256_shuffle_epi8(lut, nib32(b[k].qs));
         w[1] = _mm256_shuffle_epi8(lut, nib32(b[k1].qs));
         s0 = qk_e8m0_half(b[k].e), s1 = qk_e8m0_half(b[k1].e);
         break;
     }
-    case Q_NVFP4: {
+    case Q_NVFP4: { /* per 8 bytes: 8 low nibbles, then 8 high (one 16-element sub-block) */
         const struct blk_nvfp4 *b = (const struct blk_nvfp4 *)row + g;
         __m128 sc = ue4m3_4(b->d);
         dw[0] = _mm256_set_m128(_mm_shuffle_ps(sc, sc, 0x55), _mm_shuffle_ps(sc, sc, 0x00));
@@ -162,7 +163,7 @@ ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t n
         }
         break;
     }
-    case Q_Q4_K: {
+    case Q_Q4_K: { /* 64 elements = 32 bytes: low nibbles, then high; 2 scale/min pairs */
         const struct blk_q4_k *b = (const struct blk_q4_k *)row + g / 4;
         const int c = (int)(g % 4);
         float dd = h2f(b->d), dmin = h2f(b->dmin);
@@ -176,7 +177,7 @@ ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t n
         m[0] = -(dmin * (float)m0), m[1] = -(dmin * (float)m1);
         break;
     }
-    case Q_Q6_K: {
+    case Q_Q6_K: { /* 4 bits from ql, 2 from qh, - 32; 4 int8 scales */
         const struct blk_q6_k *b = (const struct blk_q6_k *)row + g / 4;
         const int hf = (int)(g % 4) / 2, part = (int)(g % 2);
         const __m256i m2 = _mm256_set1_epi8(0x30);
@@ -285,7 +286,13 @@ static void dec_bf16(const void *row, int64_t e0, int64_t n, float *out)
         out[i] = 0.0f;
 }
 
-/* ---- dot kernels: one weight row, up to two activation rows at a time ---- */
+/* ---- dot kernels: one weight row, up to two activation rows at a time ----
+ *
+ * Without VNNI the integer dot is vpmaddubsw (u8 x s8 pairs, saturating at
+ * 16 bits) then vpmaddwd with ones (pairs of pairs into int32: the 4-element
+ * lanes). |w| <= 128 and |x| <= 127 keep every pair below 2^15, so nothing
+ * saturates and the lane sums are exact, equal to the other tables'.
+ */
 
 /* The 16 lanes (lo = 0..7, hi = 8..15) summed in matmul.c's tree. */
 ALWAYS_INLINE float hsum16(__m256 lo, __m256 hi)
@@ -384,7 +391,12 @@ static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bo
     }
 }
 
-/* ---- fused small-batch kernels: one weight row, decoded in registers ---- */
+/* ---- fused small-batch kernels: one weight row, decoded in registers ----
+ *
+ * With 16 ymm registers one row at a time fits best; the software prefetch
+ * keeps the next rows streaming in. Same lane order and min-term flush as
+ * dotq_tile, so the bits match the buffered path.
+ */
 
 ALWAYS_INLINE void fused_row(const uint32_t T, const int NB, const struct q_matrix *wm,
                              const struct q_act *a, int64_t b0, int64_t r, float *y, int64_t ldy,

@@ -37,7 +37,9 @@ ALWAYS_INLINE float h2f(uint16_t h)
 }
 
 /* Two split-half nibble blocks (16 bytes each) as 64 values 0..15 in natural
- * order: [low nibbles of A, high of A, low of B, high of B]. */
+ * order: [low nibbles of A, high of A, low of B, high of B]. The 128-bit
+ * lanes are loaded as [A, A, B, B] and the second copy of each shifted right
+ * by 4 with one variable shift, so the nibble split needs no byte shuffle. */
 ALWAYS_INLINE __m512i nib_pair(const uint8_t *qs0, const uint8_t *qs1)
 {
     __m512i x = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)qs0));
@@ -46,7 +48,8 @@ ALWAYS_INLINE __m512i nib_pair(const uint8_t *qs0, const uint8_t *qs1)
     return _mm512_and_si512(x, _mm512_set1_epi8(0x0F));
 }
 
-/* Fifth bits of two Q5 blocks (32 bits each) as 0x10 bytes in natural order. */
+/* Fifth bits of two Q5 blocks (32 bits each) as 0x10 bytes in natural order:
+ * the 64 bits are a byte mask (vpmovm2b), bit j selecting element j. */
 ALWAYS_INLINE __m512i q5_high(const uint8_t *qh0, const uint8_t *qh1)
 {
     uint32_t h0, h1;
@@ -125,32 +128,32 @@ ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t n
     const int64_t k1 = half ? k : k + 1;
     const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)qk_e2m1_x2));
     switch (T) {
-    case Q_Q4_0: {
+    case Q_Q4_0: { /* nibbles - 8 */
         const struct blk_q4_0 *b = row;
         *w = _mm512_sub_epi8(nib_pair(b[k].qs, b[k1].qs), _mm512_set1_epi8(8));
         *dw = f16_pair(b[k].d, b[k1].d);
         break;
     }
-    case Q_Q4_1: {
+    case Q_Q4_1: { /* nibbles as they are; d and m from one f16 pair each */
         const struct blk_q4_1 *b = row;
         *w = nib_pair(b[k].qs, b[k1].qs);
         *dw = f16_dm_pair(&b[k].d, &b[k1].d, m);
         break;
     }
-    case Q_Q5_0: {
+    case Q_Q5_0: { /* nibbles | fifth bit, - 16 */
         const struct blk_q5_0 *b = row;
         __m512i v = _mm512_or_si512(nib_pair(b[k].qs, b[k1].qs), q5_high(b[k].qh, b[k1].qh));
         *w = _mm512_sub_epi8(v, _mm512_set1_epi8(16));
         *dw = f16_pair(b[k].d, b[k1].d);
         break;
     }
-    case Q_Q5_1: {
+    case Q_Q5_1: { /* nibbles | fifth bit; d and m */
         const struct blk_q5_1 *b = row;
         *w = _mm512_or_si512(nib_pair(b[k].qs, b[k1].qs), q5_high(b[k].qh, b[k1].qh));
         *dw = f16_dm_pair(&b[k].d, &b[k1].d, m);
         break;
     }
-    case Q_Q8_0: {
+    case Q_Q8_0: { /* the int8 values as stored */
         const struct blk_q8_0 *b = row;
         *w =
             _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[k].qs)),
@@ -158,13 +161,13 @@ ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t n
         *dw = f16_pair(b[k].d, b[k1].d);
         break;
     }
-    case Q_MXFP4: {
+    case Q_MXFP4: { /* nibbles through the doubled E2M1 table (vpshufb) */
         const struct blk_mxfp4 *b = row;
         *w = _mm512_shuffle_epi8(lut, nib_pair(b[k].qs, b[k1].qs));
         *dw = lanes2(qk_e8m0_half(b[k].e), qk_e8m0_half(b[k1].e));
         break;
     }
-    case Q_NVFP4: {
+    case Q_NVFP4: { /* per 8 bytes: 8 low nibbles, then 8 high (one 16-element sub-block) */
         const struct blk_nvfp4 *b = (const struct blk_nvfp4 *)row + g;
         const __m512i dup = _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0);
         const __m512i shift = _mm512_set_epi64(4, 0, 4, 0, 4, 0, 4, 0);
@@ -175,7 +178,7 @@ ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t n
         *dw = ue4m3_lanes(b->d);
         break;
     }
-    case Q_Q4_K: {
+    case Q_Q4_K: { /* 64 elements = 32 bytes: low nibbles, then high; 2 scale/min pairs */
         const struct blk_q4_k *b = (const struct blk_q4_k *)row + g / 4;
         const int c = (int)(g % 4);
         const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -196,7 +199,7 @@ ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t n
         m[1] = -_mm_cvtss_f32(_mm_shuffle_ps(v, v, 3));
         break;
     }
-    case Q_Q6_K: {
+    case Q_Q6_K: { /* 4 bits from ql, 2 from qh, - 32; 4 int8 scales */
         const struct blk_q6_k *b = (const struct blk_q6_k *)row + g / 4;
         const int hf = (int)(g % 4) / 2, part = (int)(g % 2);
         const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
@@ -242,7 +245,8 @@ static int64_t type_block(const uint32_t T)
     return T == Q_Q4_K || T == Q_Q6_K ? 256 : T == Q_NVFP4 ? 64 : 32;
 }
 
-/* The buffered decoder: chunk [e0, e0 + n) into d, group by group. */
+/* The buffered decoder: chunk [e0, e0 + n) into d, group by group, with the
+ * same group decoder as the fused kernels (so both paths see equal values). */
 ALWAYS_INLINE void decode_chunk(const uint32_t T, const void *row, int64_t e0, int64_t n,
                                 struct qk_dec *d)
 {
@@ -306,7 +310,15 @@ static void dec_bf16(const void *row, int64_t e0, int64_t n, float *out)
         out[i] = 0.0f;
 }
 
-/* ---- integer dot kernels ---- */
+/* ---- integer dot kernels ----
+ *
+ * vpdpbusd multiplies unsigned bytes by signed bytes and adds each group of
+ * 4 products into an int32 lane: exactly the 4-element lanes of qk.h. The
+ * activations are stored as u8 (q + 128). Signed weights take them as the
+ * unsigned operand and start the lane at -128 * sum(w), computed once per
+ * weight group and reused for every activation row; min types flip the
+ * activations back to s8 instead and need no correction.
+ */
 
 /* The 16 lanes summed in matmul.c's tree: (i, i+8), (i, i+4), (i, i+2), (0, 1). */
 ALWAYS_INLINE float hsum512(__m512 v)
@@ -463,7 +475,14 @@ static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bo
     }
 }
 
-/* ---- fused small-batch kernels ---- */
+/* ---- fused small-batch kernels ----
+ *
+ * At batch 1-4 the decode buffer's store and reload cost as much as the dot,
+ * so the weights are decoded in registers, NR rows side by side. Short rows
+ * read side by side defeat the hardware prefetcher, hence the software
+ * prefetch PF_BYTES ahead. The min term is flushed every 16 32-blocks, in the
+ * same lanes and order as dotq_tile's.
+ */
 
 /* Rows r .. r+NR-1 against activation rows b0 .. b0+NB-1, finished outputs. */
 ALWAYS_INLINE void fused_rows(const uint32_t T, const int NR, const int NB,

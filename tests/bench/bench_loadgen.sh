@@ -8,11 +8,11 @@
 # exists (tests/bench/setup_python_clients.sh makes one in build/bench-venv).
 #
 # CPU per token is marginal, so that start-up, imports and exit cancel out:
-# each client runs twice, with n = C and n = 2C requests (8 and 16 at C=1),
-# and CPU(2C) - CPU(C) is divided by the extra output tokens. Each run's CPU
+# each client runs twice, with n = C and n = 4C requests (8 and 32 at C=1),
+# and CPU(4C) - CPU(C) is divided by the extra output tokens. Each run's CPU
 # counts from the line that starts its measured phase (sampled from
 # /proc/PID/stat, 10 ms ticks) to its exit (bash's `time`). Accuracy comes
-# from the 2C run, with the server's statistics reset just before it.
+# from the 4C run, with the server's statistics reset just before it.
 #
 # Environment: BENCH_CONCS (default "1 64 256 1000"), BENCH_TOOLS (default
 # "sweep sglang vllm"), BENCH_PYTHON (default build/bench-venv/bin/python).
@@ -106,20 +106,21 @@ run_tool() {
 }
 
 printf '\nsweep bench and Python clients against the fakeserver: prefill 20 ms, step 20 + 0.05*N ms,\n'
-printf '%d-token prompts, %d output tokens (ignore_eos), n = 2C requests (16 at C=1), 1 warmup each.\n' "$in_len" "$out_len"
-printf 'CPU per token: marginal, (CPU at n=2C - CPU at n=C) / extra tokens (see the header).\n' 
+printf '%d-token prompts, %d output tokens (ignore_eos), n = 4C requests (32 at C=1), 1 warmup each.\n' "$in_len" "$out_len"
+printf 'CPU per token: marginal, (CPU at n=4C - CPU at n=C) / extra tokens (see the header).\n' 
 printf 'Errors are client minus server truth (server: admission -> token handed to the socket).\n\n'
 printf '%-6s %-12s %6s %6s  %9s %8s  %9s %8s  %9s %8s  %9s\n' conc client reqs ok \
     "TPOT ms" "err %" "TTFT ms" "err ms" "P99 TTFT" "err ms" "CPU us/tok"
 declare -A cpu_of
 for c in $concs; do
     start_fake --prefill-ms 20 --step-a-ms 20 --step-b-ms 0.05
-    nreq=$((2 * c)) # after start_fake: lib.sh's wait_http uses $n
-    [ "$c" -eq 1 ] && nreq=16
+    nreq=$((4 * c)) # after start_fake: lib.sh's wait_http uses $n
+    nsmall=$c
+    [ "$c" -eq 1 ] && nreq=32 nsmall=8
     for t in $runnable; do
         log="$BUILD/bench-logs/loadgen-$t-c$c.log"
         mkdir -p "$(dirname "$log")"
-        run_tool "$t" "$c" $((nreq / 2)) "$log.half"
+        run_tool "$t" "$c" "$nsmall" "$log.half"
         cpu_half=$cpu_run
         ok_half=$(metric 'Successful requests:' "$log.half")
         curl -s -X POST "$url/stats/reset" >/dev/null

@@ -206,11 +206,13 @@ static void *scheduler(void *arg)
                     st->state = ST_STALLED;
             }
         /* step end: one token for every participant */
+        bool just_ended = false;
         if (in_step && now >= step_end) {
             for (struct stream *st = s->streams; st; st = st->next)
                 if (st->state == ST_DECODE)
                     produce_token(s, st);
             in_step = false;
+            just_ended = true;
         }
         if (!in_step) {
             long n = 0;
@@ -222,8 +224,9 @@ static void *scheduler(void *arg)
             }
             if (n > 0) {
                 in_step = true;
-                /* back to back: the next step starts where the last one ended */
-                double start = step_end > 0 && now - step_end < 1.0 ? step_end : now;
+                /* back to back: the next step starts where the last one ended,
+                 * even if this thread woke late, so lateness never accumulates */
+                double start = just_ended ? step_end : now;
                 step_end = start + s->cfg.step_a_ms + s->cfg.step_b_ms * (double)n;
                 s->stat_steps++;
                 s->stat_batch_sum += (double)n;
@@ -860,7 +863,9 @@ int main(int argc, char **argv)
     pthread_t sched;
     pthread_create(&sched, NULL, scheduler, s);
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+            MHD_USE_ERROR_LOG,
+        0,
         NULL, NULL, handler, s, MHD_OPTION_LISTEN_SOCKET, lfd, MHD_OPTION_NOTIFY_COMPLETED,
         completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0, MHD_OPTION_THREAD_STACK_SIZE,
