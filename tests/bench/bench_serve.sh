@@ -7,6 +7,15 @@
 # When llama.cpp's `llama-server` is on PATH (or LLAMA_SERVER names it), the
 # same grid runs against it as an external command with --parallel 16, and
 # its row is printed beside ours. Knobs: MODEL, THREADS (2), LLAMA_SERVER.
+#
+# llama-server is not in llama-cpp-python's wheel (its Python server serves
+# one request at a time, so it cannot show continuous batching). It builds
+# from the llama.cpp tree vendored in the package's sdist, e.g. 0.3.36:
+#   pip download llama-cpp-python==0.3.36 --no-deps --no-binary :all: && tar xzf llama_cpp_python-0.3.36.tar.gz
+#   cmake -S llama_cpp_python-0.3.36/vendor/llama.cpp -B llama-build -DCMAKE_BUILD_TYPE=Release \
+#       -DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF
+#   cmake --build llama-build --target llama-server -j2     # 17.5 min on 2 shared cores
+#   LLAMA_SERVER=llama-build/bin/llama-server make bench
 set -u
 BUILD=${BUILD:-build}
 SWEEP=${SWEEP:-$BUILD/bin/sweep}
