@@ -14,6 +14,7 @@
 #include "gguf.h"
 #include "log.h"
 #include "opts.h"
+#include "quant.h"
 #include "tokenizer.h"
 #include "xalloc.h"
 
@@ -198,11 +199,14 @@ static void print_tensor_table(const struct gguf_file *f)
             sums[j - 1] = tmp;
         }
     printf("\n%-8s %7s %14s %14s %10s %6s\n", "type", "tensors", "elements", "bytes", "MiB", "bpw");
-    for (size_t i = 0; i < n; i++)
-        printf("%-8s %7" PRIu64 " %14" PRIu64 " %14" PRIu64 " %10.2f %6.3f\n",
+    for (size_t i = 0; i < n; i++) {
+        const struct q_type_info *ti = q_info(sums[i].type);
+        printf("%-8s %7" PRIu64 " %14" PRIu64 " %14" PRIu64 " %10.2f %6.3f%s\n",
                gguf_type_name(sums[i].type), sums[i].count, sums[i].elems, sums[i].bytes,
                (double)sums[i].bytes / (1 << 20),
-               sums[i].elems ? 8.0 * (double)sums[i].bytes / (double)sums[i].elems : 0.0);
+               sums[i].elems ? 8.0 * (double)sums[i].bytes / (double)sums[i].elems : 0.0,
+               ti && ti->weights ? "" : "  (fp4serve does not compute with this type)");
+    }
     printf("%-8s %7zu %14" PRIu64 " %14" PRIu64 " %10.2f %6.3f\n", "total", f->n_tensors, all_elems,
            all_bytes, (double)all_bytes / (1 << 20),
            all_elems ? 8.0 * (double)all_bytes / (double)all_elems : 0.0);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fp4.h"
+#include "quant.h"
 #include "xalloc.h"
 
 /* Set the first error and return -1, for one-line failures. */
@@ -35,54 +36,21 @@ static int failf(struct err *e, int code, const char *fmt, ...)
 
 /* ---- tensor types ---- */
 
-/*
- * Block geometry of the ggml types this engine knows, until quant.h's
- * q_info lands (then this becomes a call to it). Names of other ggml types
- * make better messages: "type iq2_xxs is not supported" rather than
- * "unknown type 16".
- */
-struct type_row {
-    uint32_t id;
-    const char *name;
-    uint32_t block; /* elements per block; 0 = a ggml type we cannot size */
-    uint32_t bytes; /* bytes per block */
-};
-
-static const struct type_row type_rows[] = {
-    {0, "f32", 1, 4},       {1, "f16", 1, 2},       {2, "q4_0", 32, 18},    {3, "q4_1", 32, 20},
-    {6, "q5_0", 32, 22},    {7, "q5_1", 32, 24},    {8, "q8_0", 32, 34},    {9, "q8_1", 32, 36},
-    {10, "q2_k", 0, 0},     {11, "q3_k", 0, 0},     {12, "q4_k", 256, 144}, {13, "q5_k", 0, 0},
-    {14, "q6_k", 256, 210}, {15, "q8_k", 256, 292}, {16, "iq2_xxs", 0, 0},  {17, "iq2_xs", 0, 0},
-    {18, "iq3_xxs", 0, 0},  {19, "iq1_s", 0, 0},    {20, "iq4_nl", 0, 0},   {21, "iq3_s", 0, 0},
-    {22, "iq2_s", 0, 0},    {23, "iq4_xs", 0, 0},   {24, "i8", 0, 0},       {25, "i16", 0, 0},
-    {26, "i32", 0, 0},      {27, "i64", 0, 0},      {28, "f64", 0, 0},      {29, "iq1_m", 0, 0},
-    {30, "bf16", 1, 2},     {34, "tq1_0", 0, 0},    {35, "tq2_0", 0, 0},    {39, "mxfp4", 32, 17},
-    {40, "nvfp4", 64, 36},
-};
-
-static const struct type_row *type_row(uint32_t id)
+/* Block size and bytes of a ggml type quant.h knows; false otherwise. */
+static bool type_geometry(uint32_t id, uint32_t *block, uint32_t *bytes)
 {
-    for (size_t i = 0; i < sizeof(type_rows) / sizeof(type_rows[0]); i++)
-        if (type_rows[i].id == id)
-            return &type_rows[i];
-    return NULL;
+    const struct q_type_info *ti = q_info(id);
+    if (!ti)
+        return false;
+    *block = ti->block;
+    *bytes = ti->bytes;
+    return true;
 }
 
 const char *gguf_type_name(uint32_t type)
 {
-    const struct type_row *r = type_row(type);
-    return r ? r->name : "?";
-}
-
-/* Block size and bytes of a type we can size; false otherwise. */
-static bool type_geometry(uint32_t id, uint32_t *block, uint32_t *bytes)
-{
-    const struct type_row *r = type_row(id);
-    if (!r || r->block == 0)
-        return false;
-    *block = r->block;
-    *bytes = r->bytes;
-    return true;
+    const struct q_type_info *ti = q_info(type);
+    return ti ? ti->name : "?";
 }
 
 int gguf_tensor_nbytes(uint32_t type, uint32_t n_dims, const uint64_t *ne, uint64_t *out)
@@ -416,18 +384,12 @@ static int read_alignment(struct gguf_file *f, struct err *err)
 static int check_shape(struct cur *c, struct gguf_tensor *t, const char *whose)
 {
     uint32_t block, bytes;
-    if (!type_geometry(t->type, &block, &bytes)) {
-        const struct type_row *r = type_row(t->type);
-        if (r)
-            return failf(c->err, FP_ERR_UNSUPPORTED,
-                         "%s has type %s (%u), which fp4serve does not support", whose, r->name,
-                         t->type);
+    if (!type_geometry(t->type, &block, &bytes))
         return failf(c->err, FP_ERR_FORMAT, "%s has unknown type id %u", whose, t->type);
-    }
     if (t->ne[0] % block)
         return failf(c->err, FP_ERR_FORMAT,
                      "%s: ne[0] = %llu is not a multiple of the %s block size %u", whose,
-                     (unsigned long long)t->ne[0], type_row(t->type)->name, block);
+                     (unsigned long long)t->ne[0], gguf_type_name(t->type), block);
     /* Each factor is at most INT64_MAX (checked while reading the dims),
      * so only the final product can wrap. */
     uint64_t row = t->ne[0] / block * bytes, rows = t->ne[1] * t->ne[2] * t->ne[3];

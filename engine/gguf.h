@@ -82,10 +82,13 @@ struct gguf_file {
 /*
  * Map and parse path. Returns 0, or -1 with "path: reason" in err: code
  * FP_ERR_IO when the file cannot be opened or mapped, FP_ERR_FORMAT when it
- * is corrupt or truncated, FP_ERR_UNSUPPORTED when it is well-formed but
- * of a kind we do not read (GGUF v1/v2 or newer than v3, big-endian, a
- * ggml tensor type unknown to quant.h). On failure f is left closed
- * (gguf_close on it is a no-op).
+ * is corrupt or truncated (a tensor type id unknown to quant.h's table
+ * included), FP_ERR_UNSUPPORTED when it is well-formed but of a kind we do
+ * not read (GGUF v1/v2 or newer than v3, big-endian). Every ggml type in
+ * quant.h's table parses, also those the engine does not compute with
+ * (q_info()->weights false): refusing those is the model loader's job,
+ * so that `fp4serve info` can still describe such files. On failure f is
+ * left closed (gguf_close on it is a no-op).
  */
 int gguf_open(const char *path, struct gguf_file *f, struct err *err);
 /* Parse a buffer that stays valid while f is in use (fuzzing, tests).
@@ -123,7 +126,7 @@ bool gguf_str_eq(struct gguf_str s, const char *c);
 /* "u32", "str", "arr", ... for a value type; "?" when out of range. */
 const char *gguf_vtype_name(uint32_t type);
 /* ggml's lower-case name for a tensor type id ("q4_1", "nvfp4", also types
- * the reader refuses such as "iq2_xxs"); "?" for ids ggml does not have. */
+ * the engine does not compute with such as "iq2_xxs"); "?" when unknown. */
 const char *gguf_type_name(uint32_t type);
 
 /* Bytes of a tensor of ggml type `type` and dims ne[0..n_dims) (a 0-d

@@ -35,10 +35,10 @@ enum q_type {
 };
 
 struct q_type_info {
-    const char *name;   /* "q4_1", "mxfp4", ... (lower case, as in --quant) */
-    uint32_t block;     /* elements per block */
-    uint32_t bytes;     /* bytes per block */
-    bool weights;       /* supported as a weight type by this engine */
+    const char *name; /* "q4_1", "mxfp4", ... (lower case, as in --quant) */
+    uint32_t block;   /* elements per block */
+    uint32_t bytes;   /* bytes per block */
+    bool weights;     /* supported as a weight type by this engine */
 };
 
 /* Info for a ggml type id, or NULL if the id is unknown to this engine. */
@@ -47,12 +47,18 @@ const struct q_type_info *q_info(uint32_t type);
 int q_type_from_name(const char *name);
 /* Bytes of one row of n elements (n must be a multiple of the block size). */
 size_t q_row_bytes(uint32_t type, int64_t n);
+/* The activation type q_act_prepare produces for a weight type: Q_F32 for
+ * F32/F16/BF16, Q_Q8_1 for every quantized type. Weight types with the same
+ * vec type can share one prepared q_act. */
+uint32_t q_vec_type(uint32_t weight_type);
 
-/* Dequantize one row of n elements (multiple of the block) into dst. */
+/* Dequantize one row of n elements (multiple of the block) into dst, with
+ * the same float operations as ggml's dequantize_row_*. NVFP4 rows come out
+ * without the per-tensor scale (multiply by it, as q_matrix.scale does). */
 void q_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
 
 struct q_quant_opts {
-    int mxfp4_search; /* MXFP4: also try scale exponents e-1 and e+1, keep the lowest MSE */
+    int mxfp4_search;         /* MXFP4: also try scale exponents e-1 and e+1, keep the lowest MSE */
     float nvfp4_tensor_scale; /* NVFP4: the per-tensor FP32 scale s2 = amax/(6*448);
                                  0 = derive from this row alone */
 };
@@ -66,14 +72,15 @@ void q_quant_row(uint32_t type, const float *src, void *dst, int64_t n,
 float q_nvfp4_tensor_scale(const float *x, int64_t n);
 
 /* ---- scalar codecs (exact; tested at their edges) ---- */
-float q_e2m1_to_f32(uint8_t code);     /* 4-bit code -> value in {0, +-0.5, ..., +-6} */
-uint8_t q_f32_to_e2m1(float x);        /* nearest, ties to even; saturates at +-6 */
-float q_e8m0_to_f32(uint8_t e);        /* 2^(e-127); NaN for 0xFF */
-float q_e4m3_to_f32(uint8_t x);        /* unsigned use: bias 7, 0x7F = NaN, max 448 */
-uint8_t q_f32_to_e4m3(float x);        /* round to nearest even, saturate at 448 */
+float q_e2m1_to_f32(uint8_t code); /* 4-bit code -> value in {0, +-0.5, ..., +-6} */
+uint8_t q_f32_to_e2m1(float x);    /* nearest, ties to even; saturates at +-6 */
+float q_e8m0_to_f32(uint8_t e);    /* 2^(e-127); NaN for 0xFF */
+float q_e4m3_to_f32(uint8_t x);    /* unsigned use: bias 7, 0x7F = NaN, max 448 */
+uint8_t q_f32_to_e4m3(float x);    /* round to nearest even, saturate at 448 */
 float q_f16_to_f32(uint16_t h);
-uint16_t q_f32_to_f16(float f);        /* round to nearest even */
+uint16_t q_f32_to_f16(float f); /* round to nearest even */
 float q_bf16_to_f32(uint16_t h);
+uint16_t q_f32_to_bf16(float f); /* round to nearest even */
 
 /* ---- matrix x activations ---- */
 
@@ -84,32 +91,43 @@ struct q_matrix {
     int64_t rows, cols;
     const void *data;
     size_t row_bytes;
-    float scale; /* multiplies every output (NVFP4's per-tensor scale); 1 otherwise */
+    float scale; /* multiplies every output (NVFP4's per-tensor scale); 1 otherwise
+                    (0 is read as 1, so a zero-initialized struct is safe) */
 };
 
-/* Activations prepared once per step for one weight type: the f32 rows
- * quantized to that type's dot-product partner (Q8_0, Q8_1 or Q8_K blocks)
- * or kept as f32. Buffers are allocated at init for the largest shape, so
- * preparing during a forward pass never allocates. */
+/* Activations prepared once per step for one weight type. For quantized
+ * weights (vec_type Q_Q8_1) each 32-element block is quantized as llama.cpp
+ * quantizes Q8_0/Q8_1 activations (d = amax/127 rounded to f16, q =
+ * rne(x * 127/amax)) and keeps its sum; the byte layout is private to the
+ * kernels (engine/cpu/qk.h). For F32/F16/BF16 weights the rows stay f32.
+ * Buffers are allocated at init for the largest shape, so preparing during a
+ * forward pass never allocates. Preparation is deterministic and the same on
+ * every ISA. */
 struct q_act {
-    uint32_t vec_type;  /* type of data below */
+    uint32_t vec_type;  /* Q_Q8_1 or Q_F32 (q_vec_type of the weight type) */
     int64_t rows, cols; /* current shape */
     int64_t max_rows, max_cols;
-    void *data;         /* owned */
-    size_t row_bytes;
-    size_t cap_bytes;
+    void *data;       /* owned; rows x row_bytes, 64-byte aligned */
+    size_t row_bytes; /* bytes per prepared row */
+    size_t cap_bytes; /* bytes allocated */
 };
 
+/* Allocate for up to max_rows x max_cols (aborts if out of memory). */
 void q_act_init(struct q_act *a, int64_t max_rows, int64_t max_cols);
 void q_act_release(struct q_act *a);
 /* Prepare x (rows x cols f32, row stride ldx floats) for weights of type
- * weight_type. rows <= max_rows, cols <= max_cols. */
-void q_act_prepare(struct q_act *a, uint32_t weight_type, const float *x, int64_t ldx,
-                   int64_t rows, int64_t cols);
-/* Prepare rows [r0, r1) only, for splitting the work across threads (the
- * caller has set a->rows and a->cols with q_act_shape first). */
+ * weight_type. rows <= max_rows, cols <= max_cols, and cols a multiple of 32
+ * for quantized types (asserted). */
+void q_act_prepare(struct q_act *a, uint32_t weight_type, const float *x, int64_t ldx, int64_t rows,
+                   int64_t cols);
+/* Split preparation across threads: q_act_shape sets the shape once, then
+ * each worker prepares rows [r0, r1) of the same x (row r is read at
+ * x + r * ldx). The result equals one q_act_prepare. */
 void q_act_shape(struct q_act *a, uint32_t weight_type, int64_t rows, int64_t cols);
 void q_act_prepare_rows(struct q_act *a, const float *x, int64_t ldx, int64_t r0, int64_t r1);
+/* The values a prepared row stands for (cols floats into dst): what the
+ * kernels multiply with. For tests and diagnostics. */
+void q_act_dequant_row(const struct q_act *a, int64_t row, float *dst);
 
 /* Which instruction set a kernel table uses. */
 enum q_isa { Q_ISA_AUTO = 0, Q_ISA_PORTABLE, Q_ISA_AVX2, Q_ISA_AVX512 };
@@ -121,13 +139,19 @@ struct q_kernels; /* a table of kernels for one ISA (opaque) */
  * shared; callers keep the pointer in their context. */
 const struct q_kernels *q_kernels_select(enum q_isa isa);
 const char *q_kernels_name(const struct q_kernels *k); /* "avx512", "avx2", "portable" */
+/* enum q_isa for "auto", "portable", "avx2" or "avx512", or -1. */
+int q_isa_from_name(const char *name);
 
 /*
  * y[b * ldy + r] = scale * dot(W row r, activation row b), for weight rows
  * r in [r0, r1) and every activation row b < a->rows. a must have been
- * prepared for w->type. Each weight block is read once for all rows.
+ * prepared for w->type (same q_vec_type, same cols; asserted). Each weight
+ * block is read from memory once for all activation rows. The value for
+ * (r, b) is bit-identical whatever a->rows, r0 and r1 are, and the same on
+ * every kernel table. Never allocates; uses about 40 KB of stack. Safe to
+ * call from several threads on disjoint row ranges.
  */
-void q_matmul(const struct q_kernels *k, const struct q_matrix *w, const struct q_act *a,
-              float *y, int64_t ldy, int64_t r0, int64_t r1);
+void q_matmul(const struct q_kernels *k, const struct q_matrix *w, const struct q_act *a, float *y,
+              int64_t ldy, int64_t r0, int64_t r1);
 
 #endif

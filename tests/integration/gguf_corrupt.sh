@@ -23,6 +23,10 @@ while IFS="$(printf '\t')" read -r name status msg; do
     fi
 done <"$dir/cases.tsv"
 check "at least 12 corrupt cases" [ "$n" -ge 13 ]
+# A type the engine does not compute with parses, and info says so.
+"$FP4SERVE" info "$dir/iq2_xxs_tensor.gguf" >"$T_TMP/out" 2>&1
+check "iq2_xxs: listed as not computed" \
+    grep -qE '^iq2_xxs +1 +256 +66 .*\(fp4serve does not compute with this type\)$' "$T_TMP/out"
 # Every .gguf in the folder has an expectation, so none is skipped silently.
 for f in "$dir"/*.gguf; do
     check "$(basename "$f") listed in cases.tsv" grep -q "^$(basename "$f" .gguf)	" "$dir/cases.tsv"

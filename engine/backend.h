@@ -1,0 +1,38 @@
+/*
+ * backend: where a model's forward pass runs, as a table of function
+ * pointers (zeux/calm's `forward`, curl's vtls). The CPU backend lives in
+ * engine/cpu/; a CUDA one goes behind the same table in engine/cuda/ (host
+ * C never includes CUDA headers). model.c validates a step before calling
+ * forward, so backends can trust their input.
+ */
+#ifndef ENGINE_BACKEND_H
+#define ENGINE_BACKEND_H
+
+#include "err.h"
+
+struct model;
+struct model_seq;
+
+struct backend {
+    const char *name; /* "cpu", "cuda" */
+    /* Allocate the run state and KV cache for m->max_batch, m->ctx and
+     * m->max_rows (weights are loaded). 0, or -1 with err set
+     * (FP_ERR_RESOURCE, FP_ERR_DEVICE). */
+    int (*prepare)(struct model *m, struct err *err);
+    /* One forward pass over validated sequences: write K/V for every
+     * token, set seqs[i].out for those asking for logits, placing them from
+     * logits row logit_row0 on. Adds its phase times to m->last. Never
+     * fails. */
+    void (*forward)(struct model *m, struct model_seq *seqs, int n, int logit_row0);
+    /* Free what prepare allocated; safe after a failed prepare. */
+    void (*release)(struct model *m);
+};
+
+extern const struct backend backend_cpu;
+
+/* The backend called name ("cpu" or "cuda"), or NULL with err set:
+ * FP_ERR_DEVICE when the build or the machine lacks it, FP_ERR_USAGE for
+ * an unknown name. */
+const struct backend *backend_find(const char *name, struct err *err);
+
+#endif

@@ -1,0 +1,572 @@
+/*
+ * cpu/forward: the CPU backend. One model_step is one tp_run: every thread
+ * walks the same sequence of sections (norm, QKV, RoPE, attention, output
+ * projection, FFN ... head) separated by tp_barrier, each thread taking its
+ * share of rows, weight rows or attention items. Nothing allocates here;
+ * run_state is sized in cpu_prepare.
+ *
+ * Determinism: every reduction has a fixed order that depends only on the
+ * row itself. Matmul rows are computed per (weight row, activation row)
+ * (quant.h's contract); attention is always cut on the fixed grid of
+ * MODEL_ATTN_CHUNK positions, each chunk reduced by the same kernel and the
+ * chunks folded left to right by the same function, whether one worker
+ * walks them (serial, prefill) or several compute them (split decode).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cpu/ops.h"
+#include "fp4.h"
+#include "log.h"
+#include "model.h"
+#include "threadpool.h"
+#include "timeutil.h"
+#include "xalloc.h"
+
+/* Indices into run_state.act. */
+enum { ACT_Q, ACT_K, ACT_V, ACT_O, ACT_GATE, ACT_UP, ACT_DOWN };
+
+/* One step's shared context (lives on the caller's stack during tp_run). */
+struct fwd {
+    struct model *m;
+    int rows;       /* tokens in the step */
+    int n_out;      /* logits rows */
+    int logit_row0; /* first logits row of this pass */
+    int n_items;    /* attention items */
+    double cost;    /* total attention work estimate */
+    uint64_t t;     /* thread 0: time the current section started */
+};
+
+enum phase { PH_OTHER, PH_MATMUL, PH_ATTN };
+
+/* End a section: wait for everyone, and on thread 0 charge the section's
+ * wall time (barrier included) to its phase. */
+static void section_end(struct fwd *F, int ith, enum phase ph)
+{
+    tp_barrier(F->m->pool);
+    if (ith != 0)
+        return;
+    uint64_t now = clock_ns(), dt = now - F->t;
+    F->t = now;
+    struct model_timers *tm = &F->m->last;
+    if (ph == PH_MATMUL)
+        tm->matmul_ns += dt;
+    else if (ph == PH_ATTN)
+        tm->attn_ns += dt;
+    else
+        tm->other_ns += dt;
+}
+
+/* [*lo, *hi): thread ith's share of n items, cut at multiples of align. */
+static void share(int64_t n, int ith, int nth, int64_t align, int64_t *lo, int64_t *hi)
+{
+    int64_t blocks = (n + align - 1) / align;
+    *lo = blocks * ith / nth * align;
+    *hi = blocks * (ith + 1) / nth * align;
+    if (*lo > n)
+        *lo = n;
+    if (*hi > n)
+        *hi = n;
+}
+
+/* out = x / sqrt(mean(x^2) + eps) * w, the sum of squares in double as
+ * ggml's rms_norm does. */
+static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += (double)(x[i] * x[i]);
+    float r = 1.0f / sqrtf((float)(ss / n) + eps);
+    for (int i = 0; i < n; i++)
+        out[i] = x[i] * r * w[i];
+}
+
+/* RoPE NORM: rotate adjacent pairs (x[2i], x[2i+1]) of the first n_rot dims. */
+static void rope(float *x, const float *cs, const float *sn, int n_rot)
+{
+    for (int i = 0; i < n_rot / 2; i++) {
+        float x0 = x[2 * i], x1 = x[2 * i + 1];
+        x[2 * i] = x0 * cs[i] - x1 * sn[i];
+        x[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+    }
+}
+
+/* acc (max, sum, out[hd]) <- acc folded with one chunk's partial p. The
+ * one place partials are combined, so serial and split agree bit for bit. */
+__attribute__((noinline)) static void fold(float *acc, const float *p, int hd)
+{
+    float mx = acc[0] > p[0] ? acc[0] : p[0];
+    float a = expf(acc[0] - mx), b = expf(p[0] - mx);
+    acc[0] = mx;
+    acc[1] = acc[1] * a + p[1] * b;
+    for (int d = 0; d < hd; d++)
+        acc[2 + d] = acc[2 + d] * a + p[2 + d] * b;
+}
+
+static void fold_init(float *acc, int hd)
+{
+    acc[0] = -INFINITY;
+    acc[1] = 0;
+    memset(acc + 2, 0, sizeof(float) * (size_t)hd);
+}
+
+static void fold_finish(float *out, const float *acc, int hd)
+{
+    float inv = 1.0f / acc[1];
+    for (int d = 0; d < hd; d++)
+        out[d] = acc[2 + d] * inv;
+}
+
+static size_t cache_off(const struct model *m, int layer, int slot, int kvh)
+{
+    return ((((size_t)layer * (size_t)m->max_batch + (size_t)slot) * (size_t)m->cfg.n_head_kv +
+             (size_t)kvh) *
+            (size_t)m->ctx) *
+           (size_t)m->cfg.head_dim;
+}
+
+static void chunk(const struct run_state *rs, const float *q, int g, int hd, const uint8_t *k,
+                  const uint8_t *v, int n, float scale, float *scores, float *part)
+{
+    if (rs->kv_elem == 4)
+        rs->ops->attn_chunk_f32(q, g, hd, (const float *)k, (const float *)v, n, scale, scores,
+                                part);
+    else
+        rs->ops->attn_chunk(q, g, hd, (const uint16_t *)k, (const uint16_t *)v, n, scale, scores,
+                            part);
+}
+
+/* One attention item: chunk c of (row, kvh) into its partial slot, or (c
+ * = -1) every chunk of the row folded into att. */
+static void attn_item(struct model *m, int layer, const struct model_attn_item *it, float *scratch)
+{
+    const struct model_config *c = &m->cfg;
+    struct run_state *rs = &m->rs;
+    int hd = c->head_dim, g = c->n_head / c->n_head_kv, r = it->row;
+    int n_keys = rs->row_pos[r] + 1;
+    size_t base = cache_off(m, layer, rs->row_slot[r], it->kvh);
+    const uint8_t *K = (const uint8_t *)rs->k_cache + base * rs->kv_elem;
+    const uint8_t *V = (const uint8_t *)rs->v_cache + base * rs->kv_elem;
+    size_t row = (size_t)hd * rs->kv_elem; /* bytes per cached position */
+    const float *q = rs->q + (size_t)r * c->q_dim + (size_t)it->kvh * g * hd;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *scores = scratch, *part = scratch + g * MODEL_ATTN_CHUNK;
+    float *acc = part + g * (hd + 2);
+    if (it->chunk >= 0) {
+        int t0 = it->chunk * MODEL_ATTN_CHUNK;
+        int n = n_keys - t0 < MODEL_ATTN_CHUNK ? n_keys - t0 : MODEL_ATTN_CHUNK;
+        float *dst =
+            rs->att_part +
+            (((size_t)rs->dec_row[r] * c->n_head_kv + it->kvh) * rs->n_chunks + (size_t)it->chunk) *
+                (size_t)g * (hd + 2);
+        chunk(rs, q, g, hd, K + (size_t)t0 * row, V + (size_t)t0 * row, n, scale, scores, dst);
+        return;
+    }
+    for (int h = 0; h < g; h++)
+        fold_init(acc + h * (hd + 2), hd);
+    for (int t0 = 0; t0 < n_keys; t0 += MODEL_ATTN_CHUNK) {
+        int n = n_keys - t0 < MODEL_ATTN_CHUNK ? n_keys - t0 : MODEL_ATTN_CHUNK;
+        chunk(rs, q, g, hd, K + (size_t)t0 * row, V + (size_t)t0 * row, n, scale, scores, part);
+        for (int h = 0; h < g; h++)
+            fold(acc + h * (hd + 2), part + h * (hd + 2), hd);
+    }
+    float *out = rs->att + (size_t)r * c->q_dim + (size_t)it->kvh * g * hd;
+    for (int h = 0; h < g; h++)
+        fold_finish(out + h * hd, acc + h * (hd + 2), hd);
+}
+
+/* Combine a split decode row's chunk partials into its attention output. */
+static void attn_combine(struct model *m, int r, float *scratch)
+{
+    const struct model_config *c = &m->cfg;
+    struct run_state *rs = &m->rs;
+    int hd = c->head_dim, g = c->n_head / c->n_head_kv;
+    int n_ch = (rs->row_pos[r] + MODEL_ATTN_CHUNK) / MODEL_ATTN_CHUNK;
+    for (int kvh = 0; kvh < c->n_head_kv; kvh++)
+        for (int h = 0; h < g; h++) {
+            float *acc = scratch;
+            fold_init(acc, hd);
+            for (int ch = 0; ch < n_ch; ch++) {
+                const float *p =
+                    rs->att_part +
+                    ((((size_t)rs->dec_row[r] * c->n_head_kv + kvh) * rs->n_chunks + (size_t)ch) *
+                         (size_t)g +
+                     (size_t)h) *
+                        (hd + 2);
+                fold(acc, p, hd);
+            }
+            fold_finish(rs->att + (size_t)r * c->q_dim + ((size_t)kvh * g + h) * hd, acc, hd);
+        }
+}
+
+/* Set the shapes of the activation buffers feeding mats[0..n) (one per
+ * distinct type; later matrices of the same type share the first one's). */
+static void shape_group(struct run_state *rs, int first, const struct q_matrix *const *mats, int n,
+                        int rows)
+{
+    for (int i = 0; i < n; i++) {
+        int same = -1;
+        for (int j = 0; j < i; j++)
+            if (mats[j]->type == mats[i]->type)
+                same = j;
+        if (same < 0)
+            q_act_shape(&rs->act[first + i], mats[i]->type, rows, mats[i]->cols);
+    }
+}
+
+static void prep_group(struct run_state *rs, int first, const struct q_matrix *const *mats, int n,
+                       const float *x, int64_t ldx, int64_t r0, int64_t r1)
+{
+    for (int i = 0; i < n; i++) {
+        int same = -1;
+        for (int j = 0; j < i; j++)
+            if (mats[j]->type == mats[i]->type)
+                same = j;
+        if (same < 0)
+            q_act_prepare_rows(&rs->act[first + i], x, ldx, r0, r1);
+    }
+}
+
+static const struct q_act *act_for(const struct run_state *rs, int first,
+                                   const struct q_matrix *const *mats, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (mats[j]->type == mats[i]->type)
+            return &rs->act[first + j];
+    return &rs->act[first + i];
+}
+
+/* This thread's weight rows of w times the prepared activations. Shares
+ * start at multiples of 16 rows, so the SIMD SwiGLU that follows on the
+ * same columns always sees the same vector/tail split whatever the thread
+ * count. */
+static void matmul_share(struct model *m, const struct q_matrix *w, const struct q_act *a, float *y,
+                         int64_t ldy, int ith, int nth, int64_t *lo, int64_t *hi)
+{
+    share(w->rows, ith, nth, 16, lo, hi);
+    if (*hi > *lo)
+        q_matmul(m->kern, w, a, y, ldy, *lo, *hi);
+}
+
+static void step_fn(void *arg, int ith, int nth)
+{
+    struct fwd *F = arg;
+    struct model *m = F->m;
+    const struct model_config *c = &m->cfg;
+    struct run_state *rs = &m->rs;
+    const int R = F->rows, E = c->n_embd, FF = c->n_ff;
+    float *scratch = rs->scratch + (size_t)ith * rs->scratch_floats;
+    int64_t r0, r1, lo, hi;
+    share(R, ith, nth, 1, &r0, &r1);
+
+    /* Embedding lookup. */
+    for (int64_t r = r0; r < r1; r++) {
+        const struct q_matrix *te = &m->w.tok_embd;
+        float *x = rs->x + (size_t)r * E;
+        q_dequant_row(te->type, (const uint8_t *)te->data + (size_t)rs->row_tok[r] * te->row_bytes,
+                      x, E);
+        if (te->scale != 1.0f)
+            for (int i = 0; i < E; i++)
+                x[i] *= te->scale;
+    }
+    for (int l = 0; l < c->n_layer; l++) {
+        const struct model_layer *L = &m->w.layers[l];
+        const struct q_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
+        const struct q_matrix *gu[2] = {&L->w_gate, &L->w_up};
+
+        /* Attention norm and the Q/K/V activations (shaped by thread 0 in
+         * the previous section). */
+        for (int64_t r = r0; r < r1; r++)
+            rmsnorm(rs->xb + (size_t)r * E, rs->x + (size_t)r * E, L->attn_norm, E, c->rms_eps);
+        prep_group(rs, ACT_Q, qkv, 3, rs->xb, E, r0, r1);
+        section_end(F, ith, PH_OTHER);
+
+        matmul_share(m, &L->wq, act_for(rs, ACT_Q, qkv, 0), rs->q, c->q_dim, ith, nth, &lo, &hi);
+        matmul_share(m, &L->wk, act_for(rs, ACT_Q, qkv, 1), rs->k, c->kv_dim, ith, nth, &lo, &hi);
+        matmul_share(m, &L->wv, act_for(rs, ACT_Q, qkv, 2), rs->v, c->kv_dim, ith, nth, &lo, &hi);
+        section_end(F, ith, PH_MATMUL);
+
+        /* RoPE on q and k, then k and v into the cache as f16. */
+        for (int64_t r = r0; r < r1; r++) {
+            int pos = rs->row_pos[r], half = c->n_rot / 2;
+            const float *cs = rs->rope_cos + (size_t)pos * half,
+                        *sn = rs->rope_sin + (size_t)pos * half;
+            for (int h = 0; h < c->n_head; h++)
+                rope(rs->q + (size_t)r * c->q_dim + (size_t)h * c->head_dim, cs, sn, c->n_rot);
+            for (int h = 0; h < c->n_head_kv; h++) {
+                float *k = rs->k + (size_t)r * c->kv_dim + (size_t)h * c->head_dim;
+                rope(k, cs, sn, c->n_rot);
+                size_t off = cache_off(m, l, rs->row_slot[r], h) + (size_t)pos * c->head_dim;
+                const float *v = rs->v + (size_t)r * c->kv_dim + (size_t)h * c->head_dim;
+                if (rs->kv_elem == 4) {
+                    memcpy((float *)rs->k_cache + off, k, sizeof(float) * (size_t)c->head_dim);
+                    memcpy((float *)rs->v_cache + off, v, sizeof(float) * (size_t)c->head_dim);
+                } else {
+                    rs->ops->to_f16(k, (uint16_t *)rs->k_cache + off, c->head_dim);
+                    rs->ops->to_f16(v, (uint16_t *)rs->v_cache + off, c->head_dim);
+                }
+            }
+        }
+        if (ith == 0)
+            q_act_shape(&rs->act[ACT_O], L->wo.type, R, L->wo.cols);
+        section_end(F, ith, PH_OTHER);
+
+        /* Attention items, cut by estimated work. */
+        {
+            double c0 = F->cost * ith / nth, c1 = F->cost * (ith + 1) / nth;
+            for (int i = 0; i < F->n_items; i++) {
+                double start = rs->item_cost[i];
+                if (start < c0)
+                    continue;
+                if (start >= c1 && !(ith == nth - 1))
+                    break;
+                attn_item(m, l, &rs->items[i], scratch);
+            }
+        }
+        section_end(F, ith, PH_ATTN);
+
+        for (int64_t r = r0; r < r1; r++)
+            if (rs->dec_row[r] >= 0)
+                attn_combine(m, (int)r, scratch);
+        if (r1 > r0)
+            q_act_prepare_rows(&rs->act[ACT_O], rs->att, c->q_dim, r0, r1);
+        section_end(F, ith, PH_ATTN);
+
+        /* Output projection and the residual add, on this thread's columns. */
+        matmul_share(m, &L->wo, &rs->act[ACT_O], rs->y, E, ith, nth, &lo, &hi);
+        for (int r = 0; r < R; r++)
+            for (int64_t i = lo; i < hi; i++)
+                rs->x[(size_t)r * E + i] += rs->y[(size_t)r * E + i];
+        if (ith == 0)
+            shape_group(rs, ACT_GATE, gu, 2, R);
+        section_end(F, ith, PH_MATMUL);
+
+        for (int64_t r = r0; r < r1; r++)
+            rmsnorm(rs->xb + (size_t)r * E, rs->x + (size_t)r * E, L->ffn_norm, E, c->rms_eps);
+        prep_group(rs, ACT_GATE, gu, 2, rs->xb, E, r0, r1);
+        section_end(F, ith, PH_OTHER);
+
+        /* Gate and up on the same columns, then SwiGLU on them. */
+        matmul_share(m, &L->w_gate, act_for(rs, ACT_GATE, gu, 0), rs->hb, FF, ith, nth, &lo, &hi);
+        matmul_share(m, &L->w_up, act_for(rs, ACT_GATE, gu, 1), rs->hb2, FF, ith, nth, &lo, &hi);
+        for (int r = 0; r < R; r++)
+            if (hi > lo)
+                rs->ops->silu_mul(rs->hb + (size_t)r * FF + lo, rs->hb2 + (size_t)r * FF + lo,
+                                  (int)(hi - lo));
+        if (ith == 0)
+            q_act_shape(&rs->act[ACT_DOWN], L->w_down.type, R, FF);
+        section_end(F, ith, PH_MATMUL);
+
+        if (r1 > r0)
+            q_act_prepare_rows(&rs->act[ACT_DOWN], rs->hb, FF, r0, r1);
+        section_end(F, ith, PH_MATMUL);
+
+        matmul_share(m, &L->w_down, &rs->act[ACT_DOWN], rs->y, E, ith, nth, &lo, &hi);
+        for (int r = 0; r < R; r++)
+            for (int64_t i = lo; i < hi; i++)
+                rs->x[(size_t)r * E + i] += rs->y[(size_t)r * E + i];
+        if (ith == 0) {
+            if (l + 1 < c->n_layer) {
+                const struct model_layer *N = &m->w.layers[l + 1];
+                const struct q_matrix *nq[3] = {&N->wq, &N->wk, &N->wv};
+                shape_group(rs, ACT_Q, nq, 3, R);
+            } else if (F->n_out > 0) {
+                q_act_shape(&rs->act[ACT_Q], m->w.output.type, F->n_out, E);
+            }
+        }
+        section_end(F, ith, PH_MATMUL);
+    }
+    if (F->n_out == 0)
+        return;
+    /* Final norm on the rows whose logits are wanted, then the head. */
+    share(F->n_out, ith, nth, 1, &r0, &r1);
+    for (int64_t j = r0; j < r1; j++)
+        rmsnorm(rs->xb + (size_t)j * E, rs->x + (size_t)rs->out_row[j] * E, m->w.output_norm, E,
+                c->rms_eps);
+    if (r1 > r0)
+        q_act_prepare_rows(&rs->act[ACT_Q], rs->xb, E, r0, r1);
+    section_end(F, ith, PH_OTHER);
+    matmul_share(m, &m->w.output, &rs->act[ACT_Q], rs->logits + (size_t)F->logit_row0 * c->n_vocab,
+                 c->n_vocab, ith, nth, &lo, &hi);
+    section_end(F, ith, PH_MATMUL);
+}
+
+/* Lay the step out: rows, logits rows and the attention work list. */
+static void plan(struct model *m, struct model_seq *seqs, int n, int logit_row0, struct fwd *F)
+{
+    const struct model_config *c = &m->cfg;
+    struct run_state *rs = &m->rs;
+    int R = 0, n_out = 0, n_dec = 0, n_items = 0;
+    double cost = 0;
+    bool split = m->opts.attention == MODEL_ATTN_SPLIT;
+    for (int i = 0; i < n; i++) {
+        struct model_seq *s = &seqs[i];
+        int first_out = n_out;
+        for (int t = 0; t < s->n_tokens; t++, R++) {
+            rs->row_seq[R] = i;
+            rs->row_pos[R] = s->pos + t;
+            rs->row_slot[R] = s->slot;
+            rs->row_tok[R] = s->tokens[t];
+            rs->dec_row[R] = -1;
+            if (s->logits == MODEL_LOGITS_ALL ||
+                (s->logits == MODEL_LOGITS_LAST && t == s->n_tokens - 1))
+                rs->out_row[n_out++] = R;
+            int n_keys = s->pos + t + 1;
+            if (split && s->n_tokens == 1) {
+                rs->dec_row[R] = n_dec++;
+                for (int h = 0; h < c->n_head_kv; h++)
+                    for (int ch = 0; ch * MODEL_ATTN_CHUNK < n_keys; ch++) {
+                        int len = n_keys - ch * MODEL_ATTN_CHUNK;
+                        rs->items[n_items] = (struct model_attn_item){R, h, ch};
+                        rs->item_cost[n_items++] = cost;
+                        cost += len < MODEL_ATTN_CHUNK ? len : MODEL_ATTN_CHUNK;
+                    }
+            } else {
+                for (int h = 0; h < c->n_head_kv; h++) {
+                    rs->items[n_items] = (struct model_attn_item){R, h, -1};
+                    rs->item_cost[n_items++] = cost;
+                    cost += n_keys;
+                }
+            }
+        }
+        s->out =
+            n_out > first_out ? rs->logits + (size_t)(logit_row0 + first_out) * c->n_vocab : NULL;
+    }
+    F->m = m;
+    F->rows = R;
+    F->n_out = n_out;
+    F->logit_row0 = logit_row0;
+    F->n_items = n_items;
+    F->cost = cost;
+}
+
+static void cpu_forward(struct model *m, struct model_seq *seqs, int n, int logit_row0)
+{
+    struct fwd F;
+    uint64_t t0 = clock_ns();
+    plan(m, seqs, n, logit_row0, &F);
+    const struct model_layer *L0 = &m->w.layers[0];
+    const struct q_matrix *qkv[3] = {&L0->wq, &L0->wk, &L0->wv};
+    shape_group(&m->rs, ACT_Q, qkv, 3, F.rows);
+    F.t = clock_ns();
+    m->last.other_ns += F.t - t0;
+    tp_run(m->pool, step_fn, &F);
+}
+
+/* ---- allocation ---- */
+
+static void *alloc_floats(size_t n)
+{
+    return xaligned_alloc(64, (n ? n : 1) * sizeof(float));
+}
+
+static int cpu_prepare(struct model *m, struct err *err)
+{
+    const struct model_config *c = &m->cfg;
+    struct run_state *rs = &m->rs;
+    int nth = tp_threads(m->pool), g = c->n_head / c->n_head_kv;
+    size_t rows = (size_t)m->max_rows;
+    size_t xrows = rows > (size_t)m->max_logit_rows ? rows : (size_t)m->max_logit_rows;
+    /* The cache first: it is the one allocation that can be unreasonably large. */
+    size_t per_cache = (size_t)c->n_layer * (size_t)m->max_batch * (size_t)c->n_head_kv *
+                       (size_t)m->ctx * (size_t)c->head_dim;
+    rs->kv_elem = m->opts.kv_f32 ? 4 : 2;
+    per_cache *= rs->kv_elem;
+    rs->kv_bytes = 2 * per_cache;
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    double phys = pages > 0 && psize > 0 ? (double)pages * (double)psize : 0;
+    if (phys > 0 && (double)rs->kv_bytes > 0.8 * phys)
+        return err_set(err, FP_ERR_RESOURCE,
+                       "kv cache of %.1f GB (%d slots x %d positions) does not fit in %.1f GB of "
+                       "memory (lower --max-batch or --ctx)",
+                       rs->kv_bytes / 1e9, m->max_batch, m->ctx, phys / 1e9),
+               -1;
+    rs->k_cache = xaligned_alloc(64, per_cache);
+    rs->v_cache = xaligned_alloc(64, per_cache);
+    rs->x = alloc_floats(rows * c->n_embd);
+    rs->xb = alloc_floats(xrows * c->n_embd);
+    rs->q = alloc_floats(rows * c->q_dim);
+    rs->k = alloc_floats(rows * c->kv_dim);
+    rs->v = alloc_floats(rows * c->kv_dim);
+    rs->att = alloc_floats(rows * c->q_dim);
+    rs->y = alloc_floats(rows * c->n_embd);
+    rs->hb = alloc_floats(rows * c->n_ff);
+    rs->hb2 = alloc_floats(rows * c->n_ff);
+    rs->logits = alloc_floats((size_t)m->max_logit_rows * c->n_vocab);
+    int max_cols = c->n_embd > c->q_dim ? c->n_embd : c->q_dim;
+    max_cols = max_cols > c->n_ff ? max_cols : c->n_ff;
+    for (int i = 0; i < MODEL_N_ACT; i++)
+        q_act_init(&rs->act[i], (int64_t)xrows, max_cols);
+    rs->n_chunks = (m->ctx + MODEL_ATTN_CHUNK - 1) / MODEL_ATTN_CHUNK;
+    rs->att_part =
+        alloc_floats((size_t)m->max_batch * c->n_head_kv * rs->n_chunks * g * (c->head_dim + 2));
+    rs->scratch_floats = (size_t)g * (MODEL_ATTN_CHUNK + 2 * (c->head_dim + 2));
+    rs->scratch_floats = (rs->scratch_floats + 15) & ~(size_t)15;
+    rs->scratch = alloc_floats((size_t)nth * rs->scratch_floats);
+    int half = c->n_rot / 2;
+    rs->rope_cos = alloc_floats((size_t)m->ctx * half);
+    rs->rope_sin = alloc_floats((size_t)m->ctx * half);
+    /* theta_i = pos * base^(-2i/n_rot), built by repeated multiplication
+     * in float as ggml does. */
+    float theta_scale = powf(c->rope_base, -2.0f / (float)c->n_rot);
+    for (int p = 0; p < m->ctx; p++) {
+        float theta = (float)p;
+        for (int i = 0; i < half; i++) {
+            rs->rope_cos[(size_t)p * half + i] = cosf(theta);
+            rs->rope_sin[(size_t)p * half + i] = sinf(theta);
+            theta *= theta_scale;
+        }
+    }
+    rs->row_seq = xcalloc(rows, sizeof(int));
+    rs->row_pos = xcalloc(rows, sizeof(int));
+    rs->row_slot = xcalloc(rows, sizeof(int));
+    rs->row_tok = xcalloc(rows, sizeof(int32_t));
+    rs->dec_row = xcalloc(rows, sizeof(int));
+    rs->out_row = xcalloc((size_t)m->max_logit_rows, sizeof(int));
+    rs->max_items = rows * c->n_head_kv + (size_t)m->max_batch * c->n_head_kv * rs->n_chunks;
+    rs->items = xcalloc(rs->max_items, sizeof(*rs->items));
+    rs->item_cost = xcalloc(rs->max_items, sizeof(double));
+    rs->ops = cpu_ops_select();
+    log_info("kv cache: %d slots x %d positions, %s, %.1f MB; %d threads; kernels %s/%s",
+             m->max_batch, m->ctx, rs->kv_elem == 4 ? "f32" : "f16", rs->kv_bytes / 1e6, nth,
+             q_kernels_name(m->kern), rs->ops->name);
+    return 0;
+}
+
+static void cpu_release(struct model *m)
+{
+    struct run_state *rs = &m->rs;
+    free(rs->k_cache);
+    free(rs->v_cache);
+    free(rs->x);
+    free(rs->xb);
+    free(rs->q);
+    free(rs->k);
+    free(rs->v);
+    free(rs->att);
+    free(rs->y);
+    free(rs->hb);
+    free(rs->hb2);
+    free(rs->logits);
+    if (rs->ops)
+        for (int i = 0; i < MODEL_N_ACT; i++)
+            q_act_release(&rs->act[i]);
+    free(rs->att_part);
+    free(rs->scratch);
+    free(rs->rope_cos);
+    free(rs->rope_sin);
+    free(rs->row_seq);
+    free(rs->row_pos);
+    free(rs->row_slot);
+    free(rs->row_tok);
+    free(rs->dec_row);
+    free(rs->out_row);
+    free(rs->items);
+    free(rs->item_cost);
+    memset(rs, 0, sizeof(*rs));
+}
+
+const struct backend backend_cpu = {"cpu", cpu_prepare, cpu_forward, cpu_release};

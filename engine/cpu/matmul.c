@@ -1,0 +1,416 @@
+/*
+ * matmul: q_matmul's driver (row and batch tiling, column chunks, the final
+ * lane reduction), run-time kernel selection, and the portable kernel table
+ * that defines the arithmetic every SIMD table reproduces bit for bit.
+ *
+ * How a weight row r meets activation row b: the row is decoded chunk by
+ * chunk into int8 values and per-lane scales (struct qk_dec), then a dot
+ * kernel accumulates 16 float lanes per (r, b); the lanes are summed in a
+ * fixed tree at the end. Each (r, b) sees the same operations whatever the
+ * batch size, the row range or the tile it falls in.
+ */
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "cpu/qk.h"
+
+bool qk_type_has_min(uint32_t type)
+{
+    return type == Q_Q4_1 || type == Q_Q5_1 || type == Q_Q4_K;
+}
+
+bool qk_type_is_float(uint32_t type)
+{
+    return type == Q_F32 || type == Q_F16 || type == Q_BF16;
+}
+
+/* ---- portable decoders: exact, and the reference for the SIMD ones ---- */
+
+/* Zero the padding after n decoded elements up to the next multiple of 64. */
+static void pad_dec(struct qk_dec *d, int64_t n)
+{
+    int64_t npad = qk_round_up(n, 64);
+    memset(d->w + n, 0, (size_t)(npad - n));
+    for (int64_t l = n / 4; l < npad / 4; l++)
+        d->dw[l] = 0.0f;
+    for (int64_t k = n / 32; k < npad / 32; k++)
+        d->mw[k] = 0.0f;
+}
+
+static void set_lanes(float *dw, int64_t first_elem, int n_elems, float v)
+{
+    for (int l = 0; l < n_elems / 4; l++)
+        dw[first_elem / 4 + l] = v;
+}
+
+void qk_ref_decode_q4_0(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
+{
+    const struct blk_q4_0 *b = (const struct blk_q4_0 *)row + e0 / 32;
+    for (int64_t k = 0; k < n / 32; k++, b++) {
+        for (int j = 0; j < 16; j++) {
+            d->w[32 * k + j] = (int8_t)((b->qs[j] & 0xF) - 8);
+            d->w[32 * k + j + 16] = (int8_t)((b->qs[j] >> 4) - 8);
+        }
+        set_lanes(d->dw, 32 * k, 32, q_f16_to_f32(b->d));
+    }
+    pad_dec(d, n);
+}
+
+void qk_ref_decode_q4_1(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
+{
+    const struct blk_q4_1 *b = (const struct blk_q4_1 *)row + e0 / 32;
+    for (int64_t k = 0; k < n / 32; k++, b++) {
+        for (int j = 0; j < 16; j++) {
+            d->w[32 * k + j] = (int8_t)(b->qs[j] & 0xF);
+            d->w[32 * k + j + 16] = (int8_t)(b->qs[j] >> 4);
+        }
+        set_lanes(d->dw, 32 * k, 32, q_f16_to_f32(b->d));
+        d->mw[k] = q_f16_to_f32(b->m);
+    }
+    pad_dec(d, n);
+}
+
+static void decode_q5(const uint8_t *qs, const uint8_t *qh_bytes, int offset, int8_t *w)
+{
+    uint32_t qh;
+    memcpy(&qh, qh_bytes, 4);
+    for (int j = 0; j < 16; j++) {
+        w[j] = (int8_t)(((qs[j] & 0xF) | ((qh >> j) & 1) << 4) - offset);
+        w[j + 16] = (int8_t)(((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - offset);
+    }
+}
+
+void qk_ref_decode_q5_0(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
+{
+    const struct blk_q5_0 *b = (const struct blk_q5_0 *)row + e0 / 32;
+    for (int64_t k = 0; k < n / 32; k++, b++) {
+        decode_q5(b->qs, b->qh, 16, d->w + 32 * k);
+        set_lanes(d->dw, 32 * k, 32, q_f16_to_f32(b->d));
+    }
+    pad_dec(d, n);
+}
+
+void qk_ref_decode_q5_1(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
+{
+    const struct blk_q5_1 *b = (const struct blk_q5_1 *)row + e0 / 32;
+    for (int64_t k = 0; k < n / 32; k++, b++) {
+        decode_q5(b->qs, b->qh, 0, d->w + 32 * k);
+        set_lanes(d->dw, 32 * k, 32, q_f16_to_f32(b->d));
+        d->mw[k] = q_f16_to_f32(b->m);
+    }
+    pad_dec(d, n);
+}
+
+void qk_ref_decode_q8_0(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
+{
+    const struct blk_q8_0 *b = (const struct blk_q8_0 *)row + e0 / 32;
+    for (int64_t k = 0; k < n / 32; k++, b++) {
+        memcpy(d->w + 32 * k, b->qs, 32);
+        set_lanes(d->dw, 32 * k, 32, q_f16_to_f32(b->d));
+    }
+    pad_dec(d, n);
+}
+
+/* Q4_K: each 32-element sub-block becomes a Q4_1-like block with scale
+ * d * sc and min -dmin * m (the same products ggml's dequantization forms). */
+void qk_ref_decode_q4_k(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
+{
+    const struct blk_q4_k *b = (const struct blk_q4_k *)row + e0 / 256;
+    for (int64_t k = 0; k < n / 256; k++, b++) {
+        float dd = q_f16_to_f32(b->d), dmin = q_f16_to_f32(b->dmin);
+        int8_t *w = d->w + 256 * k;
+        for (int s = 0; s < 8; s++) {
+            const uint8_t *sc6 = b->scales;
+            int sc, m;
+            if (s < 4) {
+                sc = sc6[s] & 63;
+                m = sc6[s + 4] & 63;
+            } else {
+                sc = (sc6[s + 4] & 0xF) | ((sc6[s - 4] >> 6) << 4);
+                m = (sc6[s + 4] >> 4) | ((sc6[s] >> 6) << 4);
+            }
+            const uint8_t *q = b->qs + 32 * (s / 2);
+            for (int l = 0; l < 32; l++)
+                w[32 * s + l] = (int8_t)(s % 2 ? q[l] >> 4 : q[l] & 0xF);
+            set_lanes(d->dw, 256 * k + 32 * s, 32, dd * (float)sc);
+            d->mw[8 * k + s] = -(dmin * (float)m);
+        }
+    }
+    pad_dec(d, n);
+}
+
+void qk_ref_decode_q6_k(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
+{
+    const struct blk_q6_k *b = (const struct blk_q6_k *)row + e0 / 256;
+    for (int64_t k = 0; k < n / 256; k++, b++) {
+        float dd = q_f16_to_f32(b->d);
+        for (int half = 0; half < 2; half++) {
+            const uint8_t *ql = b->ql + 64 * half, *qh = b->qh + 32 * half;
+            int8_t *w = d->w + 256 * k + 128 * half;
+            for (int l = 0; l < 32; l++) {
+                w[l] = (int8_t)(((ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4) - 32);
+                w[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4) - 32);
+                w[l + 64] = (int8_t)(((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32);
+                w[l + 96] = (int8_t)(((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32);
+            }
+        }
+        for (int s = 0; s < 16; s++)
+            set_lanes(d->dw, 256 * k + 16 * s, 16, dd * (float)b->scales[s]);
+    }
+    pad_dec(d, n);
+}
+
+void qk_ref_decode_mxfp4(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
+{
+    const struct blk_mxfp4 *b = (const struct blk_mxfp4 *)row + e0 / 32;
+    for (int64_t k = 0; k < n / 32; k++, b++) {
+        for (int j = 0; j < 16; j++) {
+            d->w[32 * k + j] = qk_e2m1_x2[b->qs[j] & 0xF];
+            d->w[32 * k + j + 16] = qk_e2m1_x2[b->qs[j] >> 4];
+        }
+        set_lanes(d->dw, 32 * k, 32, qk_e8m0_half(b->e));
+    }
+    pad_dec(d, n);
+}
+
+void qk_ref_decode_nvfp4(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
+{
+    const struct blk_nvfp4 *b = (const struct blk_nvfp4 *)row + e0 / 64;
+    for (int64_t k = 0; k < n / 64; k++, b++) {
+        for (int s = 0; s < 4; s++) {
+            int8_t *w = d->w + 64 * k + 16 * s;
+            for (int j = 0; j < 8; j++) {
+                w[j] = qk_e2m1_x2[b->qs[8 * s + j] & 0xF];
+                w[j + 8] = qk_e2m1_x2[b->qs[8 * s + j] >> 4];
+            }
+            set_lanes(d->dw, 64 * k + 16 * s, 16, qk_ue4m3_half(b->d[s]));
+        }
+    }
+    pad_dec(d, n);
+}
+
+void qk_ref_decode_f16(const void *row, int64_t e0, int64_t n, float *out)
+{
+    const uint16_t *h = (const uint16_t *)row + e0;
+    int64_t i = 0;
+    for (; i < n; i++)
+        out[i] = q_f16_to_f32(h[i]);
+    for (; i < qk_round_up(n, 16); i++)
+        out[i] = 0.0f;
+}
+
+void qk_ref_decode_bf16(const void *row, int64_t e0, int64_t n, float *out)
+{
+    const uint16_t *h = (const uint16_t *)row + e0;
+    int64_t i = 0;
+    for (; i < n; i++)
+        out[i] = q_bf16_to_f32(h[i]);
+    for (; i < qk_round_up(n, 16); i++)
+        out[i] = 0.0f;
+}
+
+/* ---- portable dot kernels ---- */
+
+static void ref_dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
+                      const struct q_act *a, int64_t b0, int nb, float *acc, float *macc)
+{
+    for (int r = 0; r < nr; r++) {
+        for (int t = 0; t < nb; t++) {
+            const uint8_t *q = qk_act_q(a, b0 + t) + e0;
+            const float *da = qk_act_da(a, b0 + t) + e0 / 4;
+            float *ac = acc + (r * QK_T + t) * 16;
+            for (int64_t i = 0; i < npad; i += 64) {
+                for (int l = 0; l < 16; l++) {
+                    const int8_t *w = dec[r].w + i + 4 * l;
+                    const uint8_t *x = q + i + 4 * l;
+                    int32_t isum = 0;
+                    for (int j = 0; j < 4; j++)
+                        isum += ((int32_t)x[j] - 128) * w[j];
+                    float s = dec[r].dw[i / 4 + l] * da[i / 4 + l];
+                    ac[l] = fmaf((float)isum, s, ac[l]);
+                }
+            }
+            if (has_min) {
+                const float *sa = qk_act_sa(a, b0 + t) + e0 / 32;
+                float *mc = macc + (r * QK_T + t) * 16;
+                int64_t nblk = npad / 32;
+                for (int64_t k = 0; k < qk_round_up(nblk, 16); k++) {
+                    float mw = k < nblk ? dec[r].mw[k] : 0.0f, s = k < nblk ? sa[k] : 0.0f;
+                    mc[k % 16] = fmaf(mw, s, mc[k % 16]);
+                }
+            }
+        }
+    }
+}
+
+static void ref_dot_f(const float *const *w, int nr, int64_t n, int64_t e0, const struct q_act *a,
+                      int64_t b0, int nb, float *acc)
+{
+    for (int r = 0; r < nr; r++) {
+        for (int t = 0; t < nb; t++) {
+            const float *x = qk_act_f(a, b0 + t) + e0;
+            float *ac = acc + (r * QK_T + t) * 16;
+            for (int64_t i = 0; i < qk_round_up(n, 16); i++)
+                ac[i % 16] = fmaf(i < n ? w[r][i] : 0.0f, x[i], ac[i % 16]);
+        }
+    }
+}
+
+const struct q_kernels qk_portable = {
+    .name = "portable",
+    .isa = Q_ISA_PORTABLE,
+    .decode =
+        {
+            [Q_Q4_0] = qk_ref_decode_q4_0,
+            [Q_Q4_1] = qk_ref_decode_q4_1,
+            [Q_Q5_0] = qk_ref_decode_q5_0,
+            [Q_Q5_1] = qk_ref_decode_q5_1,
+            [Q_Q8_0] = qk_ref_decode_q8_0,
+            [Q_Q4_K] = qk_ref_decode_q4_k,
+            [Q_Q6_K] = qk_ref_decode_q6_k,
+            [Q_MXFP4] = qk_ref_decode_mxfp4,
+            [Q_NVFP4] = qk_ref_decode_nvfp4,
+        },
+    .decode_f = {[Q_F16] = qk_ref_decode_f16, [Q_BF16] = qk_ref_decode_bf16},
+    .dot_q = ref_dot_q,
+    .dot_f = ref_dot_f,
+    .act_q8 = qk_ref_act_q8,
+};
+
+/* ---- selection ---- */
+
+static bool cpu_has_avx2(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+static bool cpu_has_avx512(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+}
+
+const struct q_kernels *q_kernels_select(enum q_isa isa)
+{
+    switch (isa) {
+    case Q_ISA_AUTO:
+        return cpu_has_avx512() ? &qk_avx512 : cpu_has_avx2() ? &qk_avx2 : &qk_portable;
+    case Q_ISA_PORTABLE:
+        return &qk_portable;
+    case Q_ISA_AVX2:
+        return cpu_has_avx2() ? &qk_avx2 : NULL;
+    case Q_ISA_AVX512:
+        return cpu_has_avx512() ? &qk_avx512 : NULL;
+    }
+    return NULL;
+}
+
+const char *q_kernels_name(const struct q_kernels *k)
+{
+    return k ? k->name : "none";
+}
+
+int q_isa_from_name(const char *name)
+{
+    static const char *const names[] = {
+        [Q_ISA_AUTO] = "auto",
+        [Q_ISA_PORTABLE] = "portable",
+        [Q_ISA_AVX2] = "avx2",
+        [Q_ISA_AVX512] = "avx512",
+    };
+    for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
+        if (strcmp(names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+/* ---- the driver ---- */
+
+/* Sum of 16 lanes in a fixed tree (the same on every ISA). */
+static float hsum16(const float *v)
+{
+    float s8[8], s4[4], s2[2];
+    for (int i = 0; i < 8; i++)
+        s8[i] = v[i] + v[i + 8];
+    for (int i = 0; i < 4; i++)
+        s4[i] = s8[i] + s8[i + 4];
+    for (int i = 0; i < 2; i++)
+        s2[i] = s4[i] + s4[i + 2];
+    return s2[0] + s2[1];
+}
+
+union dec_buf {
+    struct qk_dec q[QK_R];
+    float f[QK_R][QK_CHUNK];
+};
+
+/* Decode chunk [e0, e0 + n) of rows r .. r+nr-1 into buf; for F32 weights
+ * point at the row itself. */
+static void decode_rows(const struct q_kernels *k, const struct q_matrix *w, int64_t r, int nr,
+                        int64_t e0, int64_t n, union dec_buf *buf, const float **frows)
+{
+    for (int i = 0; i < nr; i++) {
+        const void *row = (const uint8_t *)w->data + (size_t)(r + i) * w->row_bytes;
+        if (w->type == Q_F32)
+            frows[i] = (const float *)row + e0;
+        else if (qk_type_is_float(w->type)) {
+            k->decode_f[w->type](row, e0, n, buf->f[i]);
+            frows[i] = buf->f[i];
+        } else
+            k->decode[w->type](row, e0, n, &buf->q[i]);
+    }
+}
+
+void q_matmul(const struct q_kernels *k, const struct q_matrix *w, const struct q_act *a, float *y,
+              int64_t ldy, int64_t r0, int64_t r1)
+{
+    assert(a->vec_type == q_vec_type(w->type) && a->cols == w->cols);
+    assert(r0 >= 0 && r0 <= r1 && r1 <= w->rows);
+    const bool is_float = qk_type_is_float(w->type), has_min = qk_type_has_min(w->type);
+    const int64_t cols = w->cols, nbatch = a->rows;
+    const float scale = w->scale != 0.0f ? w->scale : 1.0f;
+    const bool one_chunk = cols <= QK_CHUNK;
+    union dec_buf buf;
+    const float *frows[QK_R];
+    float acc[QK_R * QK_T * 16], macc[QK_R * QK_T * 16];
+
+    for (int64_t r = r0; r < r1; r += QK_R) {
+        int nr = r1 - r < QK_R ? (int)(r1 - r) : QK_R;
+        if (one_chunk)
+            decode_rows(k, w, r, nr, 0, cols, &buf, frows);
+        for (int64_t b0 = 0; b0 < nbatch; b0 += QK_T) {
+            int nb = nbatch - b0 < QK_T ? (int)(nbatch - b0) : QK_T;
+            memset(acc, 0, sizeof(acc));
+            memset(macc, 0, sizeof(macc));
+            for (int64_t e0 = 0; e0 < cols; e0 += QK_CHUNK) {
+                int64_t n = cols - e0 < QK_CHUNK ? cols - e0 : QK_CHUNK;
+                if (!one_chunk)
+                    decode_rows(k, w, r, nr, e0, n, &buf, frows);
+                if (is_float)
+                    k->dot_f(frows, nr, n, e0, a, b0, nb, acc);
+                else
+                    k->dot_q(buf.q, nr, qk_round_up(n, 64), e0, has_min, a, b0, nb, acc, macc);
+            }
+            for (int i = 0; i < nr; i++) {
+                for (int t = 0; t < nb; t++) {
+                    float v = hsum16(acc + (i * QK_T + t) * 16);
+                    if (has_min)
+                        v += hsum16(macc + (i * QK_T + t) * 16);
+                    y[(b0 + t) * ldy + r + i] = v * scale;
+                }
+            }
+        }
+    }
+}

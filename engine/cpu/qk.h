@@ -1,0 +1,224 @@
+/*
+ * qk: private interface between quant.c and the CPU kernel files
+ * (matmul.c portable, matmul_avx2.c, matmul_avx512.c): ggml's block
+ * structs, the prepared-activation layout, the decoded-weight buffer and the
+ * kernel table. Nothing outside engine/quant.c, engine/cpu/ and the unit
+ * tests includes this file.
+ */
+#ifndef ENGINE_CPU_QK_H
+#define ENGINE_CPU_QK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "quant.h"
+
+/* ---- ggml block layouts (reference/engine-formats.md 1.5; little-endian) ---- */
+
+struct blk_q4_0 {
+    uint16_t d;     /* f16 scale */
+    uint8_t qs[16]; /* low nibble: element j, high nibble: element j + 16 */
+};
+struct blk_q4_1 {
+    uint16_t d, m; /* f16 scale and minimum */
+    uint8_t qs[16];
+};
+struct blk_q5_0 {
+    uint16_t d;
+    uint8_t qh[4]; /* bit j: fifth bit of element j */
+    uint8_t qs[16];
+};
+struct blk_q5_1 {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+struct blk_q8_0 {
+    uint16_t d;
+    int8_t qs[32];
+};
+struct blk_q4_k {
+    uint16_t d, dmin;   /* f16 super-block scales */
+    uint8_t scales[12]; /* 8 x (6-bit scale, 6-bit min), packed */
+    uint8_t qs[128];    /* per 64 elements: low nibbles 0..31, high nibbles 32..63 */
+};
+struct blk_q6_k {
+    uint8_t ql[128];   /* low 4 bits */
+    uint8_t qh[64];    /* high 2 bits */
+    int8_t scales[16]; /* one per 16 elements */
+    uint16_t d;
+};
+struct blk_mxfp4 {
+    uint8_t e;      /* E8M0 shared exponent */
+    uint8_t qs[16]; /* E2M1 codes, split-half like Q4_0 */
+};
+struct blk_nvfp4 {
+    uint8_t d[4];   /* UE4M3 scale of each 16-element sub-block */
+    uint8_t qs[32]; /* sub-block s: qs[8s + j] low = element 16s + j, high = 16s + j + 8 */
+};
+
+_Static_assert(sizeof(struct blk_q4_0) == 18, "q4_0 block");
+_Static_assert(sizeof(struct blk_q4_1) == 20, "q4_1 block");
+_Static_assert(sizeof(struct blk_q5_0) == 22, "q5_0 block");
+_Static_assert(sizeof(struct blk_q5_1) == 24, "q5_1 block");
+_Static_assert(sizeof(struct blk_q8_0) == 34, "q8_0 block");
+_Static_assert(sizeof(struct blk_q4_k) == 144, "q4_k block");
+_Static_assert(sizeof(struct blk_q6_k) == 210, "q6_k block");
+_Static_assert(sizeof(struct blk_mxfp4) == 17, "mxfp4 block");
+_Static_assert(sizeof(struct blk_nvfp4) == 36, "nvfp4 block");
+
+/* ggml's kvalues_mxfp4: E2M1 values doubled so they are integers; the
+ * block-scale decoders below return half the scale to compensate. */
+extern const int8_t qk_e2m1_x2[16];
+
+/* E8M0 scale / 2, exactly as ggml_e8m0_to_fp32_half (0 and 1 go subnormal). */
+static inline float qk_e8m0_half(uint8_t e)
+{
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23};
+    return v.f;
+}
+
+/* UE4M3 scale / 2, exactly as ggml_ue4m3_to_fp32: 0x00 and 0x7F give 0, bit 7
+ * is ignored, exponent 0 is subnormal (m * 2^-9). */
+static inline float qk_ue4m3_half(uint8_t x)
+{
+    if (x == 0 || x == 0x7F)
+        return 0.0f;
+    uint32_t e = (x >> 3) & 0xF, m = x & 7;
+    if (e == 0)
+        return (float)m * 0x1p-10f;
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = ((e + 119) << 23) | (m << 20)};
+    return v.f;
+}
+
+/*
+ * Prepared activations for quantized weights (vec_type Q_Q8_1), one row of
+ * cols_pad = round_up(cols, 64) elements, 64-byte aligned:
+ *
+ *   uint8_t q[cols_pad]      int8 value + 128 (ggml's Q8_0 rounding: d = amax/127
+ *                            stored as f16, q = rne(x * 127/amax)); padding 128
+ *   float   da[cols_pad/4]   the f16-rounded block scale, repeated for each
+ *                            4-element lane (8 per 32-block); padding 0
+ *   float   sa[cols_pad/32]  da * sum(q) per 32-block (Q8_1's s); padding 0
+ *
+ * For float weights (vec_type Q_F32): cols_pad = round_up(cols, 16) floats,
+ * zero padded.
+ */
+#define QK_ACT_ALIGN 64
+
+static inline int64_t qk_round_up(int64_t n, int64_t m)
+{
+    return (n + m - 1) / m * m;
+}
+static inline int64_t qk_act_pad(uint32_t vec_type, int64_t cols)
+{
+    return qk_round_up(cols, vec_type == Q_F32 ? 16 : 64);
+}
+/* Bytes of a prepared Q_Q8_1 row before its alignment slack. */
+static inline size_t qk_act_used_bytes(int64_t cols)
+{
+    int64_t pad = qk_act_pad(Q_Q8_1, cols);
+    return (size_t)pad + (size_t)(pad / 4 + pad / 32) * sizeof(float);
+}
+static inline const uint8_t *qk_act_q(const struct q_act *a, int64_t row)
+{
+    return (const uint8_t *)a->data + (size_t)row * a->row_bytes;
+}
+static inline const float *qk_act_da(const struct q_act *a, int64_t row)
+{
+    return (const float *)(qk_act_q(a, row) + qk_act_pad(Q_Q8_1, a->cols));
+}
+static inline const float *qk_act_sa(const struct q_act *a, int64_t row)
+{
+    return qk_act_da(a, row) + qk_act_pad(Q_Q8_1, a->cols) / 4;
+}
+static inline const float *qk_act_f(const struct q_act *a, int64_t row)
+{
+    return (const float *)qk_act_q(a, row);
+}
+
+/*
+ * Decoded weights: a chunk of at most QK_CHUNK elements of one weight row,
+ * turned into int8 values in natural element order plus float scales, so a
+ * single integer-dot kernel serves every quantized type. The dot of one
+ * 4-element lane l is isum_l = sum(w * q_act); the row's value is
+ *   sum_l isum_l * (dw_l * da_l)  +  sum_k mw_k * sa_k   (k: 32-blocks)
+ * The chunk is padded with zeros to a multiple of 64 elements.
+ */
+#define QK_CHUNK 4096 /* elements per decode chunk (multiple of 512) */
+#define QK_R     2    /* weight rows per tile */
+#define QK_T     8    /* activation rows per tile (accumulator arrays) */
+
+struct qk_dec {
+    int8_t w[QK_CHUNK];      /* weight values (offsets such as -8 applied) */
+    float dw[QK_CHUNK / 4];  /* scale of each 4-element lane */
+    float mw[QK_CHUNK / 32]; /* min term per 32-block (types with a min only) */
+};
+
+/* Decode elements [e0, e0 + n) of a weight row (n a multiple of the type's
+ * block, e0 a multiple of QK_CHUNK) into d, zero-padded to round_up(n, 64). */
+typedef void (*qk_decode_fn)(const void *row, int64_t e0, int64_t n, struct qk_dec *d);
+/* Decode elements [e0, e0 + n) of an F16/BF16 row to floats, zero-padded to
+ * round_up(n, 16). */
+typedef void (*qk_decode_f_fn)(const void *row, int64_t e0, int64_t n, float *out);
+
+/*
+ * Integer dot for a tile: nr weight rows (decoded chunk dec[r], npad
+ * elements, a multiple of 64) against activation rows b0 .. b0+nb-1 at
+ * element offset e0. Accumulates into acc[(r * QK_T + t) * 16 + lane] (16 lane
+ * sums; lane l holds elements 64i + 4l .. 64i + 4l + 3 of every 64), and,
+ * when has_min, into macc the same way over 32-blocks (block k -> lane k % 16).
+ * Every ISA performs the same float operations per lane in the same order.
+ */
+typedef void (*qk_dot_q_fn)(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0,
+                            bool has_min, const struct q_act *a, int64_t b0, int nb, float *acc,
+                            float *macc);
+/* Float dot for a tile: rows w[r] (n floats from element e0; read as zero
+ * beyond n) against f32 activation rows; lane l holds elements 16i + l. */
+typedef void (*qk_dot_f_fn)(const float *const *w, int nr, int64_t n, int64_t e0,
+                            const struct q_act *a, int64_t b0, int nb, float *acc);
+/* Quantize activation rows [r0, r1) of x (row stride ldx) into a (layout above). */
+typedef void (*qk_act_rows_fn)(struct q_act *a, const float *x, int64_t ldx, int64_t r0,
+                               int64_t r1);
+
+#define QK_NTYPES 41
+
+struct q_kernels {
+    const char *name; /* "portable", "avx2", "avx512" */
+    enum q_isa isa;
+    qk_decode_fn decode[QK_NTYPES];     /* quantized weight types */
+    qk_decode_f_fn decode_f[QK_NTYPES]; /* F16, BF16 */
+    qk_dot_q_fn dot_q;
+    qk_dot_f_fn dot_f;
+    qk_act_rows_fn act_q8; /* quantize rows for Q_Q8_1 */
+};
+
+extern const struct q_kernels qk_portable, qk_avx2, qk_avx512;
+
+/* Portable building blocks (matmul.c) that the SIMD tables reuse for types
+ * that are rarely hot. */
+void qk_ref_decode_q4_0(const void *row, int64_t e0, int64_t n, struct qk_dec *d);
+void qk_ref_decode_q4_1(const void *row, int64_t e0, int64_t n, struct qk_dec *d);
+void qk_ref_decode_q5_0(const void *row, int64_t e0, int64_t n, struct qk_dec *d);
+void qk_ref_decode_q5_1(const void *row, int64_t e0, int64_t n, struct qk_dec *d);
+void qk_ref_decode_q8_0(const void *row, int64_t e0, int64_t n, struct qk_dec *d);
+void qk_ref_decode_q4_k(const void *row, int64_t e0, int64_t n, struct qk_dec *d);
+void qk_ref_decode_q6_k(const void *row, int64_t e0, int64_t n, struct qk_dec *d);
+void qk_ref_decode_mxfp4(const void *row, int64_t e0, int64_t n, struct qk_dec *d);
+void qk_ref_decode_nvfp4(const void *row, int64_t e0, int64_t n, struct qk_dec *d);
+void qk_ref_decode_f16(const void *row, int64_t e0, int64_t n, float *out);
+void qk_ref_decode_bf16(const void *row, int64_t e0, int64_t n, float *out);
+void qk_ref_act_q8(struct q_act *a, const float *x, int64_t ldx, int64_t r0, int64_t r1);
+
+/* True for types whose decoded form carries a min term (Q4_1, Q5_1, Q4_K). */
+bool qk_type_has_min(uint32_t type);
+/* True for F32, F16 and BF16 (dot against f32 activations). */
+bool qk_type_is_float(uint32_t type);
+
+#endif

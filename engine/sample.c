@@ -1,0 +1,151 @@
+/*
+ * sample: greedy, temperature, top-k and top-p (see sample.h). Top-k and
+ * top-p work on a candidate list that grows only as far as needed: the k
+ * best are found with a bounded min-heap, so a peaked distribution costs
+ * O(n log k) rather than a full sort of the vocabulary.
+ */
+#include "sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xalloc.h"
+
+uint64_t sample_rand_u64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1) with 24 bits. */
+static float rand_unit(uint64_t *state)
+{
+    return (float)(sample_rand_u64(state) >> 40) / 16777216.0f;
+}
+
+int32_t sample_argmax(const float *logits, int n)
+{
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (logits[i] > logits[best])
+            best = i;
+    return best;
+}
+
+void sampler_init(struct sampler *s, int n_vocab, const struct sample_params *p)
+{
+    s->p = *p;
+    if (!(s->p.temperature > 0))
+        s->p.temperature = 0;
+    if (!(s->p.top_p > 0 && s->p.top_p <= 1))
+        s->p.top_p = 1;
+    if (s->p.top_k < 0 || s->p.top_k > n_vocab)
+        s->p.top_k = 0;
+    s->rng = p->seed;
+    s->n_vocab = n_vocab;
+    s->prob = xmalloc(sizeof(float) * (size_t)n_vocab);
+    s->idx = xmalloc(sizeof(int32_t) * (size_t)n_vocab);
+}
+
+void sampler_release(struct sampler *s)
+{
+    free(s->prob);
+    free(s->idx);
+    s->prob = NULL;
+    s->idx = NULL;
+}
+
+/* "a ranks below b": smaller logit, or equal logit and larger id. */
+static int below(const float *l, int32_t a, int32_t b)
+{
+    return l[a] < l[b] || (l[a] == l[b] && a > b);
+}
+
+static void sift_down(int32_t *h, int n, int i, const float *l)
+{
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && below(l, h[c + 1], h[c]))
+            c++;
+        if (!below(l, h[c], h[i]))
+            return;
+        int32_t t = h[i];
+        h[i] = h[c];
+        h[c] = t;
+        i = c;
+    }
+}
+
+/* The k best ids of logits in s->idx[0..k), best first. */
+static void top_k(struct sampler *s, const float *l, int k)
+{
+    int32_t *h = s->idx;
+    int n = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        if (n < k) {
+            h[n++] = i;
+            for (int j = n - 1; j > 0 && below(l, h[j], h[(j - 1) / 2]); j = (j - 1) / 2) {
+                int32_t t = h[j];
+                h[j] = h[(j - 1) / 2];
+                h[(j - 1) / 2] = t;
+            }
+        } else if (below(l, h[0], i)) {
+            h[0] = i;
+            sift_down(h, n, 0, l);
+        }
+    }
+    /* Heap sort: repeatedly move the worst to the end -> best first. */
+    for (int end = n - 1; end > 0; end--) {
+        int32_t t = h[0];
+        h[0] = h[end];
+        h[end] = t;
+        sift_down(h, end, 0, l);
+    }
+}
+
+int32_t sampler_sample(struct sampler *s, const float *logits)
+{
+    if (s->p.temperature == 0)
+        return sample_argmax(logits, s->n_vocab);
+    float inv_t = 1.0f / s->p.temperature;
+    float mx = logits[sample_argmax(logits, s->n_vocab)];
+    /* Total mass over the whole vocabulary, for top-p's threshold. */
+    double total = 0;
+    for (int i = 0; i < s->n_vocab; i++)
+        total += exp((double)(logits[i] - mx) * inv_t);
+    int k = s->p.top_k ? s->p.top_k : s->n_vocab;
+    int n = k < 64 ? k : 64;
+    for (;;) {
+        top_k(s, logits, n);
+        double mass = 0;
+        int keep = n;
+        for (int i = 0; i < n; i++) {
+            s->prob[i] = (float)exp((double)(logits[s->idx[i]] - mx) * inv_t);
+            mass += s->prob[i];
+            if (s->p.top_p < 1 && mass >= s->p.top_p * total) {
+                keep = i + 1;
+                break;
+            }
+        }
+        /* Done when top-p was reached inside the candidates, or when the
+         * candidates are all top-k allows. */
+        if (keep < n || n == k || (s->p.top_p < 1 && mass >= s->p.top_p * total)) {
+            double sum = 0;
+            for (int i = 0; i < keep; i++)
+                sum += s->prob[i];
+            double u = rand_unit(&s->rng) * sum, acc = 0;
+            for (int i = 0; i < keep; i++) {
+                acc += s->prob[i];
+                if (u < acc)
+                    return s->idx[i];
+            }
+            return s->idx[keep - 1];
+        }
+        n = n * 8 < k ? n * 8 : k;
+    }
+}

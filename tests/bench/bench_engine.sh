@@ -1,0 +1,49 @@
+#!/bin/sh
+# bench_engine.sh: fp4serve's CPU decode throughput on SmolLM2-135M Q4_1, side
+# by side in one run: `fp4serve bench` at batch 1, 4, 16, 64 with --decode
+# batched and --decode per-request (aggregate tok/s should rise with B for
+# batched and stay flat for per-request), the achieved bandwidth at B=1
+# against the machine's measured memcpy/read bandwidth, and llama.cpp's
+# single-stream decode (llama-cpp-python) on the same file and threads.
+# Knobs: THREADS (2), PP (128), TG (64), BATCHES (1,4,16,64), MODEL.
+set -u
+BUILD=${BUILD:-build}
+FP4SERVE=${FP4SERVE:-$BUILD/bin/fp4serve}
+MODEL=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+THREADS=${THREADS:-2}
+PP=${PP:-128}
+TG=${TG:-64}
+BATCHES=${BATCHES:-1,4,16,64}
+if [ ! -f "$MODEL" ]; then
+    echo "bench_engine: skipped: model not present ($MODEL; run make models)"
+    exit 0
+fi
+out=$(mktemp -d "${TMPDIR:-/tmp}/bench-engine.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+
+echo "== fp4serve bench: decode batched (threads $THREADS, PP $PP, TG $TG)"
+"$FP4SERVE" bench --model "$MODEL" --batch "$BATCHES" --prompt-len "$PP" --gen "$TG" \
+    --threads "$THREADS" --decode batched 2>&1 | tee "$out/batched.txt"
+echo
+echo "== fp4serve bench: decode per-request"
+"$FP4SERVE" bench --model "$MODEL" --batch "$BATCHES" --prompt-len "$PP" --gen "$TG" \
+    --threads "$THREADS" --decode per-request --no-probe 2>&1 | tee "$out/perreq.txt"
+echo
+echo "== llama.cpp (llama-cpp-python), single stream, same file and threads"
+python3 tests/bench/llama_cpp_decode.py "$MODEL" --threads "$THREADS" --prompt-len "$PP" \
+    --gen "$TG" 2>&1 | tee "$out/llama.txt"
+echo
+
+# Summary: S_TG (column 9 of the table) per batch size, and the B=1 ratio.
+stg() { awk -F'|' -v b="$2" '$4+0 == b && $2+0 > 0 { gsub(/ /, "", $9); print $9 }' "$1"; }
+echo "== summary: decode tok/s (S_TG)"
+printf '%6s %12s %12s\n' B batched per-request
+for b in $(echo "$BATCHES" | tr ',' ' '); do
+    printf '%6s %12s %12s\n' "$b" "$(stg "$out/batched.txt" "$b")" "$(stg "$out/perreq.txt" "$b")"
+done
+ours=$(stg "$out/batched.txt" 1)
+theirs=$(sed -n 's/.*decode \([0-9.]*\) tok\/s.*/\1/p' "$out/llama.txt")
+if [ -n "$ours" ] && [ -n "$theirs" ]; then
+    echo "B=1: fp4serve $ours tok/s, llama.cpp $theirs tok/s, ratio $(echo "$ours $theirs" |
+        awk '{ printf "%.2f", $1 / $2 }')"
+fi

@@ -1,0 +1,89 @@
+/* Unit tests for engine/sample: greedy, ties, seeded draws, top-k, top-p. */
+#include <math.h>
+
+#include "sample.h"
+#include "test.h"
+
+TEST(argmax_takes_lowest_index_on_ties)
+{
+    float l[5] = {1, 3, 2, 3, -1};
+    CHECK_INT(sample_argmax(l, 5), 1);
+    struct sampler s;
+    sampler_init(&s, 5, &(struct sample_params){0});
+    CHECK_INT(sampler_sample(&s, l), 1);
+    sampler_release(&s);
+}
+
+TEST(same_seed_same_tokens)
+{
+    float l[100];
+    for (int i = 0; i < 100; i++)
+        l[i] = sinf((float)i);
+    struct sample_params p = {.temperature = 1.0f, .top_p = 1.0f, .seed = 42};
+    struct sampler a, b, c;
+    sampler_init(&a, 100, &p);
+    sampler_init(&b, 100, &p);
+    p.seed = 43;
+    sampler_init(&c, 100, &p);
+    int same = 1, differ = 0;
+    for (int i = 0; i < 200; i++) {
+        int32_t x = sampler_sample(&a, l), y = sampler_sample(&b, l), z = sampler_sample(&c, l);
+        same &= x == y;
+        differ |= x != z;
+        CHECK(x >= 0 && x < 100);
+    }
+    CHECK(same);
+    CHECK(differ);
+    sampler_release(&a);
+    sampler_release(&b);
+    sampler_release(&c);
+}
+
+TEST(frequencies_follow_softmax)
+{
+    float l[3] = {0, logf(3.0f), -INFINITY};
+    struct sampler s;
+    sampler_init(&s, 3, &(struct sample_params){.temperature = 1, .top_p = 1, .seed = 7});
+    int n1 = 0, n2 = 0, N = 20000;
+    for (int i = 0; i < N; i++) {
+        int32_t t = sampler_sample(&s, l);
+        n1 += t == 1;
+        n2 += t == 2;
+    }
+    CHECK_NEAR((double)n1 / N, 0.75, 0.02);
+    CHECK_INT(n2, 0);
+    sampler_release(&s);
+}
+
+TEST(top_k_and_top_p_restrict_candidates)
+{
+    float l[1000];
+    for (int i = 0; i < 1000; i++)
+        l[i] = (float)(i % 97) * 0.01f; /* ids 96, 193, ... share the maximum */
+    struct sampler s;
+    sampler_init(&s, 1000, &(struct sample_params){.temperature = 1, .top_k = 1, .seed = 1});
+    for (int i = 0; i < 50; i++)
+        CHECK_INT(sampler_sample(&s, l), 96); /* the best, lowest id among equals */
+    sampler_release(&s);
+    /* Top-p: token 5 holds ~90% of the mass; p = 0.5 keeps only it. */
+    float m[10] = {0, 0, 0, 0, 0, 5, 0, 0, 0, 0};
+    sampler_init(&s, 10, &(struct sample_params){.temperature = 1, .top_p = 0.5f, .seed = 3});
+    for (int i = 0; i < 50; i++)
+        CHECK_INT(sampler_sample(&s, m), 5);
+    sampler_release(&s);
+    /* top_k = 3 over 1000 nearly flat logits: only the 3 best appear. */
+    for (int i = 0; i < 1000; i++)
+        l[i] = -(float)i * 1e-3f;
+    sampler_init(&s, 1000, &(struct sample_params){.temperature = 5, .top_k = 3, .seed = 9});
+    int seen[3] = {0};
+    for (int i = 0; i < 300; i++) {
+        int32_t t = sampler_sample(&s, l);
+        CHECK(t >= 0 && t < 3);
+        if (t >= 0 && t < 3)
+            seen[t] = 1;
+    }
+    CHECK(seen[0] && seen[1] && seen[2]);
+    sampler_release(&s);
+}
+
+TEST_MAIN()
