@@ -476,6 +476,7 @@ static int cpu_prepare(struct model *m, struct err *err)
     rs->kv_elem = m->opts.kv_f32 ? 4 : 2;
     per_cache *= rs->kv_elem;
     rs->kv_bytes = 2 * per_cache;
+    m->kv_bytes = rs->kv_bytes;
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     double phys = pages > 0 && psize > 0 ? (double)pages * (double)psize : 0;
     if (phys > 0 && (double)rs->kv_bytes > 0.8 * phys)
