@@ -36,7 +36,13 @@ extern "C" int cu_device_count(char *why, size_t why_size)
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-        snprintf(why, why_size, "%s", cudaGetErrorString(e));
+        int driver = 0;
+        /* The runtime calls a missing driver an insufficient one; say which. */
+        if (e == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess &&
+            driver == 0)
+            snprintf(why, why_size, "no NVIDIA driver is installed");
+        else
+            snprintf(why, why_size, "%s", cudaGetErrorString(e));
         cudaGetLastError(); /* clear it: the process may go on without CUDA */
         return 0;
     }

@@ -7,11 +7,10 @@
  */
 #include <stdio.h>
 
-#include "quant.h"
-#include "test.h"
-
 #ifdef HAVE_CUDA
 #include "cuda/cuda.h"
+#include "quant.h"
+#include "test.h"
 
 static void check(uint32_t type)
 {
