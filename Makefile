@@ -174,12 +174,22 @@ $(BUILD)/fuzz/engine_%: $(BUILD)/obj/tests/fuzz/engine_%.o $(FUZZ_MAIN) $(LIB_FP
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(FUZZ_ENGINE) -o $@ $^ $(ENGINE_LIBS)
 
+# ---- benchmarks: tests/bench/NAME.c -> build/bench/NAME (run by tests/bench/bench_*.sh) ----
+BENCH_SRC := $(wildcard tests/bench/*.c)
+BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+$(BUILD)/obj/tests/bench/%.o: tests/bench/%.c $(BUILD)/gen/version.h | $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ENGINE_DEFS) -Iengine -Itests -c -o $@ $<
+$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB_FP4) $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS)
+
 # ---- entry points ----
 test: all $(UNIT_BIN) $(FUZZ_BIN)
 	-@$(MAKE) --no-print-directory models
 	@BUILD=$(BUILD) sh tests/run.sh
 
-bench: all
+bench: all $(BENCH_BIN)
 	@BUILD=$(BUILD) sh tests/bench/run.sh
 
 fuzz:

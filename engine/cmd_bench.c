@@ -167,9 +167,105 @@ static int run_one(struct model *m, int B, int pp, int tg, uint64_t seed, int32_
     return 0;
 }
 
+/* Comma-separated items of s into out[0..*n) (pointers into a copy). */
+static char *split_list(const char *s, const char **out, int max, int *n)
+{
+    char *copy = xstrdup(s), *p = copy;
+    *n = 0;
+    while (p && *n < max) {
+        out[(*n)++] = p;
+        p = strchr(p, ',');
+        if (p)
+            *p++ = 0;
+    }
+    return copy;
+}
+
+/* Everything measured for one --quant value, for the closing summary. */
+struct bench_quant {
+    const char *name;
+    size_t wbytes;
+    double s_tg[MAX_BATCHES];
+};
+
+/* Load the model with mo, run every batch size, print the table and the
+ * phase split. Returns 0, or -1 with err set. */
+static int bench_model(const char *path, const struct model_opts *mo, const int *batches, int n_b,
+                       long pp, long tg, long seed, double copy_gbs, double read_gbs,
+                       struct bench_quant *bq, struct err *err)
+{
+    struct model *m = model_new(path, mo, err);
+    if (!m)
+        return -1;
+    int max_b = m->max_batch, rc = -1;
+    struct bench_row rows[MAX_BATCHES];
+    int32_t *prompts = xmalloc(sizeof(int32_t) * (size_t)max_b * (size_t)pp);
+    int32_t *next = xcalloc((size_t)max_b, sizeof(int32_t));
+    struct model_seq *seqs = xcalloc((size_t)max_b, sizeof(*seqs));
+    double bar_ns, run_ns;
+    tp_measure(m->pool, 20000, &bar_ns, &run_ns);
+    size_t wbytes = model_weight_bytes_per_step(m);
+    bool per_req = m->opts.decode == MODEL_DECODE_PER_REQUEST;
+    bq->wbytes = wbytes;
+    printf("model %s: %d layers, n_embd %d, vocab %d; weights read per step %.2f MB\n", path,
+           m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_vocab, wbytes / 1e6);
+    if (m->quant_note[0])
+        printf("%s\n", m->quant_note);
+    printf("n_kv_max = %d, n_threads = %d, decode = %s, attention = %s, kernels = %s\n",
+           m->ctx * m->max_batch, tp_threads(m->pool), per_req ? "per-request" : "batched",
+           m->opts.attention == MODEL_ATTN_SERIAL ? "serial" : "split", q_kernels_name(m->kern));
+    printf("thread pool: %.0f ns per barrier, %.1f us per empty run\n", bar_ns, run_ns / 1e3);
+    printf("\n|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      "
+           "T s |    S t/s |\n");
+    printf("|-------|--------|------|--------|----------|----------|----------|----------|------"
+           "----|----------|\n");
+    fflush(stdout);
+    for (int i = 0; i < n_b; i++) {
+        struct bench_row *r = &rows[i];
+        if (run_one(m, batches[i], (int)pp, (int)tg, (uint64_t)seed, prompts, next, seqs, r, err) !=
+            0)
+            goto out;
+        double n_kv = (double)r->b * (r->pp + r->tg), t = r->t_pp + r->t_tg;
+        bq->s_tg[i] = r->b * r->tg / r->t_tg;
+        printf("| %5d | %6d | %4d | %6.0f | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |\n",
+               r->pp, r->tg, r->b, n_kv, r->t_pp, r->b * r->pp / r->t_pp, r->t_tg, bq->s_tg[i], t,
+               n_kv / t);
+        fflush(stdout);
+    }
+    printf("\n%5s %10s %9s %9s %9s %12s %10s\n", "B", "step ms", "attn ms", "matmul ms", "other ms",
+           "weights/tok", "weight GB/s");
+    for (int i = 0; i < n_b; i++) {
+        struct bench_row *r = &rows[i];
+        double steps = r->tg, step_s = r->t_tg / steps;
+        double reads = per_req ? (double)r->b : 1.0; /* weight passes per step */
+        printf("%5d %10.3f %9.3f %9.3f %9.3f %9.2f MB %10.1f\n", r->b, step_s * 1e3,
+               r->tg_timers.attn_ns / steps / 1e6, r->tg_timers.matmul_ns / steps / 1e6,
+               r->tg_timers.other_ns / steps / 1e6, wbytes * reads / r->b / 1e6,
+               wbytes * reads / step_s / 1e9);
+    }
+    for (int i = 0; i < n_b; i++)
+        if (rows[i].b == 1 && copy_gbs > 0) {
+            double gbs = wbytes / (rows[i].t_tg / rows[i].tg) / 1e9;
+            printf("\nB=1: %.1f tok/s reads %.1f GB/s of weights = %.0f%% of memcpy (%.1f GB/s), "
+                   "%.0f%% of read (%.1f GB/s)\n",
+                   rows[i].tg / rows[i].t_tg, gbs, 100 * gbs / copy_gbs, copy_gbs,
+                   100 * gbs / read_gbs, read_gbs);
+            break;
+        }
+    rc = 0;
+out:
+    model_free(m);
+    free(prompts);
+    free(next);
+    free(seqs);
+    return rc;
+}
+
+#define MAX_QUANTS 8
+
 int cmd_bench(int argc, char **argv)
 {
-    const char *model_path = NULL, *batch_list = "1,4,16,64", *quant = NULL, *head = NULL;
+    const char *model_path = NULL, *batch_list = "1,4,16,64", *quant = "native", *head = NULL;
     const char *decode = NULL, *attention = NULL, *device = NULL;
     long pp = 128, tg = 128, threads = 0, seed = 1234;
     bool no_probe = false;
@@ -182,7 +278,9 @@ int cmd_bench(int argc, char **argv)
         {"decode", 0, OPT_STR, &decode, "MODE", "batched|per-request (default batched)"},
         {"attention", 0, OPT_STR, &attention, "MODE", "split|serial (default split)"},
         {"threads", 't', OPT_LONG, &threads, "N", "threads (default: online cores)", 0, 1024},
-        {"quant", 0, OPT_STR, &quant, "Q", "requantize at load: native|q8_0|mxfp4|nvfp4"},
+        {"quant", 0, OPT_STR, &quant, "LIST",
+         "requantize at load: native|q8_0|mxfp4|nvfp4; a list (native,mxfp4,nvfp4) runs each "
+         "and compares them"},
         {"head", 0, OPT_STR, &head, "H", "head type when requantizing: q8_0|same (default q8_0)"},
         {"device", 0, OPT_STR, &device, "DEV", "cpu|cuda (default cpu)"},
         {"seed", 0, OPT_LONG, &seed, "N", "seed of the random prompts (default 1234)", 0,
@@ -200,91 +298,58 @@ int cmd_bench(int argc, char **argv)
                  opts, n_opts);
         return FP_OK;
     }
-    struct model *m = NULL;
-    int batches[MAX_BATCHES], n_b = 0, max_b = 0;
-    int32_t *prompts = NULL, *next = NULL;
-    struct model_seq *seqs = NULL;
-    struct bench_row rows[MAX_BATCHES];
+    int batches[MAX_BATCHES], n_b = 0, max_b = 0, n_q = 0;
+    const char *quants[MAX_QUANTS];
+    char *qcopy = NULL;
+    struct bench_quant bq[MAX_QUANTS];
+    memset(bq, 0, sizeof(bq));
     if (rc == 0 && !model_path)
         err_set(&err, FP_ERR_USAGE, "bench needs --model PATH (see --help)");
     if (err.code || parse_batches(batch_list, batches, &n_b, &err) != 0)
         goto out;
     for (int i = 0; i < n_b; i++)
         max_b = batches[i] > max_b ? batches[i] : max_b;
-    struct model_opts mo = {.threads = (int)threads, .max_batch = max_b, .device = device};
-    mo.ctx = (int)(pp + tg + 1);
-    mo.max_step_tokens = max_b > 512 ? max_b : 512;
-    if (model_opts_parse(&mo, quant, head, decode, attention, &err) != 0)
-        goto out;
+    qcopy = split_list(quant, quants, MAX_QUANTS, &n_q);
+    struct model_opts mo[MAX_QUANTS];
+    for (int q = 0; q < n_q; q++) {
+        mo[q] = (struct model_opts){.threads = (int)threads, .max_batch = max_b, .device = device};
+        mo[q].ctx = (int)(pp + tg + 1);
+        mo[q].max_step_tokens = max_b > 512 ? max_b : 512;
+        if (model_opts_parse(&mo[q], quants[q], head, decode, attention, &err) != 0)
+            goto out;
+        bq[q].name = quants[q];
+    }
     double copy_gbs = 0, read_gbs = 0;
     if (!no_probe) {
-        tp_pool *pool = tp_new(mo.threads);
+        tp_pool *pool = tp_new(mo[0].threads);
         probe_bandwidth(pool, &copy_gbs, &read_gbs);
+        printf("memory: memcpy %.1f GB/s (read + write), read %.1f GB/s (%d threads)\n", copy_gbs,
+               read_gbs, tp_threads(pool));
         tp_free(pool);
     }
-    m = model_new(model_path, &mo, &err);
-    if (!m)
-        goto out;
-    double bar_ns, run_ns;
-    tp_measure(m->pool, 20000, &bar_ns, &run_ns);
-    size_t wbytes = model_weight_bytes_per_step(m);
-    bool per_req = m->opts.decode == MODEL_DECODE_PER_REQUEST;
-    printf("model %s: %d layers, n_embd %d, vocab %d; weights read per step %.2f MB\n", model_path,
-           m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_vocab, wbytes / 1e6);
-    if (m->quant_note[0])
-        printf("%s\n", m->quant_note);
-    printf("n_kv_max = %d, n_threads = %d, decode = %s, attention = %s, kernels = %s\n",
-           m->ctx * m->max_batch, tp_threads(m->pool), per_req ? "per-request" : "batched",
-           m->opts.attention == MODEL_ATTN_SERIAL ? "serial" : "split", q_kernels_name(m->kern));
-    printf("thread pool: %.0f ns per barrier, %.1f us per empty run\n", bar_ns, run_ns / 1e3);
-    if (!no_probe)
-        printf("memory: memcpy %.1f GB/s (read + write), read %.1f GB/s (%d threads)\n", copy_gbs,
-               read_gbs, tp_threads(m->pool));
-    printf("\n|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      "
-           "T s |    S t/s |\n");
-    printf("|-------|--------|------|--------|----------|----------|----------|----------|------"
-           "----|----------|\n");
-    fflush(stdout);
-    prompts = xmalloc(sizeof(int32_t) * (size_t)max_b * (size_t)pp);
-    next = xcalloc((size_t)max_b, sizeof(int32_t));
-    seqs = xcalloc((size_t)max_b, sizeof(*seqs));
-    for (int i = 0; i < n_b; i++) {
-        struct bench_row *r = &rows[i];
-        if (run_one(m, batches[i], (int)pp, (int)tg, (uint64_t)seed, prompts, next, seqs, r,
-                    &err) != 0)
+    for (int q = 0; q < n_q; q++) {
+        if (n_q > 1)
+            printf("\n== --quant %s\n", quants[q]);
+        if (bench_model(model_path, &mo[q], batches, n_b, pp, tg, seed, copy_gbs, read_gbs, &bq[q],
+                        &err) != 0)
             goto out;
-        double n_kv = (double)r->b * (r->pp + r->tg), t = r->t_pp + r->t_tg;
-        printf("| %5d | %6d | %4d | %6.0f | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |\n",
-               r->pp, r->tg, r->b, n_kv, r->t_pp, r->b * r->pp / r->t_pp, r->t_tg,
-               r->b * r->tg / r->t_tg, t, n_kv / t);
-        fflush(stdout);
     }
-    printf("\n%5s %10s %9s %9s %9s %12s %10s\n", "B", "step ms", "attn ms", "matmul ms", "other ms",
-           "weights/tok", "weight GB/s");
-    for (int i = 0; i < n_b; i++) {
-        struct bench_row *r = &rows[i];
-        double steps = r->tg, step_s = r->t_tg / steps;
-        double reads = per_req ? (double)r->b : 1.0; /* weight passes per step */
-        printf("%5d %10.3f %9.3f %9.3f %9.3f %9.2f MB %10.1f\n", r->b, step_s * 1e3,
-               r->tg_timers.attn_ns / steps / 1e6, r->tg_timers.matmul_ns / steps / 1e6,
-               r->tg_timers.other_ns / steps / 1e6, wbytes * reads / r->b / 1e6,
-               wbytes * reads / step_s / 1e9);
-    }
-    for (int i = 0; i < n_b; i++)
-        if (rows[i].b == 1 && !no_probe) {
-            double gbs = wbytes / (rows[i].t_tg / rows[i].tg) / 1e9;
-            printf("\nB=1: %.1f tok/s reads %.1f GB/s of weights = %.0f%% of memcpy (%.1f GB/s), "
-                   "%.0f%% of read (%.1f GB/s)\n",
-                   rows[i].tg / rows[i].t_tg, gbs, 100 * gbs / copy_gbs, copy_gbs,
-                   100 * gbs / read_gbs, read_gbs);
-            break;
+    if (n_q > 1) {
+        printf("\n== side by side: decode tok/s (S_TG) and weight bytes per step\n%-8s %12s",
+               "quant", "MB/step");
+        for (int i = 0; i < n_b; i++)
+            printf("   B=%-5d", batches[i]);
+        printf("\n");
+        for (int q = 0; q < n_q; q++) {
+            printf("%-8s %12.2f", bq[q].name, bq[q].wbytes / 1e6);
+            for (int i = 0; i < n_b; i++)
+                printf(" %9.1f", bq[q].s_tg[i]);
+            printf("\n");
         }
+    }
 out:
     if (err.code)
         log_error("%s", err.msg);
-    model_free(m);
-    free(prompts);
-    free(next);
-    free(seqs);
+    free(qcopy);
     return err.code;
 }

@@ -87,6 +87,13 @@ int cmd_generate(int argc, char **argv)
         gguf_close(&f);
         goto out;
     }
+    const char *tmpl = tok_chat_template(vocab);
+    if (chat && (!tmpl || !strstr(tmpl, "<|im_start|>"))) {
+        gguf_close(&f);
+        err_set(&err, FP_ERR_UNSUPPORTED,
+                "--chat: the model's chat template is not ChatML (only ChatML is built in)");
+        goto out;
+    }
     text = chat ? chat_wrap(prompt) : xstrdup(prompt);
     if (tok_encode(vocab, text, strlen(text), chat || !no_special, tok_add_bos(vocab), &ids, &n_ids,
                    &cap_ids, &err) != 0) {

@@ -18,7 +18,9 @@
 #include "tokenizer.h"
 #include "xalloc.h"
 
-/* One hyperparameter line: label, key suffix after "ARCH.", kind. */
+/* One hyperparameter line: label, key suffix after "ARCH.", kind. The
+ * keys are llama.cpp's (reference/engine-formats.md 2.1); missing ones
+ * print "-", since other architectures and partial files exist. */
 enum hp_kind { HP_INT, HP_FLOAT };
 struct hparam {
     const char *label;
@@ -64,6 +66,7 @@ static void put_view(struct gguf_str s, size_t max)
         fputs("...", stdout);
 }
 
+/* The hparams table for architecture arch, one "label value" line each. */
 static void print_hparams(const struct gguf_file *f, struct gguf_str arch)
 {
     for (size_t i = 0; i < sizeof(hparams) / sizeof(hparams[0]); i++) {
@@ -115,6 +118,8 @@ static void print_eog(const struct gguf_file *f, const struct gguf_str *toks, ui
     tok_free(v);
 }
 
+/* Tokenizer model and pre-tokenizer, token and merge counts, the special
+ * ids with their texts, and the end-of-generation set. */
 static void print_tokenizer(const struct gguf_file *f)
 {
     struct gguf_str model, pre;
@@ -172,6 +177,8 @@ struct type_sum {
     uint64_t count, elems, bytes;
 };
 
+/* Tensors grouped by type: count, elements, bytes, MiB and bits per weight,
+ * with a total row; a type the engine does not compute with is marked. */
 static void print_tensor_table(const struct gguf_file *f)
 {
     struct type_sum *sums = xcalloc(f->n_tensors + 1, sizeof(*sums));
@@ -260,6 +267,8 @@ static void print_value(const struct gguf_kv *kv)
     }
 }
 
+/* --all: every metadata pair, then every tensor with its type, dims, size
+ * and absolute file offset. */
 static void print_all(const struct gguf_file *f)
 {
     printf("\nmetadata (%zu):\n", f->n_kv);
@@ -280,6 +289,8 @@ static void print_all(const struct gguf_file *f)
     }
 }
 
+/* Exit status: 0, FP_ERR_USAGE for bad arguments, or the reader's code
+ * (FP_ERR_IO, FP_ERR_FORMAT, FP_ERR_UNSUPPORTED) with its one-line error. */
 int cmd_info(int argc, char **argv)
 {
     bool all = false;

@@ -22,12 +22,12 @@ static const struct {
 
 int cmd_synth(int argc, char **argv)
 {
-    const char *preset = NULL, *type = "f16", *out = NULL;
+    const char *preset = NULL, *type = "q4_1", *out = NULL;
     long seed = 1;
     const struct opt opts[] = {
         {"preset", 'p', OPT_STR, &preset, "NAME", "model shape: tiny|smollm2-135m|llama-1b"},
         {"type", 't', OPT_STR, &type, "T",
-         "weight type: f32|f16|q4_1|q8_0|mxfp4|nvfp4 (default f16)"},
+         "weight type: f32|f16|q4_1|q8_0|mxfp4|nvfp4 (default q4_1)"},
         {"seed", 's', OPT_LONG, &seed, "N", "generator seed (default 1)", 0, 9.2e18},
         {"output", 'o', OPT_STR, &out, "OUT.gguf", "file to write (replaced atomically)"},
     };

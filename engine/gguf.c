@@ -89,6 +89,8 @@ static uint32_t vtype_size(uint32_t t)
     return t < N_VTYPES ? sizes[t] : 0;
 }
 
+/* Little-endian loads from the mapping, byte by byte: no alignment or
+ * host-endianness assumptions (the format is little-endian only). */
 static uint16_t le16(const uint8_t *p)
 {
     return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
@@ -155,6 +157,7 @@ static void nameset_release(struct nameset *s)
     free(s->len);
 }
 
+/* Insert a name known to be absent (linear probing). */
 static void nameset_put(struct nameset *s, const char *p, uint64_t len)
 {
     size_t i = (size_t)hash_bytes(p, len) & (s->cap - 1);
@@ -211,6 +214,8 @@ static int need(struct cur *c, uint64_t n, const char *what, const char *whose)
     return -1;
 }
 
+/* Fixed-size reads that advance the cursor; `what` of `whose` names the
+ * field in a truncation message ("array count of key 'x'"). */
 static int rd_u32(struct cur *c, uint32_t *v, const char *what, const char *whose)
 {
     if (need(c, 4, what, whose))
@@ -229,6 +234,8 @@ static int rd_u64(struct cur *c, uint64_t *v, const char *what, const char *whos
     return 0;
 }
 
+/* A u64 length and that many bytes, as a view; the length is checked
+ * against what remains before anything is read. */
 static int rd_str(struct cur *c, struct gguf_str *s, const char *what, const char *whose)
 {
     uint64_t len;
@@ -307,6 +314,9 @@ static int skip_value(struct cur *c, uint32_t t, int depth, const char *whose)
     return 0;
 }
 
+/* The n_kv metadata pairs: key (non-empty, unique), type, value. Each
+ * value is walked by skip_value, which checks it; the pair keeps a view of
+ * its bytes. */
 static int parse_kvs(struct cur *c, struct gguf_file *f, uint64_t n_kv)
 {
     char name[96], whose[128];
@@ -505,6 +515,8 @@ static int parse_header(struct cur *c, struct gguf_file *f, uint64_t *n_tensors,
     return 0;
 }
 
+/* The whole file in order: header, metadata, alignment, tensor infos,
+ * then each tensor's extent against the data section. */
 static int parse(const uint8_t *data, size_t size, struct gguf_file *f, struct err *err)
 {
     struct cur c = {data, size, 0, err};
@@ -561,6 +573,8 @@ int gguf_open(const char *path, struct gguf_file *f, struct err *err)
 {
     memset(f, 0, sizeof(*f));
     f->fd = -1;
+    /* A private read-only mapping: tensor data stays in the page cache and
+     * is shared by every process that maps the same model. */
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return failf(err, FP_ERR_IO, "%s: %s", path, strerror(errno));
@@ -607,7 +621,8 @@ void gguf_close(struct gguf_file *f)
     f->fd = -1;
 }
 
-/* ---- lookups and getters ---- */
+/* ---- lookups: linear scans, the counts are small (SmolLM2: 33 pairs,
+ * 272 tensors) and callers look each name up once at load ---- */
 
 bool gguf_str_eq(struct gguf_str s, const char *c)
 {
@@ -692,6 +707,8 @@ static int scalar(uint32_t t, const uint8_t *p, bool *neg, uint64_t *mag, double
     return 1;
 }
 
+/* Widen a decoded scalar to the getter's type, refusing what does not
+ * fit: negatives as u64, values above INT64_MAX as i64, floats as ints. */
 static int to_u64(int kind, bool neg, uint64_t mag, uint64_t *out)
 {
     if (kind != 1 || neg)
@@ -726,6 +743,8 @@ static int to_f64(int kind, bool neg, uint64_t mag, double fl, double *out)
         return -1;
     return 0;
 }
+
+/* ---- getters: decode the pair's bytes with scalar(), then widen ---- */
 
 int gguf_kv_u64(const struct gguf_kv *kv, uint64_t *out)
 {
@@ -790,6 +809,8 @@ int gguf_get_str(const struct gguf_file *f, const char *key, struct gguf_str *ou
     out->p = (const char *)kv->value + 8;
     return 0;
 }
+
+/* ---- arrays ---- */
 
 int gguf_arr_strs(const struct gguf_kv *kv, struct gguf_str *out)
 {

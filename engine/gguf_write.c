@@ -30,26 +30,30 @@ static void note_mistake(struct err *e, const char *fmt, ...)
     err_set(e, FP_ERR_USAGE, "%s", msg);
 }
 
+/* A tensor as described by the caller; its data is written at save time,
+ * at `offset` in the data section, padded to the alignment. */
 struct wtensor {
-    char name[GGUF_MAX_NAME];
-    uint32_t n_dims;
-    uint64_t ne[GGUF_MAX_DIMS];
-    uint32_t type;
-    uint64_t nbytes; /* data bytes, before padding */
-    uint64_t offset; /* bytes from the data section's start */
-    void *data;      /* owned copy, or NULL when fill is set */
-    gguf_fill_fn fill;
-    void *fill_ctx;
+    char name[GGUF_MAX_NAME];   /* NUL-terminated, at most 63 bytes */
+    uint32_t n_dims;            /* 1..4 */
+    uint64_t ne[GGUF_MAX_DIMS]; /* ne[0] contiguous; unused dims are 1 */
+    uint32_t type;              /* ggml type id */
+    uint64_t nbytes;            /* data bytes, before padding */
+    uint64_t offset;            /* bytes from the data section's start */
+    void *data;                 /* owned copy, or NULL when fill is set */
+    gguf_fill_fn fill;          /* produces the data at save time, or NULL */
+    void *fill_ctx;             /* passed to fill; owned by the caller */
 };
 
+/* Metadata is encoded into kv as it is added, in the caller's order; only
+ * the header and tensor infos wait for gguf_writer_save. */
 struct gguf_writer {
-    uint32_t alignment;
-    struct buf kv; /* encoded metadata pairs */
-    uint64_t n_kv;
-    char **keys; /* owned copies, to refuse duplicates */
+    uint32_t alignment; /* bytes; a power of two */
+    struct buf kv;      /* encoded metadata pairs */
+    uint64_t n_kv;      /* pairs in kv */
+    char **keys;        /* owned copies, to refuse duplicates */
     size_t cap_keys;
-    struct wtensor *t; /* owned */
-    size_t n_t, cap_t;
+    struct wtensor *t;   /* owned */
+    size_t n_t, cap_t;   /* tensors in t, slots allocated */
     uint64_t data_bytes; /* the data section so far, padded */
     struct err mistake;  /* the first caller mistake, reported by save */
 };
@@ -81,6 +85,8 @@ void gguf_writer_free(gguf_writer *w)
     free(w);
 }
 
+/* Little-endian encoders; a refused append (past the cap) sets kv.toobig,
+ * which gguf_writer_save reports. */
 static void put32(struct buf *b, uint32_t v)
 {
     uint8_t e[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
@@ -93,6 +99,7 @@ static void put64(struct buf *b, uint64_t v)
     put32(b, (uint32_t)(v >> 32));
 }
 
+/* A GGUF string: u64 length, then the bytes, no NUL. */
 static void put_str(struct buf *b, const char *s, size_t n)
 {
     put64(b, n);
@@ -136,6 +143,7 @@ void gguf_w_u64(gguf_writer *w, const char *key, uint64_t v)
         put64(&w->kv, v);
 }
 
+/* The IEEE-754 bits of v, written as a little-endian u32. */
 static uint32_t f32_bits(float v)
 {
     uint32_t u;
@@ -161,6 +169,7 @@ void gguf_w_str(gguf_writer *w, const char *key, const char *v)
         put_str(&w->kv, v, strlen(v));
 }
 
+/* Start an array pair: key, type ARR, element type, element count. */
 static bool begin_arr(gguf_writer *w, const char *key, uint32_t elem, size_t n)
 {
     if (!begin_kv(w, key, strlen(key), GGUF_T_ARR))
@@ -198,6 +207,9 @@ void gguf_w_copy_kv(gguf_writer *w, const struct gguf_file *src,
         const struct gguf_kv *kv = &src->kv[i];
         char *key = xstrndup(kv->key.p, (size_t)kv->key.len);
         bool drop = strcmp(key, "general.alignment") == 0 || (skip && skip(key, ctx));
+        /* The parser checked the value's encoding, and value/value_bytes
+         * cover it exactly (arrays: after their 12-byte header), so the
+         * bytes are copied as they are, nested arrays included. */
         if (!drop && begin_kv(w, kv->key.p, (size_t)kv->key.len, kv->type)) {
             if (kv->type == GGUF_T_ARR) {
                 put32(&w->kv, kv->arr_type);
@@ -209,6 +221,7 @@ void gguf_w_copy_kv(gguf_writer *w, const struct gguf_file *src,
     }
 }
 
+/* Zero bytes that bring n up to a multiple of a. */
 static uint64_t pad_to(uint64_t n, uint32_t a)
 {
     return (a - n % a) % a;
@@ -274,6 +287,7 @@ void gguf_w_tensor_fill(gguf_writer *w, const char *name, uint32_t n_dims, const
     }
 }
 
+/* write(2) until done; -1 with errno set on failure. */
 static int write_all(int fd, const void *p, size_t n)
 {
     const char *c = p;
@@ -289,6 +303,7 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
+/* n zero bytes of padding. */
 static int write_zeros(int fd, uint64_t n)
 {
     static const uint8_t zeros[256];
@@ -354,6 +369,7 @@ static int write_data(gguf_writer *w, int fd, const char *tmp, struct err *err)
     return 0;
 }
 
+/* Make the rename durable: fsync the directory that holds path. */
 static void fsync_dir(const char *path)
 {
     char *copy = xstrdup(path);
@@ -373,6 +389,9 @@ int gguf_writer_save(gguf_writer *w, const char *path, struct err *err)
         err_set(err, w->mistake.code, "%s: %s", path, w->mistake.msg);
         return -1;
     }
+    /* The head (header, metadata, tensor infos, padding) is built in memory:
+     * it is small next to the data, which is streamed tensor by tensor.
+     * The file takes its final name only once it is complete and synced. */
     struct buf head;
     buf_init(&head, WRITER_MAX_META + ((size_t)1 << 24));
     encode_head(w, &head);

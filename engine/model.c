@@ -595,20 +595,21 @@ int model_step(struct model *m, struct model_seq *seqs, int n, struct err *err)
                            s->slot, m->slot_len[s->slot]);
         if ((int64_t)s->pos + s->n_tokens > m->ctx)
             return err_set(err, FP_ERR_RESOURCE,
-                           "sequence %d: positions up to %d do not fit the context of %d", i,
-                           s->pos + s->n_tokens, m->ctx);
+                           "sequence %d: positions up to %lld do not fit the context of %d", i,
+                           (long long)s->pos + s->n_tokens, m->ctx);
+        rows += s->n_tokens; /* <= max_rows + ctx: checked every sequence, cannot overflow */
+        if (rows > m->max_rows)
+            return err_set(err, FP_ERR_RESOURCE,
+                           "step of %d+ tokens exceeds the %d rows of a step (at sequence %d)",
+                           rows, m->max_rows, i);
         for (int t = 0; t < s->n_tokens; t++)
             if (s->tokens[t] < 0 || s->tokens[t] >= m->cfg.n_vocab)
                 return err_set(err, FP_ERR_USAGE, "sequence %d: token id %d is outside [0, %d)", i,
                                s->tokens[t], m->cfg.n_vocab);
-        rows += s->n_tokens;
         logit_rows += s->logits == MODEL_LOGITS_ALL    ? s->n_tokens
                       : s->logits == MODEL_LOGITS_LAST ? 1
                                                        : 0;
     }
-    if (rows > m->max_rows)
-        return err_set(err, FP_ERR_RESOURCE, "step of %d tokens exceeds the %d rows of a step",
-                       rows, m->max_rows);
     if (logit_rows > m->max_logit_rows)
         return err_set(err, FP_ERR_RESOURCE,
                        "step asks for %d logits rows, more than the %d allocated", logit_rows,

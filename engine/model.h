@@ -158,17 +158,19 @@ struct run_state {
     struct q_act act[MODEL_N_ACT]; /* prepared activations (rows, max(n_embd, q_dim, n_ff)):
                             the q/k/v inputs (3, one per distinct weight type), the output
                             projection's, the gate/up inputs (2) and the down input */
-    void *k_cache;   /* (n_layer, max_batch, n_head_kv, ctx, head_dim) f16, or f32 (--kv f32) */
-    void *v_cache;   /* same shape and type as k_cache */
-    size_t kv_elem;  /* bytes per cache element: 2 (f16) or 4 (f32) */
-    size_t kv_bytes; /* both caches */
-    float *att_part; /* (max_batch, n_head_kv, n_chunks, group, head_dim + 2) split
-                        partials: [max, sum, out(head_dim)] per chunk and query head */
-    float *scratch;  /* (threads, scratch_floats): scores and fold accumulators */
-    size_t scratch_floats;     /* per thread: group * (MODEL_ATTN_CHUNK + 2 * (head_dim + 2)) */
-    const struct cpu_ops *ops; /* SIMD kernels for attention, SiLU, f16 */
-    float *rope_cos;           /* (ctx, n_rot / 2) */
-    float *rope_sin;           /* (ctx, n_rot / 2) */
+    void *k_cache;                 /* (n_layer, max_batch, n_head_kv, ctx_pad, head_dim) f16, or f32
+                                      (--kv f32); positions in tiles of 16, dimension-major (cpu/ops.h) */
+    void *v_cache;                 /* same shape and type as k_cache */
+    size_t kv_elem;                /* bytes per cache element: 2 (f16) or 4 (f32) */
+    int ctx_pad;                   /* ctx rounded up to whole key tiles (cpu/ops.h OPS_KTILE) */
+    size_t kv_bytes;               /* both caches */
+    float *att_part;               /* (max_batch, n_head_kv, n_chunks, group, head_dim + 2) split
+                                      partials: [max, sum, out(head_dim)] per chunk and query head */
+    float *scratch;                /* (threads, scratch_floats): scores and fold accumulators */
+    size_t scratch_floats;         /* per thread: group * (MODEL_ATTN_CHUNK + 2 * (head_dim + 2)) */
+    const struct cpu_ops *ops;     /* SIMD kernels for attention, SiLU, f16 */
+    float *rope_cos;               /* (ctx, n_rot / 2) */
+    float *rope_sin;               /* (ctx, n_rot / 2) */
     /* Per-step plan, filled by the forward pass before the threads start. */
     int *row_seq;                  /* (rows) index of the row's sequence in the step */
     int *row_pos;                  /* (rows) position of the row */
@@ -237,7 +239,8 @@ int model_read_config(const struct gguf_file *f, struct model_config *c, struct 
  * and distinct, pos <= slot length, pos + n_tokens <= ctx, token ids, row
  * and logits budgets) and then runs nothing on error: FP_ERR_USAGE or
  * FP_ERR_RESOURCE with a message naming the sequence. Sets seqs[i].out.
- * Never allocates.
+ * Never allocates. One step at a time: the model is not thread-safe, so
+ * one scheduler thread owns it (the step itself runs on the pool).
  */
 int model_step(struct model *m, struct model_seq *seqs, int n, struct err *err);
 

@@ -768,7 +768,7 @@ void q_act_prepare_rows(struct q_act *a, const float *x, int64_t ldx, int64_t r0
     if (a->vec_type == Q_F32) {
         int64_t pad = qk_act_pad(Q_F32, a->cols);
         for (int64_t r = r0; r < r1; r++) {
-            float *dst = (float *)((uint8_t *)a->data + (size_t)r * a->row_bytes);
+            float *dst = (float *)qk_act_row(a, r);
             memcpy(dst, x + r * ldx, (size_t)a->cols * sizeof(float));
             memset(dst + a->cols, 0, (size_t)(pad - a->cols) * sizeof(float));
         }
@@ -777,7 +777,7 @@ void q_act_prepare_rows(struct q_act *a, const float *x, int64_t ldx, int64_t r0
     q_kernels_select(Q_ISA_AUTO)->act_q8(a, x, ldx, r0, r1);
     size_t used = qk_act_used_bytes(a->cols);
     for (int64_t r = r0; r < r1; r++)
-        memset((uint8_t *)a->data + (size_t)r * a->row_bytes + used, 0, a->row_bytes - used);
+        memset((uint8_t *)qk_act_row(a, r) + used, 0, a->row_bytes - used);
 }
 
 void q_act_prepare(struct q_act *a, uint32_t weight_type, const float *x, int64_t ldx, int64_t rows,
@@ -793,10 +793,11 @@ void q_act_dequant_row(const struct q_act *a, int64_t row, float *dst)
         memcpy(dst, qk_act_f(a, row), (size_t)a->cols * sizeof(float));
         return;
     }
-    const uint8_t *q = qk_act_q(a, row);
-    const float *da = qk_act_da(a, row);
-    for (int64_t j = 0; j < a->cols; j++)
-        dst[j] = (float)((int)q[j] - 128) * da[j / 4];
+    for (int64_t j = 0; j < a->cols; j++) {
+        const uint8_t *grp = qk_act_grp(a, row, j / 64);
+        const float *da = (const float *)(grp + 64);
+        dst[j] = (float)((int)grp[j % 64] - 128) * da[(j % 64) / 4];
+    }
 }
 
 /* The reference activation quantizer (ggml's x86 quantize_row_q8_1: d = amax/127
@@ -806,23 +807,29 @@ void qk_ref_act_q8(struct q_act *a, const float *x, int64_t ldx, int64_t r0, int
     int64_t pad = qk_act_pad(Q_Q8_1, a->cols);
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = x + r * ldx;
-        uint8_t *q = (uint8_t *)qk_act_q(a, r);
-        float *da = (float *)qk_act_da(a, r), *sa = (float *)qk_act_sa(a, r);
-        for (int64_t k = 0; k < a->cols / 32; k++, xr += 32) {
+        float *sa = (float *)qk_act_sa(a, r);
+        for (int64_t k = 0; k < pad / 32; k++, xr += 32) {
+            uint8_t *q = (uint8_t *)qk_act_grp(a, r, k / 2) + 32 * (k % 2);
+            float *da = (float *)(qk_act_grp(a, r, k / 2) + 64) + 8 * (k % 2);
+            if (k >= a->cols / 32) { /* padding */
+                memset(q, 128, 32);
+                memset(da, 0, 8 * sizeof(float));
+                sa[k] = 0.0f;
+                continue;
+            }
             float amax = abs_max(xr, 32, NULL);
             float id = amax != 0.0f ? 127.0f / amax : 0.0f, d = f16_round(amax / 127.0f);
             int sum = 0;
             for (int j = 0; j < 32; j++) {
                 int v = clampi((int)round_even(xr[j] * id), -127, 127);
-                q[32 * k + j] = (uint8_t)(v + 128);
+                q[j] = (uint8_t)(v + 128);
                 sum += v;
             }
             for (int l = 0; l < 8; l++)
-                da[8 * k + l] = d;
+                da[l] = d;
             sa[k] = d * (float)sum;
         }
-        memset(q + a->cols, 128, (size_t)(pad - a->cols));
-        memset(da + a->cols / 4, 0, (size_t)(pad - a->cols) / 4 * sizeof(float));
-        memset(sa + a->cols / 32, 0, (size_t)(pad - a->cols) / 32 * sizeof(float));
+        for (int64_t k = pad / 32; k < qk_nsum(pad); k++)
+            sa[k] = 0.0f;
     }
 }

@@ -14,6 +14,7 @@
 
 #include "fp4.h"
 #include "gguf.h"
+#include "quant.h"
 #include "xalloc.h"
 
 /* ---- presets ---- */
@@ -388,27 +389,6 @@ struct spec {
 
 #define SIGMA 0.02
 
-/* IEEE binary16 from f32, round to nearest even (until quant.h lands). */
-static uint16_t to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = x >> 16 & 0x8000, abs = x & 0x7fffffff;
-    if (abs >= 0x7f800000) /* inf, nan */
-        return (uint16_t)(sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0));
-    if (abs >= 0x477ff000) /* rounds to >= 65520: overflow */
-        return (uint16_t)(sign | 0x7c00);
-    if (abs < 0x38800000) { /* subnormal half (or zero) */
-        float v;
-        uint32_t a = abs;
-        memcpy(&v, &a, 4);
-        /* v * 2^24 rounds to nearest even in the FPU */
-        return (uint16_t)(sign | (uint32_t)lrintf(v * 16777216.0f));
-    }
-    uint32_t m = abs + 0xfff + (abs >> 13 & 1); /* round to nearest even at bit 13 */
-    return (uint16_t)(sign | ((m - 0x38000000) >> 13));
-}
-
 /* Generate n values of the tensor into x, continuing generator *rng. */
 static void gen_values(const struct spec *s, uint64_t *rng, float *x, uint64_t n)
 {
@@ -416,33 +396,43 @@ static void gen_values(const struct spec *s, uint64_t *rng, float *x, uint64_t n
         x[i] = (s->kind == K_NORM ? 1.0f : 0.0f) + gauss(rng, SIGMA);
 }
 
+/*
+ * The writer's fill callback: generate the tensor and encode it row by row
+ * with quant.h's reference quantizers. NVFP4 needs the whole tensor's amax
+ * first (its per-tensor scale s2), so it is generated in one piece; s2 is
+ * kept for the ".scale" tensor that the writer fills next.
+ */
 static int fill(void *ctx, void *dst, uint64_t nbytes, struct err *err)
 {
     struct spec *s = ctx;
+    (void)nbytes;
+    (void)err;
     if (s->kind == K_SCALE) {
         memcpy(dst, &s->weight->scale, 4); /* little-endian host, as GGUF */
         return 0;
     }
     uint64_t rng = s->seed, n = s->ne[0] * s->ne[1];
-    if (s->type == 0) {
+    int64_t ne0 = (int64_t)s->ne[0];
+    size_t row_bytes = q_row_bytes(s->type, ne0);
+    if (s->type == Q_F32) {
         gen_values(s, &rng, dst, n);
-        return 0;
-    }
-    if (s->type == 1) {
+    } else if (s->type == Q_NVFP4) {
+        float *x = xmalloc(n * sizeof(float));
+        gen_values(s, &rng, x, n);
+        s->scale = q_nvfp4_tensor_scale(x, (int64_t)n);
+        struct q_quant_opts qo = {.nvfp4_tensor_scale = s->scale};
+        for (uint64_t r = 0; r < s->ne[1]; r++)
+            q_quant_row(s->type, x + r * s->ne[0], (uint8_t *)dst + r * row_bytes, ne0, &qo);
+        free(x);
+    } else {
         float *row = xmalloc(s->ne[0] * sizeof(float));
-        uint16_t *out = dst;
         for (uint64_t r = 0; r < s->ne[1]; r++) {
             gen_values(s, &rng, row, s->ne[0]);
-            for (uint64_t i = 0; i < s->ne[0]; i++)
-                out[r * s->ne[0] + i] = to_f16(row[i]);
+            q_quant_row(s->type, row, (uint8_t *)dst + r * row_bytes, ne0, NULL);
         }
         free(row);
-        return 0;
     }
-    (void)nbytes;
-    return err_set(err, FP_ERR_UNSUPPORTED, "synth: tensor type %s is not available yet",
-                   gguf_type_name(s->type)),
-           -1;
+    return 0;
 }
 
 /* The plan: every tensor in file order. Returns the count; *out owned. */
@@ -450,7 +440,8 @@ static size_t plan(const struct synth_opts *o, struct spec **out)
 {
     const struct synth_preset *p = o->preset;
     uint64_t hd = p->n_embd / p->n_head, q_dim = hd * p->n_head, kv_dim = hd * p->n_head_kv;
-    uint32_t embd_type = o->type <= 1 ? o->type : 8; /* f32/f16 as asked, else Q8_0 */
+    /* f32/f16 as asked, else Q8_0 (llama.cpp keeps a tied head at 8 bits) */
+    uint32_t embd_type = o->type == Q_F32 || o->type == Q_F16 ? o->type : Q_Q8_0;
     const struct {
         const char *name;
         enum kind kind;
@@ -480,7 +471,7 @@ static size_t plan(const struct synth_opts *o, struct spec **out)
             t->n_dims = t->kind == K_NORM ? 1 : 2;
             t->ne[0] = layer[k].ne0;
             t->ne[1] = layer[k].ne1;
-            if (t->kind == K_WEIGHT && t->type == 40) { /* NVFP4: llama.cpp's scale2 */
+            if (t->kind == K_WEIGHT && t->type == Q_NVFP4) { /* NVFP4: llama.cpp's scale2 */
                 struct spec *sc = &s[n++];
                 *sc = (struct spec){
                     .kind = K_SCALE, .type = 0, .n_dims = 1, .ne = {1, 1}, .weight = t};
@@ -499,22 +490,26 @@ static size_t plan(const struct synth_opts *o, struct spec **out)
     return n;
 }
 
-/* LlamaFileType for general.file_type. */
+/* LlamaFileType for general.file_type (gguf-py constants.py). */
 static uint32_t file_type(uint32_t type)
 {
     switch (type) {
-    case 0:
+    case Q_F32:
         return 0; /* ALL_F32 */
-    case 1:
+    case Q_F16:
         return 1; /* MOSTLY_F16 */
-    case 3:
+    case Q_Q4_0:
+        return 2; /* MOSTLY_Q4_0 */
+    case Q_Q4_1:
         return 3; /* MOSTLY_Q4_1 */
-    case 8:
+    case Q_Q8_0:
         return 7; /* MOSTLY_Q8_0 */
-    case 39:
-        return 38; /* MOSTLY_MXFP4_MOE */
-    default:
+    case Q_MXFP4:
+        return 38; /* MOSTLY_MXFP4_MOE, the only MXFP4 file type */
+    case Q_NVFP4:
         return 39; /* MOSTLY_NVFP4 */
+    default:
+        return 0; /* other types are not offered by synth */
     }
 }
 
@@ -560,10 +555,18 @@ static void write_meta(gguf_writer *w, const struct synth_opts *o, const struct 
 
 int synth_write(const struct synth_opts *o, const char *path, struct err *err)
 {
-    if (o->type > 1)
-        return err_set(err, FP_ERR_UNSUPPORTED, "synth: tensor type %s is not available yet",
+    const struct q_type_info *ti = q_info(o->type);
+    uint32_t dims[] = {o->preset->n_embd, o->preset->n_ff};
+    if (!ti || !ti->weights)
+        return err_set(err, FP_ERR_UNSUPPORTED, "synth: cannot write weights of type %s",
                        gguf_type_name(o->type)),
                -1;
+    for (size_t i = 0; i < 2; i++)
+        if (dims[i] % ti->block)
+            return err_set(err, FP_ERR_UNSUPPORTED,
+                           "synth: %s blocks of %u do not divide the %s preset's width %u",
+                           ti->name, ti->block, o->preset->name, dims[i]),
+                   -1;
     struct vocab v;
     build_vocab(&v, o->preset->n_vocab);
     struct spec *specs;

@@ -124,8 +124,30 @@ static size_t cache_off(const struct model *m, int layer, int slot, int kvh)
 {
     return ((((size_t)layer * (size_t)m->max_batch + (size_t)slot) * (size_t)m->cfg.n_head_kv +
              (size_t)kvh) *
-            (size_t)m->ctx) *
+            (size_t)m->rs.ctx_pad) *
            (size_t)m->cfg.head_dim;
+}
+
+/* Store one position's key (into its tile, see cpu/ops.h) and value. */
+static void write_kv(struct model *m, int layer, int slot, int kvh, int pos, const float *k,
+                     const float *v)
+{
+    struct run_state *rs = &m->rs;
+    int hd = m->cfg.head_dim;
+    size_t base = cache_off(m, layer, slot, kvh), voff = base + (size_t)pos * hd;
+    if (rs->kv_elem == 4) {
+        float *kc = (float *)rs->k_cache + base;
+        for (int d = 0; d < hd; d++)
+            kc[ops_k_index(pos, d, hd)] = k[d];
+        memcpy((float *)rs->v_cache + voff, v, sizeof(float) * (size_t)hd);
+        return;
+    }
+    uint16_t tmp[1024]; /* head_dim <= 1024 (model_read_config) */
+    uint16_t *kc = (uint16_t *)rs->k_cache + base;
+    rs->ops->to_f16(k, tmp, hd);
+    for (int d = 0; d < hd; d++)
+        kc[ops_k_index(pos, d, hd)] = tmp[d];
+    rs->ops->to_f16(v, (uint16_t *)rs->v_cache + voff, hd);
 }
 
 static void chunk(const struct run_state *rs, const float *q, int g, int hd, const uint8_t *k,
@@ -299,15 +321,8 @@ static void step_fn(void *arg, int ith, int nth)
             for (int h = 0; h < c->n_head_kv; h++) {
                 float *k = rs->k + (size_t)r * c->kv_dim + (size_t)h * c->head_dim;
                 rope(k, cs, sn, c->n_rot);
-                size_t off = cache_off(m, l, rs->row_slot[r], h) + (size_t)pos * c->head_dim;
-                const float *v = rs->v + (size_t)r * c->kv_dim + (size_t)h * c->head_dim;
-                if (rs->kv_elem == 4) {
-                    memcpy((float *)rs->k_cache + off, k, sizeof(float) * (size_t)c->head_dim);
-                    memcpy((float *)rs->v_cache + off, v, sizeof(float) * (size_t)c->head_dim);
-                } else {
-                    rs->ops->to_f16(k, (uint16_t *)rs->k_cache + off, c->head_dim);
-                    rs->ops->to_f16(v, (uint16_t *)rs->v_cache + off, c->head_dim);
-                }
+                write_kv(m, l, rs->row_slot[r], h, pos, k,
+                         rs->v + (size_t)r * c->kv_dim + (size_t)h * c->head_dim);
             }
         }
         if (ith == 0)
@@ -471,8 +486,9 @@ static int cpu_prepare(struct model *m, struct err *err)
     size_t rows = (size_t)m->max_rows;
     size_t xrows = rows > (size_t)m->max_logit_rows ? rows : (size_t)m->max_logit_rows;
     /* The cache first: it is the one allocation that can be unreasonably large. */
+    rs->ctx_pad = (m->ctx + OPS_KTILE - 1) / OPS_KTILE * OPS_KTILE;
     size_t per_cache = (size_t)c->n_layer * (size_t)m->max_batch * (size_t)c->n_head_kv *
-                       (size_t)m->ctx * (size_t)c->head_dim;
+                       (size_t)rs->ctx_pad * (size_t)c->head_dim;
     rs->kv_elem = m->opts.kv_f32 ? 4 : 2;
     per_cache *= rs->kv_elem;
     rs->kv_bytes = 2 * per_cache;
@@ -485,8 +501,10 @@ static int cpu_prepare(struct model *m, struct err *err)
                        "memory (lower --max-batch or --ctx)",
                        rs->kv_bytes / 1e9, m->max_batch, m->ctx, phys / 1e9),
                -1;
-    rs->k_cache = xaligned_alloc(64, per_cache);
-    rs->v_cache = xaligned_alloc(64, per_cache);
+    /* Zeroed (lazily, by the allocator's fresh pages) so the unused key
+     * lanes of a partial tile hold finite numbers. */
+    rs->k_cache = xcalloc(1, per_cache);
+    rs->v_cache = xcalloc(1, per_cache);
     rs->x = alloc_floats(rows * c->n_embd);
     rs->xb = alloc_floats(xrows * c->n_embd);
     rs->q = alloc_floats(rows * c->q_dim);

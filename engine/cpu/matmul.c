@@ -34,7 +34,7 @@ static void pad_dec(struct qk_dec *d, int64_t n)
     memset(d->w + n, 0, (size_t)(npad - n));
     for (int64_t l = n / 4; l < npad / 4; l++)
         d->dw[l] = 0.0f;
-    for (int64_t k = n / 32; k < npad / 32; k++)
+    for (int64_t k = n / 32; k < qk_nsum(npad); k++)
         d->mw[k] = 0.0f;
 }
 
@@ -213,46 +213,57 @@ void qk_ref_decode_bf16(const void *row, int64_t e0, int64_t n, float *out)
 /* ---- portable dot kernels ---- */
 
 static void ref_dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
-                      const struct q_act *a, int64_t b0, int nb, float *acc, float *macc)
+                      const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
+                      const struct qk_out *out)
 {
     for (int r = 0; r < nr; r++) {
         for (int t = 0; t < nb; t++) {
-            const uint8_t *q = qk_act_q(a, b0 + t) + e0;
-            const float *da = qk_act_da(a, b0 + t) + e0 / 4;
-            float *ac = acc + (r * QK_T + t) * 16;
+            float *ac = acc + (r * QK_T + t) * 16, *mc = macc + (r * QK_T + t) * 16;
+            if (out->first) {
+                memset(ac, 0, 16 * sizeof(float));
+                memset(mc, 0, 16 * sizeof(float));
+            }
             for (int64_t i = 0; i < npad; i += 64) {
+                const uint8_t *q = qk_act_grp(a, b0 + t, (e0 + i) / 64);
+                const float *da = (const float *)(q + 64);
                 for (int l = 0; l < 16; l++) {
                     const int8_t *w = dec[r].w + i + 4 * l;
-                    const uint8_t *x = q + i + 4 * l;
+                    const uint8_t *x = q + 4 * l;
                     int32_t isum = 0;
                     for (int j = 0; j < 4; j++)
                         isum += ((int32_t)x[j] - 128) * w[j];
-                    float s = dec[r].dw[i / 4 + l] * da[i / 4 + l];
+                    float s = dec[r].dw[i / 4 + l] * da[l];
                     ac[l] = fmaf((float)isum, s, ac[l]);
                 }
             }
             if (has_min) {
                 const float *sa = qk_act_sa(a, b0 + t) + e0 / 32;
-                float *mc = macc + (r * QK_T + t) * 16;
-                int64_t nblk = npad / 32;
-                for (int64_t k = 0; k < qk_round_up(nblk, 16); k++) {
-                    float mw = k < nblk ? dec[r].mw[k] : 0.0f, s = k < nblk ? sa[k] : 0.0f;
-                    mc[k % 16] = fmaf(mw, s, mc[k % 16]);
-                }
+                for (int64_t k = 0; k < qk_nsum(npad); k++)
+                    mc[k % 16] = fmaf(dec[r].mw[k], sa[k], mc[k % 16]);
+            }
+            if (out->last) {
+                float v = qk_sum16(ac);
+                if (has_min)
+                    v += qk_sum16(mc);
+                out->y[(b0 + t) * out->ldy + out->r + r] = v * out->scale;
             }
         }
     }
 }
 
 static void ref_dot_f(const float *const *w, int nr, int64_t n, int64_t e0, const struct q_act *a,
-                      int64_t b0, int nb, float *acc)
+                      int64_t b0, int nb, float *acc, const struct qk_out *out)
 {
     for (int r = 0; r < nr; r++) {
         for (int t = 0; t < nb; t++) {
             const float *x = qk_act_f(a, b0 + t) + e0;
             float *ac = acc + (r * QK_T + t) * 16;
+            if (out->first)
+                memset(ac, 0, 16 * sizeof(float));
             for (int64_t i = 0; i < qk_round_up(n, 16); i++)
                 ac[i % 16] = fmaf(i < n ? w[r][i] : 0.0f, x[i], ac[i % 16]);
+            if (out->last)
+                out->y[(b0 + t) * out->ldy + out->r + r] = qk_sum16(ac) * out->scale;
         }
     }
 }
@@ -338,19 +349,6 @@ int q_isa_from_name(const char *name)
 
 /* ---- the driver ---- */
 
-/* Sum of 16 lanes in a fixed tree (the same on every ISA). */
-static float hsum16(const float *v)
-{
-    float s8[8], s4[4], s2[2];
-    for (int i = 0; i < 8; i++)
-        s8[i] = v[i] + v[i + 8];
-    for (int i = 0; i < 4; i++)
-        s4[i] = s8[i] + s8[i + 4];
-    for (int i = 0; i < 2; i++)
-        s2[i] = s4[i] + s4[i + 2];
-    return s2[0] + s2[1];
-}
-
 union dec_buf {
     struct qk_dec q[QK_R];
     float f[QK_R][QK_CHUNK];
@@ -386,30 +384,26 @@ void q_matmul(const struct q_kernels *k, const struct q_matrix *w, const struct 
     const float *frows[QK_R];
     float acc[QK_R * QK_T * 16], macc[QK_R * QK_T * 16];
 
+    if (!is_float && nbatch <= QK_FUSED_B && k->fused[w->type]) {
+        k->fused[w->type](w, a, 0, (int)nbatch, y, ldy, r0, r1, scale);
+        return;
+    }
     for (int64_t r = r0; r < r1; r += QK_R) {
         int nr = r1 - r < QK_R ? (int)(r1 - r) : QK_R;
         if (one_chunk)
             decode_rows(k, w, r, nr, 0, cols, &buf, frows);
         for (int64_t b0 = 0; b0 < nbatch; b0 += QK_T) {
             int nb = nbatch - b0 < QK_T ? (int)(nbatch - b0) : QK_T;
-            memset(acc, 0, sizeof(acc));
-            memset(macc, 0, sizeof(macc));
             for (int64_t e0 = 0; e0 < cols; e0 += QK_CHUNK) {
                 int64_t n = cols - e0 < QK_CHUNK ? cols - e0 : QK_CHUNK;
+                struct qk_out out = {e0 == 0, e0 + n == cols, y, ldy, r, scale};
                 if (!one_chunk)
                     decode_rows(k, w, r, nr, e0, n, &buf, frows);
                 if (is_float)
-                    k->dot_f(frows, nr, n, e0, a, b0, nb, acc);
+                    k->dot_f(frows, nr, n, e0, a, b0, nb, acc, &out);
                 else
-                    k->dot_q(buf.q, nr, qk_round_up(n, 64), e0, has_min, a, b0, nb, acc, macc);
-            }
-            for (int i = 0; i < nr; i++) {
-                for (int t = 0; t < nb; t++) {
-                    float v = hsum16(acc + (i * QK_T + t) * 16);
-                    if (has_min)
-                        v += hsum16(macc + (i * QK_T + t) * 16);
-                    y[(b0 + t) * ldy + r + i] = v * scale;
-                }
+                    k->dot_q(buf.q, nr, qk_round_up(n, 64), e0, has_min, a, b0, nb, acc, macc,
+                             &out);
             }
         }
     }

@@ -5,6 +5,7 @@
  * vpmaddwd), which is exact for every weight type, Q8_0 included. The 16
  * float lanes of the portable kernel live in two ymm registers (elements
  * 0..31 and 32..63 of every 64), so results are bit-identical to matmul.c.
+ * Small batches use fused kernels that decode in registers.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -40,156 +41,206 @@ ALWAYS_INLINE __m256i q5_high(const uint8_t *qh)
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
-ALWAYS_INLINE void put32(struct qk_dec *d, int64_t i, __m256i w, float s)
+ALWAYS_INLINE bool type_has_min(const uint32_t T)
 {
-    _mm256_storeu_si256((__m256i *)(d->w + i), w);
-    _mm256_storeu_ps(d->dw + i / 4, _mm256_set1_ps(s));
+    return T == Q_Q4_1 || T == Q_Q5_1 || T == Q_Q4_K;
 }
 
-/* Zero the second half of a trailing odd 32-block group. */
-ALWAYS_INLINE void pad_odd(struct qk_dec *d, int64_t nb)
+static int64_t type_block(const uint32_t T)
 {
-    if (nb % 2) {
-        _mm256_storeu_si256((__m256i *)(d->w + 32 * nb), _mm256_setzero_si256());
-        _mm256_storeu_ps(d->dw + 8 * nb, _mm256_setzero_ps());
-        d->mw[nb] = 0.0f;
+    return T == Q_Q4_K || T == Q_Q6_K ? 256 : T == Q_NVFP4 ? 64 : 32;
+}
+
+/* Sub-block scale and min of Q4_K (6 bits each, packed in 12 bytes). */
+ALWAYS_INLINE void q4k_scale_min(const uint8_t *s6, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = s6[j] & 63;
+        *m = s6[j + 4] & 63;
+    } else {
+        *sc = (s6[j + 4] & 0xF) | ((s6[j - 4] >> 6) << 4);
+        *m = (s6[j + 4] >> 4) | ((s6[j] >> 6) << 4);
     }
 }
 
-static void dec_q4_0(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
+ALWAYS_INLINE __m256 halves(float s0, float s1)
 {
-    const struct blk_q4_0 *b = (const struct blk_q4_0 *)row + e0 / 32;
-    const int64_t nb = n / 32;
-    for (int64_t k = 0; k < nb; k++)
-        put32(d, 32 * k, _mm256_sub_epi8(nib32(b[k].qs), _mm256_set1_epi8(8)), h2f(b[k].d));
-    pad_odd(d, nb);
+    return _mm256_set_m128(_mm_set1_ps(s1), _mm_set1_ps(s0));
 }
 
-static void dec_q4_1(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
+/*
+ * Group g (elements 64g .. 64g+63) of a weight row in registers: int8 values
+ * w[0] (elements 0..31) and w[1] (32..63), their lane scales dw[0], dw[1],
+ * and for types with a min the two 32-block mins in m[0..1]. nblk is the
+ * number of type blocks up to the end of the row; a trailing odd 32-block
+ * gets a zero second half.
+ */
+ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t nblk, __m256i *w,
+                         __m256 *dw, float *m)
 {
-    const struct blk_q4_1 *b = (const struct blk_q4_1 *)row + e0 / 32;
-    const int64_t nb = n / 32;
-    for (int64_t k = 0; k < nb; k++) {
-        put32(d, 32 * k, nib32(b[k].qs), h2f(b[k].d));
-        d->mw[k] = h2f(b[k].m);
-    }
-    pad_odd(d, nb);
-}
-
-static void dec_q5_0(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
-{
-    const struct blk_q5_0 *b = (const struct blk_q5_0 *)row + e0 / 32;
-    const int64_t nb = n / 32;
-    for (int64_t k = 0; k < nb; k++) {
-        __m256i w = _mm256_or_si256(nib32(b[k].qs), q5_high(b[k].qh));
-        put32(d, 32 * k, _mm256_sub_epi8(w, _mm256_set1_epi8(16)), h2f(b[k].d));
-    }
-    pad_odd(d, nb);
-}
-
-static void dec_q5_1(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
-{
-    const struct blk_q5_1 *b = (const struct blk_q5_1 *)row + e0 / 32;
-    const int64_t nb = n / 32;
-    for (int64_t k = 0; k < nb; k++) {
-        put32(d, 32 * k, _mm256_or_si256(nib32(b[k].qs), q5_high(b[k].qh)), h2f(b[k].d));
-        d->mw[k] = h2f(b[k].m);
-    }
-    pad_odd(d, nb);
-}
-
-static void dec_q8_0(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
-{
-    const struct blk_q8_0 *b = (const struct blk_q8_0 *)row + e0 / 32;
-    const int64_t nb = n / 32;
-    for (int64_t k = 0; k < nb; k++)
-        put32(d, 32 * k, _mm256_loadu_si256((const __m256i *)b[k].qs), h2f(b[k].d));
-    pad_odd(d, nb);
-}
-
-static void dec_mxfp4(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
-{
-    const struct blk_mxfp4 *b = (const struct blk_mxfp4 *)row + e0 / 32;
-    const int64_t nb = n / 32;
-    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qk_e2m1_x2));
-    for (int64_t k = 0; k < nb; k++)
-        put32(d, 32 * k, _mm256_shuffle_epi8(lut, nib32(b[k].qs)), qk_e8m0_half(b[k].e));
-    pad_odd(d, nb);
-}
-
-static void dec_nvfp4(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
-{
-    const struct blk_nvfp4 *b = (const struct blk_nvfp4 *)row + e0 / 64;
+    const int64_t k = 2 * g;
+    const bool half =
+        (T == Q_Q4_0 || T == Q_Q4_1 || T == Q_Q5_0 || T == Q_Q5_1 || T == Q_Q8_0 || T == Q_MXFP4) &&
+        k + 1 >= nblk;
+    const int64_t k1 = half ? k : k + 1;
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qk_e2m1_x2));
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t k = 0; k < n / 64; k++) {
+    float s0 = 0, s1 = 0;
+    switch (T) {
+    case Q_Q4_0: {
+        const struct blk_q4_0 *b = row;
+        w[0] = _mm256_sub_epi8(nib32(b[k].qs), _mm256_set1_epi8(8));
+        w[1] = _mm256_sub_epi8(nib32(b[k1].qs), _mm256_set1_epi8(8));
+        s0 = h2f(b[k].d), s1 = h2f(b[k1].d);
+        break;
+    }
+    case Q_Q4_1: {
+        const struct blk_q4_1 *b = row;
+        w[0] = nib32(b[k].qs);
+        w[1] = nib32(b[k1].qs);
+        s0 = h2f(b[k].d), s1 = h2f(b[k1].d);
+        m[0] = h2f(b[k].m), m[1] = h2f(b[k1].m);
+        break;
+    }
+    case Q_Q5_0: {
+        const struct blk_q5_0 *b = row;
+        w[0] = _mm256_sub_epi8(_mm256_or_si256(nib32(b[k].qs), q5_high(b[k].qh)),
+                               _mm256_set1_epi8(16));
+        w[1] = _mm256_sub_epi8(_mm256_or_si256(nib32(b[k1].qs), q5_high(b[k1].qh)),
+                               _mm256_set1_epi8(16));
+        s0 = h2f(b[k].d), s1 = h2f(b[k1].d);
+        break;
+    }
+    case Q_Q5_1: {
+        const struct blk_q5_1 *b = row;
+        w[0] = _mm256_or_si256(nib32(b[k].qs), q5_high(b[k].qh));
+        w[1] = _mm256_or_si256(nib32(b[k1].qs), q5_high(b[k1].qh));
+        s0 = h2f(b[k].d), s1 = h2f(b[k1].d);
+        m[0] = h2f(b[k].m), m[1] = h2f(b[k1].m);
+        break;
+    }
+    case Q_Q8_0: {
+        const struct blk_q8_0 *b = row;
+        w[0] = _mm256_loadu_si256((const __m256i *)b[k].qs);
+        w[1] = _mm256_loadu_si256((const __m256i *)b[k1].qs);
+        s0 = h2f(b[k].d), s1 = h2f(b[k1].d);
+        break;
+    }
+    case Q_MXFP4: {
+        const struct blk_mxfp4 *b = row;
+        w[0] = _mm256_shuffle_epi8(lut, nib32(b[k].qs));
+        w[1] = _mm256_shuffle_epi8(lut, nib32(b[k1].qs));
+        s0 = qk_e8m0_half(b[k].e), s1 = qk_e8m0_half(b[k1].e);
+        break;
+    }
+    case Q_NVFP4: {
+        const struct blk_nvfp4 *b = (const struct blk_nvfp4 *)row + g;
         for (int h = 0; h < 2; h++) {
             /* 16 bytes = sub-blocks 2h and 2h+1: per 8 bytes, low nibbles then high */
-            __m128i x = _mm_loadu_si128((const __m128i *)(b[k].qs + 16 * h));
+            __m128i x = _mm_loadu_si128((const __m128i *)(b->qs + 16 * h));
             __m128i lo = _mm_unpacklo_epi64(x, _mm_srli_epi16(x, 4));
             __m128i hi = _mm_unpackhi_epi64(x, _mm_srli_epi16(x, 4));
-            __m256i z = _mm256_and_si256(_mm256_set_m128i(hi, lo), m4);
-            int64_t i = 64 * k + 32 * h;
-            _mm256_storeu_si256((__m256i *)(d->w + i), _mm256_shuffle_epi8(lut, z));
-            __m128 s0 = _mm_set1_ps(qk_ue4m3_half(b[k].d[2 * h]));
-            __m128 s1 = _mm_set1_ps(qk_ue4m3_half(b[k].d[2 * h + 1]));
-            _mm256_storeu_ps(d->dw + i / 4, _mm256_set_m128(s1, s0));
+            w[h] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_set_m128i(hi, lo), m4));
+            dw[h] = halves(qk_ue4m3_half(b->d[2 * h]), qk_ue4m3_half(b->d[2 * h + 1]));
         }
+        break;
+    }
+    case Q_Q4_K: {
+        const struct blk_q4_k *b = (const struct blk_q4_k *)row + g / 4;
+        const int c = (int)(g % 4);
+        float dd = h2f(b->d), dmin = h2f(b->dmin);
+        int sc0, m0, sc1, m1;
+        q4k_scale_min(b->scales, 2 * c, &sc0, &m0);
+        q4k_scale_min(b->scales, 2 * c + 1, &sc1, &m1);
+        __m256i y = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+        w[0] = _mm256_and_si256(y, m4);
+        w[1] = _mm256_and_si256(_mm256_srli_epi16(y, 4), m4);
+        s0 = dd * (float)sc0, s1 = dd * (float)sc1;
+        m[0] = -(dmin * (float)m0), m[1] = -(dmin * (float)m1);
+        break;
+    }
+    case Q_Q6_K: {
+        const struct blk_q6_k *b = (const struct blk_q6_k *)row + g / 4;
+        const int hf = (int)(g % 4) / 2, part = (int)(g % 2);
+        const __m256i m2 = _mm256_set1_epi8(0x30);
+        /* in each 128-element half: elements 0..31 are the low nibbles of ql[0..31]
+         * with qh bits 0-1, 32..63 the low nibbles of ql[32..63] with bits 2-3,
+         * 64..95 and 96..127 the high nibbles with bits 4-5 and 6-7 */
+        __m256i A = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * hf));
+        __m256i B = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * hf + 32));
+        __m256i H = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * hf));
+        if (part == 0) {
+            w[0] = _mm256_or_si256(_mm256_and_si256(A, m4),
+                                   _mm256_and_si256(_mm256_slli_epi16(H, 4), m2));
+            w[1] = _mm256_or_si256(_mm256_and_si256(B, m4),
+                                   _mm256_and_si256(_mm256_slli_epi16(H, 2), m2));
+        } else {
+            w[0] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4),
+                                   _mm256_and_si256(H, m2));
+            w[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(H, 2), m2));
+        }
+        w[0] = _mm256_sub_epi8(w[0], _mm256_set1_epi8(32));
+        w[1] = _mm256_sub_epi8(w[1], _mm256_set1_epi8(32));
+        const int8_t *sc = b->scales + 8 * hf + 4 * part;
+        float dd = h2f(b->d);
+        dw[0] = halves(dd * (float)sc[0], dd * (float)sc[1]);
+        dw[1] = halves(dd * (float)sc[2], dd * (float)sc[3]);
+        break;
+    }
+    }
+    if (T != Q_NVFP4 && T != Q_Q6_K) {
+        dw[0] = _mm256_set1_ps(s0);
+        dw[1] = _mm256_set1_ps(s1);
+    }
+    if (half) {
+        w[1] = _mm256_setzero_si256();
+        dw[1] = _mm256_setzero_ps();
+        if (type_has_min(T))
+            m[1] = 0.0f;
     }
 }
 
-static void dec_q4_k(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
+/* The buffered decoder: chunk [e0, e0 + n) into d, group by group, streaming
+ * a software prefetch PF_BYTES ahead (rows are decoded in order). */
+#define PF_BYTES 8192
+ALWAYS_INLINE void decode_chunk(const uint32_t T, const void *row, int64_t e0, int64_t n,
+                                struct qk_dec *d)
 {
-    const struct blk_q4_k *b = (const struct blk_q4_k *)row + e0 / 256;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t k = 0; k < n / 256; k++) {
-        float dd = h2f(b[k].d), dmin = h2f(b[k].dmin);
-        const uint8_t *s6 = b[k].scales;
-        for (int s = 0; s < 8; s++) {
-            int sc = s < 4 ? s6[s] & 63 : (s6[s + 4] & 0xF) | ((s6[s - 4] >> 6) << 4);
-            int m = s < 4 ? s6[s + 4] & 63 : (s6[s + 4] >> 4) | ((s6[s] >> 6) << 4);
-            __m256i y = _mm256_loadu_si256((const __m256i *)(b[k].qs + 32 * (s / 2)));
-            __m256i w =
-                s % 2 ? _mm256_and_si256(_mm256_srli_epi16(y, 4), m4) : _mm256_and_si256(y, m4);
-            put32(d, 256 * k + 32 * s, w, dd * (float)sc);
-            d->mw[8 * k + s] = -(dmin * (float)m);
-        }
+    const int64_t nblk = (e0 + n) / type_block(T), g0 = e0 / 64, ng = qk_round_up(n, 64) / 64;
+    const int64_t bytes = T == Q_Q4_K ? 144 : T == Q_Q6_K ? 210 : T == Q_NVFP4 ? 36 : 0;
+    const int64_t gbytes = bytes ? bytes * 64 / type_block(T) : (int64_t)q_info(T)->bytes * 2;
+    float m[2] = {0, 0};
+    for (int64_t g = 0; g < ng; g++) {
+        __m256i w[2];
+        __m256 dw[2];
+        _mm_prefetch((const char *)row + (g0 + g) * gbytes + PF_BYTES, _MM_HINT_T0);
+        group(T, row, g0 + g, nblk, w, dw, m);
+        _mm256_storeu_si256((__m256i *)(d->w + 64 * g), w[0]);
+        _mm256_storeu_si256((__m256i *)(d->w + 64 * g + 32), w[1]);
+        _mm256_storeu_ps(d->dw + 16 * g, dw[0]);
+        _mm256_storeu_ps(d->dw + 16 * g + 8, dw[1]);
+        d->mw[2 * g] = m[0];
+        d->mw[2 * g + 1] = m[1];
     }
+    for (int64_t k = 2 * ng; k < qk_nsum(64 * ng); k++)
+        d->mw[k] = 0.0f;
 }
 
-static void dec_q6_k(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
-{
-    const struct blk_q6_k *b = (const struct blk_q6_k *)row + e0 / 256;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
-    const __m256i off = _mm256_set1_epi8(32);
-    for (int64_t k = 0; k < n / 256; k++) {
-        float dd = h2f(b[k].d);
-        for (int half = 0; half < 2; half++) {
-            const uint8_t *ql = b[k].ql + 64 * half, *qh = b[k].qh + 32 * half;
-            __m256i A = _mm256_loadu_si256((const __m256i *)ql);
-            __m256i B = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            __m256i H = _mm256_loadu_si256((const __m256i *)qh);
-            __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(A, m4),
-                                _mm256_and_si256(_mm256_slli_epi16(H, 4), m2)),
-                _mm256_or_si256(_mm256_and_si256(B, m4),
-                                _mm256_and_si256(_mm256_slli_epi16(H, 2), m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4),
-                                _mm256_and_si256(H, m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
-                                _mm256_and_si256(_mm256_srli_epi16(H, 2), m2)),
-            };
-            const int8_t *sc = b[k].scales + 8 * half;
-            for (int g = 0; g < 4; g++) {
-                int64_t i = 256 * k + 128 * half + 32 * g;
-                _mm256_storeu_si256((__m256i *)(d->w + i), _mm256_sub_epi8(q[g], off));
-                __m128 s0 = _mm_set1_ps(dd * (float)sc[2 * g]);
-                __m128 s1 = _mm_set1_ps(dd * (float)sc[2 * g + 1]);
-                _mm256_storeu_ps(d->dw + i / 4, _mm256_set_m128(s1, s0));
-            }
-        }
+#define DECODER(T, name)                                                                           \
+    static void name(const void *row, int64_t e0, int64_t n, struct qk_dec *d)                     \
+    {                                                                                              \
+        decode_chunk(T, row, e0, n, d);                                                            \
     }
-}
+DECODER(Q_Q4_0, dec_q4_0)
+DECODER(Q_Q4_1, dec_q4_1)
+DECODER(Q_Q5_0, dec_q5_0)
+DECODER(Q_Q5_1, dec_q5_1)
+DECODER(Q_Q8_0, dec_q8_0)
+DECODER(Q_Q4_K, dec_q4_k)
+DECODER(Q_Q6_K, dec_q6_k)
+DECODER(Q_MXFP4, dec_mxfp4)
+DECODER(Q_NVFP4, dec_nvfp4)
 
 static void dec_f16(const void *row, int64_t e0, int64_t n, float *out)
 {
@@ -219,88 +270,208 @@ static void dec_bf16(const void *row, int64_t e0, int64_t n, float *out)
 
 /* ---- dot kernels: one weight row, up to two activation rows at a time ---- */
 
-ALWAYS_INLINE void dotq_tile(const struct qk_dec *dec, int64_t npad, int64_t e0,
-                             const struct q_act *a, int64_t b, const int NB, float *acc)
+/* The 16 lanes (lo = 0..7, hi = 8..15) summed in matmul.c's tree. */
+ALWAYS_INLINE float hsum16(__m256 lo, __m256 hi)
+{
+    __m256 s8 = _mm256_add_ps(lo, hi);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* Start (zero or saved) and end (output or saved) of a pair of lane halves. */
+ALWAYS_INLINE void acc_start(const struct qk_out *out, const float *acc, __m256 *lo, __m256 *hi)
+{
+    *lo = out->first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc);
+    *hi = out->first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + 8);
+}
+
+/* Lane sums (8 x int32, as floats) of 32 elements: sum((x - 128) * w) with
+ * xs = x - 128 as s8. Weights of the types with a min are non-negative and
+ * go straight in as u8; signed ones use |w| and xs carrying w's sign. */
+ALWAYS_INLINE __m256 isum32(const bool UNS, __m256i w, __m256i aw, __m256i xs)
+{
+    __m256i p =
+        UNS ? _mm256_maddubs_epi16(w, xs) : _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xs, w));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+ALWAYS_INLINE __m256i act32(const uint8_t *p)
+{
+    return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)p), _mm256_set1_epi8((char)0x80));
+}
+
+ALWAYS_INLINE void dotq_tile(const bool UNS, const struct qk_dec *dec, int64_t npad, int64_t e0,
+                             const struct q_act *a, int64_t b, const int NB, float *acc,
+                             float *macc, int r, const struct qk_out *out)
 {
     __m256 vacc[2][2];
     const uint8_t *aq[2];
-    const float *ad[2];
     for (int t = 0; t < NB; t++) {
-        aq[t] = qk_act_q(a, b + t) + e0;
-        ad[t] = qk_act_da(a, b + t) + e0 / 4;
-        vacc[t][0] = _mm256_loadu_ps(acc + t * 16);
-        vacc[t][1] = _mm256_loadu_ps(acc + t * 16 + 8);
+        aq[t] = qk_act_grp(a, b + t, e0 / 64);
+        acc_start(out, acc + t * 16, &vacc[t][0], &vacc[t][1]);
     }
-    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
     for (int64_t i = 0; i < npad; i += 32) {
         const int h = (int)((i / 32) % 2);
         __m256i w = _mm256_loadu_si256((const __m256i *)(dec->w + i));
-        __m256i aw = _mm256_abs_epi8(w);
+        __m256i aw = UNS ? w : _mm256_abs_epi8(w);
         __m256 dw = _mm256_loadu_ps(dec->dw + i / 4);
         for (int t = 0; t < NB; t++) {
-            __m256i x = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(aq[t] + i)), flip);
-            __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w));
-            __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-            __m256 sc = _mm256_mul_ps(dw, _mm256_loadu_ps(ad[t] + i / 4));
-            vacc[t][h] = _mm256_fmadd_ps(s, sc, vacc[t][h]);
+            /* half h of group i / 64: q at 32h, its 8 lane scales at 64 + 32h */
+            const uint8_t *g = aq[t] + (i / 64) * QK_ACT_GROUP + 32 * h;
+            __m256 sc = _mm256_mul_ps(dw, _mm256_loadu_ps((const float *)(g + 64)));
+            vacc[t][h] = _mm256_fmadd_ps(isum32(UNS, w, aw, act32(g)), sc, vacc[t][h]);
         }
     }
     for (int t = 0; t < NB; t++) {
-        _mm256_storeu_ps(acc + t * 16, vacc[t][0]);
-        _mm256_storeu_ps(acc + t * 16 + 8, vacc[t][1]);
+        __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
+        float *mc = macc + t * 16;
+        if (UNS) { /* the min term over 32-blocks: lane k % 16; entries past the end are 0 */
+            const float *sa = qk_act_sa(a, b + t) + e0 / 32, *mw = dec->mw;
+            acc_start(out, mc, &m0, &m1);
+            for (int64_t k = 0; k < qk_nsum(npad); k += 16) {
+                m0 = _mm256_fmadd_ps(_mm256_loadu_ps(mw + k), _mm256_loadu_ps(sa + k), m0);
+                m1 = _mm256_fmadd_ps(_mm256_loadu_ps(mw + k + 8), _mm256_loadu_ps(sa + k + 8), m1);
+            }
+        }
+        if (out->last) {
+            float v = hsum16(vacc[t][0], vacc[t][1]);
+            if (UNS)
+                v += hsum16(m0, m1);
+            out->y[(b + t) * out->ldy + out->r + r] = v * out->scale;
+        } else {
+            _mm256_storeu_ps(acc + t * 16, vacc[t][0]);
+            _mm256_storeu_ps(acc + t * 16 + 8, vacc[t][1]);
+            _mm256_storeu_ps(mc, m0);
+            _mm256_storeu_ps(mc + 8, m1);
+        }
     }
-}
-
-/* The min term over 32-blocks: lane k % 16, zeros past the end. */
-static void dot_min(const float *mw, const float *sa, int64_t nblk, float *macc)
-{
-    __m256 m0 = _mm256_loadu_ps(macc), m1 = _mm256_loadu_ps(macc + 8);
-    for (int64_t k = 0; k < nblk; k += 16) {
-        float w[16] = {0}, s[16] = {0};
-        int64_t c = nblk - k < 16 ? nblk - k : 16;
-        memcpy(w, mw + k, (size_t)c * sizeof(float));
-        memcpy(s, sa + k, (size_t)c * sizeof(float));
-        m0 = _mm256_fmadd_ps(_mm256_loadu_ps(w), _mm256_loadu_ps(s), m0);
-        m1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + 8), _mm256_loadu_ps(s + 8), m1);
-    }
-    _mm256_storeu_ps(macc, m0);
-    _mm256_storeu_ps(macc + 8, m1);
 }
 
 static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
-                  const struct q_act *a, int64_t b0, int nb, float *acc, float *macc)
+                  const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
+                  const struct qk_out *out)
 {
     for (int r = 0; r < nr; r++) {
         for (int t = 0; t < nb; t += 2) {
-            float *ac = acc + (r * QK_T + t) * 16;
-            if (nb - t >= 2)
-                dotq_tile(&dec[r], npad, e0, a, b0 + t, 2, ac);
+            float *ac = acc + (r * QK_T + t) * 16, *mc = macc + (r * QK_T + t) * 16;
+            if (has_min && nb - t >= 2)
+                dotq_tile(true, &dec[r], npad, e0, a, b0 + t, 2, ac, mc, r, out);
+            else if (has_min)
+                dotq_tile(true, &dec[r], npad, e0, a, b0 + t, 1, ac, mc, r, out);
+            else if (nb - t >= 2)
+                dotq_tile(false, &dec[r], npad, e0, a, b0 + t, 2, ac, mc, r, out);
             else
-                dotq_tile(&dec[r], npad, e0, a, b0 + t, 1, ac);
+                dotq_tile(false, &dec[r], npad, e0, a, b0 + t, 1, ac, mc, r, out);
         }
-        if (has_min)
-            for (int t = 0; t < nb; t++)
-                dot_min(dec[r].mw, qk_act_sa(a, b0 + t) + e0 / 32, npad / 32,
-                        macc + (r * QK_T + t) * 16);
     }
 }
 
+/* ---- fused small-batch kernels: one weight row, decoded in registers ---- */
+
+ALWAYS_INLINE void fused_row(const uint32_t T, const int NB, const struct q_matrix *wm,
+                             const struct q_act *a, int64_t b0, int64_t r, float *y, int64_t ldy,
+                             float scale)
+{
+    const bool UNS = type_has_min(T);
+    const int64_t cols = wm->cols, ng = qk_round_up(cols, 64) / 64, nblk = cols / type_block(T);
+    const uint8_t *row = (const uint8_t *)wm->data + (size_t)r * wm->row_bytes;
+    const size_t gbytes = wm->row_bytes / (size_t)ng;
+    __m256 acc[QK_FUSED_B][2], macc[QK_FUSED_B][2];
+    float mwb[16] = {0};
+    for (int t = 0; t < NB; t++)
+        acc[t][0] = acc[t][1] = macc[t][0] = macc[t][1] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        __m256i w[2], aw[2];
+        __m256 dw[2];
+        _mm_prefetch((const char *)row + PF_BYTES + (size_t)g * gbytes, _MM_HINT_T0);
+        group(T, row, g, nblk, w, dw, &mwb[(2 * g) % 16]);
+        aw[0] = UNS ? w[0] : _mm256_abs_epi8(w[0]);
+        aw[1] = UNS ? w[1] : _mm256_abs_epi8(w[1]);
+        for (int t = 0; t < NB; t++) {
+            const uint8_t *p = qk_act_grp(a, b0 + t, g);
+            for (int h = 0; h < 2; h++) {
+                __m256 sc = _mm256_mul_ps(dw[h], _mm256_loadu_ps((const float *)(p + 64 + 32 * h)));
+                acc[t][h] =
+                    _mm256_fmadd_ps(isum32(UNS, w[h], aw[h], act32(p + 32 * h)), sc, acc[t][h]);
+            }
+        }
+        if (UNS && (g % 8 == 7 || g == ng - 1)) {
+            int64_t k0 = g / 8 * 16;
+            for (int t = 0; t < NB; t++) {
+                const float *sa = qk_act_sa(a, b0 + t) + k0;
+                macc[t][0] = _mm256_fmadd_ps(_mm256_loadu_ps(mwb), _mm256_loadu_ps(sa), macc[t][0]);
+                macc[t][1] =
+                    _mm256_fmadd_ps(_mm256_loadu_ps(mwb + 8), _mm256_loadu_ps(sa + 8), macc[t][1]);
+            }
+            memset(mwb, 0, sizeof(mwb));
+        }
+    }
+    for (int t = 0; t < NB; t++) {
+        float v = hsum16(acc[t][0], acc[t][1]);
+        if (UNS)
+            v += hsum16(macc[t][0], macc[t][1]);
+        y[(b0 + t) * ldy + r] = v * scale;
+    }
+}
+
+ALWAYS_INLINE void fused(const uint32_t T, const struct q_matrix *w, const struct q_act *a,
+                         int64_t b0, int nb, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                         float scale)
+{
+    for (int64_t r = r0; r < r1; r++) {
+        switch (nb) {
+        case 1:
+            fused_row(T, 1, w, a, b0, r, y, ldy, scale);
+            break;
+        case 2:
+            fused_row(T, 2, w, a, b0, r, y, ldy, scale);
+            break;
+        case 3:
+            fused_row(T, 3, w, a, b0, r, y, ldy, scale);
+            break;
+        case 4:
+            fused_row(T, 4, w, a, b0, r, y, ldy, scale);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+#define FUSED(T, name)                                                                             \
+    static void name(const struct q_matrix *w, const struct q_act *a, int64_t b0, int nb,          \
+                     float *y, int64_t ldy, int64_t r0, int64_t r1, float scale)                   \
+    {                                                                                              \
+        fused(T, w, a, b0, nb, y, ldy, r0, r1, scale);                                             \
+    }
+FUSED(Q_Q4_0, fused_q4_0)
+FUSED(Q_Q4_1, fused_q4_1)
+FUSED(Q_Q5_0, fused_q5_0)
+FUSED(Q_Q5_1, fused_q5_1)
+FUSED(Q_Q8_0, fused_q8_0)
+FUSED(Q_Q4_K, fused_q4_k)
+FUSED(Q_Q6_K, fused_q6_k)
+FUSED(Q_MXFP4, fused_mxfp4)
+FUSED(Q_NVFP4, fused_nvfp4)
+
+/* ---- float kernels ---- */
+
 ALWAYS_INLINE void dotf_tile(const float *w, int64_t n, int64_t e0, const struct q_act *a,
-                             int64_t b, const int NB, float *acc)
+                             int64_t b, const int NB, float *acc, int r, const struct qk_out *out)
 {
     __m256 vacc[2][2];
     const float *x[2];
     for (int t = 0; t < NB; t++) {
         x[t] = qk_act_f(a, b + t) + e0;
-        vacc[t][0] = _mm256_loadu_ps(acc + t * 16);
-        vacc[t][1] = _mm256_loadu_ps(acc + t * 16 + 8);
+        acc_start(out, acc + t * 16, &vacc[t][0], &vacc[t][1]);
     }
     for (int64_t i = 0; i < n; i += 16) {
         __m256 w0, w1;
         if (n - i >= 16) {
             w0 = _mm256_loadu_ps(w + i);
             w1 = _mm256_loadu_ps(w + i + 8);
-        } else {
+        } else { /* the row's tail, read as zero-padded */
             float tmp[16] = {0};
             memcpy(tmp, w + i, (size_t)(n - i) * sizeof(float));
             w0 = _mm256_loadu_ps(tmp);
@@ -312,21 +483,25 @@ ALWAYS_INLINE void dotf_tile(const float *w, int64_t n, int64_t e0, const struct
         }
     }
     for (int t = 0; t < NB; t++) {
-        _mm256_storeu_ps(acc + t * 16, vacc[t][0]);
-        _mm256_storeu_ps(acc + t * 16 + 8, vacc[t][1]);
+        if (out->last) {
+            out->y[(b + t) * out->ldy + out->r + r] = hsum16(vacc[t][0], vacc[t][1]) * out->scale;
+        } else {
+            _mm256_storeu_ps(acc + t * 16, vacc[t][0]);
+            _mm256_storeu_ps(acc + t * 16 + 8, vacc[t][1]);
+        }
     }
 }
 
 static void dot_f(const float *const *w, int nr, int64_t n, int64_t e0, const struct q_act *a,
-                  int64_t b0, int nb, float *acc)
+                  int64_t b0, int nb, float *acc, const struct qk_out *out)
 {
     for (int r = 0; r < nr; r++) {
         for (int t = 0; t < nb; t += 2) {
             float *ac = acc + (r * QK_T + t) * 16;
             if (nb - t >= 2)
-                dotf_tile(w[r], n, e0, a, b0 + t, 2, ac);
+                dotf_tile(w[r], n, e0, a, b0 + t, 2, ac, r, out);
             else
-                dotf_tile(w[r], n, e0, a, b0 + t, 1, ac);
+                dotf_tile(w[r], n, e0, a, b0 + t, 1, ac, r, out);
         }
     }
 }
@@ -335,14 +510,21 @@ static void dot_f(const float *const *w, int nr, int64_t n, int64_t e0, const st
 
 static void act_q8(struct q_act *a, const float *x, int64_t ldx, int64_t r0, int64_t r1)
 {
-    const int64_t pad = qk_act_pad(Q_Q8_1, a->cols);
+    const int64_t pad = qk_act_pad(Q_Q8_1, a->cols), nk = a->cols / 32;
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = x + r * ldx;
-        uint8_t *q = (uint8_t *)qk_act_q(a, r);
-        float *da = (float *)qk_act_da(a, r), *sa = (float *)qk_act_sa(a, r);
-        for (int64_t k = 0; k < a->cols / 32; k++, xr += 32) {
+        float *sa = (float *)qk_act_sa(a, r);
+        for (int64_t k = 0; k < pad / 32; k++, xr += 32) {
+            uint8_t *q = (uint8_t *)qk_act_grp(a, r, k / 2) + 32 * (k % 2);
+            float *da = (float *)(qk_act_grp(a, r, k / 2) + 64) + 8 * (k % 2);
+            if (k >= nk) { /* padding */
+                _mm256_storeu_si256((__m256i *)q, _mm256_set1_epi8((char)128));
+                _mm256_storeu_ps(da, _mm256_setzero_ps());
+                sa[k] = 0.0f;
+                continue;
+            }
             __m256 v[4];
             __m256 mx = _mm256_setzero_ps();
             for (int j = 0; j < 4; j++) {
@@ -366,18 +548,16 @@ static void act_q8(struct q_act *a, const float *x, int64_t ldx, int64_t r0, int
             __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(iv[0], iv[1]),
                                            _mm256_packs_epi32(iv[2], iv[3]));
             p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-            _mm256_storeu_si256((__m256i *)(q + 32 * k),
-                                _mm256_xor_si256(p, _mm256_set1_epi8((char)0x80)));
+            _mm256_storeu_si256((__m256i *)q, _mm256_xor_si256(p, _mm256_set1_epi8((char)0x80)));
             __m128i s4 =
                 _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
             s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
             s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-            _mm256_storeu_ps(da + 8 * k, _mm256_set1_ps(d));
+            _mm256_storeu_ps(da, _mm256_set1_ps(d));
             sa[k] = d * (float)_mm_cvtsi128_si32(s4);
         }
-        memset(q + a->cols, 128, (size_t)(pad - a->cols));
-        memset(da + a->cols / 4, 0, (size_t)(pad - a->cols) / 4 * sizeof(float));
-        memset(sa + a->cols / 32, 0, (size_t)(pad - a->cols) / 32 * sizeof(float));
+        for (int64_t k = pad / 32; k < qk_nsum(pad); k++)
+            sa[k] = 0.0f;
     }
 }
 
@@ -398,6 +578,18 @@ const struct q_kernels qk_avx2 = {
         },
     .decode_f = {[Q_F16] = dec_f16, [Q_BF16] = dec_bf16},
     .dot_q = dot_q,
+    .fused =
+        {
+            [Q_Q4_0] = fused_q4_0,
+            [Q_Q4_1] = fused_q4_1,
+            [Q_Q5_0] = fused_q5_0,
+            [Q_Q5_1] = fused_q5_1,
+            [Q_Q8_0] = fused_q8_0,
+            [Q_Q4_K] = fused_q4_k,
+            [Q_Q6_K] = fused_q6_k,
+            [Q_MXFP4] = fused_mxfp4,
+            [Q_NVFP4] = fused_nvfp4,
+        },
     .dot_f = dot_f,
     .act_q8 = act_q8,
 };

@@ -10,33 +10,44 @@
 
 #include "quant.h"
 
-/* Row t of a K or V block, as f32, into dst. */
-static void load_row(const void *src, int f32, int t, int hd, float *dst)
+/* n values from an f16 or f32 array at offset i, as f32. */
+static void load_f32(const void *src, int f32, size_t i, int n, float *dst)
 {
     if (f32) {
-        memcpy(dst, (const float *)src + (size_t)t * hd, sizeof(float) * (size_t)hd);
+        memcpy(dst, (const float *)src + i, sizeof(float) * (size_t)n);
         return;
     }
-    for (int d = 0; d < hd; d++)
-        dst[d] = q_f16_to_f32(((const uint16_t *)src)[(size_t)t * hd + d]);
+    for (int j = 0; j < n; j++)
+        dst[j] = q_f16_to_f32(((const uint16_t *)src)[i + (size_t)j]);
 }
 
+/* Plain loops over the same layout the SIMD kernels use; the compiler
+ * vectorizes the 16-lane inner loops. */
 static void attn_chunk_any(const float *q, int g, int hd, const void *k, const void *v, int f32,
                            int n, float scale, float *scores, float *part)
 {
-    float kv[1024]; /* head_dim <= 1024 (checked at load) */
-    for (int t = 0; t < n; t++) {
-        load_row(k, f32, t, hd, kv);
-        for (int h = 0; h < g; h++) {
-            const float *qh = q + (size_t)h * hd;
-            float s = 0;
-            for (int d = 0; d < hd; d++)
-                s += qh[d] * kv[d];
-            scores[h * n + t] = s * scale;
+    float buf[1024]; /* one tile dimension row, or one value row: hd <= 1024 */
+    int ns = (n + OPS_KTILE - 1) / OPS_KTILE * OPS_KTILE;
+    for (int t0 = 0; t0 < n; t0 += OPS_KTILE) {
+        float acc[8][OPS_KTILE] = {{0}};
+        for (int h0 = 0; h0 < g; h0 += 8) {
+            int G = g - h0 < 8 ? g - h0 : 8;
+            memset(acc, 0, sizeof(acc));
+            for (int d = 0; d < hd; d++) {
+                load_f32(k, f32, (size_t)t0 * hd + (size_t)d * OPS_KTILE, OPS_KTILE, buf);
+                for (int h = 0; h < G; h++) {
+                    float qd = q[(size_t)(h0 + h) * hd + d];
+                    for (int j = 0; j < OPS_KTILE; j++)
+                        acc[h][j] += qd * buf[j];
+                }
+            }
+            for (int h = 0; h < G; h++)
+                for (int j = 0; j < OPS_KTILE; j++)
+                    scores[(h0 + h) * ns + t0 + j] = acc[h][j] * scale;
         }
     }
     for (int h = 0; h < g; h++) {
-        float *sc = scores + h * n, *p = part + (size_t)h * (hd + 2);
+        float *sc = scores + h * ns, *p = part + (size_t)h * (hd + 2);
         float mx = -INFINITY, sum = 0;
         for (int t = 0; t < n; t++)
             mx = sc[t] > mx ? sc[t] : mx;
@@ -49,11 +60,11 @@ static void attn_chunk_any(const float *q, int g, int hd, const void *k, const v
         memset(p + 2, 0, sizeof(float) * (size_t)hd);
     }
     for (int t = 0; t < n; t++) {
-        load_row(v, f32, t, hd, kv);
+        load_f32(v, f32, (size_t)t * hd, hd, buf);
         for (int h = 0; h < g; h++) {
-            float w = scores[h * n + t], *o = part + (size_t)h * (hd + 2) + 2;
+            float w = scores[h * ns + t], *o = part + (size_t)h * (hd + 2) + 2;
             for (int d = 0; d < hd; d++)
-                o[d] += w * kv[d];
+                o[d] += w * buf[d];
         }
     }
 }
@@ -92,6 +103,8 @@ const struct cpu_ops *cpu_ops_portable(void)
 
 const struct cpu_ops *cpu_ops_select(void)
 {
-    const struct cpu_ops *o = cpu_ops_avx2();
+    const struct cpu_ops *o = cpu_ops_avx512();
+    if (!o)
+        o = cpu_ops_avx2();
     return o ? o : &portable;
 }

@@ -1,106 +1,84 @@
 /*
  * cpu/ops_avx2: AVX2 + FMA + F16C versions of the forward-pass kernels
  * (see ops.h). Compiled with -mavx2 -mfma -mf16c; selected only when the
- * CPU has them. The exponential is a Cephes-style polynomial, accurate to
- * about 2 ulp, which is what softmax and SiLU need.
+ * CPU has them. Scores take a tile of 16 keys per pass (two vectors of
+ * positions, q[d] broadcast), so no horizontal sums are needed.
  */
 #include "ops.h"
 
-#include <immintrin.h>
-#include <math.h>
 #include <string.h>
 
-static inline __m256 exp256(__m256 x)
-{
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
-    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
+#include "ops_x86.h"
 
-static inline float hsum(__m256 v)
+/* The attention chunk for G heads (a compile-time constant after inlining
+ * where it matters) and head dimension hd (a multiple of 8). */
+static inline __attribute__((always_inline)) void chunk_g(const float *q, const int G, const int hd,
+                                                          const void *k, const void *v, int f32,
+                                                          int n, float scale, float *scores,
+                                                          float *part)
 {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline void load_f16_row(const uint16_t *src, float *dst, int hd)
-{
-    for (int d = 0; d < hd; d += 8)
-        _mm256_store_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + d))));
-}
-
-static inline void load_row(const void *src, int f32, int t, int hd, float *dst)
-{
-    if (f32)
-        memcpy(dst, (const float *)src + (size_t)t * hd, sizeof(float) * (size_t)hd);
-    else
-        load_f16_row((const uint16_t *)src + (size_t)t * hd, dst, hd);
-}
-
-/* hd is a multiple of 8 (the callers fall back to the portable kernel). */
-static inline void attn_chunk_any(const float *q, int g, int hd, const void *k, const void *v,
-                                  int f32, int n, float scale, float *scores, float *part)
-{
-    _Alignas(32) float buf[1024];
-    for (int t = 0; t < n; t++) {
-        load_row(k, f32, t, hd, buf);
-        for (int h = 0; h < g; h++) {
-            const float *qh = q + (size_t)h * hd;
-            __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-            int d = 0;
-            for (; d + 16 <= hd; d += 16) {
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), _mm256_load_ps(buf + d), a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d + 8), _mm256_load_ps(buf + d + 8), a1);
+    int ns = (n + OPS_KTILE - 1) / OPS_KTILE * OPS_KTILE; /* scores stride per head */
+    const __m256 vscale = _mm256_set1_ps(scale);
+    for (int t0 = 0; t0 < n; t0 += OPS_KTILE) {
+        __m256 acc[4][2];
+        for (int h = 0; h < G; h++)
+            acc[h][0] = acc[h][1] = _mm256_setzero_ps();
+        size_t base = (size_t)t0 * hd; /* tile t0 / 16 starts at t0 * hd */
+        for (int d = 0; d < hd; d++) {
+            __m256 k0 = load8(k, f32, base + (size_t)d * OPS_KTILE);
+            __m256 k1 = load8(k, f32, base + (size_t)d * OPS_KTILE + 8);
+            for (int h = 0; h < G; h++) {
+                __m256 qd = _mm256_broadcast_ss(q + (size_t)h * hd + d);
+                acc[h][0] = _mm256_fmadd_ps(qd, k0, acc[h][0]);
+                acc[h][1] = _mm256_fmadd_ps(qd, k1, acc[h][1]);
             }
-            if (d < hd)
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), _mm256_load_ps(buf + d), a0);
-            scores[h * n + t] = hsum(_mm256_add_ps(a0, a1)) * scale;
+        }
+        for (int h = 0; h < G; h++) {
+            _mm256_storeu_ps(scores + h * ns + t0, _mm256_mul_ps(acc[h][0], vscale));
+            _mm256_storeu_ps(scores + h * ns + t0 + 8, _mm256_mul_ps(acc[h][1], vscale));
         }
     }
-    for (int h = 0; h < g; h++) {
-        float *sc = scores + h * n, *p = part + (size_t)h * (hd + 2);
-        float mx = -INFINITY;
-        for (int t = 0; t < n; t++)
-            mx = sc[t] > mx ? sc[t] : mx;
-        __m256 vm = _mm256_set1_ps(mx), vs = _mm256_setzero_ps();
-        int t = 0;
-        for (; t + 8 <= n; t += 8) {
-            __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(sc + t), vm));
-            _mm256_storeu_ps(sc + t, e);
-            vs = _mm256_add_ps(vs, e);
+    for (int h = 0; h < G; h++) {
+        float *sc = scores + h * ns, *p = part + (size_t)h * (hd + 2);
+        softmax_part(sc, n, p);
+        /* V: this head's outputs in registers 8 dims at a time. */
+        for (int d0 = 0; d0 < hd; d0 += 64) {
+            int nd = hd - d0 < 64 ? (hd - d0) / 8 : 8;
+            __m256 o[8];
+            for (int j = 0; j < 8; j++)
+                o[j] = _mm256_setzero_ps();
+            for (int t = 0; t < n; t++) {
+                __m256 w = _mm256_broadcast_ss(sc + t);
+                size_t vi = (size_t)t * hd + d0;
+                for (int j = 0; j < nd; j++)
+                    o[j] = _mm256_fmadd_ps(w, load8(v, f32, vi + 8 * j), o[j]);
+            }
+            for (int j = 0; j < nd; j++)
+                _mm256_storeu_ps(p + 2 + d0 + 8 * j, o[j]);
         }
-        float sum = hsum(vs);
-        for (; t < n; t++) {
-            sc[t] = expf(sc[t] - mx);
-            sum += sc[t];
-        }
-        p[0] = mx;
-        p[1] = sum;
-        memset(p + 2, 0, sizeof(float) * (size_t)hd);
     }
-    for (int t = 0; t < n; t++) {
-        load_row(v, f32, t, hd, buf);
-        for (int h = 0; h < g; h++) {
-            __m256 w = _mm256_set1_ps(scores[h * n + t]);
-            float *o = part + (size_t)h * (hd + 2) + 2;
-            for (int d = 0; d < hd; d += 8)
-                _mm256_storeu_ps(
-                    o + d, _mm256_fmadd_ps(w, _mm256_load_ps(buf + d), _mm256_loadu_ps(o + d)));
-        }
+}
+
+static void chunk_any(const float *q, int g, int hd, const void *k, const void *v, int f32, int n,
+                      float scale, float *scores, float *part)
+{
+    /* Groups of up to 4 heads; the common sizes get constant G. */
+    for (int h0 = 0; h0 < g; h0 += 4) {
+        int G = g - h0 < 4 ? g - h0 : 4;
+        const float *qh = q + (size_t)h0 * hd;
+        float *ph = part + (size_t)h0 * (hd + 2);
+        if (hd == 64 && G == 3) /* SmolLM2 and most small llamas */
+            chunk_g(qh, 3, 64, k, v, f32, n, scale, scores, ph);
+        else if (hd == 64 && G == 4)
+            chunk_g(qh, 4, 64, k, v, f32, n, scale, scores, ph);
+        else if (G == 4)
+            chunk_g(qh, 4, hd, k, v, f32, n, scale, scores, ph);
+        else if (G == 3)
+            chunk_g(qh, 3, hd, k, v, f32, n, scale, scores, ph);
+        else if (G == 2)
+            chunk_g(qh, 2, hd, k, v, f32, n, scale, scores, ph);
+        else
+            chunk_g(qh, 1, hd, k, v, f32, n, scale, scores, ph);
     }
 }
 
@@ -110,7 +88,7 @@ static void attn_chunk_avx2(const float *q, int g, int hd, const uint16_t *k, co
     if (hd % 8 != 0)
         cpu_ops_portable()->attn_chunk(q, g, hd, k, v, n, scale, scores, part);
     else
-        attn_chunk_any(q, g, hd, k, v, 0, n, scale, scores, part);
+        chunk_any(q, g, hd, k, v, 0, n, scale, scores, part);
 }
 
 static void attn_chunk_f32_avx2(const float *q, int g, int hd, const float *k, const float *v,
@@ -119,10 +97,10 @@ static void attn_chunk_f32_avx2(const float *q, int g, int hd, const float *k, c
     if (hd % 8 != 0)
         cpu_ops_portable()->attn_chunk_f32(q, g, hd, k, v, n, scale, scores, part);
     else
-        attn_chunk_any(q, g, hd, k, v, 1, n, scale, scores, part);
+        chunk_any(q, g, hd, k, v, 1, n, scale, scores, part);
 }
 
-static void silu_mul_avx2(float *gate, const float *up, int n)
+void ops_avx2_silu_mul(float *gate, const float *up, int n)
 {
     int i = 0;
     const __m256 one = _mm256_set1_ps(1.0f);
@@ -136,7 +114,7 @@ static void silu_mul_avx2(float *gate, const float *up, int n)
         gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
-static void to_f16_avx2(const float *src, uint16_t *dst, int n)
+void ops_avx2_to_f16(const float *src, uint16_t *dst, int n)
 {
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -146,8 +124,8 @@ static void to_f16_avx2(const float *src, uint16_t *dst, int n)
         dst[i] = (uint16_t)_cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
-static const struct cpu_ops avx2 = {"avx2", attn_chunk_avx2, attn_chunk_f32_avx2, silu_mul_avx2,
-                                    to_f16_avx2};
+static const struct cpu_ops avx2 = {"avx2", attn_chunk_avx2, attn_chunk_f32_avx2, ops_avx2_silu_mul,
+                                    ops_avx2_to_f16};
 
 const struct cpu_ops *cpu_ops_avx2(void)
 {

@@ -99,18 +99,22 @@ static inline float qk_ue4m3_half(uint8_t x)
 
 /*
  * Prepared activations for quantized weights (vec_type Q_Q8_1), one row of
- * cols_pad = round_up(cols, 64) elements, 64-byte aligned:
+ * cols_pad = round_up(cols, 64) elements, 64-byte aligned, as cols_pad / 64
+ * groups of 128 bytes followed by the block sums:
  *
- *   uint8_t q[cols_pad]      int8 value + 128 (ggml's Q8_0 rounding: d = amax/127
- *                            stored as f16, q = rne(x * 127/amax)); padding 128
- *   float   da[cols_pad/4]   the f16-rounded block scale, repeated for each
- *                            4-element lane (8 per 32-block); padding 0
- *   float   sa[cols_pad/32]  da * sum(q) per 32-block (Q8_1's s); padding 0
+ *   group g:  uint8_t q[64]   int8 value + 128 (ggml's Q8_0 rounding: d = amax/127
+ *                             stored as f16, q = rne(x * 127/amax)); padding 128
+ *             float da[16]    the f16-rounded block scale of each 4-element lane
+ *                             (8 lanes per 32-block); padding 0
+ *   float sa[qk_nsum]         da * sum(q) per 32-block (Q8_1's s); padding 0 up to a
+ *                             multiple of 16 entries
  *
- * For float weights (vec_type Q_F32): cols_pad = round_up(cols, 16) floats,
- * zero padded.
+ * q and da of a group share one pointer, which keeps the kernels' address
+ * registers few. For float weights (vec_type Q_F32): cols_pad = round_up(cols,
+ * 16) floats, zero padded.
  */
 #define QK_ACT_ALIGN 64
+#define QK_ACT_GROUP 128 /* bytes per 64-element group */
 
 static inline int64_t qk_round_up(int64_t n, int64_t m)
 {
@@ -120,27 +124,34 @@ static inline int64_t qk_act_pad(uint32_t vec_type, int64_t cols)
 {
     return qk_round_up(cols, vec_type == Q_F32 ? 16 : 64);
 }
+/* Entries of sa (and of qk_dec.mw): 32-blocks rounded up to 16, so the
+ * kernels load whole vectors of them (the extra entries are zero). */
+static inline int64_t qk_nsum(int64_t pad)
+{
+    return qk_round_up(pad / 32, 16);
+}
 /* Bytes of a prepared Q_Q8_1 row before its alignment slack. */
 static inline size_t qk_act_used_bytes(int64_t cols)
 {
     int64_t pad = qk_act_pad(Q_Q8_1, cols);
-    return (size_t)pad + (size_t)(pad / 4 + pad / 32) * sizeof(float);
+    return (size_t)(2 * pad) + (size_t)qk_nsum(pad) * sizeof(float);
 }
-static inline const uint8_t *qk_act_q(const struct q_act *a, int64_t row)
+static inline const uint8_t *qk_act_row(const struct q_act *a, int64_t row)
 {
     return (const uint8_t *)a->data + (size_t)row * a->row_bytes;
 }
-static inline const float *qk_act_da(const struct q_act *a, int64_t row)
+/* Group g (elements 64g .. 64g+63) of a prepared row: q bytes, then da at +64. */
+static inline const uint8_t *qk_act_grp(const struct q_act *a, int64_t row, int64_t g)
 {
-    return (const float *)(qk_act_q(a, row) + qk_act_pad(Q_Q8_1, a->cols));
+    return qk_act_row(a, row) + QK_ACT_GROUP * g;
 }
 static inline const float *qk_act_sa(const struct q_act *a, int64_t row)
 {
-    return qk_act_da(a, row) + qk_act_pad(Q_Q8_1, a->cols) / 4;
+    return (const float *)(qk_act_row(a, row) + 2 * qk_act_pad(Q_Q8_1, a->cols));
 }
 static inline const float *qk_act_f(const struct q_act *a, int64_t row)
 {
-    return (const float *)qk_act_q(a, row);
+    return (const float *)qk_act_row(a, row);
 }
 
 /*
@@ -158,7 +169,8 @@ static inline const float *qk_act_f(const struct q_act *a, int64_t row)
 struct qk_dec {
     int8_t w[QK_CHUNK];      /* weight values (offsets such as -8 applied) */
     float dw[QK_CHUNK / 4];  /* scale of each 4-element lane */
-    float mw[QK_CHUNK / 32]; /* min term per 32-block (types with a min only) */
+    float mw[QK_CHUNK / 32]; /* min term per 32-block (types with a min only), zero
+                                up to qk_nsum(npad) entries */
 };
 
 /* Decode elements [e0, e0 + n) of a weight row (n a multiple of the type's
@@ -168,21 +180,60 @@ typedef void (*qk_decode_fn)(const void *row, int64_t e0, int64_t n, struct qk_d
  * round_up(n, 16). */
 typedef void (*qk_decode_f_fn)(const void *row, int64_t e0, int64_t n, float *out);
 
+/* Where a tile's lane accumulators start and end. On the first chunk of a
+ * row they start at zero (else they are loaded from acc/macc); on the last
+ * chunk the kernel writes finished outputs y[(b0 + t) * ldy + r + i] =
+ * scale * (sum16(acc) + sum16(macc)) (else it stores acc/macc back), with
+ * sum16 the tree (i, i+8), (i, i+4), (i, i+2), (0, 1) on every ISA. */
+struct qk_out {
+    bool first, last;
+    float *y;
+    int64_t ldy, r; /* y row stride; first weight row of the tile */
+    float scale;
+};
+
 /*
  * Integer dot for a tile: nr weight rows (decoded chunk dec[r], npad
  * elements, a multiple of 64) against activation rows b0 .. b0+nb-1 at
- * element offset e0. Accumulates into acc[(r * QK_T + t) * 16 + lane] (16 lane
- * sums; lane l holds elements 64i + 4l .. 64i + 4l + 3 of every 64), and,
- * when has_min, into macc the same way over 32-blocks (block k -> lane k % 16).
- * Every ISA performs the same float operations per lane in the same order.
+ * element offset e0. Lane accumulators live in acc[(r * QK_T + t) * 16 +
+ * lane] between chunks (lane l holds elements 64i + 4l .. 64i + 4l + 3 of
+ * every 64), and, when has_min, in macc the same way over 32-blocks (block k
+ * -> lane k % 16). Every ISA performs the same float operations per lane in
+ * the same order. The types with a min (Q4_1, Q5_1, Q4_K) decode to
+ * non-negative values.
  */
 typedef void (*qk_dot_q_fn)(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0,
                             bool has_min, const struct q_act *a, int64_t b0, int nb, float *acc,
-                            float *macc);
+                            float *macc, const struct qk_out *out);
 /* Float dot for a tile: rows w[r] (n floats from element e0; read as zero
  * beyond n) against f32 activation rows; lane l holds elements 16i + l. */
 typedef void (*qk_dot_f_fn)(const float *const *w, int nr, int64_t n, int64_t e0,
-                            const struct q_act *a, int64_t b0, int nb, float *acc);
+                            const struct q_act *a, int64_t b0, int nb, float *acc,
+                            const struct qk_out *out);
+
+/* The 16-lane sum every ISA reproduces. */
+static inline float qk_sum16(const float *v)
+{
+    float s8[8], s4[4], s2[2];
+    for (int i = 0; i < 8; i++)
+        s8[i] = v[i] + v[i + 8];
+    for (int i = 0; i < 4; i++)
+        s4[i] = s8[i] + s8[i + 4];
+    for (int i = 0; i < 2; i++)
+        s2[i] = s4[i] + s4[i + 2];
+    return s2[0] + s2[1];
+}
+
+/*
+ * Fused small-batch kernel for one weight type: decodes in registers and
+ * writes finished outputs y[b * ldy + r] (lane sums, min term and scale
+ * included) for rows [r0, r1) and activation rows b0 .. b0+nb-1, nb <=
+ * QK_FUSED_B. It must produce the same bits as the decode + dot_q path.
+ */
+typedef void (*qk_fused_fn)(const struct q_matrix *w, const struct q_act *a, int64_t b0, int nb,
+                            float *y, int64_t ldy, int64_t r0, int64_t r1, float scale);
+#define QK_FUSED_B 4
+
 /* Quantize activation rows [r0, r1) of x (row stride ldx) into a (layout above). */
 typedef void (*qk_act_rows_fn)(struct q_act *a, const float *x, int64_t ldx, int64_t r0,
                                int64_t r1);
@@ -195,6 +246,7 @@ struct q_kernels {
     qk_decode_fn decode[QK_NTYPES];     /* quantized weight types */
     qk_decode_f_fn decode_f[QK_NTYPES]; /* F16, BF16 */
     qk_dot_q_fn dot_q;
+    qk_fused_fn fused[QK_NTYPES]; /* optional, per quantized type */
     qk_dot_f_fn dot_f;
     qk_act_rows_fn act_q8; /* quantize rows for Q_Q8_1 */
 };

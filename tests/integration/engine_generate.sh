@@ -20,6 +20,38 @@ check "bench bad --batch: names the value" grep -q "'x'" "$T_TMP/err"
 "$FP4SERVE" generate --help >"$T_TMP/out"
 check "generate --help lists --quant" grep -q -- "--quant" "$T_TMP/out"
 
+# The tiny synthetic model: always available, so these always run.
+TINY="$T_TMP/tiny.gguf"
+"$FP4SERVE" synth --preset tiny --seed 3 -o "$TINY" 2>/dev/null
+check_eq "synth tiny: exit status" "$?" "0"
+"$FP4SERVE" generate --model "$TINY" --prompt "hello world" -n 12 -t 2 >"$T_TMP/t2" 2>/dev/null
+check_eq "tiny generate: exit status" "$?" "0"
+check "tiny generate: ids line" grep -q '^ids: [0-9]' "$T_TMP/t2"
+"$FP4SERVE" generate --model "$TINY" --prompt "hello world" -n 12 -t 1 --attention serial \
+    >"$T_TMP/t1" 2>/dev/null
+check_eq "tiny generate: 1 thread, serial attention, same output" "$(cat "$T_TMP/t1")" \
+    "$(cat "$T_TMP/t2")"
+"$FP4SERVE" generate --model "$TINY" --prompt "hello" -n 2 --quant nvfp4 >/dev/null 2>"$T_TMP/te"
+check "tiny --quant nvfp4: logged" grep -q "requantized 14 tensors to nvfp4 (head q8_0)" "$T_TMP/te"
+"$FP4SERVE" bench --model "$TINY" --batch 1,2,5 --prompt-len 6 --gen 3 -t 2 --no-probe \
+    >"$T_TMP/tb" 2>/dev/null
+check_eq "tiny bench: exit status" "$?" "0"
+check_eq "tiny bench: three rows" "$(grep -c '^|     6 |      3 |' "$T_TMP/tb")" "3"
+check "tiny bench: phase split" grep -q '^    5 ' "$T_TMP/tb"
+
+# Quantized offline (synth writes MXFP4/NVFP4 from the same f32 values) and
+# requantized at load from f32: the same logits, bit for bit.
+"$FP4SERVE" synth --preset tiny --type f32 --seed 9 -o "$T_TMP/s32.gguf" 2>/dev/null
+for q in mxfp4 nvfp4; do
+    "$FP4SERVE" synth --preset tiny --type "$q" --seed 9 -o "$T_TMP/s-$q.gguf" 2>/dev/null
+    "$FP4SERVE" generate --model "$T_TMP/s32.gguf" --prompt "hello world" -n 1 --quant "$q" \
+        --logits "$T_TMP/load-$q.f32" >/dev/null 2>&1
+    "$FP4SERVE" generate --model "$T_TMP/s-$q.gguf" --prompt "hello world" -n 1 \
+        --logits "$T_TMP/file-$q.f32" >/dev/null 2>&1
+    check "$q: offline-quantized file == requantized at load (logits)" \
+        cmp -s "$T_TMP/load-$q.f32" "$T_TMP/file-$q.f32"
+done
+
 if [ ! -f "$MODEL" ]; then
     echo "skipped: model not present ($MODEL)"
     finish

@@ -36,6 +36,23 @@ check "smollm2: 134515008 elements in 272 tensors" grep -qE '^total +272 +134515
 check "smollm2: tied output (no output.weight)" sh -c "! grep -q ' output.weight ' '$T_TMP/info'"
 check "smollm2: token_embd f16 [576, 49152]" grep -qE '^  token_embd.weight +f16 +\[576, 49152\]' "$T_TMP/info"
 
+# Quantized types: the 7 matrices of each layer in the type, a Q8_0
+# embedding, F32 norms, and for NVFP4 one F32 ".scale" per matrix.
+for t in q4_1 q8_0 mxfp4 nvfp4; do
+    "$FP4SERVE" synth --preset tiny --type $t --seed 7 -o "$T_TMP/tiny-$t.gguf"
+    check_eq "synth tiny $t: exit status" "$?" "0"
+    "$FP4SERVE" info "$T_TMP/tiny-$t.gguf" >"$T_TMP/info" 2>&1
+    if [ $t = q8_0 ]; then
+        check "tiny q8_0: 14 matrices + embedding" grep -qE '^q8_0 +15 +106496 ' "$T_TMP/info"
+    else
+        check "tiny $t: 14 $t matrices" grep -qE "^$t +14 +73728 " "$T_TMP/info"
+        check "tiny $t: q8_0 embedding" grep -qE '^q8_0 +1 +32768 ' "$T_TMP/info"
+    fi
+done
+check "tiny nvfp4: 6 norms + 14 scales in f32" grep -qE '^f32 +19 +334 ' "$T_TMP/info"
+"$FP4SERVE" synth --preset tiny --type nvfp4 --seed 7 -o "$T_TMP/tiny-nvfp4b.gguf"
+check "nvfp4: byte-identical again" cmp -s "$T_TMP/tiny-nvfp4.gguf" "$T_TMP/tiny-nvfp4b.gguf"
+
 # Refusals.
 "$FP4SERVE" synth --preset huge -o "$T_TMP/x.gguf" 2>"$T_TMP/err"
 check_eq "unknown preset: status" "$?" "2"
@@ -95,6 +112,26 @@ print(m.n_vocab(), m.token_bos(), m.token_eos(), ok, chat[0], chat[-1],
 PY
         check_eq "llama.cpp loads $(basename "$f"): vocab, bos, eos, round trip, specials, tokens" \
             "$(cat "$T_TMP/llama")" "512 1 2 True 1 2 4"
+    done
+    # Every type runs in llama.cpp, and its logits stay close to the F32
+    # model's: NVFP4's ".scale" tensors are applied as llama.cpp applies them.
+    python3 - "$T_TMP" >"$T_TMP/llama" 2>"$T_TMP/llama.log" <<'PY'
+import sys
+import numpy as np
+from llama_cpp import Llama
+def last_logits(path):
+    m = Llama(model_path=path, n_ctx=64, n_threads=1, verbose=False, logits_all=True)
+    toks = m.tokenize(b"the river ran past the old mill", add_bos=False)
+    m.eval(toks)
+    return np.array(m.scores[len(toks) - 1])
+ref = last_logits(sys.argv[1] + "/tiny.gguf")
+for t, tol in [("q8_0", 0.03), ("q4_1", 0.2), ("mxfp4", 0.25), ("nvfp4", 0.2)]:
+    got = last_logits(f"{sys.argv[1]}/tiny-{t}.gguf")
+    rel = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    print(t, "ok" if rel < tol else f"off by {rel:.3f}")
+PY
+    for t in q8_0 q4_1 mxfp4 nvfp4; do
+        check_eq "llama.cpp: $t logits near f32" "$(grep "^$t " "$T_TMP/llama")" "$t ok"
     done
 else
     echo "skip: python3 package 'llama_cpp' not installed - llama.cpp load check not run"

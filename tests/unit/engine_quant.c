@@ -608,7 +608,7 @@ TEST(act_prepare_same_on_every_isa)
         memset(got.data, 0xAB, got.cap_bytes);
         k->act_q8(&got, x, C, 0, R);
         for (int r = 0; r < R; r++)
-            CHECK_MSG(memcmp(qk_act_q(&ref, r), qk_act_q(&got, r), qk_act_used_bytes(C)) == 0,
+            CHECK_MSG(memcmp(qk_act_row(&ref, r), qk_act_row(&got, r), qk_act_used_bytes(C)) == 0,
                       "%s act_q8 differs in row %d", q_kernels_name(k), r);
     }
     q_act_release(&ref);

@@ -119,13 +119,6 @@ TEST(values_follow_the_stated_distribution)
     gen_values(&s, &rng, x, 1000);
     CHECK_NEAR(x[0], 1.0, 0.07);
     free(x);
-    CHECK_INT(to_f16(1.0f), 0x3c00);
-    CHECK_INT(to_f16(-2.0f), 0xc000);
-    CHECK_INT(to_f16(65504.0f), 0x7bff);
-    CHECK_INT(to_f16(1e6f), 0x7c00);
-    CHECK_INT(to_f16(5.96046448e-08f), 0x0001); /* smallest subnormal */
-    CHECK_INT(to_f16(1.00048828125f), 0x3c00);  /* halfway: ties to even */
-    CHECK_INT(to_f16(1.00146484375f), 0x3c02);  /* halfway: ties to even, up */
 }
 
 TEST(same_options_give_identical_files_and_the_reader_agrees)
@@ -165,7 +158,12 @@ TEST(same_options_give_identical_files_and_the_reader_agrees)
     }
     CHECK(gguf_find_tensor(&f, "output.weight") == NULL);
     gguf_close(&f);
-    o.type = 3; /* needs quant.h */
+    o.type = Q_Q4_K; /* 256-element blocks do not divide 64 */
+    err_init(&e);
+    CHECK_INT(synth_write(&o, c, &e), -1);
+    CHECK_INT(e.code, FP_ERR_UNSUPPORTED);
+    CHECK_STR(e.msg, "synth: q4_k blocks of 256 do not divide the tiny preset's width 64");
+    o.type = Q_Q8_1; /* an activation type */
     err_init(&e);
     CHECK_INT(synth_write(&o, c, &e), -1);
     CHECK_INT(e.code, FP_ERR_UNSUPPORTED);
@@ -178,6 +176,69 @@ TEST(same_options_give_identical_files_and_the_reader_agrees)
     free(a);
     free(b);
     free(c);
+}
+
+/*
+ * For each weight type: the file's weights dequantize (times the NVFP4
+ * ".scale" tensor) back to the generated values within that type's
+ * quantization error, the embedding is Q8_0 for quantized types, and the
+ * NVFP4 scale is the tensor's amax / (6 * 448).
+ */
+TEST(quantized_files_hold_the_generated_weights)
+{
+    const struct {
+        uint32_t type;
+        double max_rms; /* of the error, relative to sigma */
+    } cases[] = {{Q_F16, 0.0005}, {Q_Q8_0, 0.01}, {Q_Q4_1, 0.12}, {Q_MXFP4, 0.2}, {Q_NVFP4, 0.15}};
+    char *path = tmp_path("q");
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        struct synth_opts o = {synth_preset_find("tiny"), cases[c].type, 5};
+        struct err e;
+        err_init(&e);
+        CHECK_INT(synth_write(&o, path, &e), 0);
+        struct gguf_file f;
+        CHECK_INT(gguf_open(path, &f, &e), 0);
+        struct spec *s;
+        size_t n = plan(&o, &s);
+        CHECK_INT(f.n_tensors, n);
+        const struct gguf_tensor *emb = gguf_find_tensor(&f, "token_embd.weight");
+        CHECK(emb && emb->type == (cases[c].type == Q_F16 ? Q_F16 : Q_Q8_0));
+        const struct gguf_tensor *t = gguf_find_tensor(&f, "blk.1.ffn_down.weight");
+        const struct gguf_tensor *sc = gguf_find_tensor(&f, "blk.1.ffn_down.scale");
+        CHECK(t && t->type == cases[c].type);
+        CHECK((sc != NULL) == (cases[c].type == Q_NVFP4));
+        const struct spec *sp = NULL;
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(s[i].name, "blk.1.ffn_down.weight") == 0)
+                sp = &s[i];
+        if (t && sp) {
+            uint64_t rng = sp->seed, cnt = t->ne[0] * t->ne[1];
+            float *want = xmalloc(cnt * sizeof(float)), *got = xmalloc(cnt * sizeof(float));
+            gen_values(sp, &rng, want, cnt);
+            float s2 = 1.0f;
+            if (sc) {
+                memcpy(&s2, sc->data, 4);
+                CHECK_NEAR(s2, q_nvfp4_tensor_scale(want, (int64_t)cnt), 1e-9);
+                CHECK(sc->type == Q_F32 && sc->n_dims == 1 && sc->ne[0] == 1);
+            }
+            size_t rb = q_row_bytes(t->type, (int64_t)t->ne[0]);
+            double err2 = 0;
+            for (uint64_t r = 0; r < t->ne[1]; r++)
+                q_dequant_row(t->type, (const uint8_t *)t->data + r * rb, got + r * t->ne[0],
+                              (int64_t)t->ne[0]);
+            for (uint64_t i = 0; i < cnt; i++)
+                err2 += (got[i] * s2 - want[i]) * (got[i] * s2 - want[i]);
+            double rms = sqrt(err2 / (double)cnt) / SIGMA;
+            CHECK_MSG(rms < cases[c].max_rms && rms > cases[c].max_rms / 100,
+                      "%s: rms error %.4f sigma", gguf_type_name(cases[c].type), rms);
+            free(want);
+            free(got);
+        }
+        free(s);
+        gguf_close(&f);
+    }
+    unlink(path);
+    free(path);
 }
 
 TEST_MAIN()

@@ -1,0 +1,125 @@
+/*
+ * loadgen: the built-in load generator of `sweep bench`. One thread drives
+ * libcurl's multi interface over epoll: keep-alive connections, TCP_NODELAY,
+ * exactly C requests in flight (closed loop) or a seeded Poisson schedule
+ * with at most C in flight (open loop). Each request's times come from
+ * CLOCK_MONOTONIC; failed requests are data, classified by kind, and no
+ * request can hang the run (idle and total timeouts). lgreport.c turns the
+ * records into the report block and the JSONL file.
+ */
+#ifndef RUNNER_LOADGEN_H
+#define RUNNER_LOADGEN_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "err.h"
+
+/* Why a request failed. The order is the order of the report's lines. */
+enum lg_fail {
+    LG_OK = 0,
+    LG_FAIL_CONNECT,     /* no connection (refused, unreachable, connect timeout) */
+    LG_FAIL_HTTP,        /* the server answered with a status other than 200 */
+    LG_FAIL_ERROR_EVENT, /* an in-band error event in a 200 stream */
+    LG_FAIL_IDLE,        /* no byte arrived for idle_timeout_s (a stalled stream) */
+    LG_FAIL_TRUNCATED,   /* the stream ended without [DONE] and without finish_reason */
+    LG_FAIL_PARSE,       /* an event that is not a JSON object, or an oversized event */
+    LG_FAIL_TIMEOUT,     /* request_timeout_s passed before the response ended */
+    LG_FAIL_NO_CONTENT,  /* the stream ended properly but carried no text at all */
+    LG_FAIL_TRANSPORT,   /* any other transport error before a response (empty reply...) */
+    LG_FAIL_INTERRUPTED, /* cancelled because the run was interrupted */
+    LG_FAIL_KINDS
+};
+
+/* Short name for JSON ("connect", "http", "error_event", "idle_timeout", ...). */
+const char *lg_fail_name(enum lg_fail f);
+/* Human label for the report ("connect error", "HTTP status", ...). */
+const char *lg_fail_label(enum lg_fail f);
+
+struct lg_config {
+    const char *base_url;        /* "http://127.0.0.1:30000"; a trailing '/' is ignored */
+    const char *endpoint;        /* "/v1/completions", or a path containing "chat" for chat */
+    const char *model;           /* the request's "model"; NULL leaves the field out */
+    long concurrency;            /* closed loop: requests in flight; open loop: the cap */
+    long n_prompts;              /* measured requests */
+    long warmup;                 /* requests before the measured ones, excluded from stats */
+    long input_len;              /* prompt length, tokens (ids) or words (chat) */
+    long output_len;             /* max_tokens of every request */
+    double request_rate;         /* open loop, requests/s (Poisson); <= 0 = closed loop */
+    uint64_t seed;               /* prompts and the arrival schedule */
+    long vocab_size;             /* prompt ids are drawn from [0, vocab_size) */
+    const char *prompt_text;     /* non-NULL: send this text as every prompt instead */
+    double idle_timeout_s;       /* a request with no byte for this long fails (> 0) */
+    double request_timeout_s;    /* a request still running this long fails; 0 = no limit */
+    double connect_timeout_s;    /* TCP connect limit, s */
+    bool progress;               /* a progress line on stderr (for terminals) */
+    volatile sig_atomic_t *stop; /* may be NULL; nonzero cancels the run (from a signal) */
+};
+
+/* One request. Times are CLOCK_MONOTONIC ns; 0 means "did not happen". */
+struct lg_record {
+    uint64_t t_intended_ns; /* when it was due: its slot in the schedule (open loop), or
+                               when its predecessor's slot freed (closed loop) */
+    uint64_t t_sent_ns;     /* handed to libcurl, which writes it at once */
+    uint64_t t_first_ns;    /* first chunk that carried text (TTFT) */
+    uint64_t t_last_ns;     /* last byte of the response, or the moment it failed */
+    uint64_t *chunk_ns;     /* owned; arrival of each text chunk, n_chunk_times of them */
+    size_t n_chunk_times;
+    long n_chunks;      /* text chunks received */
+    long output_tokens; /* usage.completion_tokens, else n_chunks (usage_missing) */
+    long prompt_tokens; /* usage.prompt_tokens, else the ids sent; -1 unknown */
+    long http_status;   /* 0 when no response arrived */
+    bool usage_missing; /* the stream carried no usage: output_tokens counts chunks */
+    bool warmup;        /* a warmup request (excluded from every statistic) */
+    bool sent;          /* false when the run stopped before sending it */
+    enum lg_fail fail;  /* LG_OK on success */
+    char *error;        /* owned; one line saying what failed, NULL on success */
+};
+
+struct lg_result {
+    struct lg_record *rec; /* owned; n_total records, the warmup ones first */
+    size_t n_total;        /* warmup + measured */
+    size_t n_warmup;
+    uint64_t t_start_ns; /* start of the measured phase (first send or schedule origin) */
+    uint64_t t_end_ns;   /* end of the last measured request */
+    bool interrupted;    /* the stop flag ended the run early */
+    bool open_loop;      /* request_rate was given */
+};
+
+/* What GET /v1/models said. */
+struct lg_server_info {
+    char model[256]; /* data[0].id, "" when absent */
+    long n_vocab;    /* data[0].meta.n_vocab, 0 when absent */
+};
+
+/*
+ * Ask base_url/v1/models for the model id and vocabulary size. Returns 0
+ * (fields filled where the server gave them, possibly none), or -1 with
+ * err set (code RN_ERR_ENV) when the server cannot be reached at all.
+ */
+int lg_probe(const char *base_url, double timeout_s, struct lg_server_info *info, struct err *err);
+
+/*
+ * Append request number index's JSON body to out: the prompt for that
+ * index (token ids from the seeded generator, the fixed text, or words for
+ * chat), max_tokens, ignore_eos, stream with usage, temperature 0. Warmup
+ * requests use their own prompts (warmup = true), so the measured prompts
+ * do not depend on the warmup count. Returns the number of prompt ids
+ * sent, or -1 when the prompt is text (its length is up to the tokenizer).
+ */
+long lg_build_body(const struct lg_config *cfg, size_t index, bool warmup, struct buf *out);
+
+/*
+ * Run the warmup requests (closed loop, min(C, warmup) in flight), then the
+ * measured ones at once. Fills res (release it with lg_result_release in
+ * every case). Returns 0 when the run finished or was interrupted (failed
+ * requests are data), -1 with err set when libcurl could not be set up.
+ */
+int lg_run(const struct lg_config *cfg, struct lg_result *res, struct err *err);
+
+void lg_result_release(struct lg_result *res);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * progress: what `sweep run` shows while it works: point k of n, the
+ * variant, C and P, time spent on the point and an ETA for the session.
+ * On a terminal it is one line redrawn in place; otherwise plain lines, one
+ * when a point starts and one when it ends, so logs stay readable.
+ *
+ * The ETA: the run loop may set one from a scaling-law model (estimate.h)
+ * before each point, which then counts down. Without one: seconds per unit
+ * of work (prompts x output_len of a point) averaged over the points
+ * finished so far, times the work left, minus the time already spent on
+ * the current point. Unknown until a point finishes.
+ */
+#ifndef RUNNER_PROGRESS_H
+#define RUNNER_PROGRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+struct progress {
+    FILE *out;           /* where lines go (stderr) */
+    bool tty;            /* redraw one line in place */
+    size_t n_total;      /* points this session will run */
+    size_t n_started;    /* points begun so far (k of "k of n") */
+    double work_left;    /* prompts x output_len of points not finished */
+    double work_done;    /* ... of finished points */
+    double secs_done;    /* seconds those finished points took */
+    char label[160];     /* current point: "mxfp4 c=16 n=48" */
+    double cur_work;     /* work of the current point */
+    double cur_start_ms; /* CLOCK_MONOTONIC ms when the current point began */
+    double last_draw_ms; /* last redraw, to redraw at most ~4 times a second */
+    bool active;         /* a point is running (a progress line may be on screen) */
+    double eta_hint_s;   /* ETA set by prog_set_eta, < 0 when none */
+    double eta_hint_ms;  /* CLOCK_MONOTONIC ms when it was set */
+};
+
+/* n_total points with work_total = sum of prompts x output_len to run. */
+void prog_init(struct progress *pr, FILE *out, bool tty, size_t n_total, double work_total);
+/* A point starts: prints "[k/n] label" (plain) or starts the live line. */
+void prog_begin(struct progress *pr, const char *label, double work);
+/* Called often while the point runs; redraws the live line (terminal only). */
+void prog_tick(struct progress *pr);
+/* The point ended with status ("ok", "failed", ...) and cause (may be ""). */
+void prog_end(struct progress *pr, const char *status, const char *cause);
+/* Drop a point that will not run (its work leaves the ETA). */
+void prog_skip(struct progress *pr, double work);
+/* Print a message line without garbling the live line. */
+void prog_note(struct progress *pr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Set the ETA from a better model (seconds from now; < 0 clears it). */
+void prog_set_eta(struct progress *pr, double seconds);
+/* Seconds left for the session, or a negative value while unknown. */
+double prog_eta_s(const struct progress *pr);
+/* "1h02m", "4m05s", "12s" into out. */
+void prog_format_duration(double s, char *out, size_t size);
+
+#endif

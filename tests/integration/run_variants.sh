@@ -1,0 +1,49 @@
+# run_variants.sh: two variants (fast and slow decode steps) each get their
+# own server, folder and rows; --only runs one of them; a rerun of an
+# already-complete run folder with --resume starts nothing.
+. tests/lib.sh
+. tests/runlib.sh
+cd "$T_TMP" || exit 1
+
+cat >v.yaml <<YAML
+name: variants
+server:
+  engine: command
+  command: ["$FAKESERVER", --port, "\${port}", --pid-file, "$T_TMP/\${variant}.pid"]
+  flags: {step-a-ms: 4, step-b-ms: 1, prefill-ms: 2}
+  ready: {path: /health, timeout_s: 30}
+bench:
+  tool: command
+  command: $(miniclient_cmd)
+  input_len: 8
+  output_len: 16
+  warmup: 0
+  grid: ["1:2", "4:4"]
+variants:
+  - {name: fast}
+  - {name: slow, server: {flags: {step-a-ms: 12}}}
+YAML
+
+"$SWEEP" run v.yaml --only slow --out run >out.txt 2>err.txt
+check_eq "--only slow: exit 0" "$?" 0
+check_eq "--only slow: 2 rows, all of variant slow" "$(col run variant | tr '\n' ' ')" "slow slow "
+check "--only slow: the fast server never started" test ! -e fast.pid
+check "--only: the resume hint would keep --only (manifest argv)" grep -q '"--only"' run/manifest.json
+
+"$SWEEP" run v.yaml --resume run >out.txt 2>err.txt
+check_eq "resume with both: exit 0" "$?" 0
+check_eq "resume with both: 4 rows" "$(rows run)" 4
+check "resume with both: fast ran now" test -s fast.pid -a -s run/fast/c1-n2.log
+check "resume with both: slow was not rerun" test ! -e run/slow/c1-n2.log.1
+check_eq "each variant has its server.log" "$(ls run/fast/server.log run/slow/server.log | wc -l)" 2
+fast=$(col run median_tpot_ms 3)
+slow=$(col run median_tpot_ms 1)
+check "slow steps show up in the numbers (slow $slow ms > fast $fast ms)" awk -v s="$slow" -v f="$fast" 'BEGIN { exit !(s > f + 5) }'
+
+rm -f fast.pid slow.pid
+"$SWEEP" run v.yaml --resume run >out.txt 2>err.txt
+check_eq "complete run resumed: exit 0" "$?" 0
+check "complete run resumed: no server started" test ! -e fast.pid -a ! -e slow.pid
+check "complete run resumed: says so" grep -q "4 of 4 points already ok" err.txt
+check_eq "no process left" "$(procs_with "$T_TMP/")" 0
+finish

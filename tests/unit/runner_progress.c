@@ -1,0 +1,139 @@
+/*
+ * Unit tests for runner/progress.c (point counter, ETA from the average
+ * pace and from a hint, plain and terminal output) and for the secret
+ * filter of runner/manifest.c.
+ */
+#include <stdlib.h>
+
+#include "manifest.h"
+#include "progress.h"
+#include "test.h"
+#include "timeutil.h"
+
+/* Output of a progress session into a string. */
+struct capture {
+    char *text;
+    size_t len;
+    FILE *f;
+};
+
+static void cap_open(struct capture *c)
+{
+    c->text = NULL;
+    c->len = 0;
+    c->f = open_memstream(&c->text, &c->len);
+}
+
+static void cap_close(struct capture *c)
+{
+    fclose(c->f);
+}
+
+TEST(format_duration)
+{
+    char s[32];
+    const char *p = s;
+    prog_format_duration(-1, s, sizeof(s));
+    CHECK_STR(p, "?");
+    prog_format_duration(12.4, s, sizeof(s));
+    CHECK_STR(p, "12s");
+    prog_format_duration(65, s, sizeof(s));
+    CHECK_STR(p, "1m05s");
+    prog_format_duration(3600 + 120 + 5, s, sizeof(s));
+    CHECK_STR(p, "1h02m");
+}
+
+TEST(eta_unknown_until_a_point_finishes_then_from_the_pace)
+{
+    struct capture cap;
+    cap_open(&cap);
+    struct progress pr;
+    /* three points of work 100, 100, 200 */
+    prog_init(&pr, cap.f, false, 3, 400);
+    CHECK(prog_eta_s(&pr) < 0);
+    prog_begin(&pr, "v c=1 n=10", 100);
+    sleep_ms(200, NULL);
+    prog_end(&pr, "ok", "");
+    /* 0.2 s per 100 units, 300 units left: 0.6 s */
+    CHECK_NEAR(prog_eta_s(&pr), 0.6, 0.15);
+    prog_begin(&pr, "v c=2 n=10", 100);
+    /* during the point, the time spent on it comes off */
+    sleep_ms(100, NULL);
+    CHECK_NEAR(prog_eta_s(&pr), 0.5, 0.15);
+    prog_end(&pr, "failed", "server killed by SIGKILL during the point");
+    /* a failed point teaches nothing about the pace, but its work is done */
+    CHECK_NEAR(prog_eta_s(&pr), 0.4, 0.1);
+    cap_close(&cap);
+    CHECK(strstr(cap.text, "sweep: point 1/3: v c=1 n=10 (ETA ?)\n") != NULL);
+    CHECK(strstr(cap.text, "sweep: point 1/3: v c=1 n=10 ok in 0s") != NULL);
+    CHECK(strstr(cap.text, "sweep: point 2/3: v c=2 n=10 failed in 0s: server killed by SIGKILL "
+                           "during the point (ETA 0s)\n") != NULL);
+    CHECK(strchr(cap.text, '\r') == NULL);
+    free(cap.text);
+}
+
+TEST(eta_hint_counts_down)
+{
+    struct capture cap;
+    cap_open(&cap);
+    struct progress pr;
+    prog_init(&pr, cap.f, false, 2, 200);
+    prog_set_eta(&pr, 10);
+    CHECK_NEAR(prog_eta_s(&pr), 10, 0.05);
+    sleep_ms(200, NULL);
+    CHECK_NEAR(prog_eta_s(&pr), 9.8, 0.1);
+    prog_set_eta(&pr, 0.1);
+    sleep_ms(200, NULL);
+    CHECK_NEAR(prog_eta_s(&pr), 0, 1e-9);
+    cap_close(&cap);
+    free(cap.text);
+}
+
+TEST(terminal_line_is_redrawn_in_place)
+{
+    struct capture cap;
+    cap_open(&cap);
+    struct progress pr;
+    prog_init(&pr, cap.f, true, 1, 10);
+    prog_begin(&pr, "v c=4 n=16", 10);
+    sleep_ms(300, NULL);
+    prog_tick(&pr);
+    prog_note(&pr, "sweep: a message");
+    prog_end(&pr, "ok", "");
+    cap_close(&cap);
+    /* begin, tick and the redraw after the note each draw the live line */
+    const char *s = cap.text;
+    int draws = 0;
+    while ((s = strstr(s, "\r\033[K[1/1] v c=4 n=16")))
+        draws++, s++;
+    CHECK_INT(draws, 3);
+    CHECK(strstr(cap.text, "\r\033[Ksweep: a message\n") != NULL);
+    CHECK(strstr(cap.text, "\r\033[Ksweep: point 1/1: v c=4 n=16 ok in 0s (ETA 0s)\n") != NULL);
+    free(cap.text);
+}
+
+TEST(secret_names)
+{
+    static const struct {
+        const char *name;
+        bool secret;
+    } cases[] = {
+        {"HF_TOKEN", true},
+        {"OPENAI_API_KEY", true},
+        {"aws_secret_access_key", true},
+        {"DB_PASSWORD", true},
+        {"MYSQL_PASSWD", true},
+        {"GOOGLE_CREDENTIALS", true},
+        {"PATH", false},
+        {"HOME", false},
+        {"OMP_NUM_THREADS", false},
+        {"CUDA_VISIBLE_DEVICES", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        CHECK_MSG(man_is_secret_name(cases[i].name, strlen(cases[i].name)) == cases[i].secret, "%s",
+                  cases[i].name);
+    /* only the name counts, not the value after '=' */
+    CHECK(!man_is_secret_name("LANG=TOKEN", 4));
+}
+
+TEST_MAIN()
