@@ -1064,7 +1064,8 @@ void exp_release(struct experiment *exp)
     memset(exp, 0, sizeof(*exp));
 }
 
-/* fit.x and fit.y must name a metric some variant produces. */
+/* fit.x and fit.y must name a metric some variant produces; x may also be
+ * a grid column, the requested "concurrency" (the default) or "prompts". */
 static int check_fit(struct dctx *c, const struct ynode *root)
 {
     const struct ynode *fit = ytree_get(ytree_get(root, "analysis"), "fit");
@@ -1075,7 +1076,9 @@ static int check_fit(struct dctx *c, const struct ynode *root)
     for (size_t i = 0; i < c->exp->n_variants; i++)
         vars[i] = &c->exp->variants[i];
     for (int a = 0; a < 2 && rc == 0; a++) {
-        bool known = metric_find(names[a]) != NULL;
+        bool known = metric_find(names[a]) != NULL ||
+                     (a == 0 && (strcmp(names[a], "concurrency") == 0 ||
+                                 strcmp(names[a], "prompts") == 0));
         for (size_t i = 0; i < c->exp->n_variants && !known; i++)
             known = metric_known(vars[i], names[a]);
         if (known)

@@ -73,7 +73,7 @@ static const struct preset_row sglang_rows[] = {
     {"output_throughput", ROW("Output token throughput \\(tok/s\\)")},
     {"total_throughput", ROW("Total [Tt]oken throughput \\(tok/s\\)")},
     {"total_throughput", ROW("Total throughput \\(tok/s\\)")}, /* older SGLang */
-    {"concurrency", ROW("Concurrency")},
+    {"achieved_concurrency", ROW("Concurrency")},
     LAT_ROWS("e2e", "E2E Latency"),
     LAT_ROWS("ttft", "TTFT"),
     LAT_ROWS("tpot", "TPOT"),

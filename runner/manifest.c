@@ -204,7 +204,6 @@ void man_init(struct manifest *m, const struct plan *p, int argc, char **argv,
     size_t i;
     json_t *s;
     json_array_foreach(old, i, s) json_array_append(sessions, s);
-    json_decref(prev);
 
     json_t *session = json_object();
     json_t *args = json_array();
@@ -234,6 +233,13 @@ void man_init(struct manifest *m, const struct plan *p, int argc, char **argv,
     json_object_set(root, "start", json_object_get(session, "start"));
     json_object_set_new(root, "end", json_null());
     json_object_set(root, "variants", variants);
+    /* Keep what other commands recorded (sweep plot's "replot", sweep
+     * import's "imported"): every earlier top-level key not set above. */
+    const char *key;
+    json_t *val;
+    json_object_foreach(prev, key, val) if (!json_object_get(root, key))
+        json_object_set(root, key, val);
+    json_decref(prev);
     m->root = root;
     m->session = session;
 }

@@ -26,7 +26,7 @@ static const struct metric_def defs[] = {
     {"input_throughput", "tok/s", "input tokens / duration"},
     {"output_throughput", "tok/s", "output tokens / duration"},
     {"total_throughput", "tok/s", "(input + output tokens) / duration"},
-    {"concurrency", "", "achieved concurrency: sum of E2E latencies / duration"},
+    {"achieved_concurrency", "", "achieved concurrency: sum of E2E latencies / duration"},
     LAT5("ttft", "time to first token (request sent -> first chunk carrying text)"),
     LAT5("tpot", "time per output token, (E2E - TTFT) / (output tokens - 1)"),
     LAT5("itl", "inter-token latency (gaps between content chunks, pooled)"),

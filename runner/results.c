@@ -18,14 +18,14 @@
 
 static const char *const fixed_cols[] = {"variant", "concurrency", "prompts", "repeat",
                                          "status",  "key",         "cause",   "log",
-                                         "started", "duration_s"};
+                                         "started", "wall_s"};
 #define N_FIXED (sizeof(fixed_cols) / sizeof(fixed_cols[0]))
 #define CSV_MAX ((size_t)256 << 20)
 
 void res_point_init(struct res_point *p)
 {
     memset(p, 0, sizeof(*p));
-    p->duration_s = NAN;
+    p->wall_s = NAN;
     ms_init(&p->metrics);
 }
 
@@ -167,7 +167,7 @@ void res_table_format(const struct res_table *t, struct buf *out)
         buf_putc(out, ',');
         put_cell(out, p->started);
         buf_putc(out, ',');
-        put_num(out, p->duration_s);
+        put_num(out, p->wall_s);
         for (size_t c = 0; c < cols.n; c++) {
             double v;
             buf_putc(out, ',');
@@ -307,8 +307,8 @@ int res_table_load(const char *path, struct res_table *t, struct err *err)
         p.cause = xstrdup(cells.v[6]);
         p.log = xstrdup(cells.v[7]);
         p.started = xstrdup(cells.v[8]);
-        if (parse_num(cells.v[9], &p.duration_s) != 0) {
-            err_set(err, RN_ERR_USAGE, "%s:%d: duration_s '%s' is not a number", path, at,
+        if (parse_num(cells.v[9], &p.wall_s) != 0) {
+            err_set(err, RN_ERR_USAGE, "%s:%d: wall_s '%s' is not a number", path, at,
                      cells.v[9]);
             res_point_release(&p);
             goto out;

@@ -5,7 +5,7 @@
  * complete, and a crash never leaves half a row.
  *
  * Columns: variant, concurrency, prompts, repeat, status, key, cause, log,
- * started, duration_s, then one column per metric: the canonical metrics
+ * started, wall_s, then one column per metric: the canonical metrics
  * that any row has, in canonical order, then other names in first-seen
  * order. Empty cell = metric absent. Numbers are written in the shortest
  * form that reads back to the same double ("inf" for infinity).
@@ -35,7 +35,7 @@ struct res_point {
     char *cause;       /* owned; why it failed, "" when ok */
     char *log;         /* owned; client log path relative to the run folder */
     char *started;     /* owned; ISO-8601 UTC start time, "" if unknown */
-    double duration_s; /* wall time of the client run, NAN if unknown */
+    double wall_s;     /* wall time of the client process, NAN if unknown */
     struct metric_set metrics;
 };
 

@@ -423,7 +423,7 @@ static bool check_invariants(const struct metric_set *m, long conc, long prompts
             bad = failed > FAILED_SHARE_MAX * (double)prompts;
         }
     }
-    if (rate <= 0 && ms_get(m, "concurrency", &got)) {
+    if (rate <= 0 && ms_get(m, "achieved_concurrency", &got)) {
         double want = (double)(conc < prompts ? conc : prompts);
         if (got < CONCURRENCY_FLOOR * want)
             NOTE("achieved concurrency %.2f is far below the requested %.0f", got, want);
@@ -537,7 +537,7 @@ static const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row
     if (why == DONE && !srv_alive(&c->server))
         why = SERVER_DIED;
     srv_stop(&client, CLIENT_GRACE_S, c->stop, NULL);
-    row->duration_s = (clock_ms() - t0) / 1000.0;
+    row->wall_s = (clock_ms() - t0) / 1000.0;
 
     switch (why) {
     case SERVER_DIED: {
@@ -723,7 +723,7 @@ static void run_variant(struct run_ctx *c, size_t vi, size_t *todo)
         char *status = xstrdup(run_point(c, todo[i], &row));
         char *cause = xstrdup(row.cause);
         if (strcmp(status, RES_OK) == 0)
-            c->took_s[todo[i]] = row.duration_s;
+            c->took_s[todo[i]] = row.wall_s;
         record(c, &row); /* the table takes the row */
         res_point_release(&row);
         update_eta(c);

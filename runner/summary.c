@@ -135,7 +135,7 @@ char *sum_label(const char *metric)
         {"duration_s", "duration"},
         {"total_input_tokens", "input tokens"},
         {"total_output_tokens", "output tokens"},
-        {"concurrency", "achieved concurrency"},
+        {"achieved_concurrency", "achieved concurrency"},
         {"max_itl_ms", "max ITL"},
     };
     const struct metric_def *d = metric_find(metric);

@@ -5,7 +5,9 @@
 T_PASS=0
 T_FAIL=0
 T_PIDS=""
-: "${BUILD:=build}" "${SWEEP:=$BUILD/bin/sweep}" "${FP4SERVE:=$BUILD/bin/fp4serve}"
+: "${BUILD:=build}"
+case "$BUILD" in /*) ;; *) BUILD="$(pwd)/$BUILD" ;; esac # absolute, so tests may cd
+: "${SWEEP:=$BUILD/bin/sweep}" "${FP4SERVE:=$BUILD/bin/fp4serve}"
 : "${FAKESERVER:=$BUILD/bin/fakeserver}" "${TOPDIR:=$(pwd)}"
 T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/sweep-test.XXXXXX")
 

@@ -6,6 +6,8 @@
 # output is kept in build/test-logs/. TESTS=substring runs a subset.
 set -u
 BUILD=${BUILD:-build}
+mkdir -p "$BUILD"
+BUILD=$(cd "$BUILD" && pwd) # absolute, so tests may cd
 export BUILD
 export SWEEP="$BUILD/bin/sweep" FP4SERVE="$BUILD/bin/fp4serve" FAKESERVER="$BUILD/bin/fakeserver"
 export TOPDIR="$(pwd)"

@@ -42,7 +42,7 @@ TEST(labels)
         {"p99_ttft_ms", "p99 TTFT (ms)"},
         {"mean_e2e_ms", "mean E2E (ms)"},
         {"output_throughput", "output throughput (tok/s)"},
-        {"concurrency", "achieved concurrency"},
+        {"achieved_concurrency", "achieved concurrency"},
         {"max_itl_ms", "max ITL (ms)"},
         {"my_metric", "my_metric"},
     };

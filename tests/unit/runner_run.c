@@ -67,7 +67,7 @@ TEST(invariants_violated)
         if (cases[i].failed >= 0)
             set(&m, "failed_requests", cases[i].failed);
         if (cases[i].conc >= 0)
-            set(&m, "concurrency", cases[i].conc);
+            set(&m, "achieved_concurrency", cases[i].conc);
         struct buf notes;
         buf_init(&notes, 4096);
         bool bad = check_invariants(&m, cases[i].c, cases[i].p, cases[i].rate, &notes);
