@@ -31,6 +31,17 @@ struct att_args {
     float scale; /* 1 / sqrt(hd) */
 };
 
+/*
+ * grid (items, n_kv), block CU_CHUNK threads. Per chunk of the item:
+ *   1. scores: thread t dots key t0 + t (f16, 16-byte loads) with the g
+ *      queries of the group held in shared memory, times 1/sqrt(hd);
+ *   2. per head max and sum of exp(score - max) over the chunk (warp
+ *      butterflies, then the two warps in order);
+ *   3. thread d sums p[t] * V[t][d] over the chunk's keys in order, for
+ *      head dims d, d + CU_CHUNK, ... (coalesced across threads);
+ * then a split item stores (max, sum, o) as the partial of its chunk and
+ * a walk item folds it into its running (max, sum, o) in registers.
+ */
 __global__ void __launch_bounds__(CU_CHUNK) attn_kernel(att_args A)
 {
     __shared__ __align__(16) float qs[CU_GMAX * CU_HD_MAX]; /* (g, hd) queries of the group */
@@ -40,14 +51,18 @@ __global__ void __launch_bounds__(CU_CHUNK) attn_kernel(att_args A)
     int kvh = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     int row = it.row, n_keys = A.pos[row] + 1, g = A.g, hd = A.hd;
 
+    /* The group's queries (heads kvh * g .. kvh * g + g - 1 are adjacent). */
     const float *qr = A.q + (size_t)row * A.q_dim + (size_t)kvh * g * hd;
     for (int i = tid; i < g * hd; i += CU_CHUNK)
         qs[i] = qr[i];
     size_t base = (((size_t)A.layer * A.max_batch + A.slot[row]) * A.n_kv + kvh) * A.ctx * hd;
     const __half *K = A.kc + base, *V = A.vc + base;
+    /* A split item covers its one chunk; a walk item every chunk of the row. */
     int c0 = it.chunk >= 0 ? it.chunk : 0;
     int c1 = it.chunk >= 0 ? it.chunk + 1 : (n_keys + CU_CHUNK - 1) / CU_CHUNK;
 
+    /* The walk's running fold per head (registers: every index below is a
+     * compile-time constant after unrolling; heads >= g are skipped). */
     float m_acc[CU_GMAX], s_acc[CU_GMAX], o_acc[CU_GMAX][ATT_DPT];
 #pragma unroll
     for (int h = 0; h < CU_GMAX; h++) {
@@ -188,6 +203,7 @@ __global__ void __launch_bounds__(CU_CHUNK) attn_kernel(att_args A)
     }
     if (it.chunk >= 0)
         return;
+    /* Walk: normalise as the CPU's fold_finish does (o * (1 / sum)). */
     float *out = A.att + (size_t)row * A.q_dim + (size_t)kvh * g * hd;
 #pragma unroll
     for (int h = 0; h < CU_GMAX; h++) {
@@ -203,6 +219,7 @@ __global__ void __launch_bounds__(CU_CHUNK) attn_kernel(att_args A)
     }
 }
 
+/* The scale is computed as the CPU computes it: 1.0f / sqrtf(hd). */
 void op_attention(cu_state *S, const struct model *m, int layer, const struct cu_plan *dp,
                   int n_items)
 {

@@ -157,6 +157,12 @@ static size_t mat_bytes(const struct q_matrix *q)
     return q->row_bytes * (size_t)q->rows;
 }
 
+/* The arena, in order: weights (the tied head shares the embedding) and
+ * norms, then the RoPE table, the caches, the activations of max_rows rows
+ * (the GEMV formats only for CU_GEMV_MAX_ROWS rows), the split partials of
+ * up to max_batch decode rows, the logits and the plan. One allocation
+ * means one size check with a useful message, one free, and no allocation
+ * on the step path. */
 static void plan_arena(const struct model *m, cu_state *S, arena_offsets *o)
 {
     const struct model_config *c = &m->cfg;
@@ -211,6 +217,8 @@ static void bind_plan(struct cu_plan *p, void *buf, const struct model *m, size_
     p->items = (struct cu_item *)((char *)buf + off_items);
 }
 
+/* Copy weights (bytes as loaded or requantized, no conversion), norms and
+ * the RoPE table into the arena and fill the device views in S. */
 static int upload(cu_state *S, const struct model *m, const arena_offsets *o, struct err *err)
 {
     const struct model_config *c = &m->cfg;
@@ -283,12 +291,16 @@ static int check_fits(const struct model *m, const arena_offsets *o, struct err 
     return 0;
 }
 
+/* An empty kernel: launching it tells whether this build has code for the GPU. */
 __global__ void probe_kernel(int *p)
 {
     if (p)
         *p = 1;
 }
 
+/* cu_prepare's body: refuse what the kernels cannot run, pick device 0,
+ * size everything, check it fits, allocate and upload. Every failure
+ * returns -1 with err set and leaves the rest to cu_release. */
 static int prepare(struct model *m, cu_state *S, struct err *err)
 {
     const struct model_config *c = &m->cfg;
@@ -315,6 +327,10 @@ static int prepare(struct model *m, cu_state *S, struct err *err)
                -1;
     TRY(cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking), "cudaStreamCreate");
 
+    /* Sizes: attention chunks per slot, the activation row stride (the
+     * widest matmul input), and the plan (4 row arrays, the logits rows,
+     * then at most one walk item per row plus one item per chunk of each
+     * split decode row). */
     S->n_chunks = (m->ctx + CU_CHUNK - 1) / CU_CHUNK;
     int max_cols = c->n_embd > c->q_dim ? c->n_embd : c->q_dim;
     max_cols = max_cols > c->n_ff ? max_cols : c->n_ff;
@@ -344,6 +360,7 @@ static int prepare(struct model *m, cu_state *S, struct err *err)
     if (rc != 0)
         return -1;
 
+    /* Device views of the run buffers. */
     char *base = (char *)S->arena;
     S->k_cache = (__half *)(base + o.k_cache);
     S->v_cache = (__half *)(base + o.v_cache);
@@ -366,6 +383,8 @@ static int prepare(struct model *m, cu_state *S, struct err *err)
     S->plan_dev = base + o.plan;
     bind_plan(&S->dplan, S->plan_dev, m, S->off_items);
 
+    /* Pinned host buffers: the plan cuda.c fills, and the logits rows that
+     * model_step hands out (m->rs.logits, as the CPU backend's). */
     TRY(cudaHostAlloc(&S->plan_host, S->plan_bytes, cudaHostAllocDefault), "cudaHostAlloc (plan)");
     bind_plan(&S->plan, S->plan_host, m, S->off_items);
     float *logits = NULL;
@@ -375,6 +394,8 @@ static int prepare(struct model *m, cu_state *S, struct err *err)
         "cudaHostAlloc (logits)");
     m->rs.logits = logits;
 
+    /* Phase events: at most 7 phase changes per layer plus embedding, head
+     * and the end mark (see cu_forward). */
     S->max_ev = 8 * c->n_layer + 16;
     S->ev = (cudaEvent_t *)xcalloc((size_t)S->max_ev, sizeof(cudaEvent_t));
     S->ev_phase = (uint8_t *)xcalloc((size_t)S->max_ev, 1);
@@ -435,6 +456,18 @@ static void charge(struct model *m, cu_state *S, uint64_t t0)
     m->last.other_ns += wall > gpu ? wall - gpu : 0;
 }
 
+/*
+ * One step on S->stream, R = plan rows:
+ *   plan -> device; x = embed(tok)                                (R, n_embd)
+ *   per layer: act = rmsnorm(x)         q, k, v = Wq/Wk/Wv act   (R, q_dim | kv_dim)
+ *              RoPE q, k; k, v -> cache; attention items; att -> act (combine)
+ *              x += Wo act; act = rmsnorm(x); hb, hb2 = Wgate/Wup act (R, n_ff)
+ *              act = silu(hb) * hb2; x += Wdown act
+ *   head: act = rmsnorm(x[out rows]); logits = Wout act -> pinned host rows
+ * then wait for the stream and charge the phases. The matmul regime (and
+ * so the activation formats the row kernels write) is chosen once for the
+ * layers by R and once for the head by n_out.
+ */
 extern "C" void cu_forward(struct model *m, const struct cu_plan *p, uint64_t t0)
 {
     cu_state *S = (cu_state *)m->be_state;

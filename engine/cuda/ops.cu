@@ -64,7 +64,8 @@ __device__ __forceinline__ void prep_store(const prep_out &P, int row, int kb, i
 /* ---- embedding ---- */
 
 /* x[row] = row tok[row] of the embedding (times its scale), as
- * q_dequant_row gives it. */
+ * q_dequant_row gives it, bit for bit. grid rows, block ROW_THREADS; a
+ * thread per 16-element unit (quantized) or element (float). */
 template <uint32_t T>
 __global__ void __launch_bounds__(ROW_THREADS)
     embed_kernel(const uint8_t *__restrict__ w, size_t row_bytes, float scale,
@@ -122,7 +123,9 @@ void op_embed(cu_state *S, const cu_mat *te, const int32_t *tok, float *x, int r
 /* ---- RMSNorm, SwiGLU, attention output: value per element, then prep ---- */
 
 /* out = x * r * w with r = 1 / sqrt(mean(x^2) + eps), the sum of squares
- * in double as cpu/forward.c's rmsnorm (block tree instead of a loop). */
+ * in double as cpu/forward.c's rmsnorm (block tree instead of a loop).
+ * grid rows (output row i reads x row gather[i]), block ROW_THREADS; each
+ * warp then prepares whole 32-element blocks. */
 __global__ void __launch_bounds__(ROW_THREADS)
     norm_kernel(const float *__restrict__ x, const int32_t *__restrict__ gather,
                 const float *__restrict__ w, int cols, float eps, prep_out P)
@@ -182,7 +185,9 @@ struct attn_out_args {
 };
 
 /* A split decode row first folds its chunk partials left to right (the
- * same fold as the attention walk) into att; then att is prepared. */
+ * same fold as the attention walk) into att, one thread per (query head,
+ * dim); then att is prepared. Walk rows were written by the attention
+ * kernel and are only prepared. grid rows, block ROW_THREADS. */
 __global__ void __launch_bounds__(ROW_THREADS) attn_out_kernel(attn_out_args A, prep_out P)
 {
     int row = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -253,6 +258,8 @@ __device__ __forceinline__ float2 rotate(float x0, float x1, float2 cs)
                        __fadd_rn(__fmul_rn(x0, cs.y), __fmul_rn(x1, cs.x)));
 }
 
+/* grid rows, block ROW_THREADS: one thread per (head, pair) of q, then of
+ * k and v, which go to the cache at (layer, slot, kv head, pos) as f16. */
 __global__ void __launch_bounds__(ROW_THREADS) rope_kv_kernel(rope_args A)
 {
     int row = blockIdx.x, pos = A.pos[row], slot = A.slot[row];
