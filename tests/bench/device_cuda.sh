@@ -9,7 +9,10 @@
 # (it needs a GPU). Uses models/SmolLM2-135M-Instruct.Q4_1.gguf when
 # present, else a synthetic model of the same shape (fp4serve synth).
 # Knobs: BUILD (build), JOBS (nproc), PP (128), TG (64), LOGDIR ($OUT or
-# /tmp), SANITIZE (1). Exit status: non-zero when the build or a test fails.
+# /tmp: the build log), SANITIZE (1). Exit status: non-zero when the build
+# or a test fails. A machine without the build's Debian packages (and no
+# network) cannot run make; carry build/bin/fp4serve, build/tests/engine_cuda
+# and build/tests/engine_cudadec from a machine with nvcc and they are used.
 set -u
 BUILD=${BUILD:-build}
 JOBS=${JOBS:-$(nproc)}
@@ -65,7 +68,7 @@ fi
 
 MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
 if [ ! -f "$MODEL" ]; then
-    MODEL=$LOGDIR/smollm2-135m-synth-q4_1.gguf
+    MODEL=${TMPDIR:-/tmp}/smollm2-135m-synth-q4_1.gguf
     section "model: synthetic SmolLM2-135M shape, Q4_1 ($MODEL)"
     "$FP4SERVE" synth --preset smollm2-135m --type q4_1 -o "$MODEL" || exit 1
 fi
