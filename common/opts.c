@@ -54,11 +54,10 @@ static int set_value(const struct opt *o, const char *val, struct err *err, int 
     case OPT_LONG: {
         long v;
         if (str_to_long(val, &v) != 0)
-            return err_set(err, code, "option '--%s' wants an integer, got '%s'", o->name, val),
-                   -1;
+            return err_set(err, code, "option '--%s' wants an integer, got '%s'", o->name, val), -1;
         if (o->min < o->max && (v < o->min || v > o->max))
-            return err_set(err, code, "option '--%s' must be between %g and %g, got %ld",
-                           o->name, o->min, o->max, v),
+            return err_set(err, code, "option '--%s' must be between %g and %g, got %ld", o->name,
+                           o->min, o->max, v),
                    -1;
         *(long *)o->dest = v;
         return 0;
@@ -68,8 +67,8 @@ static int set_value(const struct opt *o, const char *val, struct err *err, int 
         if (str_to_double(val, &v) != 0)
             return err_set(err, code, "option '--%s' wants a number, got '%s'", o->name, val), -1;
         if (o->min < o->max && (v < o->min || v > o->max))
-            return err_set(err, code, "option '--%s' must be between %g and %g, got %g",
-                           o->name, o->min, o->max, v),
+            return err_set(err, code, "option '--%s' must be between %g and %g, got %g", o->name,
+                           o->min, o->max, v),
                    -1;
         *(double *)o->dest = v;
         return 0;
@@ -134,8 +133,8 @@ int opt_parse(int argc, char **argv, const struct opt *opts, size_t n_opts,
     return 0;
 }
 
-void opt_help(FILE *f, const char *prog, const char *cmd, const char *synopsis,
-              const char *summary, const struct opt *opts, size_t n_opts)
+void opt_help(FILE *f, const char *prog, const char *cmd, const char *synopsis, const char *summary,
+              const struct opt *opts, size_t n_opts)
 {
     fprintf(f, "usage: %s %s %s\n", prog, cmd, synopsis ? synopsis : "");
     if (summary)

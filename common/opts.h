@@ -42,7 +42,7 @@ int opt_parse(int argc, char **argv, const struct opt *opts, size_t n_opts,
               struct strvec *positional, struct err *err, int code);
 
 /* Print "usage: PROG CMD SYNOPSIS", the summary and one line per flag. */
-void opt_help(FILE *f, const char *prog, const char *cmd, const char *synopsis,
-              const char *summary, const struct opt *opts, size_t n_opts);
+void opt_help(FILE *f, const char *prog, const char *cmd, const char *synopsis, const char *summary,
+              const struct opt *opts, size_t n_opts);
 
 #endif

@@ -14,7 +14,10 @@ struct strvec {
     size_t cap; /* slots allocated, including the NULL terminator */
 };
 
-#define STRVEC_INIT {NULL, 0, 0}
+#define STRVEC_INIT                                                                                \
+    {                                                                                              \
+        NULL, 0, 0                                                                                 \
+    }
 
 void strvec_init(struct strvec *sv);
 void strvec_release(struct strvec *sv);

@@ -19,19 +19,19 @@ char *xstrndup_at(const char *s, size_t n, const char *file, int line);
 char *xasprintf_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define xmalloc(n)               xmalloc_at((n), __FILE__, __LINE__)
-#define xcalloc(c, s)            xcalloc_at((c), (s), __FILE__, __LINE__)
-#define xrealloc(p, n)           xrealloc_at((p), (n), __FILE__, __LINE__)
-#define xaligned_alloc(a, n)     xaligned_alloc_at((a), (n), __FILE__, __LINE__)
-#define xstrdup(s)               xstrdup_at((s), __FILE__, __LINE__)
-#define xstrndup(s, n)           xstrndup_at((s), (n), __FILE__, __LINE__)
-#define xasprintf(...)           xasprintf_at(__FILE__, __LINE__, __VA_ARGS__)
+#define xmalloc(n)           xmalloc_at((n), __FILE__, __LINE__)
+#define xcalloc(c, s)        xcalloc_at((c), (s), __FILE__, __LINE__)
+#define xrealloc(p, n)       xrealloc_at((p), (n), __FILE__, __LINE__)
+#define xaligned_alloc(a, n) xaligned_alloc_at((a), (n), __FILE__, __LINE__)
+#define xstrdup(s)           xstrdup_at((s), __FILE__, __LINE__)
+#define xstrndup(s, n)       xstrndup_at((s), (n), __FILE__, __LINE__)
+#define xasprintf(...)       xasprintf_at(__FILE__, __LINE__, __VA_ARGS__)
 
 /* Grow *arr (of *cap elements of elem_size) so that it holds at least need. */
 #define XGROW(arr, cap, need)                                                                      \
     do {                                                                                           \
         if ((size_t)(need) > (size_t)(cap)) {                                                      \
-            size_t nc_ = (cap) ? (size_t)(cap) * 2 : 8;                                            \
+            size_t nc_ = (cap) ? (size_t)(cap)*2 : 8;                                              \
             while (nc_ < (size_t)(need))                                                           \
                 nc_ *= 2;                                                                          \
             (arr) = xrealloc((arr), nc_ * sizeof(*(arr)));                                         \

@@ -29,6 +29,8 @@ struct backend {
 };
 
 extern const struct backend backend_cpu;
+/* Defined only in builds with nvcc (HAVE_CUDA); reach it through backend_find. */
+extern const struct backend backend_cuda;
 
 /* The backend called name ("cpu" or "cuda"), or NULL with err set:
  * FP_ERR_DEVICE when the build or the machine lacks it, FP_ERR_USAGE for

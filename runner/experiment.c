@@ -1076,9 +1076,9 @@ static int check_fit(struct dctx *c, const struct ynode *root)
     for (size_t i = 0; i < c->exp->n_variants; i++)
         vars[i] = &c->exp->variants[i];
     for (int a = 0; a < 2 && rc == 0; a++) {
-        bool known = metric_find(names[a]) != NULL ||
-                     (a == 0 && (strcmp(names[a], "concurrency") == 0 ||
-                                 strcmp(names[a], "prompts") == 0));
+        bool known =
+            metric_find(names[a]) != NULL ||
+            (a == 0 && (strcmp(names[a], "concurrency") == 0 || strcmp(names[a], "prompts") == 0));
         for (size_t i = 0; i < c->exp->n_variants && !known; i++)
             known = metric_known(vars[i], names[a]);
         if (known)

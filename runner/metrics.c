@@ -10,10 +10,12 @@
 #include "xalloc.h"
 
 #define LAT(stat, what, label)                                                                     \
-    {stat "_" what "_ms", "ms", label}
+    {                                                                                              \
+        stat "_" what "_ms", "ms", label                                                           \
+    }
 #define LAT5(what, label)                                                                          \
-    LAT("mean", what, "mean " label), LAT("median", what, "median " label),                       \
-        LAT("p90", what, "90th percentile " label), LAT("p95", what, "95th percentile " label),   \
+    LAT("mean", what, "mean " label), LAT("median", what, "median " label),                        \
+        LAT("p90", what, "90th percentile " label), LAT("p95", what, "95th percentile " label),    \
         LAT("p99", what, "99th percentile " label)
 
 static const struct metric_def defs[] = {

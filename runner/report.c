@@ -30,8 +30,8 @@
 
 /* Columns of the points table in REPORT.md (shown when any row has them). */
 static const char *const table_metrics[] = {
-    "output_throughput", "median_tpot_ms", "median_ttft_ms", "p99_ttft_ms",
-    "median_itl_ms",     "median_e2e_ms",  "achieved_concurrency",    "failed_requests",
+    "output_throughput", "median_tpot_ms", "median_ttft_ms",       "p99_ttft_ms",
+    "median_itl_ms",     "median_e2e_ms",  "achieved_concurrency", "failed_requests",
 };
 #define N_TABLE (sizeof(table_metrics) / sizeof(table_metrics[0]))
 

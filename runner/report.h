@@ -13,10 +13,10 @@
 #include "err.h"
 
 struct report_opts {
-    const char *fit_x;  /* NULL: analysis.fit.x from experiment.yaml, else "concurrency" */
-    const char *fit_y;  /* NULL: analysis.fit.y from experiment.yaml, else "median_tpot_ms" */
-    bool preview;       /* print a gnuplot `dumb` preview of the main chart on stdout */
-    bool quiet;         /* no summary lines on stdout */
+    const char *fit_x; /* NULL: analysis.fit.x from experiment.yaml, else "concurrency" */
+    const char *fit_y; /* NULL: analysis.fit.y from experiment.yaml, else "median_tpot_ms" */
+    bool preview;      /* print a gnuplot `dumb` preview of the main chart on stdout */
+    bool quiet;        /* no summary lines on stdout */
 };
 
 /*

@@ -16,9 +16,8 @@
 #include "strvec.h"
 #include "xalloc.h"
 
-static const char *const fixed_cols[] = {"variant", "concurrency", "prompts", "repeat",
-                                         "status",  "key",         "cause",   "log",
-                                         "started", "wall_s"};
+static const char *const fixed_cols[] = {"variant", "concurrency", "prompts", "repeat",  "status",
+                                         "key",     "cause",       "log",     "started", "wall_s"};
 #define N_FIXED (sizeof(fixed_cols) / sizeof(fixed_cols[0]))
 #define CSV_MAX ((size_t)256 << 20)
 
@@ -271,7 +270,7 @@ int res_table_load(const char *path, struct res_table *t, struct err *err)
     for (size_t c = 0; c < N_FIXED; c++)
         if (strcmp(header.v[c], fixed_cols[c]) != 0) {
             err_set(err, RN_ERR_USAGE, "%s:1: column %zu is '%s', expected '%s'", path, c + 1,
-                     header.v[c], fixed_cols[c]);
+                    header.v[c], fixed_cols[c]);
             goto out;
         }
     while (pos < b.len) {
@@ -285,7 +284,7 @@ int res_table_load(const char *path, struct res_table *t, struct err *err)
             continue; /* blank line */
         if (cells.n != header.n) {
             err_set(err, RN_ERR_USAGE, "%s:%d: %zu cells, the header has %zu", path, at, cells.n,
-                     header.n);
+                    header.n);
             goto out;
         }
         struct res_point p;
@@ -294,7 +293,7 @@ int res_table_load(const char *path, struct res_table *t, struct err *err)
         for (int k = 0; k < 3; k++)
             if (str_to_long(cells.v[1 + k], &nums[k]) != 0) {
                 err_set(err, RN_ERR_USAGE, "%s:%d: %s '%s' is not an integer", path, at,
-                         fixed_cols[1 + k], cells.v[1 + k]);
+                        fixed_cols[1 + k], cells.v[1 + k]);
                 res_point_release(&p);
                 goto out;
             }
@@ -308,8 +307,7 @@ int res_table_load(const char *path, struct res_table *t, struct err *err)
         p.log = xstrdup(cells.v[7]);
         p.started = xstrdup(cells.v[8]);
         if (parse_num(cells.v[9], &p.wall_s) != 0) {
-            err_set(err, RN_ERR_USAGE, "%s:%d: wall_s '%s' is not a number", path, at,
-                     cells.v[9]);
+            err_set(err, RN_ERR_USAGE, "%s:%d: wall_s '%s' is not a number", path, at, cells.v[9]);
             res_point_release(&p);
             goto out;
         }
@@ -318,8 +316,8 @@ int res_table_load(const char *path, struct res_table *t, struct err *err)
             if (!cells.v[c][0])
                 continue;
             if (parse_num(cells.v[c], &v) != 0) {
-                err_set(err, RN_ERR_USAGE, "%s:%d: %s '%s' is not a number", path, at,
-                         header.v[c], cells.v[c]);
+                err_set(err, RN_ERR_USAGE, "%s:%d: %s '%s' is not a number", path, at, header.v[c],
+                        cells.v[c]);
                 res_point_release(&p);
                 goto out;
             }

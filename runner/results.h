@@ -26,16 +26,16 @@
 #define RES_INTERRUPTED "interrupted" /* Ctrl-C during the point */
 
 struct res_point {
-    char *variant;     /* owned */
-    long concurrency;  /* requested C */
-    long prompts;      /* requested number of measured requests */
-    long repeat;       /* 1-based repeat index */
-    char *status;      /* owned; one of RES_* */
-    char *key;         /* owned; point key (hex), "" if unknown (imported logs) */
-    char *cause;       /* owned; why it failed, "" when ok */
-    char *log;         /* owned; client log path relative to the run folder */
-    char *started;     /* owned; ISO-8601 UTC start time, "" if unknown */
-    double wall_s;     /* wall time of the client process, NAN if unknown */
+    char *variant;    /* owned */
+    long concurrency; /* requested C */
+    long prompts;     /* requested number of measured requests */
+    long repeat;      /* 1-based repeat index */
+    char *status;     /* owned; one of RES_* */
+    char *key;        /* owned; point key (hex), "" if unknown (imported logs) */
+    char *cause;      /* owned; why it failed, "" when ok */
+    char *log;        /* owned; client log path relative to the run folder */
+    char *started;    /* owned; ISO-8601 UTC start time, "" if unknown */
+    double wall_s;    /* wall time of the client process, NAN if unknown */
     struct metric_set metrics;
 };
 

@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <string.h>
 
-struct test_case { const char *name; void (*fn)(void); };
+struct test_case {
+    const char *name;
+    void (*fn)(void);
+};
 static struct test_case test_cases[512];
 static int test_n, test_pass, test_fail, test_cur_failed;
 
@@ -32,12 +35,24 @@ static int test_n, test_pass, test_fail, test_cur_failed;
             fputc('\n', stderr);                                                                   \
         }                                                                                          \
     } while (0)
-#define CHECK(cond)            CHECK_MSG(cond, "%s", #cond)
-#define CHECK_INT(a, b)        CHECK_MSG((long long)(a) == (long long)(b), "%s == %lld, want %lld", #a, (long long)(a), (long long)(b))
-static inline int test_str_eq(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
-static inline const char *test_str_show(const char *a) { return a ? a : "(null)"; }
-#define CHECK_STR(a, b)        CHECK_MSG(test_str_eq((a), (b)), "%s == \"%s\", want \"%s\"", #a, test_str_show(a), test_str_show(b))
-#define CHECK_NEAR(a, b, tol)  CHECK_MSG(fabs((double)(a) - (double)(b)) <= (tol), "%s == %.9g, want %.9g +- %g", #a, (double)(a), (double)(b), (double)(tol))
+#define CHECK(cond) CHECK_MSG(cond, "%s", #cond)
+#define CHECK_INT(a, b)                                                                            \
+    CHECK_MSG((long long)(a) == (long long)(b), "%s == %lld, want %lld", #a, (long long)(a),       \
+              (long long)(b))
+static inline int test_str_eq(const char *a, const char *b)
+{
+    return a && b && strcmp(a, b) == 0;
+}
+static inline const char *test_str_show(const char *a)
+{
+    return a ? a : "(null)";
+}
+#define CHECK_STR(a, b)                                                                            \
+    CHECK_MSG(test_str_eq((a), (b)), "%s == \"%s\", want \"%s\"", #a, test_str_show(a),            \
+              test_str_show(b))
+#define CHECK_NEAR(a, b, tol)                                                                      \
+    CHECK_MSG(fabs((double)(a) - (double)(b)) <= (tol), "%s == %.9g, want %.9g +- %g", #a,         \
+              (double)(a), (double)(b), (double)(tol))
 
 #define TEST_MAIN()                                                                                \
     int main(int argc, char **argv)                                                                \

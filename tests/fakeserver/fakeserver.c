@@ -65,23 +65,23 @@ enum st_state {
 /* One completion request. Guarded by server.mu, except the fields that only
  * the connection thread touches (out, sent_*, times). */
 struct stream {
-    struct stream *next;  /* all streams, newest first */
-    long index;           /* 1-based completion request number */
+    struct stream *next; /* all streams, newest first */
+    long index;          /* 1-based completion request number */
     bool chat, streaming, include_usage;
-    long max_tokens;      /* tokens to produce */
+    long max_tokens; /* tokens to produce */
     long prompt_tokens;
     enum st_state state;
-    double admit_ms;      /* arrival (admission ask) time */
+    double admit_ms; /* arrival (admission ask) time */
     double prefill_end_ms;
-    long ready;           /* tokens produced so far by the scheduler */
-    long sent;            /* tokens handed to the socket */
-    bool finished;        /* the reader returned end-of-stream */
+    long ready;    /* tokens produced so far by the scheduler */
+    long sent;     /* tokens handed to the socket */
+    bool finished; /* the reader returned end-of-stream */
     bool role_sent, usage_sent, done_sent;
     double first_ms, last_ms; /* when the first / last token was handed over */
-    pthread_cond_t cond;  /* signalled when ready grows or the stream ends */
-    struct buf out;       /* bytes formatted but not yet returned to MHD */
+    pthread_cond_t cond;      /* signalled when ready grows or the stream ends */
+    struct buf out;           /* bytes formatted but not yet returned to MHD */
     size_t out_pos;
-    int split_phase;      /* --split-utf8: 1 while the second half is pending */
+    int split_phase; /* --split-utf8: 1 while the second half is pending */
 };
 
 struct sample {
@@ -96,7 +96,7 @@ struct server {
     long n_requests;           /* completion requests seen */
     long n_admitted_active;    /* admitted and not done (for --max-batch) */
     double start_ms;
-    double die_at_ms;          /* 0 = not scheduled */
+    double die_at_ms; /* 0 = not scheduled */
     /* statistics since the last reset */
     struct sample *samples;
     size_t n_samples, cap_samples;
@@ -616,9 +616,8 @@ static enum MHD_Result handle_completion(struct server *s, struct MHD_Connection
     pair[0] = s;
     pair[1] = st;
     if (st->streaming) {
-        struct MHD_Response *r =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, pair,
-                                              free_stream_cb);
+        struct MHD_Response *r = MHD_create_response_from_callback(
+            MHD_SIZE_UNKNOWN, 4096, stream_reader, pair, free_stream_cb);
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
         enum MHD_Result res = MHD_queue_response(c, 200, r);
@@ -635,8 +634,9 @@ static enum MHD_Result handle_completion(struct server *s, struct MHD_Connection
     buf_puts(&b, chat ? "\"message\":{\"role\":\"assistant\",\"content\":\"" : "\"text\":\"");
     for (long i = 0; i < st->sent; i++)
         buf_puts(&b, token_text(&s->cfg));
-    buf_printf(&b, "\"%s,\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":%ld,"
-                   "\"completion_tokens\":%ld,\"total_tokens\":%ld}}\n",
+    buf_printf(&b,
+               "\"%s,\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":%ld,"
+               "\"completion_tokens\":%ld,\"total_tokens\":%ld}}\n",
                chat ? "}" : "", st->prompt_tokens, st->sent, st->prompt_tokens + st->sent);
     enum MHD_Result res = send_text(c, 200, "application/json", b.data, b.len);
     buf_release(&b);
@@ -678,8 +678,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         buf_init(&b, 4096);
         buf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
         buf_json_str(&b, s->cfg.model, strlen(s->cfg.model));
-        buf_printf(&b, ",\"object\":\"model\",\"owned_by\":\"fakeserver\",\"meta\":{\"n_vocab\":%ld}}]}\n",
-                   s->cfg.vocab);
+        buf_printf(
+            &b, ",\"object\":\"model\",\"owned_by\":\"fakeserver\",\"meta\":{\"n_vocab\":%ld}}]}\n",
+            s->cfg.vocab);
         enum MHD_Result r = send_text(c, 200, "application/json", b.data, b.len);
         buf_release(&b);
         return r;
@@ -771,23 +772,21 @@ int main(int argc, char **argv)
         {"model", 0, OPT_STR, &c->model, "NAME", "model id (fake-model)"},
         {"vocab", 0, OPT_LONG, &c->vocab, "N", "meta.n_vocab in /v1/models (32000)", 1, 1e9},
         {"die-after", 0, OPT_LONG, &c->die_after, "N", "die once request N is admitted", 1, 1e12},
-        {"die-delay-ms", 0, OPT_DOUBLE, &c->die_delay_ms, "MS", "delay before dying (100)", 0,
-         1e9},
+        {"die-delay-ms", 0, OPT_DOUBLE, &c->die_delay_ms, "MS", "delay before dying (100)", 0, 1e9},
         {"die-signal", 0, OPT_LONG, &c->die_signal, "SIG", "signal to die by (9; 0 = exit 1)", 0,
          64},
-        {"exit-at-start", 0, OPT_LONG, &c->exit_at_start, "CODE", "exit with CODE at once", 0,
-         255},
+        {"exit-at-start", 0, OPT_LONG, &c->exit_at_start, "CODE", "exit with CODE at once", 0, 255},
         {"oom-at-start", 0, OPT_BOOL, &c->oom_at_start, NULL, "print a CUDA OOM and exit 1"},
         {"unavailable-s", 0, OPT_DOUBLE, &c->unavailable_s, "S", "answer 503 for S seconds", 0,
          1e9},
-        {"startup-delay-ms", 0, OPT_DOUBLE, &c->startup_delay_ms, "MS", "sleep before listening",
-         0, 1e9},
+        {"startup-delay-ms", 0, OPT_DOUBLE, &c->startup_delay_ms, "MS", "sleep before listening", 0,
+         1e9},
         {"error-rate", 0, OPT_DOUBLE, &c->error_rate, "F", "fraction of requests answered 503", 0,
          1},
         {"ignore-sigterm", 0, OPT_BOOL, &c->ignore_sigterm, NULL, "ignore SIGTERM"},
         {"fork-helpers", 0, OPT_LONG, &c->fork_helpers, "N", "start N sleeping children", 0, 64},
-        {"stall-request", 0, OPT_LONG, &c->stall_request, "K", "request K stalls after 1 token",
-         1, 1e12},
+        {"stall-request", 0, OPT_LONG, &c->stall_request, "K", "request K stalls after 1 token", 1,
+         1e12},
         {"no-usage", 0, OPT_BOOL, &c->no_usage, NULL, "never send the usage chunk"},
         {"error-after", 0, OPT_LONG, &c->error_after, "N", "error event after N tokens", 1, 1e9},
         {"close-after", 0, OPT_LONG, &c->close_after, "N", "close the stream after N tokens", 1,
@@ -865,8 +864,7 @@ int main(int argc, char **argv)
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
             MHD_USE_ERROR_LOG,
-        0,
-        NULL, NULL, handler, s, MHD_OPTION_LISTEN_SOCKET, lfd, MHD_OPTION_NOTIFY_COMPLETED,
+        0, NULL, NULL, handler, s, MHD_OPTION_LISTEN_SOCKET, lfd, MHD_OPTION_NOTIFY_COMPLETED,
         completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0, MHD_OPTION_THREAD_STACK_SIZE,
         (size_t)256 * 1024, MHD_OPTION_CONNECTION_LIMIT, (unsigned)8192, MHD_OPTION_END);

@@ -72,14 +72,15 @@ TEST(sglang_newest_label_set)
     CHECK_LOG("sglang", "sglang_newest.log", {"successful_requests", 48}, {"duration_s", 25.41},
               {"total_input_tokens", 12288}, {"total_output_tokens", 6144},
               {"request_throughput", 1.89}, {"input_throughput", 483.60},
-              {"output_throughput", 241.80}, {"total_throughput", 725.40}, {"achieved_concurrency", 15.87},
-              {"mean_e2e_ms", 8401.12}, {"median_e2e_ms", 8395.50}, {"p90_e2e_ms", 8650.33},
-              {"p95_e2e_ms", 8702.91}, {"p99_e2e_ms", 8790.04}, {"mean_ttft_ms", 412.77},
-              {"median_ttft_ms", 398.10}, {"p90_ttft_ms", 601.52}, {"p95_ttft_ms", 640.00},
-              {"p99_ttft_ms", 702.18}, {"mean_tpot_ms", 62.90}, {"median_tpot_ms", 62.75},
-              {"p90_tpot_ms", 64.10}, {"p95_tpot_ms", 64.88}, {"p99_tpot_ms", 65.93},
-              {"mean_itl_ms", 62.41}, {"median_itl_ms", 61.02}, {"p90_itl_ms", 70.33},
-              {"p95_itl_ms", 75.12}, {"p99_itl_ms", 98.40}, {"max_itl_ms", 250.71});
+              {"output_throughput", 241.80}, {"total_throughput", 725.40},
+              {"achieved_concurrency", 15.87}, {"mean_e2e_ms", 8401.12}, {"median_e2e_ms", 8395.50},
+              {"p90_e2e_ms", 8650.33}, {"p95_e2e_ms", 8702.91}, {"p99_e2e_ms", 8790.04},
+              {"mean_ttft_ms", 412.77}, {"median_ttft_ms", 398.10}, {"p90_ttft_ms", 601.52},
+              {"p95_ttft_ms", 640.00}, {"p99_ttft_ms", 702.18}, {"mean_tpot_ms", 62.90},
+              {"median_tpot_ms", 62.75}, {"p90_tpot_ms", 64.10}, {"p95_tpot_ms", 64.88},
+              {"p99_tpot_ms", 65.93}, {"mean_itl_ms", 62.41}, {"median_itl_ms", 61.02},
+              {"p90_itl_ms", 70.33}, {"p95_itl_ms", 75.12}, {"p99_itl_ms", 98.40},
+              {"max_itl_ms", 250.71});
 }
 
 TEST(sglang_captured_intermediate_run)
@@ -87,12 +88,13 @@ TEST(sglang_captured_intermediate_run)
     CHECK_LOG("sglang", "sglang_captured.log", {"successful_requests", 64}, {"duration_s", 5.19},
               {"total_input_tokens", 22980}, {"total_output_tokens", 2048},
               {"request_throughput", 12.34}, {"input_throughput", 4430.91},
-              {"output_throughput", 394.89}, {"total_throughput", 4825.80}, {"achieved_concurrency", 63.51},
-              {"mean_e2e_ms", 5146.47}, {"median_e2e_ms", 5152.07}, {"p90_e2e_ms", 5168.12},
-              {"p99_e2e_ms", 5172.89}, {"mean_ttft_ms", 3789.22}, {"median_ttft_ms", 4291.60},
-              {"p99_ttft_ms", 4743.64}, {"mean_tpot_ms", 43.78}, {"median_tpot_ms", 27.53},
-              {"p99_tpot_ms", 113.93}, {"mean_itl_ms", 43.78}, {"median_itl_ms", 12.60},
-              {"p95_itl_ms", 16.44}, {"p99_itl_ms", 1790.03}, {"max_itl_ms", 3988.73});
+              {"output_throughput", 394.89}, {"total_throughput", 4825.80},
+              {"achieved_concurrency", 63.51}, {"mean_e2e_ms", 5146.47}, {"median_e2e_ms", 5152.07},
+              {"p90_e2e_ms", 5168.12}, {"p99_e2e_ms", 5172.89}, {"mean_ttft_ms", 3789.22},
+              {"median_ttft_ms", 4291.60}, {"p99_ttft_ms", 4743.64}, {"mean_tpot_ms", 43.78},
+              {"median_tpot_ms", 27.53}, {"p99_tpot_ms", 113.93}, {"mean_itl_ms", 43.78},
+              {"median_itl_ms", 12.60}, {"p95_itl_ms", 16.44}, {"p99_itl_ms", 1790.03},
+              {"max_itl_ms", 3988.73});
 }
 
 TEST(sglang_mid2025_has_no_tpot)
@@ -100,11 +102,11 @@ TEST(sglang_mid2025_has_no_tpot)
     CHECK_LOG("sglang", "sglang_mid2025.log", {"successful_requests", 24}, {"duration_s", 40.12},
               {"total_input_tokens", 6144}, {"total_output_tokens", 3072},
               {"request_throughput", 0.60}, {"input_throughput", 153.14},
-              {"output_throughput", 76.57}, {"total_throughput", 229.71}, {"achieved_concurrency", 7.94},
-              {"mean_e2e_ms", 13270.51}, {"median_e2e_ms", 13301.00}, {"mean_ttft_ms", 230.40},
-              {"median_ttft_ms", 221.90}, {"p99_ttft_ms", 390.02}, {"mean_itl_ms", 102.68},
-              {"median_itl_ms", 101.75}, {"p95_itl_ms", 118.20}, {"p99_itl_ms", 140.66},
-              {"max_itl_ms", 301.12});
+              {"output_throughput", 76.57}, {"total_throughput", 229.71},
+              {"achieved_concurrency", 7.94}, {"mean_e2e_ms", 13270.51},
+              {"median_e2e_ms", 13301.00}, {"mean_ttft_ms", 230.40}, {"median_ttft_ms", 221.90},
+              {"p99_ttft_ms", 390.02}, {"mean_itl_ms", 102.68}, {"median_itl_ms", 101.75},
+              {"p95_itl_ms", 118.20}, {"p99_itl_ms", 140.66}, {"max_itl_ms", 301.12});
 }
 
 TEST(sglang_old_total_throughput_label)
@@ -176,14 +178,15 @@ TEST(builtin_client_block_with_failed_requests)
     CHECK_LOG("sglang", "builtin.log", {"successful_requests", 23}, {"failed_requests", 1},
               {"duration_s", 12.04}, {"total_input_tokens", 5888}, {"total_output_tokens", 736},
               {"request_throughput", 1.91}, {"input_throughput", 489.04},
-              {"output_throughput", 61.13}, {"total_throughput", 550.17}, {"achieved_concurrency", 7.80},
-              {"mean_e2e_ms", 4083.00}, {"median_e2e_ms", 4080.50}, {"p90_e2e_ms", 4190.00},
-              {"p95_e2e_ms", 4201.70}, {"p99_e2e_ms", 4230.10}, {"mean_ttft_ms", 150.00},
-              {"median_ttft_ms", 140.20}, {"p90_ttft_ms", 210.00}, {"p95_ttft_ms", 230.50},
-              {"p99_ttft_ms", 260.90}, {"mean_tpot_ms", 126.87}, {"median_tpot_ms", 126.50},
-              {"p90_tpot_ms", 130.00}, {"p95_tpot_ms", 131.20}, {"p99_tpot_ms", 133.00},
-              {"mean_itl_ms", 126.80}, {"median_itl_ms", 126.00}, {"p90_itl_ms", 131.00},
-              {"p95_itl_ms", 133.00}, {"p99_itl_ms", 140.00}, {"max_itl_ms", 180.25});
+              {"output_throughput", 61.13}, {"total_throughput", 550.17},
+              {"achieved_concurrency", 7.80}, {"mean_e2e_ms", 4083.00}, {"median_e2e_ms", 4080.50},
+              {"p90_e2e_ms", 4190.00}, {"p95_e2e_ms", 4201.70}, {"p99_e2e_ms", 4230.10},
+              {"mean_ttft_ms", 150.00}, {"median_ttft_ms", 140.20}, {"p90_ttft_ms", 210.00},
+              {"p95_ttft_ms", 230.50}, {"p99_ttft_ms", 260.90}, {"mean_tpot_ms", 126.87},
+              {"median_tpot_ms", 126.50}, {"p90_tpot_ms", 130.00}, {"p95_tpot_ms", 131.20},
+              {"p99_tpot_ms", 133.00}, {"mean_itl_ms", 126.80}, {"median_itl_ms", 126.00},
+              {"p90_itl_ms", 131.00}, {"p95_itl_ms", 133.00}, {"p99_itl_ms", 140.00},
+              {"max_itl_ms", 180.25});
 }
 
 /* Free-form lines outside the block never count, and the last block wins. */

@@ -15,7 +15,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define MUTATIONS 64
+#define MUTATIONS        64
 #define REPLAY_MAX_INPUT (1u << 20)
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -66,7 +66,8 @@ static void run_file(const char *path, int *count)
                 break;
             case 3: /* overwrite with an interesting byte */
                 if (len) {
-                    static const unsigned char special[] = {0, 0xff, 0x7f, 0x80, '\n', ':', '"', '{'};
+                    static const unsigned char special[] = {0,    0xff, 0x7f, 0x80,
+                                                            '\n', ':',  '"',  '{'};
                     mut[next() % len] = special[next() % sizeof(special)];
                 }
                 break;

@@ -1,0 +1,196 @@
+/*
+ * cuda/common.cuh: what the CUDA backend's .cu files share: the device
+ * state (weights, KV cache, activation buffers, plan, timers), the
+ * argument structs of the kernel launchers, warp reductions and the error
+ * path. CUDA C++ only; host C talks to it through cuda/cuda.h.
+ */
+#ifndef ENGINE_CUDA_COMMON_CUH
+#define ENGINE_CUDA_COMMON_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "cuda/cuda.h"
+#include "model.h"
+}
+
+/* Attention: keys per chunk (the CPU's grid, so partials fold alike), the
+ * largest GQA group and head dimension the kernels hold in registers. */
+#define CU_CHUNK  MODEL_ATTN_CHUNK
+#define CU_GMAX   8
+#define CU_HD_MAX 256
+/* Activation rows are padded to this many elements (one Q8 block). */
+#define CU_ACT_ALIGN 32
+
+/* Report a failed CUDA call made during a forward pass and exit with
+ * FP_ERR_DEVICE (see cu_forward). what names the call. */
+[[noreturn]] void cu_fatal(cudaError_t e, const char *what, const char *file, int line);
+
+/* Check a runtime call, or the launch just made, on the forward path. */
+#define CU_CHECK(call)                                                                             \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess)                                                                     \
+            cu_fatal(e_, #call, __FILE__, __LINE__);                                               \
+    } while (0)
+#define CU_CHECK_LAUNCH() CU_CHECK(cudaGetLastError())
+
+/* ---- warp reductions (xor butterflies: every lane gets the same value,
+ * in a fixed order, so results never depend on timing) ---- */
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum_d(double v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* One step of the left-to-right fold of attention partials (max m, sum
+ * s, weighted values o): the CPU's fold (cpu/forward.c) with the same
+ * roundings. Updates m and s and returns in a and b the factors for o:
+ * o = o * a + po * b (fold_o). Used by the attention walk and by the
+ * split combine alike, so both give the same bits. */
+__device__ __forceinline__ void fold_ms(float &m, float &s, float pm, float ps, float &a, float &b)
+{
+    float mx = m > pm ? m : pm;
+    a = expf(m - mx);
+    b = expf(pm - mx);
+    s = __fadd_rn(__fmul_rn(s, a), __fmul_rn(ps, b));
+    m = mx;
+}
+__device__ __forceinline__ float fold_o(float o, float po, float a, float b)
+{
+    return __fadd_rn(__fmul_rn(o, a), __fmul_rn(po, b));
+}
+
+/* ---- device-side model ---- */
+
+/* A weight matrix in device memory, in its GGUF block layout. */
+struct cu_mat {
+    uint32_t type;    /* ggml type id */
+    int rows, cols;   /* rows = outputs, cols = the reduction dimension */
+    size_t row_bytes; /* bytes per row */
+    float scale;      /* multiplies every output (NVFP4's per-tensor scale), else 1 */
+    const uint8_t *w; /* device, 256-byte aligned */
+};
+
+struct cu_layer {
+    const float *attn_norm, *ffn_norm; /* device (n_embd) */
+    cu_mat wq, wk, wv, wo, gate, up, down;
+};
+
+/* Prepared activations: the formats the matmuls read, written by the
+ * row kernels (ops.cu). Rows are ld elements apart (ld a multiple of
+ * CU_ACT_ALIGN), zero beyond the row's columns up to the next multiple of
+ * CU_ACT_ALIGN. */
+struct cu_act {
+    int8_t *q; /* (CU_GEMV_MAX_ROWS, ld) int8 values: round(x / d) per 32-block */
+    float *d;  /* (CU_GEMV_MAX_ROWS, ld / 32) block scales d = f16(amax / 127) */
+    float *s;  /* (CU_GEMV_MAX_ROWS, ld / 16) d * sum(q) over each 16-element half */
+    float *f;  /* (CU_GEMV_MAX_ROWS, ld) f32 copy, for float weights */
+    __half *h; /* (max(max_rows, max_logit_rows), ld) f16 copy, for the tensor-core path */
+    int ld;    /* elements per row */
+};
+
+/* Which formats a row kernel writes. */
+enum { PREP_Q8 = 1, PREP_F32 = 2, PREP_F16 = 4 };
+
+/* Phases of model_timers. */
+enum cu_phase { PH_OTHER = 0, PH_MATMUL = 1, PH_ATTN = 2 };
+
+struct cu_state {
+    int dev;
+    cudaStream_t stream;
+    void *arena; /* the one device allocation everything below lives in */
+    size_t arena_bytes;
+    size_t weight_bytes; /* of which weights and norms */
+
+    cu_layer *layers; /* host array (n_layer) of device views */
+    cu_mat tok_embd, output;
+    const float *output_norm; /* device (n_embd) */
+    float2 *rope;             /* device (ctx, n_rot / 2): cos, sin as the CPU builds them */
+
+    __half *k_cache, *v_cache; /* device (n_layer, max_batch, n_head_kv, ctx, head_dim) */
+    float *x;                  /* (max_rows, n_embd) residual stream */
+    float *q;                  /* (max_rows, q_dim) queries, RoPE'd in place */
+    float *k, *v;              /* (max_rows, kv_dim) new keys and values */
+    float *att;                /* (max_rows, q_dim) attention output */
+    float *hb, *hb2;           /* (max_rows, n_ff) gate and up */
+    float *part;               /* (max_batch, n_head_kv, n_chunks, group, head_dim + 2) */
+    float *logits;             /* (max_logit_rows, n_vocab) */
+    cu_act act;
+    int n_chunks; /* ceil(ctx / CU_CHUNK) */
+
+    /* The plan: pinned host copy (filled by cuda.c) and its device twin. */
+    struct cu_plan plan;  /* host view; arrays point into plan_host */
+    struct cu_plan dplan; /* the same arrays in plan_dev */
+    void *plan_host, *plan_dev;
+    size_t plan_bytes; /* capacity */
+    size_t off_items;  /* byte offset of items (the last array) */
+
+    /* Phase timing: an event at each phase change of a step. */
+    cudaEvent_t *ev;
+    uint8_t *ev_phase;
+    int n_ev, max_ev;
+};
+
+/* ---- launchers (each checks its launch; all on S->stream) ---- */
+
+/* One output of a matmul: y[b * ldy + r] = scale * dot(W row r, act row b),
+ * added to y instead when add (the residual stream). */
+struct mm_out {
+    float *y;
+    int ldy;
+    bool add;
+};
+
+/* y_i = W_i . act for n (<= 3) matrices sharing one activation (same
+ * cols); rows = activation rows. rows <= CU_GEMV_MAX_ROWS runs the GEMV
+ * on act.q/d/s (quantized weights) or act.f (float weights), else the
+ * tensor-core kernel on act.h. Matrices of different types are launched
+ * one by one. */
+void mm_run(cu_state *S, const cu_mat *const *w, const mm_out *out, int n, int rows);
+
+/* x[r] = dequantized row tok[r] of the embedding, for plan rows. */
+void op_embed(cu_state *S, const cu_mat *te, const int32_t *tok, float *x, int rows, int n_embd);
+
+/* The row kernels: produce act (flags of PREP_*) for rows from
+ *   norm: rmsnorm(x[src], w) with src = gather ? gather[row] : row
+ *   silu: silu(hb) * hb2
+ *   attn: att, after folding the split partials of decode rows (dec >= 0). */
+void op_norm(cu_state *S, const float *x, const int32_t *gather, const float *w, int rows, int cols,
+             float eps, int flags);
+void op_silu(cu_state *S, const float *g, const float *u, int rows, int cols, int flags);
+void op_attn_out(cu_state *S, const struct model *m, const int32_t *pos, const int32_t *dec,
+                 int rows, int flags);
+
+/* RoPE on q and k of every row, then k and v into the cache at (layer,
+ * slot, pos) as f16. */
+void op_rope_kv(cu_state *S, const struct model *m, int layer, const int32_t *pos,
+                const int32_t *slot, int rows);
+
+/* Attention items for every KV head: split items write partials, walk
+ * items write att directly. */
+void op_attention(cu_state *S, const struct model *m, int layer, const struct cu_plan *dp,
+                  int n_items);
+
+#endif

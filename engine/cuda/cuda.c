@@ -1,0 +1,63 @@
+/*
+ * cuda/cuda: the CUDA backend's table (backend.h) and its host-side step
+ * planning in plain C: rows, logits rows and the attention work list,
+ * written into the pinned plan buffer that cu_forward (backend.cu) ships
+ * to the device. Compiled only when the build has nvcc (HAVE_CUDA).
+ */
+#ifdef HAVE_CUDA
+#include <stdbool.h>
+
+#include "backend.h"
+#include "cuda/cuda.h"
+#include "model.h"
+#include "timeutil.h"
+
+/* Lay the step out as the CPU backend does (cpu/forward.c plan): one row
+ * per token, logits rows in sequence order, and the attention items. A
+ * decode row under --attention split gets one item per chunk of its keys
+ * and a partial slot; every other row gets one item that walks its keys. */
+static void plan(struct model *m, struct model_seq *seqs, int n, int logit_row0, struct cu_plan *p)
+{
+    int R = 0, n_out = 0, n_dec = 0, n_items = 0;
+    bool split = m->opts.attention == MODEL_ATTN_SPLIT;
+    for (int i = 0; i < n; i++) {
+        struct model_seq *s = &seqs[i];
+        int first_out = n_out;
+        for (int t = 0; t < s->n_tokens; t++, R++) {
+            p->tok[R] = s->tokens[t];
+            p->pos[R] = s->pos + t;
+            p->slot[R] = s->slot;
+            p->dec[R] = -1;
+            if (s->logits == MODEL_LOGITS_ALL ||
+                (s->logits == MODEL_LOGITS_LAST && t == s->n_tokens - 1))
+                p->out[n_out++] = R;
+            int n_keys = s->pos + t + 1;
+            if (split && s->n_tokens == 1) {
+                p->dec[R] = n_dec++;
+                for (int ch = 0; ch * MODEL_ATTN_CHUNK < n_keys; ch++)
+                    p->items[n_items++] = (struct cu_item){R, ch};
+            } else {
+                p->items[n_items++] = (struct cu_item){R, -1};
+            }
+        }
+        s->out = n_out > first_out
+                     ? m->rs.logits + (size_t)(logit_row0 + first_out) * (size_t)m->cfg.n_vocab
+                     : NULL;
+    }
+    p->rows = R;
+    p->n_out = n_out;
+    p->n_items = n_items;
+    p->n_dec = n_dec;
+    p->logit_row0 = logit_row0;
+}
+
+static void cuda_forward(struct model *m, struct model_seq *seqs, int n, int logit_row0)
+{
+    uint64_t t0 = clock_ns();
+    struct cu_plan *p = cu_plan_of(m);
+    plan(m, seqs, n, logit_row0, p);
+    cu_forward(m, p, t0);
+}
+
+const struct backend backend_cuda = {"cuda", cu_prepare, cuda_forward, cu_release};
+#endif

@@ -1,0 +1,299 @@
+/*
+ * cuda/ops: the per-row kernels around the matmuls: embedding lookup,
+ * RMSNorm, SwiGLU and the attention output (with the split-KV combine),
+ * each fused with the preparation of the next matmul's activations (int8
+ * blocks for the GEMV, f32 for float weights, f16 for the tensor cores);
+ * and RoPE with the K/V cache write. One block per row. Arithmetic follows
+ * cpu/forward.c operation by operation where that is cheap (RMSNorm sums
+ * in double, RoPE from the same cos/sin table, the same int8 activation
+ * quantizer), so the two backends differ mainly in summation order.
+ */
+#include "cuda/common.cuh"
+#include "cuda/quant.cuh"
+
+#define ROW_THREADS 256
+#define ROW_WARPS   (ROW_THREADS / 32)
+
+/* Where a row kernel writes its activations (see cu_act). */
+struct prep_out {
+    int8_t *q;
+    float *d, *s, *f;
+    __half *h;
+    int ld;
+    int flags; /* PREP_* */
+};
+
+static prep_out prep_of(const cu_state *S, int flags)
+{
+    const cu_act &a = S->act;
+    return prep_out{a.q, a.d, a.s, a.f, a.h, a.ld, flags};
+}
+
+/*
+ * Element 32 kb + lane of row `row` has value v (0 past the row's
+ * columns): store it in every format asked. Warp-collective (all lanes,
+ * same kb). The int8 format is q_act_prepare's for quantized weights:
+ * d = f16(amax / 127), q = rne(v * 127 / amax) clamped to +-127, plus
+ * d * sum(q) per 16-element half for the weights' min terms.
+ */
+__device__ __forceinline__ void prep_store(const prep_out &P, int row, int kb, int lane, float v)
+{
+    size_t i = (size_t)row * P.ld + 32 * kb + lane;
+    if (P.flags & PREP_F32)
+        P.f[i] = v;
+    if (P.flags & PREP_F16)
+        P.h[i] = __float2half_rn(v);
+    if (P.flags & PREP_Q8) {
+        float amax = warp_max(fabsf(v));
+        float d = __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)));
+        float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+        int q = __float2int_rn(__fmul_rn(v, id));
+        q = q < -127 ? -127 : q > 127 ? 127 : q;
+        P.q[i] = (int8_t)q;
+        int s = q;
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1)
+            s += __shfl_xor_sync(0xffffffffu, s, o); /* within each 16-lane half */
+        if ((lane & 15) == 0)
+            P.s[(size_t)row * (P.ld / 16) + 2 * kb + (lane >> 4)] = __fmul_rn(d, (float)s);
+        if (lane == 0)
+            P.d[(size_t)row * (P.ld / 32) + kb] = d;
+    }
+}
+
+/* ---- embedding ---- */
+
+/* x[row] = row tok[row] of the embedding (times its scale), as
+ * q_dequant_row gives it, bit for bit. grid rows, block ROW_THREADS; a
+ * thread per 16-element unit (quantized) or element (float). */
+template <uint32_t T>
+__global__ void __launch_bounds__(ROW_THREADS)
+    embed_kernel(const uint8_t *__restrict__ w, size_t row_bytes, float scale,
+                 const int32_t *__restrict__ tok, float *__restrict__ x, int n)
+{
+    int row = blockIdx.x;
+    const uint8_t *src = w + (size_t)tok[row] * row_bytes;
+    float *dst = x + (size_t)row * n;
+    if constexpr (is_float_type(T)) {
+        for (int i = threadIdx.x; i < n; i += ROW_THREADS) {
+            float v = ft<T>::at(src, i);
+            dst[i] = scale != 1.0f ? __fmul_rn(v, scale) : v;
+        }
+    } else {
+        for (int u = threadIdx.x; u < n / 16; u += ROW_THREADS) {
+            unit16 o;
+            qt<T>::unit(src, u, o);
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                float v = unit_value<T>(o, i);
+                dst[16 * u + i] = scale != 1.0f ? __fmul_rn(v, scale) : v;
+            }
+        }
+    }
+}
+
+void op_embed(cu_state *S, const cu_mat *te, const int32_t *tok, float *x, int rows, int n_embd)
+{
+    switch (te->type) {
+#define CASE(T)                                                                                    \
+    case T:                                                                                        \
+        embed_kernel<T><<<rows, ROW_THREADS, 0, S->stream>>>(te->w, te->row_bytes, te->scale, tok, \
+                                                             x, n_embd);                           \
+        break;
+        CASE(Q_F32)
+        CASE(Q_F16)
+        CASE(Q_BF16)
+        CASE(Q_Q4_0)
+        CASE(Q_Q4_1)
+        CASE(Q_Q5_0)
+        CASE(Q_Q5_1)
+        CASE(Q_Q8_0)
+        CASE(Q_Q4_K)
+        CASE(Q_Q6_K)
+        CASE(Q_MXFP4)
+        CASE(Q_NVFP4)
+#undef CASE
+    default:
+        cu_fatal(cudaErrorInvalidValue, "embedding: weight type without a kernel", __FILE__,
+                 __LINE__);
+    }
+    CU_CHECK_LAUNCH();
+}
+
+/* ---- RMSNorm, SwiGLU, attention output: value per element, then prep ---- */
+
+/* out = x * r * w with r = 1 / sqrt(mean(x^2) + eps), the sum of squares
+ * in double as cpu/forward.c's rmsnorm (block tree instead of a loop).
+ * grid rows (output row i reads x row gather[i]), block ROW_THREADS; each
+ * warp then prepares whole 32-element blocks. */
+__global__ void __launch_bounds__(ROW_THREADS)
+    norm_kernel(const float *__restrict__ x, const int32_t *__restrict__ gather,
+                const float *__restrict__ w, int cols, float eps, prep_out P)
+{
+    __shared__ double red[ROW_WARPS];
+    __shared__ float r_shared;
+    int row = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const float *xr = x + (size_t)(gather ? gather[row] : row) * cols;
+    double ss = 0;
+    for (int i = threadIdx.x; i < cols; i += ROW_THREADS) {
+        float v = xr[i];
+        ss += (double)__fmul_rn(v, v);
+    }
+    ss = warp_sum_d(ss);
+    if (lane == 0)
+        red[warp] = ss;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0;
+        for (int k = 0; k < ROW_WARPS; k++)
+            t += red[k];
+        r_shared = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn((float)(t / cols), eps)));
+    }
+    __syncthreads();
+    float r = r_shared;
+    int n_kb = (cols + 31) / 32;
+    for (int kb = warp; kb < n_kb; kb += ROW_WARPS) {
+        int i = 32 * kb + lane;
+        float v = i < cols ? __fmul_rn(__fmul_rn(xr[i], r), w[i]) : 0.0f;
+        prep_store(P, row, kb, lane, v);
+    }
+}
+
+/* silu(g) * u = g / (1 + exp(-g)) * u, as the portable CPU kernel. */
+__global__ void __launch_bounds__(ROW_THREADS)
+    silu_kernel(const float *__restrict__ g, const float *__restrict__ u, int cols, prep_out P)
+{
+    int row = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const float *gr = g + (size_t)row * cols, *ur = u + (size_t)row * cols;
+    int n_kb = (cols + 31) / 32;
+    for (int kb = warp; kb < n_kb; kb += ROW_WARPS) {
+        int i = 32 * kb + lane;
+        float v = 0.0f;
+        if (i < cols) {
+            float x = gr[i];
+            v = __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), ur[i]);
+        }
+        prep_store(P, row, kb, lane, v);
+    }
+}
+
+struct attn_out_args {
+    float *att;        /* (rows, q_dim) */
+    const float *part; /* see cu_state.part */
+    const int32_t *pos, *dec;
+    int n_head, n_kv, g, hd, q_dim, n_chunks;
+};
+
+/* A split decode row first folds its chunk partials left to right (the
+ * same fold as the attention walk) into att, one thread per (query head,
+ * dim); then att is prepared. Walk rows were written by the attention
+ * kernel and are only prepared. grid rows, block ROW_THREADS. */
+__global__ void __launch_bounds__(ROW_THREADS) attn_out_kernel(attn_out_args A, prep_out P)
+{
+    int row = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float *att = A.att + (size_t)row * A.q_dim;
+    int dec = A.dec[row];
+    if (dec >= 0) {
+        int n_ch = (A.pos[row] + CU_CHUNK) / CU_CHUNK;
+        size_t stride = (size_t)A.g * (A.hd + 2); /* floats from one chunk's partial to the next */
+        for (int idx = threadIdx.x; idx < A.n_head * A.hd; idx += ROW_THREADS) {
+            int hq = idx / A.hd, d = idx % A.hd, kvh = hq / A.g, h = hq % A.g;
+            const float *p =
+                A.part + (((size_t)dec * A.n_kv + kvh) * A.n_chunks * A.g + h) * (A.hd + 2);
+            float m = -INFINITY, s = 0.0f, o = 0.0f, a, b;
+            for (int c = 0; c < n_ch; c++, p += stride) {
+                fold_ms(m, s, p[0], p[1], a, b);
+                o = fold_o(o, p[2 + d], a, b);
+            }
+            att[idx] = __fmul_rn(o, __fdiv_rn(1.0f, s));
+        }
+        __syncthreads();
+    }
+    int n_kb = (A.q_dim + 31) / 32;
+    for (int kb = warp; kb < n_kb; kb += ROW_WARPS) {
+        int i = 32 * kb + lane;
+        prep_store(P, row, kb, lane, i < A.q_dim ? att[i] : 0.0f);
+    }
+}
+
+void op_norm(cu_state *S, const float *x, const int32_t *gather, const float *w, int rows, int cols,
+             float eps, int flags)
+{
+    norm_kernel<<<rows, ROW_THREADS, 0, S->stream>>>(x, gather, w, cols, eps, prep_of(S, flags));
+    CU_CHECK_LAUNCH();
+}
+
+void op_silu(cu_state *S, const float *g, const float *u, int rows, int cols, int flags)
+{
+    silu_kernel<<<rows, ROW_THREADS, 0, S->stream>>>(g, u, cols, prep_of(S, flags));
+    CU_CHECK_LAUNCH();
+}
+
+void op_attn_out(cu_state *S, const struct model *m, const int32_t *pos, const int32_t *dec,
+                 int rows, int flags)
+{
+    const struct model_config *c = &m->cfg;
+    attn_out_args A = {
+        S->att,      S->part,  pos,        dec, c->n_head, c->n_head_kv, c->n_head / c->n_head_kv,
+        c->head_dim, c->q_dim, S->n_chunks};
+    attn_out_kernel<<<rows, ROW_THREADS, 0, S->stream>>>(A, prep_of(S, flags));
+    CU_CHECK_LAUNCH();
+}
+
+/* ---- RoPE and the K/V write ---- */
+
+struct rope_args {
+    float *q;           /* (rows, q_dim), rotated in place */
+    const float *k, *v; /* (rows, kv_dim) */
+    __half *kc, *vc;    /* the caches */
+    const float2 *rope; /* (ctx, n_rot / 2) */
+    const int32_t *pos, *slot;
+    int layer, max_batch, ctx, n_head, n_kv, hd, n_rot, q_dim, kv_dim;
+};
+
+/* RoPE NORM: (x0, x1) -> (x0 c - x1 s, x0 s + x1 c) on adjacent pairs. */
+__device__ __forceinline__ float2 rotate(float x0, float x1, float2 cs)
+{
+    return make_float2(__fsub_rn(__fmul_rn(x0, cs.x), __fmul_rn(x1, cs.y)),
+                       __fadd_rn(__fmul_rn(x0, cs.y), __fmul_rn(x1, cs.x)));
+}
+
+/* grid rows, block ROW_THREADS: one thread per (head, pair) of q, then of
+ * k and v, which go to the cache at (layer, slot, kv head, pos) as f16. */
+__global__ void __launch_bounds__(ROW_THREADS) rope_kv_kernel(rope_args A)
+{
+    int row = blockIdx.x, pos = A.pos[row], slot = A.slot[row];
+    int hp = A.hd / 2, half = A.n_rot / 2;
+    const float2 *cs = A.rope + (size_t)pos * half;
+    float *q = A.q + (size_t)row * A.q_dim;
+    for (int idx = threadIdx.x; idx < A.n_head * hp; idx += ROW_THREADS) {
+        int i = idx % hp; /* pair within the head; element 2 idx of the row */
+        if (i < half) {
+            float2 r = rotate(q[2 * idx], q[2 * idx + 1], cs[i]);
+            q[2 * idx] = r.x;
+            q[2 * idx + 1] = r.y;
+        }
+    }
+    const float *k = A.k + (size_t)row * A.kv_dim, *v = A.v + (size_t)row * A.kv_dim;
+    for (int idx = threadIdx.x; idx < A.n_kv * hp; idx += ROW_THREADS) {
+        int h = idx / hp, i = idx % hp;
+        float2 kr = make_float2(k[2 * idx], k[2 * idx + 1]);
+        if (i < half)
+            kr = rotate(kr.x, kr.y, cs[i]);
+        size_t off = ((((size_t)A.layer * A.max_batch + slot) * A.n_kv + h) * A.ctx + pos) * A.hd +
+                     2 * (size_t)i;
+        *(__half2 *)(A.kc + off) = __floats2half2_rn(kr.x, kr.y);
+        *(__half2 *)(A.vc + off) = __floats2half2_rn(v[2 * idx], v[2 * idx + 1]);
+    }
+}
+
+void op_rope_kv(cu_state *S, const struct model *m, int layer, const int32_t *pos,
+                const int32_t *slot, int rows)
+{
+    const struct model_config *c = &m->cfg;
+    rope_args A = {S->q,         S->k,        S->v,     S->k_cache,   S->v_cache, S->rope,
+                   pos,          slot,        layer,    m->max_batch, m->ctx,     c->n_head,
+                   c->n_head_kv, c->head_dim, c->n_rot, c->q_dim,     c->kv_dim};
+    rope_kv_kernel<<<rows, ROW_THREADS, 0, S->stream>>>(A);
+    CU_CHECK_LAUNCH();
+}

@@ -1,0 +1,543 @@
+/*
+ * CPU-parity tests for the CUDA backend (engine/cuda/), on synthetic
+ * models written at test time with synth_write (what `fp4serve synth`
+ * runs): every weight type through --quant, logits against the CPU
+ * backend within a stated tolerance in both matmul regimes (GEMV for
+ * steps of <= CU_GEMV_MAX_ROWS rows, tensor cores above), greedy tokens,
+ * and the bit-for-bit invariances the backend promises (batched = alone
+ * within a regime, --decode per-request = batched, --attention serial =
+ * split). Without a usable GPU the binary prints "skipped: no GPU" and
+ * reports 0 passed, 0 failed: nothing here runs on a CPU.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "fp4.h"
+#include "model.h"
+#include "quant.h"
+#include "sample.h"
+#include "synth.h"
+#include "test.h"
+#include "xalloc.h"
+
+/*
+ * Tolerance on max |cuda - cpu| / max |cpu| per logits row. The CPU
+ * quantizes activations to int8 per 32-block before every matmul on
+ * quantized weights (relative noise about 0.5% per matmul output, from
+ * amax/127 steps); the CUDA backend does the same in the GEMV regime, but
+ * in the tensor-core regime (every prefill here) multiplies f16
+ * activations, so K/V and everything after differ by that noise. Estimated
+ * (not yet measured on a GPU) at <= 0.5% of the largest logit for these
+ * 2-layer models; 2% leaves a 4x margin. The tests print the measured
+ * worst case per model so that a GPU run can tighten it.
+ */
+#define TOL   0.02
+#define N_GEN 8
+
+/* A wider model for the K-quants (their 256-element blocks need columns
+ * that are multiples of 256) with a GQA group of 3 and head_dim 64, as
+ * SmolLM2 has. */
+static const struct synth_preset k768 = {"k768", 2, 768, 12, 4, 1024, 512, 256, 10000.0f, 1e-5f};
+
+static int n_files;
+static char *files[8];
+
+/* Write a synthetic model once per (preset, type); the path is kept for
+ * the whole run and removed at exit. */
+static const char *model_file(const struct synth_preset *p, uint32_t type)
+{
+    static struct {
+        const struct synth_preset *p;
+        uint32_t type;
+        char *path;
+    } made[8];
+    for (int i = 0; i < n_files; i++)
+        if (made[i].p == p && made[i].type == type)
+            return made[i].path;
+    char *path =
+        xasprintf("%s/fp4-cuda-test-%ld-%s-%u.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+                  (long)getpid(), p->name, type);
+    struct synth_opts o = {.preset = p, .type = type, .seed = 7};
+    struct err err;
+    err_init(&err);
+    if (synth_write(&o, path, &err) != 0) {
+        fprintf(stderr, "synth %s %u: %s\n", p->name, type, err.msg);
+        exit(1);
+    }
+    made[n_files].p = p;
+    made[n_files].type = type;
+    made[n_files].path = path;
+    files[n_files++] = path;
+    return path;
+}
+
+static void remove_files(void)
+{
+    for (int i = 0; i < n_files; i++) {
+        unlink(files[i]);
+        free(files[i]);
+    }
+}
+
+struct setup {
+    const char *device;
+    int quant; /* -1: native */
+    bool head_same;
+    enum model_decode decode;
+    enum model_attention attention;
+};
+
+static struct model *load(const char *path, const struct setup *s)
+{
+    struct model_opts o = {.threads = 2,
+                           .max_batch = 16,
+                           .ctx = 256,
+                           .max_step_tokens = 256,
+                           .quant = s->quant,
+                           .quant_set = s->quant >= 0,
+                           .head_same = s->head_same,
+                           .decode = s->decode,
+                           .attention = s->attention,
+                           .device = s->device};
+    struct err err;
+    err_init(&err);
+    struct model *m = model_new(path, &o, &err);
+    CHECK_MSG(m != NULL, "load %s on %s: %s", path, s->device, err.msg);
+    return m;
+}
+
+/* max |a - b| / max |b| over n values. */
+static double rel_err(const float *a, const float *b, int n)
+{
+    double num = 0, den = 0;
+    for (int i = 0; i < n; i++) {
+        num = fmax(num, fabs((double)a[i] - b[i]));
+        den = fmax(den, fabs((double)b[i]));
+    }
+    return den > 0 ? num / den : num;
+}
+
+static int32_t *prompt_tokens(int len, uint64_t seed, int n_vocab)
+{
+    int32_t *t = xmalloc(sizeof(int32_t) * (size_t)len);
+    for (int i = 0; i < len; i++)
+        t[i] = (int32_t)(sample_rand_u64(&seed) % (uint64_t)n_vocab);
+    return t;
+}
+
+static bool step(struct model *m, struct model_seq *s, int n)
+{
+    struct err err;
+    err_init(&err);
+    int rc = model_step(m, s, n, &err);
+    CHECK_MSG(rc == 0, "step: %s", err.msg);
+    return rc == 0;
+}
+
+/* Run the same steps on both models and compare logits rows (see TOL):
+ * one prefill step of 4 prompts up to 130 tokens (tensor cores; the first
+ * asks for every row's logits), N_GEN decode steps of the 4 (GEMV; keys
+ * span three attention chunks, so split partials are combined), 12 more
+ * prompts, and one decode step of all 16 (tensor cores). Decode tokens are
+ * the CPU's greedy choices, fed to both. */
+static void parity(const char *path, const struct setup *s, const char *label)
+{
+    struct setup sc = *s, sg = *s;
+    sc.device = "cpu";
+    sg.device = "cuda";
+    struct model *cpu = load(path, &sc), *gpu = load(path, &sg);
+    if (!cpu || !gpu) {
+        model_free(cpu);
+        model_free(gpu);
+        return;
+    }
+    int V = cpu->cfg.n_vocab;
+    const int lens[16] = {12, 40, 70, 130, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+    int32_t *prompts[16], next[16];
+    for (int i = 0; i < 16; i++)
+        prompts[i] = prompt_tokens(lens[i], 100 + (uint64_t)i, V);
+    struct model_seq a[16], b[16];
+    double worst_prefill = 0, worst_decode = 0, worst_wide = 0;
+
+    for (int i = 0; i < 4; i++)
+        a[i] = b[i] = (struct model_seq){
+            i, 0, lens[i], prompts[i], i == 0 ? MODEL_LOGITS_ALL : MODEL_LOGITS_LAST, NULL};
+    if (!step(cpu, a, 4) || !step(gpu, b, 4))
+        goto out;
+    for (int i = 0; i < 4; i++) {
+        int rows = i == 0 ? lens[0] : 1;
+        for (int r = 0; r < rows; r++)
+            worst_prefill =
+                fmax(worst_prefill, rel_err(b[i].out + (size_t)r * V, a[i].out + (size_t)r * V, V));
+        next[i] = sample_argmax(a[i].out + (size_t)(rows - 1) * V, V);
+    }
+    for (int g = 0; g < N_GEN; g++) {
+        for (int i = 0; i < 4; i++)
+            a[i] = b[i] = (struct model_seq){i, lens[i] + g, 1, &next[i], MODEL_LOGITS_LAST, NULL};
+        if (!step(cpu, a, 4) || !step(gpu, b, 4))
+            goto out;
+        for (int i = 0; i < 4; i++) {
+            worst_decode = fmax(worst_decode, rel_err(b[i].out, a[i].out, V));
+            next[i] = sample_argmax(a[i].out, V);
+        }
+    }
+    for (int i = 4; i < 16; i++)
+        a[i - 4] = b[i - 4] =
+            (struct model_seq){i, 0, lens[i], prompts[i], MODEL_LOGITS_LAST, NULL};
+    if (!step(cpu, a, 12) || !step(gpu, b, 12))
+        goto out;
+    for (int i = 4; i < 16; i++) {
+        worst_prefill = fmax(worst_prefill, rel_err(b[i - 4].out, a[i - 4].out, V));
+        next[i] = sample_argmax(a[i - 4].out, V);
+    }
+    for (int i = 0; i < 16; i++) {
+        int pos = i < 4 ? lens[i] + N_GEN : lens[i];
+        a[i] = b[i] = (struct model_seq){i, pos, 1, &next[i], MODEL_LOGITS_LAST, NULL};
+    }
+    if (!step(cpu, a, 16) || !step(gpu, b, 16))
+        goto out;
+    for (int i = 0; i < 16; i++)
+        worst_wide = fmax(worst_wide, rel_err(b[i].out, a[i].out, V));
+    printf("parity %-14s prefill %.2e  decode(gemv) %.2e  decode(16 rows) %.2e\n", label,
+           worst_prefill, worst_decode, worst_wide);
+    CHECK_MSG(worst_prefill <= TOL && worst_decode <= TOL && worst_wide <= TOL,
+              "%s: cuda vs cpu logits differ by %.3g / %.3g / %.3g of the largest (tolerance %g)",
+              label, worst_prefill, worst_decode, worst_wide, TOL);
+    /* The phase timers were filled. */
+    CHECK(gpu->last.matmul_ns > 0 && gpu->last.attn_ns > 0 && gpu->last.other_ns > 0);
+out:
+    for (int i = 0; i < 16; i++)
+        free(prompts[i]);
+    model_free(cpu);
+    model_free(gpu);
+}
+
+static const struct synth_preset *tiny(void)
+{
+    return synth_preset_find("tiny");
+}
+
+/* Every linear weight, the embedding and the head in type t. */
+static void parity_quant(uint32_t t)
+{
+    struct setup s = {.quant = (int)t, .head_same = true};
+    const struct synth_preset *p = t == Q_Q4_K || t == Q_Q6_K ? &k768 : tiny();
+    parity(model_file(p, Q_F16), &s, q_info(t)->name);
+}
+
+TEST(parity_f32)
+{
+    parity_quant(Q_F32);
+}
+TEST(parity_f16)
+{
+    parity_quant(Q_F16);
+}
+TEST(parity_bf16)
+{
+    parity_quant(Q_BF16);
+}
+TEST(parity_q4_0)
+{
+    parity_quant(Q_Q4_0);
+}
+TEST(parity_q4_1)
+{
+    parity_quant(Q_Q4_1);
+}
+TEST(parity_q5_0)
+{
+    parity_quant(Q_Q5_0);
+}
+TEST(parity_q5_1)
+{
+    parity_quant(Q_Q5_1);
+}
+TEST(parity_q8_0)
+{
+    parity_quant(Q_Q8_0);
+}
+TEST(parity_q4_k)
+{
+    parity_quant(Q_Q4_K);
+}
+TEST(parity_q6_k)
+{
+    parity_quant(Q_Q6_K);
+}
+TEST(parity_mxfp4)
+{
+    parity_quant(Q_MXFP4);
+}
+TEST(parity_nvfp4)
+{
+    parity_quant(Q_NVFP4);
+}
+
+/* Files as synth writes them: Q4_1 layers with a Q8_0 embedding (the
+ * SmolLM2 file's layout), NVFP4 with llama.cpp's per-tensor .scale
+ * tensors, and the wide model natively (Q4_1, group of 3, head_dim 64). */
+TEST(parity_native_q4_1)
+{
+    struct setup s = {.quant = -1};
+    parity(model_file(tiny(), Q_Q4_1), &s, "native q4_1");
+}
+TEST(parity_native_nvfp4)
+{
+    struct setup s = {.quant = -1};
+    parity(model_file(tiny(), Q_NVFP4), &s, "native nvfp4");
+}
+TEST(parity_wide_q4_1)
+{
+    struct setup s = {.quant = -1};
+    parity(model_file(&k768, Q_Q4_1), &s, "k768 q4_1");
+}
+TEST(parity_serial_attention)
+{
+    struct setup s = {.quant = -1, .attention = MODEL_ATTN_SERIAL};
+    parity(model_file(tiny(), Q_Q4_1), &s, "serial attn");
+}
+
+/* ---- bit-for-bit invariances of the CUDA backend ---- */
+
+/* Greedy generation for prompts of lens[i] (all > CU_GEMV_MAX_ROWS, so
+ * every prefill is in the tensor-core regime and every decode of <= 8 rows
+ * in the GEMV one), either each alone in slot 0 or all together; tokens
+ * and the logits of every step are kept. */
+static void generate(struct model *m, int n, const int *lens, bool together, int32_t *tokens,
+                     float *logits)
+{
+    int V = m->cfg.n_vocab;
+    int32_t *prompts[8], next[8];
+    struct model_seq s[8];
+    for (int i = 0; i < n; i++)
+        prompts[i] = prompt_tokens(lens[i], 500 + (uint64_t)i, V);
+    for (int first = 0; first < n; first = together ? n : first + 1) {
+        int cnt = together ? n : 1;
+        for (int j = 0; j < cnt; j++) {
+            int i = first + j;
+            model_slot_free(m, j);
+            s[j] = (struct model_seq){j, 0, lens[i], prompts[i], MODEL_LOGITS_LAST, NULL};
+        }
+        for (int g = 0; g <= N_GEN; g++) {
+            if (!step(m, s, cnt))
+                goto out;
+            for (int j = 0; j < cnt; j++) {
+                int i = first + j;
+                memcpy(logits + ((size_t)i * (N_GEN + 1) + g) * V, s[j].out, sizeof(float) * V);
+                next[j] = sample_argmax(s[j].out, V);
+                tokens[i * (N_GEN + 1) + g] = next[j];
+                s[j] = (struct model_seq){j, lens[i] + g, 1, &next[j], MODEL_LOGITS_LAST, NULL};
+            }
+        }
+    }
+out:
+    for (int i = 0; i < n; i++)
+        free(prompts[i]);
+}
+
+TEST(batched_equals_alone)
+{
+    struct setup s = {.device = "cuda", .quant = -1};
+    struct model *m = load(model_file(tiny(), Q_Q4_1), &s);
+    if (!m)
+        return;
+    const int lens[4] = {9, 23, 31, 64};
+    size_t nl = (size_t)4 * (N_GEN + 1) * m->cfg.n_vocab;
+    int32_t ta[4 * (N_GEN + 1)], tb[4 * (N_GEN + 1)];
+    float *la = xmalloc(sizeof(float) * nl), *lb = xmalloc(sizeof(float) * nl);
+    generate(m, 4, lens, false, ta, la);
+    generate(m, 4, lens, true, tb, lb);
+    CHECK(memcmp(ta, tb, sizeof(ta)) == 0);
+    CHECK(memcmp(la, lb, sizeof(float) * nl) == 0);
+    free(la);
+    free(lb);
+    model_free(m);
+}
+
+/* Greedy tokens of the two backends agree, except after a step where the
+ * CPU's top two logits are within the tolerance (a tie either may break). */
+TEST(greedy_matches_cpu)
+{
+    const char *path = model_file(tiny(), Q_Q4_1);
+    struct setup sc = {.device = "cpu", .quant = -1}, sg = {.device = "cuda", .quant = -1};
+    struct model *cpu = load(path, &sc), *gpu = load(path, &sg);
+    if (!cpu || !gpu)
+        goto out;
+    int V = cpu->cfg.n_vocab;
+    const int lens[4] = {9, 17, 33, 50};
+    size_t nl = (size_t)4 * (N_GEN + 1) * V;
+    int32_t tc[4 * (N_GEN + 1)], tg[4 * (N_GEN + 1)];
+    float *lc = xmalloc(sizeof(float) * nl), *lg = xmalloc(sizeof(float) * nl);
+    generate(cpu, 4, lens, true, tc, lc);
+    generate(gpu, 4, lens, true, tg, lg);
+    int exact = 0;
+    for (int i = 0; i < 4; i++) {
+        int g = 0;
+        while (g <= N_GEN && tc[i * (N_GEN + 1) + g] == tg[i * (N_GEN + 1) + g])
+            g++;
+        exact += g > N_GEN;
+        if (g > N_GEN)
+            continue;
+        /* The first difference must be a near-tie on the CPU side. */
+        const float *row = lc + ((size_t)i * (N_GEN + 1) + g) * V;
+        float top = -INFINITY, second = -INFINITY, amax = 0;
+        for (int v = 0; v < V; v++) {
+            amax = fmaxf(amax, fabsf(row[v]));
+            if (row[v] > top) {
+                second = top;
+                top = row[v];
+            } else if (row[v] > second) {
+                second = row[v];
+            }
+        }
+        CHECK_MSG(top - second <= 2 * TOL * amax,
+                  "prompt %d step %d: cpu %d, cuda %d with a margin of %g (max |logit| %g)", i, g,
+                  tc[i * (N_GEN + 1) + g], tg[i * (N_GEN + 1) + g], top - second, amax);
+    }
+    printf("greedy: %d of 4 prompts identical for %d tokens\n", exact, N_GEN + 1);
+    free(lc);
+    free(lg);
+out:
+    model_free(cpu);
+    model_free(gpu);
+}
+
+/* Within the tensor-core regime a row's logits do not depend on the other
+ * rows: 16 decode rows, the same 16 in reverse order, and the first 12
+ * alone (each step rewinds to the same positions) give the same bits. */
+TEST(wide_rows_are_independent)
+{
+    struct setup s = {.device = "cuda", .quant = -1};
+    struct model *m = load(model_file(tiny(), Q_NVFP4), &s);
+    if (!m)
+        return;
+    int V = m->cfg.n_vocab;
+    int32_t *prompts[16], tok[16];
+    int plen[16];
+    struct model_seq q[16];
+    float *ref = xmalloc(sizeof(float) * 16 * (size_t)V);
+    for (int i = 0; i < 16; i++) {
+        plen[i] = 9 + i % 4;
+        prompts[i] = prompt_tokens(plen[i], 900 + (uint64_t)i, V);
+        tok[i] = (int32_t)(i * 7 % V);
+        q[i] = (struct model_seq){i, 0, plen[i], prompts[i], MODEL_LOGITS_NONE, NULL};
+    }
+    if (!step(m, q, 16))
+        goto out;
+    for (int i = 0; i < 16; i++)
+        q[i] = (struct model_seq){i, plen[i], 1, &tok[i], MODEL_LOGITS_LAST, NULL};
+    if (!step(m, q, 16))
+        goto out;
+    for (int i = 0; i < 16; i++)
+        memcpy(ref + (size_t)i * V, q[i].out, sizeof(float) * V);
+    for (int i = 0; i < 16; i++)
+        q[i] = (struct model_seq){15 - i, plen[15 - i], 1, &tok[15 - i], MODEL_LOGITS_LAST, NULL};
+    if (!step(m, q, 16))
+        goto out;
+    for (int i = 0; i < 16; i++)
+        CHECK_MSG(memcmp(q[i].out, ref + (size_t)(15 - i) * V, sizeof(float) * V) == 0,
+                  "reversed: sequence %d", 15 - i);
+    for (int i = 0; i < 12; i++)
+        q[i] = (struct model_seq){i, plen[i], 1, &tok[i], MODEL_LOGITS_LAST, NULL};
+    if (!step(m, q, 12))
+        goto out;
+    for (int i = 0; i < 12; i++)
+        CHECK_MSG(memcmp(q[i].out, ref + (size_t)i * V, sizeof(float) * V) == 0,
+                  "12 rows: sequence %d", i);
+out:
+    for (int i = 0; i < 16; i++)
+        free(prompts[i]);
+    free(ref);
+    model_free(m);
+}
+
+/* Two CUDA models that differ in one option give the same bits for the
+ * same steps (4 prompts prefilled together, then N_GEN decode steps). */
+static void same_bits(const struct setup *x, const struct setup *y, const char *what)
+{
+    const char *path = model_file(tiny(), Q_Q4_1);
+    struct model *a = load(path, x), *b = load(path, y);
+    if (a && b) {
+        const int lens[4] = {9, 40, 70, 130}; /* decode keys span up to 3 chunks */
+        size_t nl = (size_t)4 * (N_GEN + 1) * a->cfg.n_vocab;
+        int32_t ta[4 * (N_GEN + 1)], tb[4 * (N_GEN + 1)];
+        float *la = xmalloc(sizeof(float) * nl), *lb = xmalloc(sizeof(float) * nl);
+        generate(a, 4, lens, true, ta, la);
+        generate(b, 4, lens, true, tb, lb);
+        CHECK_MSG(memcmp(la, lb, sizeof(float) * nl) == 0, "%s: logits differ", what);
+        free(la);
+        free(lb);
+    }
+    model_free(a);
+    model_free(b);
+}
+
+TEST(per_request_equals_batched)
+{
+    struct setup x = {.device = "cuda", .quant = -1, .decode = MODEL_DECODE_BATCHED};
+    struct setup y = {.device = "cuda", .quant = -1, .decode = MODEL_DECODE_PER_REQUEST};
+    same_bits(&x, &y, "--decode per-request");
+}
+
+TEST(serial_equals_split)
+{
+    struct setup x = {.device = "cuda", .quant = -1, .attention = MODEL_ATTN_SPLIT};
+    struct setup y = {.device = "cuda", .quant = -1, .attention = MODEL_ATTN_SERIAL};
+    same_bits(&x, &y, "--attention serial");
+}
+
+/* ---- refusals ---- */
+
+TEST(refuses_f32_cache)
+{
+    struct model_opts o = {.threads = 1, .kv_f32 = true, .device = "cuda"};
+    struct err err;
+    err_init(&err);
+    struct model *m = model_new(model_file(tiny(), Q_Q4_1), &o, &err);
+    CHECK(m == NULL);
+    CHECK_INT(err.code, FP_ERR_UNSUPPORTED);
+    CHECK(strstr(err.msg, "--kv f32") != NULL);
+    model_free(m);
+}
+
+TEST(cache_too_large_is_a_resource_error)
+{
+    struct model_opts o = {.threads = 1, .max_batch = 4096, .ctx = 1 << 20, .device = "cuda"};
+    struct err err;
+    err_init(&err);
+    struct model *m = model_new(model_file(tiny(), Q_Q4_1), &o, &err);
+    CHECK(m == NULL);
+    CHECK_INT(err.code, FP_ERR_RESOURCE);
+    CHECK_MSG(strstr(err.msg, "--max-batch") != NULL, "message: %s", err.msg);
+    model_free(m);
+}
+
+/* TEST_MAIN's loop, behind the GPU check: with no device nothing runs and
+ * nothing counts as passed. */
+int main(int argc, char **argv)
+{
+    struct err err;
+    err_init(&err);
+    if (!backend_find("cuda", &err)) {
+        printf("skipped: no GPU (%s)\n", err.msg);
+        printf("0 passed, 0 failed\n");
+        return 0;
+    }
+    for (int i = 0; i < test_n; i++) {
+        if (argc > 1 && !strstr(test_cases[i].name, argv[1]))
+            continue;
+        test_cur_failed = 0;
+        test_cases[i].fn();
+        if (test_cur_failed)
+            fprintf(stderr, "FAIL %s\n", test_cases[i].name);
+        test_cur_failed ? test_fail++ : test_pass++;
+    }
+    remove_files();
+    printf("%d passed, %d failed\n", test_pass, test_fail);
+    return test_fail != 0;
+}
