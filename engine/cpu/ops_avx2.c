@@ -6,6 +6,7 @@
  */
 #include "ops.h"
 
+#include <cpuid.h>
 #include <string.h>
 
 #include "ops_x86.h"
@@ -127,11 +128,18 @@ void ops_avx2_to_f16(const float *src, uint16_t *dst, int n)
 static const struct cpu_ops avx2 = {"avx2", attn_chunk_avx2, attn_chunk_f32_avx2, ops_avx2_silu_mul,
                                     ops_avx2_to_f16};
 
+/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does
+ * not know the "f16c" feature name, gcc's does; cpuid works for both. */
+static int has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
 const struct cpu_ops *cpu_ops_avx2(void)
 {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
         return &avx2;
     return NULL;
 }
