@@ -64,7 +64,7 @@ static int write_full(int fd, const void *data, size_t len)
     return 0;
 }
 
-static void fsync_dir_of(const char *path)
+void file_fsync_dir(const char *path)
 {
     char *copy = xstrdup(path);
     int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -96,7 +96,7 @@ int file_write_atomic(const char *path, const void *data, size_t len, struct err
         unlink(tmp);
         goto out;
     }
-    fsync_dir_of(path);
+    file_fsync_dir(path);
     rc = 0;
 out:
     free(tmp);

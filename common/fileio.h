@@ -20,6 +20,9 @@ int file_write_atomic(const char *path, const void *data, size_t len, struct err
 /* Append data to path (created 0644 if missing) and fsync: for logs and CSV
  * rows that must survive a crash right after the call. */
 int file_append_sync(const char *path, const void *data, size_t len, struct err *err, int code);
+/* fsync the folder that holds path, so a rename into it is durable;
+ * errors are ignored (best effort, as after a successful rename). */
+void file_fsync_dir(const char *path);
 /* mkdir -p; returns 0 or -1 with err set. */
 int mkdir_p(const char *path, mode_t mode, struct err *err, int code);
 /* 1 if path exists (any type), else 0. */

@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 
 #include "buf.h"
 #include "fp4.h"
+#include "fileio.h"
 #include "gguf.h"
 #include "xalloc.h"
 
@@ -369,18 +369,6 @@ static int write_data(gguf_writer *w, int fd, const char *tmp, struct err *err)
     return 0;
 }
 
-/* Make the rename durable: fsync the directory that holds path. */
-static void fsync_dir(const char *path)
-{
-    char *copy = xstrdup(path);
-    int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    free(copy);
-}
-
 int gguf_writer_save(gguf_writer *w, const char *path, struct err *err)
 {
     if (!w->mistake.code && w->kv.toobig)
@@ -418,7 +406,7 @@ int gguf_writer_save(gguf_writer *w, const char *path, struct err *err)
         err_set(err, FP_ERR_IO, "%s: rename: %s", path, strerror(errno));
         goto out_unlink;
     }
-    fsync_dir(path);
+    file_fsync_dir(path);
     rc = 0;
     goto out;
 out_unlink:

@@ -337,18 +337,7 @@ static void launch_group(cu_state *S, const cu_mat *const *w, const mm_out *out,
     case T:                                                                                        \
         launch<T>(S, g, w[0], rows, gemv);                                                         \
         break;
-        CASE(Q_F32)
-        CASE(Q_F16)
-        CASE(Q_BF16)
-        CASE(Q_Q4_0)
-        CASE(Q_Q4_1)
-        CASE(Q_Q5_0)
-        CASE(Q_Q5_1)
-        CASE(Q_Q8_0)
-        CASE(Q_Q4_K)
-        CASE(Q_Q6_K)
-        CASE(Q_MXFP4)
-        CASE(Q_NVFP4)
+        CU_WEIGHT_TYPES(CASE)
 #undef CASE
     default:
         /* cu_prepare refuses every other type. */

@@ -100,18 +100,7 @@ void op_embed(cu_state *S, const cu_mat *te, const int32_t *tok, float *x, int r
         embed_kernel<T><<<rows, ROW_THREADS, 0, S->stream>>>(te->w, te->row_bytes, te->scale, tok, \
                                                              x, n_embd);                           \
         break;
-        CASE(Q_F32)
-        CASE(Q_F16)
-        CASE(Q_BF16)
-        CASE(Q_Q4_0)
-        CASE(Q_Q4_1)
-        CASE(Q_Q5_0)
-        CASE(Q_Q5_1)
-        CASE(Q_Q8_0)
-        CASE(Q_Q4_K)
-        CASE(Q_Q6_K)
-        CASE(Q_MXFP4)
-        CASE(Q_NVFP4)
+        CU_WEIGHT_TYPES(CASE)
 #undef CASE
     default:
         cu_fatal(cudaErrorInvalidValue, "embedding: weight type without a kernel", __FILE__,

@@ -102,18 +102,7 @@ extern "C" long cu_selftest_decode(uint32_t type, uint64_t seed, char *msg, size
     case T:                                                                                        \
         n = check_type<T>(data, rb, rows, cols, ref, msg, msg_size);                               \
         break;
-        CASE(Q_F32)
-        CASE(Q_F16)
-        CASE(Q_BF16)
-        CASE(Q_Q4_0)
-        CASE(Q_Q4_1)
-        CASE(Q_Q5_0)
-        CASE(Q_Q5_1)
-        CASE(Q_Q8_0)
-        CASE(Q_Q4_K)
-        CASE(Q_Q6_K)
-        CASE(Q_MXFP4)
-        CASE(Q_NVFP4)
+        CU_WEIGHT_TYPES(CASE)
 #undef CASE
     default:
         n = snprintf(msg, msg_size, "type %s has no CUDA decoder", qi->name), -1;
