@@ -20,41 +20,14 @@
 #include "quant.h"
 #include "synth.h"
 #include "test.h"
+#include "testtmp.h"
 #include "tokenizer.h"
 #include "xalloc.h"
 
-static char tmpdir[64];
-
-static void remove_tmpdir(void)
-{
-    DIR *d = opendir(tmpdir);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        char *p = xasprintf("%s/%s", tmpdir, e->d_name);
-        unlink(p);
-        free(p);
-    }
-    if (d)
-        closedir(d);
-    rmdir(tmpdir);
-}
-
-static char *tmp_path(const char *name)
-{
-    if (!tmpdir[0]) {
-        snprintf(tmpdir, sizeof(tmpdir), "/tmp/fp4-eval-test-XXXXXX");
-        if (!mkdtemp(tmpdir))
-            abort();
-        atexit(remove_tmpdir);
-    }
-    return xasprintf("%s/%s", tmpdir, name);
-}
 
 static const char *synth(const char *name, uint64_t seed)
 {
-    char *path = tmp_path(name);
+    char *path = test_tmp_path(name);
     struct err err;
     err_init(&err);
     struct synth_opts o = {synth_preset_find("tiny"), Q_F16, seed};
@@ -83,7 +56,7 @@ static const char *zero_model(void)
     static char *path;
     if (path)
         return path;
-    path = tmp_path("zero.gguf");
+    path = test_tmp_path("zero.gguf");
     struct gguf_file f;
     struct err err;
     err_init(&err);

@@ -21,45 +21,16 @@
 #include "quantize.h"
 #include "synth.h"
 #include "test.h"
+#include "testtmp.h"
 #include "xalloc.h"
 
-static char tmpdir[64];
-
-/* At exit: remove the temporary folder (it only holds plain files). */
-static void remove_tmpdir(void)
-{
-    DIR *d = opendir(tmpdir);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        char *p = xasprintf("%s/%s", tmpdir, e->d_name);
-        unlink(p);
-        free(p);
-    }
-    if (d)
-        closedir(d);
-    rmdir(tmpdir);
-}
-
-/* A path inside this run's temporary folder (caller frees). */
-static char *tmp_path(const char *name)
-{
-    if (!tmpdir[0]) {
-        snprintf(tmpdir, sizeof(tmpdir), "/tmp/fp4-quantize-test-XXXXXX");
-        if (!mkdtemp(tmpdir))
-            abort();
-        atexit(remove_tmpdir);
-    }
-    return xasprintf("%s/%s", tmpdir, name);
-}
 
 /* The tiny synthetic model (f16 weights, tied head), written once. */
 static const char *tiny_model(void)
 {
     static char *path;
     if (!path) {
-        path = tmp_path("tiny.gguf");
+        path = test_tmp_path("tiny.gguf");
         struct err err;
         err_init(&err);
         struct synth_opts o = {synth_preset_find("tiny"), Q_F16, 1};
@@ -153,7 +124,7 @@ TEST(offline_equals_load_time_bit_for_bit)
     static const char *const types[] = {"mxfp4", "nvfp4"};
     for (int i = 0; i < 2; i++) {
         uint32_t t = (uint32_t)q_type_from_name(types[i]);
-        char *out = tmp_path(types[i]);
+        char *out = test_tmp_path(types[i]);
         char *out_same = xasprintf("%s-same", out);
         CHECK_INT(quantize(tiny_model(), out, t, false, false, NULL), 0);
         check_same_logits(out, types[i], NULL);
@@ -169,7 +140,7 @@ TEST(offline_equals_load_time_bit_for_bit)
  * the whole-matrix amax / (6 * 448) of the source. */
 TEST(tensor_types_scales_and_metadata)
 {
-    char *out = tmp_path("nv-struct.gguf");
+    char *out = test_tmp_path("nv-struct.gguf");
     struct qz_stats st;
     CHECK_INT(quantize(tiny_model(), out, Q_NVFP4, false, false, &st), 0);
     CHECK_INT(st.n_requant, 15); /* 14 linear + token_embd f16 -> q8_0 */
@@ -253,7 +224,7 @@ TEST(round_trip_is_stable_at_file_level)
         {"nvh", Q_NVFP4, false, true},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char *q1 = tmp_path(cases[i].name), *deq = xasprintf("%s.f32", q1),
+        char *q1 = test_tmp_path(cases[i].name), *deq = xasprintf("%s.f32", q1),
              *q2 = xasprintf("%s.again", q1);
         struct qz_stats st;
         CHECK_INT(
@@ -275,7 +246,7 @@ TEST(round_trip_is_stable_at_file_level)
  * the weights move to another type; requantizing at load does the same. */
 TEST(nvfp4_input_scales_folded_in)
 {
-    char *nv = tmp_path("in-nv.gguf"), *mx = tmp_path("nv-to-mx.gguf");
+    char *nv = test_tmp_path("in-nv.gguf"), *mx = test_tmp_path("nv-to-mx.gguf");
     CHECK_INT(quantize(tiny_model(), nv, Q_NVFP4, false, false, NULL), 0);
     struct qz_stats st;
     CHECK_INT(quantize(nv, mx, Q_MXFP4, false, false, &st), 0);
@@ -309,7 +280,7 @@ TEST(nvfp4_input_scales_folded_in)
  * other tensors (1-D, 3-D, non-weights) are copied byte for byte. */
 TEST(odd_shapes_kept_and_others_copied)
 {
-    char *in = tmp_path("odd.gguf"), *out = tmp_path("odd-nv.gguf");
+    char *in = test_tmp_path("odd.gguf"), *out = test_tmp_path("odd-nv.gguf");
     gguf_writer *w = gguf_writer_new(32);
     gguf_w_str(w, "general.architecture", "llama");
     float a[96 * 4], b[64 * 4], c[8], d[2 * 32 * 2];
@@ -360,11 +331,11 @@ TEST(refusals)
     CHECK_INT(err.code, FP_ERR_USAGE);
     CHECK(strstr(err.msg, "would overwrite the input") != NULL);
     err_init(&err);
-    char *missing = tmp_path("no-such.gguf"), *out = tmp_path("x.gguf");
+    char *missing = test_tmp_path("no-such.gguf"), *out = test_tmp_path("x.gguf");
     CHECK_INT(qz_quantize_file(missing, out, &o, NULL, &err), -1);
     CHECK_INT(err.code, FP_ERR_IO);
     err_init(&err);
-    char *bad_dir = tmp_path("no/such/dir/x.gguf");
+    char *bad_dir = test_tmp_path("no/such/dir/x.gguf");
     CHECK_INT(qz_quantize_file(tiny_model(), bad_dir, &o, NULL, &err), -1);
     CHECK_INT(err.code, FP_ERR_IO);
     err_init(&err);
@@ -374,7 +345,7 @@ TEST(refusals)
     CHECK(access(out, F_OK) != 0);
     /* a corrupt input: the header of the tiny model cut short */
     err_init(&err);
-    char *cut = tmp_path("cut.gguf");
+    char *cut = test_tmp_path("cut.gguf");
     struct buf b;
     buf_init(&b, (size_t)1 << 26);
     CHECK_INT(file_read_all(tiny_model(), &b, &err, 1), 0);
