@@ -748,7 +748,8 @@ static int listen_socket(const char *host, long port, struct err *err)
 
 int main(int argc, char **argv)
 {
-    struct server *s = xcalloc(1, sizeof(*s));
+    static struct server server; /* lives until the process exits */
+    struct server *s = &server;
     struct fs_config *c = &s->cfg;
     *c = (struct fs_config){.host = "127.0.0.1",
                             .prefill_ms = 10,

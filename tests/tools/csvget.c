@@ -66,36 +66,41 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: csvget FILE [COLUMN [ROW]]\n");
         return 2;
     }
+    int rc = 1;
     struct buf text;
     struct err err;
+    struct strvec *rows = NULL;
+    size_t n = 0;
     buf_init(&text, 256 << 20);
     err_init(&err);
     if (file_read_all(argv[1], &text, &err, 1) != 0) {
         fprintf(stderr, "csvget: %s\n", err.msg);
-        return 1;
+        goto out;
     }
-    struct strvec *rows;
-    size_t n = parse(text.data ? text.data : "", &rows);
+    n = parse(text.data ? text.data : "", &rows);
     if (argc == 2) {
         printf("%zu\n", n ? n - 1 : 0);
-        return 0;
+        rc = 0;
+        goto out;
     }
     long col = n ? strvec_find(&rows[0], argv[2]) : -1;
     if (col < 0) {
         fprintf(stderr, "csvget: %s: no column '%s'\n", argv[1], argv[2]);
-        return 1;
+        goto out;
     }
     long want = -1;
     if (argc > 3 && (str_to_long(argv[3], &want) != 0 || want < 1 || (size_t)want >= n)) {
         fprintf(stderr, "csvget: %s: no row %s\n", argv[1], argv[3]);
-        return 1;
+        goto out;
     }
     for (size_t r = 1; r < n; r++)
         if (want < 0 || (size_t)want == r)
             printf("%s\n", (size_t)col < rows[r].n ? rows[r].v[col] : "");
+    rc = 0;
+out:
     for (size_t r = 0; r < n; r++)
         strvec_release(&rows[r]);
     free(rows);
     buf_release(&text);
-    return 0;
+    return rc;
 }
