@@ -439,24 +439,27 @@ static void fit_words(struct buf *b, const struct report *r, const struct fit_an
             buf_printf(b, "; 90%% of the ceiling is reached at about %.0f concurrent requests",
                        fa->c90);
         buf_puts(b, ".");
-        /* how much of a step one more request costs, against the fixed part */
-        double share = fa->line.a > 0 ? fa->line.b / fa->line.a : INFINITY;
-        if (share >= 0.5)
+        /* how much of a one-request step (a + b) one more request costs: the
+         * rest, a, is what the batch shares (weight reads, fixed overhead) */
+        double one = fa->line.a + fa->line.b;
+        double share = one > 0 ? fmin(fa->line.b / one, 1.0) : 1.0;
+        if (share >= 0.8)
             buf_printf(b,
-                       " An added request costs %.0f%% of the fixed step time (a = %.1f ms): "
-                       "requests are processed largely one after another, not amortized "
-                       "across the batch.",
-                       100 * fmin(share, 9.99), fa->line.a);
-        else if (share >= 0.05)
+                       " An added request costs %.0f%% of a one-request step (a + b = %.1f ms): "
+                       "almost nothing is shared, requests are processed one after another.",
+                       100 * share, one);
+        else if (share >= 0.2)
             buf_printf(b,
-                       " An added request costs %.0f%% of the fixed step time (a = %.1f ms): "
-                       "batching amortizes part of the work.",
-                       100 * share, fa->line.a);
+                       " An added request costs %.0f%% of a one-request step (a + b = %.1f ms): "
+                       "the batch shares the other %.0f%% (weight reads, fixed overhead); the "
+                       "rest is each request's own work (per-request kernels, attention, or "
+                       "matmuls that are compute-bound at this batch size).",
+                       100 * share, one, 100 * (1 - share));
         else
             buf_printf(b,
-                       " An added request costs %.1f%% of the fixed step time (a = %.1f ms): "
+                       " An added request costs %.1f%% of a one-request step (a + b = %.1f ms): "
                        "batching amortizes the work well.",
-                       100 * share, fa->line.a);
+                       100 * share, one);
     } else if (step) {
         buf_printf(b,
                    "No measurable per-request cost (b = %.2f ms): the step time does not grow "
