@@ -888,12 +888,24 @@ int srv_capture(const struct strvec *argv, struct buf *out, double timeout_ms)
             break;
         buf_append(out, chunk, (size_t)n);
     }
-    if (timed_out)
-        killpg(pid, SIGKILL);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (!exec_failed && !timed_out && WIFEXITED(status))
+    /* EOF only means stdout was closed: the exit is waited for under the
+     * same deadline, or a command that closes stdout and hangs would hang us */
+    int status = 0;
+    pid_t got = 0;
+    while (!timed_out && (got = waitpid(pid, &status, WNOHANG)) == 0) {
+        if (clock_ms() >= end)
+            timed_out = true;
+        else
+            sleep_ms(POLL_SLICE_MS / 4, NULL);
+    }
+    if (timed_out) { /* SIGKILL to the group, every member reaped */
+        struct srv_proc sp;
+        srv_proc_init(&sp);
+        sp.pid = pid;
+        srv_stop(&sp, 0, NULL, NULL);
+        srv_proc_release(&sp);
+    }
+    if (!exec_failed && !timed_out && got == pid && WIFEXITED(status))
         rc = WEXITSTATUS(status);
 out:
     for (int i = 0; i < 2; i++) {

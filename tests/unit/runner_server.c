@@ -638,6 +638,24 @@ TEST(capture_stdout_with_timeout)
     buf_release(&out);
 }
 
+TEST(capture_timeout_holds_after_stdout_closes)
+{
+    /* a command that closes its stdout early and goes on running: the
+     * timeout still bounds the wait for its exit */
+    struct strvec argv;
+    argv_of(&argv, "sh", "-c", "echo early; exec >&-; sleep 10", NULL);
+    struct buf out;
+    buf_init(&out, 4096);
+    double t0 = clock_ms();
+    int rc = srv_capture(&argv, &out, 300);
+    double ms = clock_ms() - t0;
+    CHECK_INT(rc, -1);
+    CHECK_MSG(ms < 2000, "srv_capture took %.0f ms with a 300 ms timeout", ms);
+    CHECK_STR(out.data, "early\n");
+    strvec_release(&argv);
+    buf_release(&out);
+}
+
 TEST(zz_cleanup)
 {
     /* every test stopped what it started: no child of ours is left */
