@@ -1176,7 +1176,7 @@ int exp_load_file(const char *path, struct experiment *exp, struct err *err)
     struct stat st;
     int rc = -1;
     memset(exp, 0, sizeof(*exp));
-    buf_init(&b, EXP_MAX_FILE_BYTES);
+    buf_init(&b, EXP_MAX_FILE_BYTES + 1); /* one byte over the limit tells "too big" */
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         err_set(err, E, "%s: cannot open the experiment file: %s", path, strerror(errno));
@@ -1194,13 +1194,14 @@ int exp_load_file(const char *path, struct experiment *exp, struct err *err)
     /* the size check above is a fast path; this read enforces the cap on
      * anything (pipes, /proc files) that does not report its size */
     for (;;) {
-        char *dst = buf_reserve(&b, 65536);
+        size_t room = b.max - b.len, want = room < 65536 ? room : 65536;
+        char *dst = want ? buf_reserve(&b, want) : NULL;
         if (!dst) {
             err_set(err, E, "%s: the file is over 1 MiB; experiment files are limited to 1 MiB",
                     path);
             goto out;
         }
-        ssize_t got = read(fd, dst, 65536);
+        ssize_t got = read(fd, dst, want);
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0) {

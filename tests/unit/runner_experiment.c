@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -771,6 +772,82 @@ TEST(load_file)
     CHECK_INT(exp_load_file(path, &e, &err), -1);
     CHECK_INT(err.code, RN_ERR_USAGE);
     CHECK(strstr(err.msg, "No such file or directory") != NULL);
+}
+
+/* Write text padded with a comment to exactly size bytes; returns the path. */
+static char *padded_file(const char *text, size_t size)
+{
+    static char path[32];
+    snprintf(path, sizeof(path), "/tmp/sweep-exp-XXXXXX");
+    int fd = mkstemp(path);
+    char *data = xmalloc(size);
+    size_t n = strlen(text);
+    memcpy(data, text, n);
+    memset(data + n, '#', size - n - 1);
+    data[size - 1] = '\n';
+    CHECK(write(fd, data, size) == (ssize_t)size);
+    close(fd);
+    free(data);
+    return path;
+}
+
+TEST(load_file_size_limit_is_exactly_1_mib)
+{
+    struct experiment e;
+    struct err err;
+    const char *text = BASE "bench: {grid: [\"2:4\"]}\n";
+    /* up to the limit, whatever the read chunk size, a file loads */
+    const size_t ok_sizes[] = {1000000, EXP_MAX_FILE_BYTES};
+    for (size_t i = 0; i < 2; i++) {
+        char *path = padded_file(text, ok_sizes[i]);
+        err_init(&err);
+        int rc = exp_load_file(path, &e, &err);
+        CHECK_MSG(rc == 0, "%zu bytes: %s", ok_sizes[i], err.msg);
+        if (rc == 0)
+            exp_release(&e);
+        unlink(path);
+    }
+    char *path = padded_file(text, EXP_MAX_FILE_BYTES + 1);
+    err_init(&err);
+    CHECK_INT(exp_load_file(path, &e, &err), -1);
+    CHECK(strstr(err.msg, "1048577 bytes; experiment files are limited to 1 MiB") != NULL);
+    unlink(path);
+    /* a stream without a size (a pipe) is cut off by the read itself */
+    for (size_t extra = 0; extra < 2; extra++) {
+        int fds[2];
+        CHECK(pipe(fds) == 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fds[0]);
+            char *data = xmalloc(EXP_MAX_FILE_BYTES + 1);
+            memset(data, '#', EXP_MAX_FILE_BYTES + 1);
+            memcpy(data, text, strlen(text));
+            size_t n = EXP_MAX_FILE_BYTES + extra, done = 0;
+            data[n - 1] = '\n';
+            while (done < n) {
+                ssize_t w = write(fds[1], data + done, n - done);
+                if (w <= 0)
+                    _exit(1);
+                done += (size_t)w;
+            }
+            _exit(0);
+        }
+        close(fds[1]);
+        char fdpath[64];
+        snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fds[0]);
+        err_init(&err);
+        int rc = exp_load_file(fdpath, &e, &err);
+        close(fds[0]);
+        waitpid(pid, NULL, 0);
+        if (extra == 0) {
+            CHECK_MSG(rc == 0, "a 1 MiB pipe: %s", err.msg);
+            if (rc == 0)
+                exp_release(&e);
+        } else {
+            CHECK_INT(rc, -1);
+            CHECK(strstr(err.msg, "the file is over 1 MiB") != NULL);
+        }
+    }
 }
 
 TEST_MAIN()
