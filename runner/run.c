@@ -868,9 +868,10 @@ int run_experiment(const struct run_opts *o, srv_stop_flag *stop)
         .self_exe = o->self_exe,
         .bundled_engine = NULL,
     };
+    /* a failed plan_build leaves a plan to release, too */
+    c->have_plan = true;
     if (plan_build(&c->exp, &po, &c->plan, &err) != 0)
         goto fail;
-    c->have_plan = true;
     if (o->dry_run) {
         plan_print(stdout, &c->plan);
         goto out;

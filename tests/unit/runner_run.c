@@ -269,4 +269,29 @@ TEST(fixed_port_taken_is_refused)
     free(line);
 }
 
+TEST(plan_error_is_a_usage_error_and_frees_the_plan)
+{
+    /* --only naming no variant fails in plan_build: exit status 2, and
+     * what plan_build made is released (the sanitizer run sees a leak) */
+    char path[] = "/tmp/sweep-run-exp-XXXXXX";
+    int fd = mkstemp(path);
+    const char *yaml = "name: t\n"
+                       "server: {engine: command, command: [build/bin/fakeserver]}\n"
+                       "bench: {tool: command, command: [true], grid: ['1:1']}\n"
+                       "variants: [{name: a}]\n";
+    CHECK(write(fd, yaml, strlen(yaml)) == (ssize_t)strlen(yaml));
+    close(fd);
+    struct strvec only;
+    strvec_init(&only);
+    strvec_push(&only, "nosuch");
+    struct run_opts o = quiet_opts;
+    o.exp_path = path;
+    o.only = &only;
+    o.dry_run = true;
+    srv_stop_flag stop = 0;
+    CHECK_INT(run_experiment(&o, &stop), RN_ERR_USAGE);
+    strvec_release(&only);
+    unlink(path);
+}
+
 TEST_MAIN()
