@@ -30,6 +30,7 @@
 #include "expkeys.h"
 #include "extract.h"
 #include "metrics.h"
+#include "results.h"
 #include "strutil.h"
 #include "tmpl.h"
 #include "xalloc.h"
@@ -389,6 +390,13 @@ static int decode_map(struct dctx *c, const struct ek_key *k, const struct ynode
             cerr(c, key->line, key->col,
                  "'%s' key '%s' is not a metric name (letters, digits, '_')", k->path,
                  QUOTE(key, q));
+            goto out;
+        }
+        if (k->type == K_PATTERNS && res_is_fixed_column(name)) {
+            cerr(c, key->line, key->col,
+                 "'%s' key '%s' is a column of points.csv already (%s); give the metric another "
+                 "name",
+                 k->path, QUOTE(key, q), res_fixed_columns_list());
             goto out;
         }
         if (want_scalar(c, k, val, "string values") != 0 ||

@@ -21,6 +21,23 @@ static const char *const fixed_cols[] = {"variant", "concurrency", "prompts", "r
 #define N_FIXED (sizeof(fixed_cols) / sizeof(fixed_cols[0]))
 #define CSV_MAX ((size_t)256 << 20)
 
+bool res_is_fixed_column(const char *name)
+{
+    for (size_t c = 0; c < N_FIXED; c++)
+        if (strcmp(name, fixed_cols[c]) == 0)
+            return true;
+    return false;
+}
+
+const char *res_fixed_columns_list(void)
+{
+    static char list[128]; /* built once from fixed_cols, so the two cannot differ */
+    if (!list[0])
+        for (size_t c = 0, o = 0; c < N_FIXED && o < sizeof(list); c++)
+            o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", c ? ", " : "", fixed_cols[c]);
+    return list;
+}
+
 void res_point_init(struct res_point *p)
 {
     memset(p, 0, sizeof(*p));

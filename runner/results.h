@@ -13,6 +13,7 @@
 #ifndef RUNNER_RESULTS_H
 #define RUNNER_RESULTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "buf.h"
@@ -56,6 +57,12 @@ void res_table_add(struct res_table *t, struct res_point *p);
 void res_table_put(struct res_table *t, struct res_point *p);
 /* The first row with this key and status ok, or NULL. */
 const struct res_point *res_table_find_ok(const struct res_table *t, const char *key);
+
+/* True when name is one of the fixed columns (variant ... wall_s), which a
+ * metric must not be called: the CSV would get two columns of that name. */
+bool res_is_fixed_column(const char *name);
+/* The fixed columns as "variant, concurrency, ..., wall_s", for messages. */
+const char *res_fixed_columns_list(void);
 
 /* Load a points.csv. Returns 0, or -1 with "path:line: reason" in err
  * (code RN_ERR_USAGE for a malformed file, RN_ERR_ENV if unreadable). */

@@ -590,6 +590,16 @@ TEST(error_messages)
     CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nmetrics: {patterns: {x: '(a'}}\n"),
               "t.yaml:4:25: 'metrics.patterns' pattern 'x': bad regex: missing closing "
               "parenthesis at offset 2");
+    /* a metric named like a fixed points.csv column would make a second
+     * column of that name (pandas renames it, lookups by name get the first) */
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nmetrics: {patterns: {status: 'x (1)'}}\n"),
+              "t.yaml:4:22: 'metrics.patterns' key 'status' is a column of points.csv already "
+              "(variant, concurrency, prompts, repeat, status, key, cause, log, started, wall_s); "
+              "give the metric another name");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nmetrics: {patterns: {wall_s: 'x (1)'}}\n"),
+              "t.yaml:4:22: 'metrics.patterns' key 'wall_s' is a column of points.csv already "
+              "(variant, concurrency, prompts, repeat, status, key, cause, log, started, wall_s); "
+              "give the metric another name");
     CHECK_STR(load_err("name: t\nserver:\n  model: m\n   host: h\n"),
               "t.yaml:4:8: YAML syntax error: mapping values are not allowed in this context");
     CHECK_STR(load_err("name: [a\n"),
