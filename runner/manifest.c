@@ -25,8 +25,8 @@ extern char **environ;
 
 bool man_is_secret_name(const char *name, size_t len)
 {
-    static const char *const words[] = {"TOKEN",    "KEY",    "SECRET",
-                                        "PASSWORD", "PASSWD", "CREDENTIAL"};
+    static const char *const words[] = {"TOKEN",  "KEY",        "SECRET", "PASSWORD",
+                                        "PASSWD", "CREDENTIAL", "AUTH"};
     char up[256];
     if (len >= sizeof(up))
         len = sizeof(up) - 1;

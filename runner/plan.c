@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "manifest.h"
 #include "sha256.h"
 #include "strutil.h"
 #include "tmpl.h"
@@ -696,17 +697,6 @@ void plan_release(struct plan *p)
 
 /* ---- printing ---- */
 
-/* Environment variables whose values are not printed. */
-static bool secret_name(const char *name)
-{
-    static const char *const words[] = {"TOKEN", "SECRET", "PASSWORD",   "PASSWD",
-                                        "KEY",   "AUTH",   "CREDENTIAL", NULL};
-    for (size_t i = 0; words[i]; i++)
-        if (strcasestr(name, words[i]))
-            return true;
-    return false;
-}
-
 /* One string, shell-quoted like an argv element. */
 static void print_one_quoted(FILE *f, const char *s)
 {
@@ -746,7 +736,8 @@ void plan_print(FILE *f, const struct plan *p)
             const char *eq = strchr(kv, '=');
             char *name = xstrndup(kv, (size_t)(eq - kv));
             fprintf(f, "  env:    ");
-            if (secret_name(name)) { /* tokens stay out of terminals and CI logs */
+            /* tokens stay out of terminals and CI logs (the manifest's rule) */
+            if (man_is_secret_name(name, strlen(name))) {
                 fprintf(f, "%s=<hidden>", name);
             } else {
                 print_one_quoted(f, kv);
