@@ -26,12 +26,17 @@ int file_read_all(const char *path, struct buf *out, struct err *err, int code)
         goto out;
     }
     for (;;) {
-        char *dst = buf_reserve(out, 65536);
-        if (!dst) {
+        /* read at most the room left under the cap; once full, one more
+         * byte tells a file of exactly max bytes from a longer one */
+        size_t room = out->max - out->len, want = room < 65536 ? room : 65536;
+        char spare;
+        char *dst = want ? buf_reserve(out, want) : &spare;
+        ssize_t n = read(fd, dst, want ? want : 1);
+        if (n > 0 && !want) {
+            out->toobig = true;
             err_set(err, code, "%s: larger than the %zu-byte limit", path, out->max);
             goto out;
         }
-        ssize_t n = read(fd, dst, 65536);
         if (n < 0) {
             if (errno == EINTR)
                 continue;

@@ -3,6 +3,9 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include "fileio.h"
 
 #include "buf.h"
 #include "err.h"
@@ -133,6 +136,48 @@ TEST(opts_parse_and_errors)
     CHECK_INT(opt_parse(1, help, opts, 5, NULL, &e, 2), 1);
     strvec_release(&pos);
     strvec_release(&pats);
+}
+
+/* Write n bytes of 'x' to a fresh temporary file; returns its path. */
+static char *temp_file_of(size_t n)
+{
+    static char path[32];
+    snprintf(path, sizeof(path), "/tmp/sweep-fio-XXXXXX");
+    int fd = mkstemp(path);
+    char *data = calloc(n + 1, 1);
+    memset(data, 'x', n);
+    CHECK(fd >= 0 && write(fd, data, n) == (ssize_t)n);
+    close(fd);
+    free(data);
+    return path;
+}
+
+TEST(file_read_all_honours_the_cap_exactly)
+{
+    /* a cap below the read chunk, and files right at the cap, still read */
+    static const struct {
+        size_t cap, size;
+        int rc;
+    } cases[] = {
+        {64, 10, 0},         {64, 64, 0},          {64, 65, -1}, {100000, 99999, 0},
+        {100000, 100000, 0}, {100000, 100001, -1}, {0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *path = temp_file_of(cases[i].size);
+        struct buf b;
+        struct err e;
+        buf_init(&b, cases[i].cap);
+        err_init(&e);
+        int rc = file_read_all(path, &b, &e, 3);
+        CHECK_MSG(rc == cases[i].rc, "case %zu (cap %zu, %zu bytes): rc %d: %s", i, cases[i].cap,
+                  cases[i].size, rc, e.msg);
+        if (rc == 0)
+            CHECK_MSG(b.len == cases[i].size, "case %zu: read %zu bytes", i, b.len);
+        else
+            CHECK_MSG(strstr(e.msg, "larger than the") != NULL, "case %zu: %s", i, e.msg);
+        buf_release(&b);
+        unlink(path);
+    }
 }
 
 TEST_MAIN()
