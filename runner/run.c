@@ -205,7 +205,10 @@ static void print_tail(struct run_ctx *c, const struct srv_proc *p)
 }
 
 /* Stop the current server (if any) with its variant's grace period; a
- * second Ctrl-C shortens it to nothing (srv_stop reads the flag). */
+ * second Ctrl-C shortens it to nothing (srv_stop reads the flag). Helpers
+ * it moved out of its group (setsid) came to us as subreaper: they go too,
+ * before the next server could find its GPU memory or port still held.
+ * Callers stop the client first, so no other child of ours is running. */
 static void server_stop(struct run_ctx *c)
 {
     if (!c->server.pid)
@@ -218,6 +221,7 @@ static void server_stop(struct run_ctx *c)
         prog_note(&c->prog, "sweep: server (pid %ld) ignored SIGTERM for %.1f s; killed",
                   (long)c->server.pid, info.elapsed_s);
     srv_proc_release(&c->server);
+    srv_kill_strays(NULL, 0);
 }
 
 /* Write one line to server.log before a start, so restarts are visible. */
@@ -910,7 +914,7 @@ int run_experiment(const struct run_opts *o, srv_stop_flag *stop)
     for (size_t vi = 0; vi < c->plan.n_variants && !stopping(c) && !c->fatal; vi++)
         run_variant(c, vi, todo);
     server_stop(c);
-    /* descendants that escaped their process group (setsid) came to us */
+    /* descendants that escaped a client's process group (setsid) came to us */
     srv_kill_strays(NULL, 0);
     status = finish(c);
     goto out;

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "strutil.h"
 #include "test.h"
 
 static void set(struct metric_set *m, const char *name, double v)
@@ -135,7 +136,7 @@ static struct run_opts quiet_opts = {.exp_path = "t.yaml", .self_exe = "sweep"};
 
 /* A context as run_experiment builds it, up to the run loop; the server is
  * build/bin/fakeserver (unit tests run from the repository root). */
-static int make_ctx(struct run_ctx *c, const char *port_line)
+static int make_ctx_with(struct run_ctx *c, const char *command, const char *port_line)
 {
     memset(c, 0, sizeof(*c));
     c->o = &quiet_opts;
@@ -145,7 +146,7 @@ static int make_ctx(struct run_ctx *c, const char *port_line)
     char *yaml = xasprintf("name: t\n"
                            "server:\n"
                            "  engine: command\n"
-                           "  command: [build/bin/fakeserver, --port, '${port}']\n"
+                           "  command: %s\n"
                            "  %s\n"
                            "  ready: {path: /health, timeout_s: 10}\n"
                            "  stop: {grace_s: 2}\n"
@@ -153,7 +154,7 @@ static int make_ctx(struct run_ctx *c, const char *port_line)
                            "  tool: command\n"
                            "  command: [true]\n"
                            "  grid: ['1:1']\n",
-                           port_line);
+                           command, port_line);
     struct err err;
     err_init(&err);
     char dir[] = "/tmp/sweep-run-XXXXXX";
@@ -182,6 +183,11 @@ out:
         fprintf(stderr, "make_ctx: %s\n", err.msg);
     free(yaml);
     return rc;
+}
+
+static int make_ctx(struct run_ctx *c, const char *port_line)
+{
+    return make_ctx_with(c, "[build/bin/fakeserver, --port, '${port}']", port_line);
 }
 
 static void drop_ctx(struct run_ctx *c)
@@ -267,6 +273,42 @@ TEST(fixed_port_taken_is_refused)
     }
     close(fd);
     free(line);
+}
+
+TEST(server_stop_kills_a_helper_that_left_the_group)
+{
+    /* the server starts a helper in a session of its own (setsid), out of
+     * reach of killpg; as subreaper we inherit it when the server dies, and
+     * stopping the server must not leave it running into the next variant */
+    CHECK_INT(srv_become_subreaper(), 0);
+    struct run_ctx c;
+    if (make_ctx_with(&c,
+                      "[sh, -c, 'setsid sleep 300 & echo $! >\"$1\"; exec build/bin/fakeserver "
+                      "--port \"$0\"', '${port}', '${run_dir}/helper.pid']",
+                      "port: auto") != 0) {
+        CHECK_MSG(0, "no context");
+        return;
+    }
+    struct err err;
+    err_init(&err);
+    CHECK_INT(server_start(&c, 0, &err), 0);
+    char *pid_path = path_join(c.run_dir, "helper.pid");
+    struct buf text;
+    buf_init(&text, 64);
+    long helper = 0;
+    CHECK_MSG(file_read_all(pid_path, &text, &err, 1) == 0 && text.data, "%s", err.msg);
+    while (text.len && text.data[text.len - 1] == '\n')
+        text.data[--text.len] = '\0';
+    CHECK(text.data && str_to_long(text.data, &helper) == 0);
+    CHECK_MSG(helper > 0 && kill((pid_t)helper, 0) == 0, "helper %ld not running", helper);
+    CHECK(getpgid((pid_t)helper) != c.server.pid);
+    server_stop(&c);
+    bool gone = helper > 0 && kill((pid_t)helper, 0) != 0 && errno == ESRCH;
+    CHECK_MSG(gone, "helper %ld outlived its server", helper);
+    srv_kill_strays(NULL, 0);
+    buf_release(&text);
+    free(pid_path);
+    drop_ctx(&c);
 }
 
 TEST(plan_error_is_a_usage_error_and_frees_the_plan)
