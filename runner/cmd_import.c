@@ -38,7 +38,8 @@ static const char summary[] =
     "requests:'), else from the tag in the file name: c16-n48, 16_48, 16:48, 16x48 (or your\n"
     "--tag-regex with groups (?<c>...) and (?<p>...)). The logs are copied, then points.csv,\n"
     "fit.json, plots/ and REPORT.md are written; 'sweep plot' and 'sweep compare' then work\n"
-    "on the folder like on any run. A log without a required metric becomes a failed point.";
+    "on the folder like on any run. A log without a required metric, or whose requests\n"
+    "failed (none succeeded, more than 5%, or not all accounted for), becomes a failed point.";
 
 struct import_args {
     const char *out, *preset, *tag_regex, *variant;

@@ -50,6 +50,8 @@ static int refresh_row(const struct rundir *rd, struct res_point *p, struct err 
     struct res_point fresh;
     bool was_ok = is_ok(p), rejudge = was_ok || extraction_failure(p);
     res_point_init(&fresh);
+    fresh.concurrency = p->concurrency; /* the invariants judge against these */
+    fresh.prompts = p->prompts;
     if (rundir_extract_point(rd, p->variant, p->log, &fresh, err) != 0) {
         res_point_release(&fresh);
         return -1;

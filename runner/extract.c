@@ -507,6 +507,54 @@ int ext_pattern_arg(const char *arg, struct ext_pattern *p, struct err *err)
     return 0;
 }
 
+/* ---- judging a point ---- */
+
+/* One rule set for every place that judges a point: a run, and a point
+ * rebuilt from its log later. */
+bool ext_check_invariants(const struct metric_set *m, long conc, long prompts, double rate,
+                          struct buf *notes)
+{
+    bool bad = false;
+    double ttft, e2e, ok, failed, got;
+#define NOTE(...)                                                                                  \
+    do {                                                                                           \
+        if (notes->len)                                                                            \
+            buf_puts(notes, "; ");                                                                 \
+        buf_printf(notes, __VA_ARGS__);                                                            \
+    } while (0)
+    if (ms_get(m, "median_ttft_ms", &ttft) && ms_get(m, "median_e2e_ms", &e2e) &&
+        ttft > e2e * (1 + 1e-9) + 1e-6) {
+        NOTE("median TTFT %.2f ms exceeds median E2E %.2f ms", ttft, e2e);
+        bad = true;
+    }
+    if (ms_get(m, "successful_requests", &ok)) {
+        bool have_failed = ms_get(m, "failed_requests", &failed);
+        if (!have_failed)
+            failed = 0;
+        if (ok <= 0) {
+            NOTE("no request succeeded");
+            bad = true;
+        } else if (have_failed && fabs(ok + failed - (double)prompts) > 0.5) {
+            NOTE("%.0f successful + %.0f failed requests, but %ld were planned", ok, failed,
+                 prompts);
+            bad = true;
+        } else if (!have_failed && ok < (double)prompts - 0.5) {
+            NOTE("only %.0f of %ld requests succeeded", ok, prompts);
+            bad = (double)prompts - ok > EXT_FAILED_SHARE_MAX * (double)prompts;
+        } else if (failed > 0) {
+            NOTE("%.0f of %ld requests failed", failed, prompts);
+            bad = failed > EXT_FAILED_SHARE_MAX * (double)prompts;
+        }
+    }
+    if (rate <= 0 && ms_get(m, "achieved_concurrency", &got)) {
+        double want = (double)(conc < prompts ? conc : prompts);
+        if (got < EXT_CONCURRENCY_FLOOR * want)
+            NOTE("achieved concurrency %.2f is far below the requested %.0f", got, want);
+    }
+#undef NOTE
+    return bad;
+}
+
 /* ---- what the log says about the point it measured ---- */
 
 /* Lines that carry the requested concurrency, in the order tried: SGLang's

@@ -16,8 +16,10 @@
 #ifndef RUNNER_EXTRACT_H
 #define RUNNER_EXTRACT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
+#include "buf.h"
 #include "err.h"
 #include "metrics.h"
 #include "strvec.h"
@@ -92,6 +94,24 @@ int ext_parse_value(const char *s, size_t n, double *v);
  * regex itself is checked by ext_new.
  */
 int ext_pattern_arg(const char *arg, struct ext_pattern *p, struct err *err);
+
+#define EXT_FAILED_SHARE_MAX  0.05 /* more failed requests than this fails the point */
+#define EXT_CONCURRENCY_FLOOR 0.5  /* achieved below this share of min(C, P) is noted */
+
+/*
+ * The invariants every good measurement satisfies, checked on the metrics
+ * extracted from one point's log (by `sweep run`, and again when `sweep
+ * plot` or `sweep import` rebuild a point from a log). Violations are
+ * appended to notes ("; "-separated); returns true when one of them means
+ * the numbers cannot be trusted (then the point fails):
+ *   - median TTFT <= median E2E (a first token cannot come after the end);
+ *   - successful + failed == prompts (every request accounted for), with at
+ *     most EXT_FAILED_SHARE_MAX of them failed, and at least one success;
+ *   - achieved concurrency not far below min(C, prompts) in closed loop
+ *     (request_rate <= 0; only noted: the client, not the server, fell short).
+ */
+bool ext_check_invariants(const struct metric_set *m, long concurrency, long prompts,
+                          double request_rate, struct buf *notes);
 
 /* What a log says about the point it measured; -1 where it says nothing. */
 struct ext_shape {

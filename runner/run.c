@@ -32,12 +32,10 @@
 #include "timeutil.h"
 #include "xalloc.h"
 
-#define CLIENT_GRACE_S    1.0   /* a client stopped early gets this long after SIGTERM */
-#define HEALTH_RECHECK_S  30.0  /* an alive server that stopped answering: wait this long */
-#define DEATH_SETTLE_MS   250.0 /* after a client failure, time for a dying server to show */
-#define FAILED_SHARE_MAX  0.05  /* more failed requests than this fails the point */
-#define CONCURRENCY_FLOOR 0.5   /* achieved below this share of min(C, P) is noted */
-#define TAIL_LINES        30
+#define CLIENT_GRACE_S   1.0   /* a client stopped early gets this long after SIGTERM */
+#define HEALTH_RECHECK_S 30.0  /* an alive server that stopped answering: wait this long */
+#define DEATH_SETTLE_MS  250.0 /* after a client failure, time for a dying server to show */
+#define TAIL_LINES       30
 
 struct run_ctx {
     const struct run_opts *o;
@@ -382,60 +380,6 @@ static const ext_set *extractor(struct run_ctx *c, size_t vi, struct err *err)
     return c->ext[vi];
 }
 
-/*
- * The invariants every good measurement satisfies. Violations are appended
- * to notes ("; "-separated); returns true when one of them means the
- * numbers cannot be trusted (then the point fails):
- *   - median TTFT <= median E2E (a first token cannot come after the end);
- *   - successful + failed == prompts (every request accounted for), with at
- *     most FAILED_SHARE_MAX of them failed, and at least one success;
- *   - achieved concurrency not far below min(C, prompts) in closed loop
- *     (only noted: the client, not the server, fell short).
- */
-static bool check_invariants(const struct metric_set *m, long conc, long prompts, double rate,
-                             struct buf *notes)
-{
-    bool bad = false;
-    double ttft, e2e, ok, failed, got;
-#define NOTE(...)                                                                                  \
-    do {                                                                                           \
-        if (notes->len)                                                                            \
-            buf_puts(notes, "; ");                                                                 \
-        buf_printf(notes, __VA_ARGS__);                                                            \
-    } while (0)
-    if (ms_get(m, "median_ttft_ms", &ttft) && ms_get(m, "median_e2e_ms", &e2e) &&
-        ttft > e2e * (1 + 1e-9) + 1e-6) {
-        NOTE("median TTFT %.2f ms exceeds median E2E %.2f ms", ttft, e2e);
-        bad = true;
-    }
-    if (ms_get(m, "successful_requests", &ok)) {
-        bool have_failed = ms_get(m, "failed_requests", &failed);
-        if (!have_failed)
-            failed = 0;
-        if (ok <= 0) {
-            NOTE("no request succeeded");
-            bad = true;
-        } else if (have_failed && fabs(ok + failed - (double)prompts) > 0.5) {
-            NOTE("%.0f successful + %.0f failed requests, but %ld were planned", ok, failed,
-                 prompts);
-            bad = true;
-        } else if (!have_failed && ok < (double)prompts - 0.5) {
-            NOTE("only %.0f of %ld requests succeeded", ok, prompts);
-            bad = (double)prompts - ok > FAILED_SHARE_MAX * (double)prompts;
-        } else if (failed > 0) {
-            NOTE("%.0f of %ld requests failed", failed, prompts);
-            bad = failed > FAILED_SHARE_MAX * (double)prompts;
-        }
-    }
-    if (rate <= 0 && ms_get(m, "achieved_concurrency", &got)) {
-        double want = (double)(conc < prompts ? conc : prompts);
-        if (got < CONCURRENCY_FLOOR * want)
-            NOTE("achieved concurrency %.2f is far below the requested %.0f", got, want);
-    }
-#undef NOTE
-    return bad;
-}
-
 /* The last non-empty line of text (heap), "" if none. */
 static char *last_line(const char *text)
 {
@@ -469,8 +413,8 @@ static const char *judge(struct run_ctx *c, size_t pi, const char *log_path, con
     } else if (ok && ext_require(set, &row->metrics, &v->metrics.require, &err) != 0) {
         buf_printf(cause, "%s", err.msg);
         status = RES_FAILED;
-    } else if (ok && check_invariants(&row->metrics, pp->concurrency, pp->prompts,
-                                      v->bench.request_rate, cause)) {
+    } else if (ok && ext_check_invariants(&row->metrics, pp->concurrency, pp->prompts,
+                                          v->bench.request_rate, cause)) {
         status = RES_FAILED;
     } else if (ok && cause->len) {
         prog_note(&c->prog, "sweep: warning: %s", cause->data);

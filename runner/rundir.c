@@ -130,6 +130,7 @@ static int read_experiment(struct rundir *rd, struct err *err)
         struct rundir_variant *v = find_or_add(rd, ev->name);
         exp_metrics_to_extract(&ev->metrics, &v->ext);
         v->output_len = ev->bench.output_len;
+        v->request_rate = ev->bench.request_rate;
         if (!v->model && ev->server.model)
             v->model = xstrdup(ev->server.model);
     }
@@ -534,6 +535,15 @@ void rundir_logs_free(struct rundir_log *logs, size_t n)
 
 /* ---- re-extraction ---- */
 
+/* The open-loop rate variant ran at (0: closed loop, or not known). */
+static double rundir_rate(const struct rundir *rd, const char *variant)
+{
+    for (size_t i = 0; variant && i < rd->n_v; i++)
+        if (strcmp(rd->v[i].name, variant) == 0)
+            return rd->v[i].request_rate;
+    return 0;
+}
+
 int rundir_extract_point(const struct rundir *rd, const char *variant, const char *rel,
                          struct res_point *p, struct err *err)
 {
@@ -558,8 +568,15 @@ int rundir_extract_point(const struct rundir *rd, const char *variant, const cha
         p->status = xstrdup(RES_FAILED);
         p->cause = xstrdup(e.msg);
     } else {
-        p->status = xstrdup(RES_OK);
-        p->cause = xstrdup("");
+        /* the run's own judgement: labels that match do not make the
+         * requests behind them successful */
+        struct buf notes;
+        buf_init(&notes, sizeof(e.msg));
+        bool bad =
+            ext_check_invariants(&ms, p->concurrency, p->prompts, rundir_rate(rd, variant), &notes);
+        p->status = xstrdup(bad ? RES_FAILED : RES_OK);
+        p->cause = xstrdup(notes.data ? notes.data : "");
+        buf_release(&notes);
     }
     ms_release(&p->metrics);
     p->metrics = ms;

@@ -31,6 +31,7 @@ struct rundir_variant {
     char *model;               /* owned; model path as run, or NULL */
     struct strvec server_argv; /* the server's argv as run (manifest), may be empty */
     long output_len;           /* tokens per request, -1 if unknown */
+    double request_rate;       /* open-loop rate, req/s; 0 closed loop or unknown */
 };
 
 struct rundir {
@@ -106,9 +107,12 @@ void rundir_logs_free(struct rundir_log *logs, size_t n);
 
 /*
  * Extract the point saved in dir/rel with variant's settings into p->metrics
- * (replaced), and set p->status and p->cause: ok, or failed naming every
- * missing required metric (or the pattern that hit a limit). Returns 0, or
- * -1 with err set when the log cannot be read (p unchanged).
+ * (replaced), and set p->status and p->cause as a run would: ok, or failed
+ * naming every missing required metric (or the pattern that hit a limit) or
+ * the broken invariant (ext_check_invariants against p->concurrency and
+ * p->prompts, which the caller sets: no success, too many failures, ...).
+ * An ok point's cause holds the invariants' notes, "" when none. Returns 0,
+ * or -1 with err set when the log cannot be read (p unchanged).
  */
 int rundir_extract_point(const struct rundir *rd, const char *variant, const char *rel,
                          struct res_point *p, struct err *err);

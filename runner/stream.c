@@ -112,6 +112,15 @@ static void error_message(struct stream *s, json_t *err)
     free(dump);
 }
 
+/* A usage count from the server that can be a real token count: the
+ * report sums them over every request, so a hostile value must not reach
+ * the sum. */
+static bool plausible_count(json_t *v)
+{
+    return json_is_integer(v) && json_integer_value(v) >= 0 &&
+           json_integer_value(v) <= STREAM_MAX_USAGE;
+}
+
 /* The terminating sentinel, tolerating trailing blanks some servers add. */
 static bool is_done(const char *d, size_t n)
 {
@@ -165,9 +174,9 @@ static int on_event(void *ctx, const struct sse_event *ev)
         if (json_is_object(usage)) {
             json_t *c = json_object_get(usage, "completion_tokens");
             json_t *p = json_object_get(usage, "prompt_tokens");
-            if (json_is_integer(c) && json_integer_value(c) >= 0)
+            if (plausible_count(c))
                 s->usage_completion = (long)json_integer_value(c);
-            if (json_is_integer(p) && json_integer_value(p) >= 0)
+            if (plausible_count(p))
                 s->usage_prompt = (long)json_integer_value(p);
         }
     }

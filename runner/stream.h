@@ -15,6 +15,11 @@
 
 #include "sse.h"
 
+/* The largest usage count taken as real, tokens. Larger (or negative)
+ * values are ignored: no response is that long, and sums over 2^30
+ * requests of counts below 2^32 cannot overflow a 64-bit total. */
+#define STREAM_MAX_USAGE ((long)UINT32_MAX)
+
 /* How a stream ended, as far as its bytes tell. */
 enum stream_result {
     STREAM_OK = 0,      /* [DONE] or a finish_reason, and at least one text chunk */
@@ -33,7 +38,8 @@ struct stream {
     size_t n_stored;              /* entries used in chunk_ns */
     size_t cap_chunks;            /* entries allocated in chunk_ns */
     size_t max_chunks;            /* cap on n_stored, fixed at init */
-    long usage_completion;        /* usage.completion_tokens of the last usage object, or -1 */
+    long usage_completion;        /* usage.completion_tokens of the last usage object, or -1
+                                     (also when outside 0..STREAM_MAX_USAGE) */
     long usage_prompt;            /* usage.prompt_tokens of the last usage object, or -1 */
     bool done;                    /* data: [DONE] arrived (later events are ignored) */
     bool finished;                /* a choice carried a non-null finish_reason */

@@ -182,4 +182,68 @@ TEST(report_with_repeats_and_failures)
     res_table_release(&t);
 }
 
+/* A saved sglang-style block with the given request counts (failed < 0:
+ * no "Failed requests:" row, as SGLang prints it). */
+static void write_block(const char *dir, const char *name, long ok, long failed)
+{
+    struct buf b;
+    struct err e;
+    buf_init(&b, 1 << 16);
+    err_init(&e);
+    buf_puts(&b, "============ Serving Benchmark Result ============\n");
+    buf_printf(&b, "%-40s %-10ld\n", "Max request concurrency:", 16L);
+    buf_printf(&b, "%-40s %-10ld\n", "Successful requests:", ok);
+    if (failed >= 0)
+        buf_printf(&b, "%-40s %-10ld\n", "Failed requests:", failed);
+    buf_printf(&b, "%-40s %-10s\n", "Output token throughput (tok/s):", ok ? "812.50" : "0.00");
+    buf_printf(&b, "%-40s %-10s\n", "Median TTFT (ms):", ok ? "40.00" : "0.00");
+    buf_printf(&b, "%-40s %-10s\n", "Median TPOT (ms):", ok ? "19.70" : "0.00");
+    buf_printf(&b, "%-40s %-10s\n", "Median E2E Latency (ms):", ok ? "2540.00" : "nan");
+    buf_puts(&b, "==================================================\n");
+    char *path = path_join(dir, name);
+    CHECK(file_write_atomic(path, b.data, b.len, &e, 3) == 0);
+    free(path);
+    buf_release(&b);
+}
+
+/* Rebuilding a point from its log (sweep plot, sweep import) judges it as
+ * the run does: a log whose requests all failed, or too many of them,
+ * is a failed point, however well its labels matched. */
+TEST(extract_point_applies_the_run_invariants)
+{
+    char tmpl[] = "/tmp/sweep-rundir-test.XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    if (!dir)
+        abort();
+    static const struct {
+        const char *log;
+        long ok, failed;
+        const char *status, *cause;
+    } cases[] = {
+        {"c16-n32.log", 32, 0, RES_OK, ""},
+        {"c16-n32-r2.log", 0, -1, RES_FAILED, "no request succeeded"},
+        {"c16-n32-r3.log", 20, 12, RES_FAILED, "12 of 32 requests failed"},
+        {"c16-n32-r4.log", 24, -1, RES_FAILED, "only 24 of 32 requests succeeded"},
+    };
+    struct rundir rd;
+    struct err e;
+    err_init(&e);
+    CHECK(rundir_open(dir, &rd, &e) == 0);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        write_block(dir, cases[i].log, cases[i].ok, cases[i].failed);
+        struct res_point p;
+        res_point_init(&p);
+        p.concurrency = 16;
+        p.prompts = 32;
+        CHECK(rundir_extract_point(&rd, "default", cases[i].log, &p, &e) == 0);
+        CHECK_MSG(test_str_eq(p.status, cases[i].status), "%s: status %s, want %s", cases[i].log,
+                  test_str_show(p.status), cases[i].status);
+        CHECK_MSG(p.cause && strstr(p.cause, cases[i].cause), "%s: cause '%s', want '%s'",
+                  cases[i].log, test_str_show(p.cause), cases[i].cause);
+        res_point_release(&p);
+    }
+    rundir_release(&rd);
+    rm_dir(dir);
+}
+
 TEST_MAIN()

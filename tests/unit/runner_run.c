@@ -29,7 +29,7 @@ TEST(invariants_hold)
     set(&m, "concurrency", 15.2);
     struct buf notes;
     buf_init(&notes, 4096);
-    CHECK(!check_invariants(&m, 16, 48, 0, &notes));
+    CHECK(!ext_check_invariants(&m, 16, 48, 0, &notes));
     CHECK_INT(notes.len, 0);
     buf_release(&notes);
     ms_release(&m);
@@ -71,7 +71,7 @@ TEST(invariants_violated)
             set(&m, "achieved_concurrency", cases[i].conc);
         struct buf notes;
         buf_init(&notes, 4096);
-        bool bad = check_invariants(&m, cases[i].c, cases[i].p, cases[i].rate, &notes);
+        bool bad = ext_check_invariants(&m, cases[i].c, cases[i].p, cases[i].rate, &notes);
         CHECK_MSG(bad == cases[i].bad, "case %zu: bad = %d", i, bad);
         CHECK_MSG(strcmp(notes.data ? notes.data : "", cases[i].note) == 0,
                   "case %zu: notes '%s', want '%s'", i, notes.data ? notes.data : "",
