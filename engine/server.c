@@ -528,11 +528,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         c->conn = conn;
         buf_init(&c->body, s->o.max_body);
         *con_cls = c;
+        /* Answered at the last call, never here: libmicrohttpd closes a
+         * connection whose answer was queued with the headers, which
+         * refusals want and keep-alive GETs do not. */
         bool refused;
-        enum MHD_Result rc = first_call(c, url, method, &refused);
-        if (refused || c->route->body)
-            return rc;
-        return c->route->fn(c);
+        return first_call(c, url, method, &refused);
     }
     if (*upload_data_size) {
         if (!c->too_big && buf_append(&c->body, upload_data, *upload_data_size) != 0)
