@@ -148,6 +148,14 @@ int model_read_config(const struct gguf_file *f, struct model_config *c, struct 
         vocab = (int)emb->ne[1];
     if (check_range(vocab, 1, MAX_VOCAB, "llama.vocab_size", err))
         return -1;
+    /* The tokenizer may have fewer tokens (an embedding padded past it),
+     * never more: its ids would index past the embedding and the logits. */
+    if (toks && toks->type == GGUF_T_ARR && toks->arr_n > (uint64_t)vocab)
+        return err_set(err, FP_ERR_FORMAT,
+                       "tokenizer.ggml.tokens has %llu tokens, more than the model's vocabulary "
+                       "of %d",
+                       (unsigned long long)toks->arr_n, vocab),
+               -1;
     c->n_vocab = vocab;
     return 0;
 }

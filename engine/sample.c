@@ -114,14 +114,27 @@ int32_t sampler_sample(struct sampler *s, const float *logits)
         return sample_argmax(logits, s->n_vocab);
     float inv_t = 1.0f / s->p.temperature;
     float mx = logits[sample_argmax(logits, s->n_vocab)];
-    /* Total mass over the whole vocabulary, for top-p's threshold. */
-    double total = 0;
-    for (int i = 0; i < s->n_vocab; i++)
-        total += exp((double)(logits[i] - mx) * inv_t);
     int k = s->p.top_k ? s->p.top_k : s->n_vocab;
-    int n = k < 64 ? k : 64;
+    /* Top-p's threshold is a share of the mass that top-k left: the whole
+     * vocabulary's without top-k, else the k best tokens' (top-p applies
+     * to the renormalised top-k distribution, as in vLLM, Hugging Face and
+     * llama.cpp). With top-k the k best are taken at once; without it the
+     * candidates grow from 64 until top-p is reached. */
+    double total = 0;
+    int n;
+    if (k < s->n_vocab) {
+        top_k(s, logits, k);
+        for (int i = 0; i < k; i++)
+            total += exp((double)(logits[s->idx[i]] - mx) * inv_t);
+        n = k;
+    } else {
+        for (int i = 0; i < s->n_vocab; i++)
+            total += exp((double)(logits[i] - mx) * inv_t);
+        n = k < 64 ? k : 64;
+    }
     for (;;) {
-        top_k(s, logits, n);
+        if (k == s->n_vocab) /* with top-k, idx already holds the k best */
+            top_k(s, logits, n);
         double mass = 0;
         int keep = n;
         for (int i = 0; i < n; i++) {

@@ -13,7 +13,8 @@
 struct sample_params {
     float temperature; /* 0 = greedy; else logits / temperature */
     int top_k;         /* keep the k most likely tokens; 0 = all */
-    float top_p;       /* keep the smallest set with probability >= top_p; 1 = all */
+    float top_p;       /* then the smallest set with probability >= top_p of what top_k
+                          kept (renormalised); 1 = all */
     uint64_t seed;     /* RNG seed */
 };
 

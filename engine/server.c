@@ -423,6 +423,7 @@ static const struct route routes[] = {
 struct header_scan {
     unsigned n;        /* header fields */
     size_t longest;    /* bytes of the longest name + value */
+    size_t total;      /* bytes of every name + value, plus 2 each ('=', '&' or ': ') */
     const char *which; /* its name */
 };
 
@@ -432,6 +433,7 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     (void)kind;
     struct header_scan *h = cls;
     h->n++;
+    h->total += key_size + value_size + 2;
     if (key_size + value_size > h->longest) {
         h->longest = key_size + value_size;
         h->which = key;
@@ -458,7 +460,7 @@ static enum MHD_Result first_call(struct call *c, const char *url, const char *m
     size_t ulen = strlen(url);
     struct header_scan args = {0};
     MHD_get_connection_values_n(c->conn, MHD_GET_ARGUMENT_KIND, scan_header, &args);
-    if (ulen + args.longest * args.n > SRV_MAX_URI_BYTES)
+    if (ulen + args.total > SRV_MAX_URI_BYTES)
         return refuse(c, 414, "invalid_request_error", NULL, true,
                       "the request target is too long (at most %d bytes)", SRV_MAX_URI_BYTES);
     const struct route *path_match = NULL;
@@ -526,11 +528,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         c->conn = conn;
         buf_init(&c->body, s->o.max_body);
         *con_cls = c;
+        /* Answered at the last call, never here: libmicrohttpd closes a
+         * connection whose answer was queued with the headers, which
+         * refusals want and keep-alive GETs do not. */
         bool refused;
-        enum MHD_Result rc = first_call(c, url, method, &refused);
-        if (refused || c->route->body)
-            return rc;
-        return c->route->fn(c);
+        return first_call(c, url, method, &refused);
     }
     if (*upload_data_size) {
         if (!c->too_big && buf_append(&c->body, upload_data, *upload_data_size) != 0)

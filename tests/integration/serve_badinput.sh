@@ -84,6 +84,11 @@ bad 431 invalid_request_error "" "header fields (at most 100)" /health "${hdrs[@
 bad 431 invalid_request_error "" "header field 'X-Long' is" /health -H "X-Long: $(head -c 9000 /dev/zero | tr '\0' a)"
 bad 431 "" "" "a 64 KiB header line" /health -H "X-Huge: $(head -c 65536 /dev/zero | tr '\0' a)"
 bad 414 invalid_request_error "" "the request target is too long" "/v1/$(head -c 16384 /dev/zero | tr '\0' a)"
+bad 414 invalid_request_error "" "the request target is too long" \
+    "/health?a=$(head -c 9000 /dev/zero | tr '\0' a)"
+# a 4 KiB query of three arguments is well under the 8 KiB limit
+check_eq "a 4 KiB request target is served" "$(curl -s -o /dev/null -w '%{http_code}' \
+    "$SRV_URL/health?a=$(head -c 4000 /dev/zero | tr '\0' a)&b=1&c=1")" "200"
 
 # routes and methods
 bad 404 not_found_error "" "no route for GET '/v2/nothing'" /v2/nothing

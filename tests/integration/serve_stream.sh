@@ -131,6 +131,14 @@ done
 check "metrics: attention time counted" \
     sh -c "awk '/phase=\"attention\"/ { exit !(\$2 > 0) }' '$T_TMP/m'"
 
+# keep-alive: GET answers leave the connection open for the next request
+# (an answer queued with the headers would make libmicrohttpd close it)
+curl -s -D "$T_TMP/kh" -o /dev/null -o /dev/null -w '%{num_connects}\n' \
+    "$SRV_URL/health" "$SRV_URL/metrics" >"$T_TMP/kc"
+check_eq "keep-alive: /health then /metrics on one connection" "$(tr '\n' ' ' <"$T_TMP/kc")" "1 0 "
+check "keep-alive: /health does not say Connection: close" \
+    sh -c "! grep -qi '^Connection: close' '$T_TMP/kh'"
+
 stop_serve
 check_eq "server exits 0 on SIGTERM" "$?" "0"
 finish

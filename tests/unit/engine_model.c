@@ -27,6 +27,7 @@ struct spec {
     bool untied;   /* write output.weight (a copy of token_embd) */
     bool drop_wk;  /* leave blk.1.attn_k.weight out */
     uint64_t seed;
+    int n_tokens; /* > 0: write a tokenizer.ggml.tokens list this long */
 };
 
 static float gauss(uint64_t *s)
@@ -82,6 +83,15 @@ static char *write_model(const struct spec *sp)
     gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
     gguf_w_u32(w, KEY("vocab_size"), V);
 #undef KEY
+    if (sp->n_tokens > 0) {
+        char **toks = xcalloc((size_t)sp->n_tokens, sizeof(*toks));
+        for (int i = 0; i < sp->n_tokens; i++)
+            toks[i] = xasprintf("t%d", i);
+        gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, (size_t)sp->n_tokens);
+        for (int i = 0; i < sp->n_tokens; i++)
+            free(toks[i]);
+        free(toks);
+    }
     uint64_t rng = sp->seed;
     uint64_t rng_emb = rng;
     add_matrix(w, "token_embd.weight", V, E, sp->type, 1.0f, &rng);
@@ -445,6 +455,28 @@ TEST(refuses_other_architectures_and_missing_tensors)
     CHECK(model_new(path, NULL, &err) == NULL);
     CHECK_INT(err.code, FP_ERR_FORMAT);
     CHECK(strstr(err.msg, "'blk.1.attn_k.weight' is missing") != NULL);
+    unlink(path);
+    free(path);
+}
+
+/* A tokenizer with more tokens than the embedding has rows would hand the
+ * model (and eval's targets) ids past its vocabulary: refused at load. A
+ * shorter list (an embedding padded past the tokenizer) is fine. */
+TEST(refuses_a_tokenizer_larger_than_the_vocabulary)
+{
+    struct err err;
+    char *path = write_model(&(struct spec){"llama", Q_F32, .seed = 5, .n_tokens = V + 8});
+    err_init(&err);
+    CHECK(model_new(path, NULL, &err) == NULL);
+    CHECK_INT(err.code, FP_ERR_FORMAT);
+    CHECK_MSG(strstr(err.msg, "264 tokens") != NULL, "message: %s", err.msg);
+    unlink(path);
+    free(path);
+    path = write_model(&(struct spec){"llama", Q_F32, .seed = 5, .n_tokens = V - 8});
+    err_init(&err);
+    struct model *m = model_new(path, NULL, &err);
+    CHECK_MSG(m != NULL, "load: %s", err.msg);
+    model_free(m);
     unlink(path);
     free(path);
 }

@@ -86,4 +86,38 @@ TEST(top_k_and_top_p_restrict_candidates)
     sampler_release(&s);
 }
 
+/* With both filters, top-p applies to the top-k candidates' own
+ * distribution (renormalised), as vLLM, Hugging Face and llama.cpp do:
+ * A holds 0.3 and B 0.2 of the whole mass, so after top_k = 2 A holds 0.6
+ * and top_p = 0.55 keeps A alone. Measured against the whole vocabulary,
+ * 0.55 would not be reached and B would be drawn too. */
+TEST(top_p_applies_after_top_k)
+{
+    float l[10];
+    l[0] = logf(0.3f);
+    l[1] = logf(0.2f);
+    for (int i = 2; i < 10; i++)
+        l[i] = logf(0.5f / 8);
+    struct sampler s;
+    sampler_init(&s, 10,
+                 &(struct sample_params){.temperature = 1, .top_k = 2, .top_p = 0.55f, .seed = 5});
+    int n_a = 0;
+    for (int i = 0; i < 400; i++)
+        n_a += sampler_sample(&s, l) == 0;
+    CHECK_INT(n_a, 400);
+    sampler_release(&s);
+    /* top_p = 0.7 > 0.6 keeps both, in the ratio 3:2 */
+    sampler_init(&s, 10,
+                 &(struct sample_params){.temperature = 1, .top_k = 2, .top_p = 0.7f, .seed = 5});
+    int n0 = 0, n1 = 0, N = 20000;
+    for (int i = 0; i < N; i++) {
+        int32_t t = sampler_sample(&s, l);
+        n0 += t == 0;
+        n1 += t == 1;
+    }
+    CHECK_INT(n0 + n1, N);
+    CHECK_NEAR((double)n0 / N, 0.6, 0.02);
+    sampler_release(&s);
+}
+
 TEST_MAIN()
