@@ -5,14 +5,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "fileio.h"
-
 #include "buf.h"
 #include "err.h"
+#include "fileio.h"
 #include "opts.h"
 #include "sha256.h"
 #include "strutil.h"
 #include "strvec.h"
+#include "xalloc.h"
 
 TEST(buf_cap_refuses_whole_append)
 {
@@ -144,7 +144,7 @@ static char *temp_file_of(size_t n)
     static char path[32];
     snprintf(path, sizeof(path), "/tmp/sweep-fio-XXXXXX");
     int fd = mkstemp(path);
-    char *data = calloc(n + 1, 1);
+    char *data = xcalloc(n + 1, 1);
     memset(data, 'x', n);
     CHECK(fd >= 0 && write(fd, data, n) == (ssize_t)n);
     close(fd);
