@@ -390,9 +390,10 @@ __host__ __device__ constexpr bool is_float_type(uint32_t t)
 
 /* Every weight type with a device decoder, for the switches that pick a
  * kernel template per type: CU_WEIGHT_TYPES(CASE) expands CASE(Q_F32) ... */
-#define CU_WEIGHT_TYPES(X)                                                                         \
-    X(Q_F32)                                                                                       \
-    X(Q_F16) X(Q_BF16) X(Q_Q4_0) X(Q_Q4_1) X(Q_Q5_0) X(Q_Q5_1) X(Q_Q8_0) X(Q_Q4_K) X(Q_Q6_K)       \
-        X(Q_MXFP4) X(Q_NVFP4)
+// clang-format off
+#define CU_WEIGHT_TYPES(X) \
+    X(Q_F32) X(Q_F16) X(Q_BF16) X(Q_Q4_0) X(Q_Q4_1) X(Q_Q5_0) X(Q_Q5_1) X(Q_Q8_0) X(Q_Q4_K) \
+    X(Q_Q6_K) X(Q_MXFP4) X(Q_NVFP4)
+// clang-format on
 
 #endif

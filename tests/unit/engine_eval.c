@@ -24,7 +24,6 @@
 #include "tokenizer.h"
 #include "xalloc.h"
 
-
 static const char *synth(const char *name, uint64_t seed)
 {
     char *path = test_tmp_path(name);

@@ -24,7 +24,6 @@
 #include "testtmp.h"
 #include "xalloc.h"
 
-
 /* The tiny synthetic model (f16 weights, tied head), written once. */
 static const char *tiny_model(void)
 {
