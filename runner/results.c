@@ -97,10 +97,12 @@ void res_table_put(struct res_table *t, struct res_point *p)
     res_table_add(t, p);
 }
 
-const struct res_point *res_table_find_ok(const struct res_table *t, const char *key)
+const struct res_point *res_table_find_ok(const struct res_table *t, const char *variant,
+                                          const char *key)
 {
     for (size_t i = 0; i < t->n; i++)
-        if (t->rows[i].key && strcmp(t->rows[i].key, key) == 0 && t->rows[i].status &&
+        if (t->rows[i].key && strcmp(t->rows[i].key, key) == 0 && t->rows[i].variant &&
+            strcmp(t->rows[i].variant, variant) == 0 && t->rows[i].status &&
             strcmp(t->rows[i].status, RES_OK) == 0)
             return &t->rows[i];
     return NULL;

@@ -55,8 +55,11 @@ void res_table_add(struct res_table *t, struct res_point *p);
 /* Replace the row with the same variant/concurrency/prompts/repeat, or
  * append; takes ownership like res_table_add. */
 void res_table_put(struct res_table *t, struct res_point *p);
-/* The first row with this key and status ok, or NULL. */
-const struct res_point *res_table_find_ok(const struct res_table *t, const char *key);
+/* The first row of this variant with this key and status ok, or NULL. The
+ * key leaves the variant's name out (renaming one reruns nothing), so two
+ * variants with the same settings share keys: each still gets its rows. */
+const struct res_point *res_table_find_ok(const struct res_table *t, const char *variant,
+                                          const char *key);
 
 /* True when name is one of the fixed columns (variant ... wall_s), which a
  * metric must not be called: the CSV would get two columns of that name. */

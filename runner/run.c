@@ -36,6 +36,9 @@
 #define HEALTH_RECHECK_S 30.0  /* an alive server that stopped answering: wait this long */
 #define DEATH_SETTLE_MS  250.0 /* after a client failure, time for a dying server to show */
 #define TAIL_LINES       30
+#define STALE_MAX        64    /* group members remembered when a server stops */
+#define STALE_WAIT_S     10.0  /* R9: longest wait for the last server's processes */
+#define STALE_POLL_MS    250.0 /* between two looks at them (nvidia-smi included) */
 
 struct run_ctx {
     const struct run_opts *o;
@@ -58,6 +61,14 @@ struct run_ctx {
     bool *attempted; /* per plan point: run (or failed to run) in this session */
     double *took_s;  /* per plan point: client seconds when it ended ok, else < 0 */
     struct progress prog;
+    /* R9: the processes of the last stopped server's group; the next server
+     * starts once none of them runs or holds a GPU context */
+    pid_t stale[STALE_MAX];
+    size_t n_stale;
+    pid_t stale_pgid;
+    bool start_stale; /* the last server_start failed on one of them */
+    char *nvsmi;      /* owned: nvidia-smi's path, NULL without it */
+    bool nvsmi_looked;
 };
 
 /* Ctrl-C (or SIGTERM/SIGHUP) arrived: finish the current step, start none. */
@@ -212,6 +223,11 @@ static void server_stop(struct run_ctx *c)
     if (!c->server.pid)
         return;
     const struct exp_server *s = &c->plan.variants[c->server_vi].v->server;
+    /* who was in the group, for the next start's stale check (the leader
+     * too, though it may be a zombie already: the GPU may still list it) */
+    c->stale_pgid = c->server.pid;
+    c->stale[0] = c->server.pid;
+    c->n_stale = 1 + srv_group_members(c->server.pid, c->stale + 1, STALE_MAX - 1);
     struct srv_stop_info info;
     if (srv_stop(&c->server, s->stop_grace_s, c->stop, &info) != 0)
         log_error("server process group %ld is not empty after SIGKILL", (long)c->server.pid);
@@ -220,6 +236,70 @@ static void server_stop(struct run_ctx *c)
                   (long)c->server.pid, info.elapsed_s);
     srv_proc_release(&c->server);
     srv_kill_strays(NULL, 0);
+}
+
+/* The first process of the last server's group that still runs, or that
+ * nvidia-smi still lists with a GPU context (why says which); 0 if none. */
+static pid_t stale_pid(struct run_ctx *c, const char **why)
+{
+    for (size_t i = 0; i < c->n_stale; i++)
+        if (srv_pid_in_group(c->stale[i], c->stale_pgid)) {
+            *why = "still running";
+            return c->stale[i];
+        }
+    if (!c->nvsmi_looked) {
+        struct err e;
+        err_init(&e);
+        c->nvsmi = srv_resolve_program("nvidia-smi", &e);
+        c->nvsmi_looked = true;
+    }
+    if (!c->nvsmi)
+        return 0;
+    pid_t gpu[256];
+    int n = srv_gpu_pids(c->nvsmi, gpu, sizeof(gpu) / sizeof(gpu[0]));
+    for (int g = 0; g < n; g++)
+        for (size_t i = 0; i < c->n_stale; i++)
+            if (gpu[g] == c->stale[i]) {
+                *why = "still holds a GPU context (nvidia-smi)";
+                return gpu[g];
+            }
+    return 0;
+}
+
+/*
+ * Reliability R9: a server starts only once the processes of the one
+ * before it are gone and off the GPU, or it would find the memory or the
+ * port still held and fail in a way that blames it. Waits up to
+ * STALE_WAIT_S; then err says "stale server process PID n" and the caller
+ * fails the next point only (the one after looks again).
+ */
+static int stale_wait(struct run_ctx *c, struct err *err)
+{
+    double t0 = clock_ms();
+    bool noted = false;
+    while (c->n_stale) {
+        const char *why = "";
+        pid_t pid = stale_pid(c, &why);
+        if (!pid) {
+            c->n_stale = 0;
+            break;
+        }
+        double waited_s = (clock_ms() - t0) / 1000.0;
+        if (waited_s >= STALE_WAIT_S)
+            return err_set(err, RN_ERR_ENV,
+                           "stale server process PID %ld (%s %.0f s after the server was stopped)",
+                           (long)pid, why, waited_s),
+                   -1;
+        if (!noted)
+            prog_note(&c->prog,
+                      "sweep: waiting up to %.0f s for the last server's process %ld (%s)",
+                      STALE_WAIT_S, (long)pid, why);
+        noted = true;
+        sleep_ms(STALE_POLL_MS, c->stop);
+        if (stopping(c))
+            return err_set(err, RN_ERR_INTERRUPTED, "interrupted"), -1;
+    }
+    return 0;
 }
 
 /* Write one line to server.log before a start, so restarts are visible. */
@@ -251,6 +331,11 @@ static int server_start(struct run_ctx *c, size_t vi, struct err *err)
 {
     struct plan_variant *pv = &c->plan.variants[vi];
     const struct exp_server *s = &pv->v->server;
+    c->start_stale = false;
+    if (stale_wait(c, err) != 0) {
+        c->start_stale = err->code != RN_ERR_INTERRUPTED;
+        return -1;
+    }
     if (srv_port_in_use(s->host, pv->port)) {
         if (s->port != 0)
             return err_set(err, RN_ERR_ENV, "port %ld in use on %s (server.port is fixed)",
@@ -571,13 +656,19 @@ static void fail_points(struct run_ctx *c, const size_t *todo, size_t from, size
     }
 }
 
+/* Point pi has an ok row (from this session or an earlier one). */
+static bool point_done(const struct run_ctx *c, size_t pi)
+{
+    const struct plan_point *pp = &c->plan.points[pi];
+    return res_table_find_ok(&c->table, c->plan.variants[pp->variant].v->name, pp->key) != NULL;
+}
+
 /* Every point of variant vi that has no ok row yet, in plan order. */
 static size_t pending_points(struct run_ctx *c, size_t vi, size_t *todo)
 {
     size_t n = 0;
     for (size_t pi = 0; pi < c->plan.n_points; pi++)
-        if (c->plan.points[pi].variant == vi &&
-            !res_table_find_ok(&c->table, c->plan.points[pi].key))
+        if (c->plan.points[pi].variant == vi && !point_done(c, pi))
             todo[n++] = pi;
     return n;
 }
@@ -612,7 +703,7 @@ static void update_eta(struct run_ctx *c)
             if (pp->variant != vi)
                 continue;
             struct est_point ep = {pp->concurrency, pp->prompts, v->bench.output_len};
-            if (!c->attempted[pi] && !res_table_find_ok(&c->table, pp->key)) {
+            if (!c->attempted[pi] && !point_done(c, pi)) {
                 todo[n++] = ep;
             } else if (c->took_s[pi] >= 0) {
                 pred_done += est_point_s(&m, &ep);
@@ -639,20 +730,30 @@ static void run_variant(struct run_ctx *c, size_t vi, size_t *todo)
     const struct exp_variant *v = c->plan.variants[vi].v;
     struct err err;
     err_init(&err);
+    size_t i = 0;
     if (server_start(c, vi, &err) != 0) {
         if (err.code == RN_ERR_INTERRUPTED || stopping(c))
             return;
         log_error("variant '%s': %s", v->name, err.msg);
         c->env_failure = true;
-        fail_points(c, todo, 0, n, err.msg);
-        return;
+        /* a stale process of the last server fails one point; the next looks again */
+        fail_points(c, todo, 0, c->start_stale ? 1 : n, err.msg);
+        if (!c->start_stale)
+            return;
+        i = 1;
     }
-    for (size_t i = 0; i < n && !stopping(c) && !c->fatal; i++) {
+    for (; i < n && !stopping(c) && !c->fatal; i++) {
         const struct plan_point *pp = &c->plan.points[todo[i]];
         err_init(&err);
         if (server_ensure(c, vi, &err) != 0) {
             if (err.code == RN_ERR_INTERRUPTED || stopping(c))
                 break;
+            if (c->start_stale) {
+                log_error("variant '%s': %s", v->name, err.msg);
+                c->env_failure = true;
+                fail_points(c, todo, i, i + 1, err.msg);
+                continue;
+            }
             log_error("variant '%s': server restart failed: %s", v->name, err.msg);
             c->env_failure = true;
             fail_points(c, todo, i, n, err.msg);
@@ -716,7 +817,7 @@ static int final_status(struct run_ctx *c, bool interrupted)
     if (c->env_failure || c->fatal)
         return RN_ERR_ENV;
     for (size_t pi = 0; pi < c->plan.n_points; pi++)
-        if (!res_table_find_ok(&c->table, c->plan.points[pi].key))
+        if (!point_done(c, pi))
             return RN_ERR_POINTS;
     return RN_OK;
 }
@@ -760,6 +861,7 @@ static void ctx_release(struct run_ctx *c)
         for (size_t i = 0; i < c->plan.n_variants; i++)
             ext_free(c->ext[i]);
     free(c->ext);
+    free(c->nvsmi);
     free(c->attempted);
     free(c->took_s);
     if (c->have_manifest)
@@ -842,7 +944,7 @@ int run_experiment(const struct run_opts *o, srv_stop_flag *stop)
     double work = 0;
     for (size_t pi = 0; pi < c->plan.n_points; pi++) {
         const struct plan_point *pp = &c->plan.points[pi];
-        if (res_table_find_ok(&c->table, pp->key)) {
+        if (point_done(c, pi)) {
             c->n_skipped++;
             continue;
         }

@@ -35,6 +35,7 @@ extern char **environ;
 #define TAIL_READ_BYTES  ((long long)64 << 10) /* how much of a log end we look at */
 #define POLL_SLICE_MS    20                    /* reap/group poll interval while stopping */
 #define GROUP_GONE_MS    1000                  /* wait for zombies to clear after SIGKILL */
+#define GPU_QUERY_MS     5000                  /* nvidia-smi may take a while on a busy GPU */
 #define PROBE_CONNECT_MS 500                   /* readiness probe: connect timeout */
 #define PROBE_TOTAL_MS   1500                  /* readiness probe: whole request */
 #define BACKOFF_FIRST_MS 50
@@ -453,24 +454,94 @@ int srv_stop(struct srv_proc *p, double grace_s, const srv_stop_flag *stop,
 
 /* Parent pid from /proc/PID/stat, or -1. The command name may hold spaces
  * and parentheses, so the fields are read after the last ')'. */
-static pid_t proc_ppid(const char *pid_dir)
+/* State letter, parent and process group of /proc/<pid_dir>; false when
+ * there is no such process (or its stat line cannot be read). */
+static bool proc_stat(const char *pid_dir, char *state, pid_t *ppid, pid_t *pgrp)
 {
     char path[300], text[512];
     snprintf(path, sizeof(path), "/proc/%.255s/stat", pid_dir);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return -1;
+        return false;
     ssize_t n = read(fd, text, sizeof(text) - 1);
     close(fd);
     if (n <= 0)
-        return -1;
+        return false;
     text[n] = '\0';
-    char *rp = strrchr(text, ')');
+    char *rp = strrchr(text, ')'); /* the name in parentheses may hold anything */
+    int pp, pg;
+    if (!rp || sscanf(rp + 1, " %c %d %d", state, &pp, &pg) != 3)
+        return false;
+    *ppid = (pid_t)pp;
+    *pgrp = (pid_t)pg;
+    return true;
+}
+
+static pid_t proc_ppid(const char *pid_dir)
+{
     char state;
-    int ppid;
-    if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)
-        return -1;
-    return (pid_t)ppid;
+    pid_t ppid, pgrp;
+    return proc_stat(pid_dir, &state, &ppid, &pgrp) ? ppid : -1;
+}
+
+size_t srv_group_members(pid_t pgid, pid_t *out, size_t max)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < max) {
+        long pid;
+        char state;
+        pid_t ppid, pgrp;
+        if (str_to_long(de->d_name, &pid) == 0 && proc_stat(de->d_name, &state, &ppid, &pgrp) &&
+            pgrp == pgid && state != 'Z')
+            out[n++] = (pid_t)pid;
+    }
+    closedir(d);
+    return n;
+}
+
+bool srv_pid_in_group(pid_t pid, pid_t pgid)
+{
+    char dir[24], state;
+    pid_t ppid, pgrp;
+    snprintf(dir, sizeof(dir), "%ld", (long)pid);
+    return proc_stat(dir, &state, &ppid, &pgrp) && pgrp == pgid && state != 'Z';
+}
+
+int srv_gpu_pids(const char *nvsmi, pid_t *out, size_t max)
+{
+    struct strvec argv;
+    strvec_init(&argv);
+    strvec_push(&argv, nvsmi);
+    strvec_push(&argv, "--query-compute-apps=pid");
+    strvec_push(&argv, "--format=csv,noheader,nounits");
+    struct buf text;
+    buf_init(&text, 1 << 20);
+    int n = -1;
+    if (srv_capture(&argv, &text, GPU_QUERY_MS) == 0) {
+        n = 0;
+        /* one pid per line; anything else (a "No running processes" line
+         * from old drivers, blanks) is skipped */
+        for (char *line = text.data, *next; line && *line && (size_t)n < max; line = next) {
+            next = strchr(line, '\n');
+            if (next)
+                *next++ = '\0';
+            long pid;
+            while (*line == ' ' || *line == '\t')
+                line++;
+            size_t len = strlen(line);
+            while (len && (line[len - 1] == ' ' || line[len - 1] == '\r'))
+                line[--len] = '\0';
+            if (str_to_long(line, &pid) == 0 && pid > 0)
+                out[n++] = (pid_t)pid;
+        }
+    }
+    buf_release(&text);
+    strvec_release(&argv);
+    return n;
 }
 
 /* Children of a subreaper are found by their parent pid; /proc is the one

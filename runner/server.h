@@ -103,6 +103,21 @@ int srv_stop(struct srv_proc *p, double grace_s, const srv_stop_flag *stop,
  */
 int srv_kill_strays(const pid_t *keep, size_t n);
 
+/* The members of process group pgid that still run (zombies left out), at
+ * most max of them into out. Returns how many. */
+size_t srv_group_members(pid_t pgid, pid_t *out, size_t max);
+
+/* True when pid runs (not a zombie) and is still in process group pgid: a
+ * pid reused by an unrelated process does not count. */
+bool srv_pid_in_group(pid_t pid, pid_t pgid);
+
+/*
+ * The processes holding a GPU context, from `nvsmi --query-compute-apps=pid
+ * --format=csv,noheader,nounits` (nvsmi: nvidia-smi's path), at most max
+ * into out. Returns how many, or -1 when nvidia-smi failed or timed out.
+ */
+int srv_gpu_pids(const char *nvsmi, pid_t *out, size_t max);
+
 /*
  * Probe host:port with connect(): 1 when something accepts connections
  * there, 0 when nothing does (refused or unreachable within 500 ms).

@@ -319,6 +319,60 @@ TEST(kill_strays_finds_a_process_that_left_the_group)
     strvec_release(&argv);
 }
 
+TEST(group_members_and_stale_pids)
+{
+    /* the members a stop leaves behind (R9): listed while they run, gone after */
+    CHECK_INT(srv_become_subreaper(), 0);
+    struct strvec argv;
+    argv_of(&argv, "sh", "-c", "sleep 302 & sleep 303 & wait", NULL);
+    struct srv_proc p;
+    struct err e;
+    CHECK_INT(spawn(&p, "members.log", &argv, NULL, &e), 0);
+    pid_t members[8];
+    size_t n = 0;
+    for (int tries = 0; tries < 100 && n < 3; tries++, sleep_ms(20, NULL))
+        n = srv_group_members(p.pid, members, 8);
+    CHECK_INT((long)n, 3); /* sh and its two sleeps */
+    bool has_leader = false;
+    for (size_t i = 0; i < n; i++)
+        has_leader |= members[i] == p.pid;
+    CHECK(has_leader);
+    CHECK_INT((long)srv_group_members(p.pid, members, 1), 1); /* max is honoured */
+    CHECK(srv_pid_in_group(p.pid, p.pid));
+    CHECK(!srv_pid_in_group(p.pid, getpgrp())); /* running, but in another group */
+    pid_t leader = p.pid;
+    CHECK_INT(srv_stop(&p, 2.0, NULL, NULL), 0);
+    CHECK_INT((long)srv_group_members(leader, members, 8), 0);
+    CHECK(!srv_pid_in_group(leader, leader));
+    srv_proc_release(&p);
+    strvec_release(&argv);
+}
+
+TEST(gpu_pids_from_nvidia_smi)
+{
+    /* a stand-in for nvidia-smi: pids one per line, padded, with a line of
+     * prose some drivers print; then one that fails */
+    char *ok = tmp_path("nvsmi-ok"), *bad = tmp_path("nvsmi-bad");
+    FILE *f = fopen(ok, "w");
+    fprintf(f, "#!/bin/sh\n"
+               "case \"$*\" in *--query-compute-apps=pid*) ;; *) exit 9 ;; esac\n"
+               "printf ' 12\\nNo running processes found\\n\\n34\\r\\n'\n");
+    fclose(f);
+    f = fopen(bad, "w");
+    fprintf(f, "#!/bin/sh\necho 56\nexit 1\n");
+    fclose(f);
+    chmod(ok, 0755);
+    chmod(bad, 0755);
+    pid_t pids[4] = {0};
+    CHECK_INT(srv_gpu_pids(ok, pids, 4), 2);
+    CHECK_INT(pids[0], 12);
+    CHECK_INT(pids[1], 34);
+    CHECK_INT(srv_gpu_pids(ok, pids, 1), 1);
+    CHECK_INT(srv_gpu_pids(bad, pids, 4), -1);
+    free(ok);
+    free(bad);
+}
+
 TEST(wait_any_returns_when_one_exits)
 {
     struct strvec a1, a2;
