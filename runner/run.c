@@ -260,7 +260,7 @@ static pid_t stale_pid(struct run_ctx *c, const char **why)
     for (int g = 0; g < n; g++)
         for (size_t i = 0; i < c->n_stale; i++)
             if (gpu[g] == c->stale[i]) {
-                *why = "still holds a GPU context (nvidia-smi)";
+                *why = "still listed by nvidia-smi";
                 return gpu[g];
             }
     return 0;

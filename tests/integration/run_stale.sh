@@ -30,7 +30,7 @@ cat >stale.yaml <<YAML
 name: stale
 server:
   engine: command
-  command: [sh, -c, 'echo \$\$\$\$ >>"\$0"; exec "\$@"', "$T_TMP/pids", "$FAKESERVER", --port, "\${port}"]
+  command: [sh, -c, 'echo \$\$\$\$ >>"\$0"; exec "\$@"', "$T_TMP/pids", "$FAKESERVER", --pid-file, "$T_TMP/server.pid", --port, "\${port}"]
   flags: {step-a-ms: 2, step-b-ms: 1, prefill-ms: 2}
   ready: {path: /health, timeout_s: 30}
 bench:
@@ -59,12 +59,12 @@ check_eq "exit status 3: an environment problem failed a point" "$rc" 3
 check_eq "statuses a, b c1, b c2" "$(col run status | tr '\n' ' ')" "ok failed ok "
 cause=$(col run cause 2)
 check_eq "b's first point names a's server process" "$cause" \
-    "not run: stale server process PID $pida (still holds a GPU context (nvidia-smi) 10 s after the server was stopped)"
+    "not run: stale server process PID $pida (still listed by nvidia-smi 10 s after the server was stopped)"
 check "sweep said it was waiting" grep -q "waiting up to 10 s for the last server's process $pida" err.txt
 check "b's second point has metrics" test -n "$(col run median_tpot_ms 3)"
 check "b's second point waited for the GPU, then ran (50 queries used up)" \
     test "$(wc -l <queries)" -gt 50
 check "the run took the 10 s wait and no more than 30 s" test $((t1 - t0)) -ge 10 -a $((t1 - t0)) -le 30
 check_eq "two servers started (b not while a lingered)" "$(wc -l <pids)" 2
-check_eq "no fakeserver left" "$(procs_with "$FAKESERVER")" 0
+check_eq "no fakeserver left" "$(procs_with "$T_TMP/server.pid")" 0
 finish
