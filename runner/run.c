@@ -315,7 +315,8 @@ static void mark_server_log(const char *log, const struct plan_variant *pv, long
     fprintf(f, "==== sweep %s: starting server for variant '%s' (start %ld): ", stamp, pv->v->name,
             start_no);
     strvec_print_quoted(f, &pv->server_argv);
-    fclose(f); /* strvec_print_quoted ends the line */
+    fputc('\n', f); /* strvec_print_quoted does not end the line */
+    fclose(f);
     struct err e;
     err_init(&e);
     file_append_sync(log, mem, len, &e, RN_ERR_ENV);
@@ -805,6 +806,7 @@ static void print_resume_hint(const struct run_ctx *c)
     printf("sweep: interrupted; what was measured is in %s\nsweep: to run the missing points: ",
            c->run_dir);
     strvec_print_quoted(stdout, &cmd);
+    putchar('\n');
     fflush(stdout);
     strvec_release(&cmd);
 }
