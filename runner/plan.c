@@ -28,6 +28,7 @@
 
 #define KEY_ENGINE   "<fp4serve>"
 #define KEY_SELF     "<sweep>"
+#define KEY_VARIANT  "<variant>"
 #define MAX_EXPANDED 65536     /* bytes of one expanded template */
 #define MODEL_HEAD   (1 << 20) /* bytes hashed at the start of a model file */
 #define GGUF_MAGIC   "GGUF"
@@ -255,11 +256,13 @@ static int build_client(const struct plan *p, const struct plan_point *pt, bool 
             strvec_push(argv, "--request-rate");
             strvec_push(argv, num);
         }
-        /* RUN_DIR/VARIANT/c16-n48.jsonl, beside RUN_DIR/VARIANT/c16-n48.log */
+        /* RUN_DIR/VARIANT/c16-n48.jsonl, beside RUN_DIR/VARIANT/c16-n48.log;
+         * in key mode the variant's folder is a placeholder too: keys leave
+         * the variant's name out (renaming one reruns nothing) */
         size_t base = strlen(pt->log_name) - strlen(".log");
         strvec_push(argv, "--jsonl");
-        strvec_pushf(argv, "%s/%s/%.*s.jsonl", x.v[TMPL_RUN_DIR], pv->v->name, (int)base,
-                     pt->log_name);
+        strvec_pushf(argv, "%s/%s/%.*s.jsonl", x.v[TMPL_RUN_DIR], key ? KEY_VARIANT : pv->v->name,
+                     (int)base, pt->log_name);
     } else {
         for (size_t i = 0; i < b->command.n; i++)
             if (expand_push(argv, b->command.v[i], &x, "bench.command", err) != 0)

@@ -118,7 +118,8 @@ struct plan_opts {
  * placeholders (so an auto port does not change the key) and the bundled
  * engine's path by "<fp4serve>", the model fingerprint (exists, size and
  * head hash; not the mtime, so a copy keeps its key), the client argv
- * likewise (the builtin client's own path as "<sweep>"), input/output
+ * likewise (the builtin client's own path as "<sweep>", the variant's
+ * folder in its --jsonl path as "<variant>"), input/output
  * lengths, warmup, request rate, concurrency, prompts and the repeat index.
  * A missing or bad model is not an error here: it goes into model_problem
  * (run refuses it; check prints it as a warning). An expanded model path

@@ -315,7 +315,8 @@ static void mark_server_log(const char *log, const struct plan_variant *pv, long
     fprintf(f, "==== sweep %s: starting server for variant '%s' (start %ld): ", stamp, pv->v->name,
             start_no);
     strvec_print_quoted(f, &pv->server_argv);
-    fclose(f); /* strvec_print_quoted ends the line */
+    fputc('\n', f); /* strvec_print_quoted does not end the line */
+    fclose(f);
     struct err e;
     err_init(&e);
     file_append_sync(log, mem, len, &e, RN_ERR_ENV);
@@ -663,6 +664,47 @@ static bool point_done(const struct run_ctx *c, size_t pi)
     return res_table_find_ok(&c->table, c->plan.variants[pp->variant].v->name, pp->key) != NULL;
 }
 
+/* A row of this variant at this concurrency, prompts and repeat? */
+static bool has_row(const struct res_table *t, const char *variant, const struct res_point *like)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->rows[i].variant && strcmp(t->rows[i].variant, variant) == 0 &&
+            t->rows[i].concurrency == like->concurrency && t->rows[i].prompts == like->prompts &&
+            t->rows[i].repeat == like->repeat)
+            return true;
+    return false;
+}
+
+/*
+ * Resume after a variant was renamed: keys leave the variant's name out, so
+ * an ok row of a variant the experiment no longer has, with the key of a
+ * point that has no ok row yet, is that point measured under the old name.
+ * The row takes the new name and the point is not rerun. Returns how many
+ * rows were renamed.
+ */
+static size_t adopt_renamed(struct run_ctx *c)
+{
+    size_t n = 0;
+    for (size_t pi = 0; pi < c->plan.n_points; pi++) {
+        const struct plan_point *pp = &c->plan.points[pi];
+        const char *name = c->plan.variants[pp->variant].v->name;
+        if (point_done(c, pi))
+            continue;
+        for (size_t r = 0; r < c->table.n; r++) {
+            struct res_point *row = &c->table.rows[r];
+            if (!row->key || strcmp(row->key, pp->key) != 0 || !row->status ||
+                strcmp(row->status, RES_OK) != 0 || !row->variant ||
+                exp_find_variant(&c->exp, row->variant) || has_row(&c->table, name, row))
+                continue;
+            free(row->variant);
+            row->variant = xstrdup(name);
+            n++;
+            break;
+        }
+    }
+    return n;
+}
+
 /* Every point of variant vi that has no ok row yet, in plan order. */
 static size_t pending_points(struct run_ctx *c, size_t vi, size_t *todo)
 {
@@ -805,6 +847,7 @@ static void print_resume_hint(const struct run_ctx *c)
     printf("sweep: interrupted; what was measured is in %s\nsweep: to run the missing points: ",
            c->run_dir);
     strvec_print_quoted(stdout, &cmd);
+    putchar('\n');
     fflush(stdout);
     strvec_release(&cmd);
 }
@@ -931,6 +974,7 @@ int run_experiment(const struct run_opts *o, srv_stop_flag *stop)
     if (o->resume_dir && path_exists(c->csv_path) &&
         res_table_load(c->csv_path, &c->table, &err) != 0)
         goto fail;
+    size_t n_renamed = adopt_renamed(c); /* saved with the table by prepare_folder */
     if (prepare_folder(c, fresh_default, &err) != 0)
         goto fail;
 
@@ -952,6 +996,9 @@ int run_experiment(const struct run_opts *o, srv_stop_flag *stop)
         work += (double)pp->prompts * (double)c->plan.variants[pp->variant].v->bench.output_len;
     }
     prog_init(&c->prog, stderr, o->progress_tty, n_run, work);
+    if (n_renamed)
+        prog_note(&c->prog, "sweep: %zu ok row(s) of renamed variants took their new names",
+                  n_renamed);
     if (c->n_skipped)
         prog_note(&c->prog, "sweep: %zu of %zu points already ok in %s; running the other %zu",
                   c->n_skipped, c->plan.n_points, c->run_dir, n_run);

@@ -1,7 +1,8 @@
 # run_interrupt.sh: SIGINT during point 2 stops the client and the server
 # (and the server's helper processes), keeps point 1, records point 2 as
 # interrupted, prints the resume command and exits 130; --resume then runs
-# only the missing points. A second SIGINT skips the stop grace period. A
+# only the missing points. The hint and server.log's start marker end their
+# lines. A second SIGINT skips the stop grace period. A
 # SIGKILLed sweep takes its server down with it (parent-death signal).
 . tests/lib.sh
 . tests/runlib.sh
@@ -45,6 +46,9 @@ check_eq "no client left" "$(procs_with "$MINICLIENT")" 0
 check_eq "2 rows kept" "$(rows runa)" 2
 check_eq "statuses" "$(col runa status | tr '\n' ' ')" "ok interrupted "
 check "the resume command is printed" grep -qF -- "$SWEEP run a.yaml --resume runa" out.txt
+check_eq "the resume command ends its line" "$(tail -c 1 out.txt | od -An -c | tr -d ' ')" '\n'
+check "server.log: the start marker is a line of its own" \
+    grep -q -- '--step-b-ms 1 --prefill-ms 5$' runa/default/server.log
 check "a report was built on what was measured" test -s runa/REPORT.md
 
 "$SWEEP" run a.yaml --resume runa >out2.txt 2>err2.txt

@@ -1,6 +1,7 @@
 # run_variants.sh: two variants (fast and slow decode steps) each get their
 # own server, folder and rows; --only runs one of them; a rerun of an
-# already-complete run folder with --resume starts nothing.
+# already-complete run folder with --resume starts nothing, and neither does
+# one after a variant was renamed (its rows take the new name).
 . tests/lib.sh
 . tests/runlib.sh
 cd "$T_TMP" || exit 1
@@ -45,5 +46,26 @@ rm -f fast.pid slow.pid
 check_eq "complete run resumed: exit 0" "$?" 0
 check "complete run resumed: no server started" test ! -e fast.pid -a ! -e slow.pid
 check "complete run resumed: says so" grep -q "4 of 4 points already ok" err.txt
+# a variant renamed (builtin client, whose --jsonl path names the variant)
+cat >r.yaml <<YAML
+name: rename
+server:
+  engine: command
+  command: ["$FAKESERVER", --port, "\${port}"]
+  flags: {step-a-ms: 4, step-b-ms: 1, prefill-ms: 2}
+bench: {input_len: 8, output_len: 8, warmup: 0, grid: ["1:2", "2:2"]}
+variants:
+  - {name: p}
+  - {name: q, server: {flags: {step-a-ms: 6}}}
+YAML
+"$SWEEP" run r.yaml --out rrun >out.txt 2>err.txt
+check_eq "rename: first run exit 0" "$?" 0
+sed 's/name: q,/name: q2,/' r.yaml >r2.yaml
+"$SWEEP" run r2.yaml --resume rrun >out.txt 2>err.txt
+check_eq "variant renamed, resumed: exit 0" "$?" 0
+check "variant renamed, resumed: no server started" test ! -e rrun/q2/server.log
+check "variant renamed, resumed: says so" grep -q "2 ok row(s) of renamed variants" err.txt
+check_eq "variant renamed, resumed: its rows carry the new name" \
+    "$(col rrun variant | tr '\n' ' ')" "p p q2 q2 "
 check_eq "no process left" "$(procs_with "$T_TMP/")" 0
 finish

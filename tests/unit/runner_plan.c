@@ -281,6 +281,24 @@ TEST(keys_are_stable_and_sensitive)
 #undef EXP
 }
 
+/* The key leaves the variant's name out, also with the builtin client (whose
+ * --jsonl path names the variant's folder): renaming a variant reruns
+ * nothing, and two variants with the same settings have the same keys. */
+TEST(keys_leave_the_variant_name_out)
+{
+    char *model = gguf_file("k.gguf", 3);
+    char a[4][17];
+    size_t n = 0;
+    char *t = xasprintf("name: k\nserver: {model: %s}\nbench: {grid: [\"1:8\"]}\n"
+                        "variants: [{name: x}, {name: y}]\n",
+                        model);
+    CHECK_INT(keys_of(t, "results/k/1", a, 4, &n), 0);
+    CHECK_INT(n, 2);
+    CHECK_STR(a[0], a[1]);
+    free(t);
+    free(model);
+}
+
 TEST(set_port_rebuilds_argv_and_keeps_keys)
 {
     struct experiment e;
