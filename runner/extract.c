@@ -546,6 +546,9 @@ bool ext_check_invariants(const struct metric_set *m, long conc, long prompts, d
             bad = failed > EXT_FAILED_SHARE_MAX * (double)prompts;
         }
     }
+    if (rate <= 0 && prompts < conc)
+        NOTE("only %ld prompts for concurrency %ld: at most %ld requests ran at once", prompts,
+             conc, prompts);
     if (rate <= 0 && ms_get(m, "achieved_concurrency", &got)) {
         double want = (double)(conc < prompts ? conc : prompts);
         if (got < EXT_CONCURRENCY_FLOOR * want)

@@ -109,6 +109,8 @@ int ext_pattern_arg(const char *arg, struct ext_pattern *p, struct err *err);
  *     most EXT_FAILED_SHARE_MAX of them failed, and at least one success;
  *   - achieved concurrency not far below min(C, prompts) in closed loop
  *     (request_rate <= 0; only noted: the client, not the server, fell short).
+ *   - in closed loop, prompts >= C (only noted: with fewer, at most
+ *     `prompts` requests ran at once, whatever the fit's x says).
  */
 bool ext_check_invariants(const struct metric_set *m, long concurrency, long prompts,
                           double request_rate, struct buf *notes);

@@ -763,6 +763,11 @@ void plan_print(FILE *f, const struct plan *p)
             fprintf(f, "  point %-4zu %-20s key %s  ", ++n, pt->log_name, pt->key);
             strvec_print_quoted(f, &pt->client_argv);
             fputc('\n', f);
+            if (pt->prompts < pt->concurrency && pv->v->bench.request_rate <= 0)
+                fprintf(f,
+                        "             (warning: %ld prompts for concurrency %ld: at most %ld "
+                        "requests run at once)\n",
+                        pt->prompts, pt->concurrency, pt->prompts);
         }
     }
     fprintf(f, "\n%zu point%s in %zu variant%s\n", p->n_points, p->n_points == 1 ? "" : "s",

@@ -571,7 +571,7 @@ TEST(print_shows_argv_env_model_and_points)
     const char *text = "name: pr\n"
                        "server: {model: /nonexistent/m.gguf, port: 9000, args: [\"a b\"],"
                        " env: {HF_TOKEN: hunter2, N: '1'}}\n"
-                       "bench: {grid: [\"1:2\", \"3:4\"]}\n";
+                       "bench: {grid: [\"1:2\", \"3:4\", \"8:4\"]}\n";
     if (load(text, &e) != 0)
         return;
     if (build(&e, NULL, &p, &err) != 0) {
@@ -592,7 +592,11 @@ TEST(print_shows_argv_env_model_and_points)
     CHECK(strstr(out, p.points[1].key) != NULL);
     CHECK(strstr(out, "c3-n4.log") != NULL);
     CHECK(strstr(out, "--jsonl '<run_dir>/default/c3-n4.jsonl'") != NULL);
-    CHECK(strstr(out, "\n2 points in 1 variant\n") != NULL);
+    CHECK(strstr(out, "\n3 points in 1 variant\n") != NULL);
+    /* fewer prompts than concurrency: said under that point, and only there */
+    const char *warn = "(warning: 4 prompts for concurrency 8: at most 4 requests run at once)";
+    CHECK(strstr(out, warn) != NULL && strstr(out, warn) > strstr(out, "c8-n4.log"));
+    CHECK(strstr(strstr(out, warn) + strlen(warn), "prompts for concurrency") == NULL);
     free(out);
     plan_release(&p);
     exp_release(&e);

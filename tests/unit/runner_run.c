@@ -54,8 +54,9 @@ TEST(invariants_violated)
         {10, 700, 30, -1, -1, 4, 48, 0, true, "only 30 of 48 requests succeeded"},
         {10, 700, 48, 0, 3.1, 16, 48, 0, false,
          "achieved concurrency 3.10 is far below the requested 16"},
-        /* min(C, P): 4 prompts cannot keep 16 in flight */
-        {10, 700, 4, 0, 3.5, 16, 4, 0, false, ""},
+        /* min(C, P): 4 prompts cannot keep 16 in flight; said, not failed */
+        {10, 700, 4, 0, 3.5, 16, 4, 0, false,
+         "only 4 prompts for concurrency 16: at most 4 requests ran at once"},
         /* open loop (request rate): concurrency is not the client's to keep */
         {10, 700, 48, 0, 3.1, 16, 48, 5.0, false, ""},
     };
