@@ -8,10 +8,13 @@
  * `sweep plot` reads the logs the same way later, then points.csv, the fit,
  * the charts and REPORT.md are written as for any run.
  */
+#include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -23,6 +26,7 @@
 #include "report.h"
 #include "results.h"
 #include "rundir.h"
+#include "strutil.h"
 #include "timeutil.h"
 #include "version.h"
 #include "xalloc.h"
@@ -38,8 +42,10 @@ static const char summary[] =
     "requests:'), else from the tag in the file name: c16-n48, 16_48, 16:48, 16x48 (or your\n"
     "--tag-regex with groups (?<c>...) and (?<p>...)). The logs are copied, then points.csv,\n"
     "fit.json, plots/ and REPORT.md are written; 'sweep plot' and 'sweep compare' then work\n"
-    "on the folder like on any run. A log without a required metric, or whose requests\n"
-    "failed (none succeeded, more than 5%, or not all accounted for), becomes a failed point.";
+    "on the folder like on any run. A folder given as LOG stands for the *.log files in it.\n"
+    "A log without a required metric, or whose requests failed (none succeeded, more than\n"
+    "5%, or not all accounted for), becomes a failed point; a log whose concurrency or\n"
+    "prompts cannot be told stops the import before anything is written.";
 
 struct import_args {
     const char *out, *preset, *tag_regex, *variant;
@@ -87,6 +93,48 @@ static int locate(struct item *it, const struct import_args *a, struct err *err)
                        "no tag such as c16-n48 in the name (use --tag-regex)",
                        it->src),
                -1;
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The logs as given, with each folder replaced by the *.log files in it
+ * (by name; hidden files left out). A folder without any is an error. */
+static int expand_folders(const struct strvec *in, struct strvec *out, struct err *err)
+{
+    for (size_t i = 0; i < in->n; i++) {
+        struct stat st;
+        if (stat(in->v[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
+            strvec_push(out, in->v[i]); /* reading it will say what is wrong */
+            continue;
+        }
+        DIR *d = opendir(in->v[i]);
+        if (!d)
+            return err_set(err, RN_ERR_ENV, "%s: cannot list the folder: %s", in->v[i],
+                           strerror(errno)),
+                   -1;
+        struct strvec found = STRVEC_INIT;
+        struct dirent *de;
+        while ((de = readdir(d)))
+            if (de->d_name[0] != '.' && str_ends_with(de->d_name, ".log")) {
+                char *path = path_join(in->v[i], de->d_name);
+                if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+                    strvec_push(&found, path);
+                free(path);
+            }
+        closedir(d);
+        if (!found.n) {
+            strvec_release(&found);
+            return err_set(err, RN_ERR_USAGE, "%s: a folder without any *.log file", in->v[i]), -1;
+        }
+        qsort(found.v, found.n, sizeof(found.v[0]), by_name);
+        for (size_t k = 0; k < found.n; k++)
+            strvec_push(out, found.v[k]);
+        strvec_release(&found);
+    }
     return 0;
 }
 
@@ -328,6 +376,12 @@ int cmd_import(int argc, char **argv)
     if (ext_new(a.preset, user, a.patterns.n, &probe, &err) != 0)
         goto fail;
 
+    struct strvec given = a.logs;
+    strvec_init(&a.logs);
+    int ex = expand_folders(&given, &a.logs, &err);
+    strvec_release(&given);
+    if (ex != 0)
+        goto fail;
     /* read and locate every log before writing anything */
     items = xcalloc(a.logs.n, sizeof(*items));
     for (n = 0; n < a.logs.n; n++) {

@@ -94,4 +94,17 @@ echo "no numbers here" >"$T_TMP/sweep_x.log"
 check_eq "a log with no concurrency anywhere: exit 2" "$?" 2
 check "and the message names it" grep -q "sweep_x.log: cannot tell the concurrency" "$T_TMP/bad.err"
 check "nothing was written" test ! -e "$T_TMP/bad"
+
+# a folder stands for the *.log files in it: the same run as the files named
+"$SWEEP" import "$fix" --out "$T_TMP/byfolder" --no-preview >/dev/null 2>&1
+check_eq "import of the folder exits 0" "$?" 0
+"$SWEEP" import "$fix/sweep_16:48.log" "$fix/sweep_c1-n8.log" "$fix/sweep_8_24.log" \
+    --out "$T_TMP/byfiles" --no-preview >/dev/null 2>&1
+check_eq "the same points.csv as importing the files" \
+    "$(cat "$T_TMP/byfolder/points.csv")" "$(cat "$T_TMP/byfiles/points.csv")"
+check_eq "three points" "$(grep -c '^default,' "$T_TMP/byfolder/points.csv")" 3
+mkdir "$T_TMP/nologs" && touch "$T_TMP/nologs/notes.txt"
+"$SWEEP" import "$T_TMP/nologs" --out "$T_TMP/bad2" 2>"$T_TMP/bad2.err"
+check_eq "a folder without logs: exit 2" "$?" 2
+check "and the message names it" grep -q "nologs: a folder without any \*.log file" "$T_TMP/bad2.err"
 finish
