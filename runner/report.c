@@ -356,6 +356,12 @@ static void md_what_ran(struct buf *b, const struct report *r)
     if (r->rd.start)
         buf_printf(b, "- started %s, ended %s\n", r->rd.start,
                    r->rd.end ? r->rd.end : "(not recorded)");
+    if (r->rd.interrupted)
+        buf_printf(b,
+                   "- **interrupted**: the last session was stopped before every point ran; "
+                   "points missing below or marked `interrupted` were not measured (`sweep run "
+                   "EXPERIMENT --resume %s` runs every point without an ok row)\n",
+                   r->dir);
     for (size_t i = 0; i < r->rd.n_v; i++) {
         const struct rundir_variant *v = &r->rd.v[i];
         buf_printf(b, "- variant **%s**", v->name);

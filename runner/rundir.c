@@ -267,11 +267,13 @@ static int read_manifest(struct rundir *rd, struct err *err)
         rd->host = buf_detach(&b, NULL);
         buf_release(&b);
     }
-    /* the newest session's command line */
+    /* the newest session's command line, and whether Ctrl-C ended it */
     json_t *sessions = json_object_get(root, "sessions");
-    if (json_is_array(sessions) && json_array_size(sessions))
-        jargv(json_object_get(json_array_get(sessions, json_array_size(sessions) - 1), "argv"),
-              &rd->command);
+    if (json_is_array(sessions) && json_array_size(sessions)) {
+        json_t *last = json_array_get(sessions, json_array_size(sessions) - 1);
+        jargv(json_object_get(last, "argv"), &rd->command);
+        rd->interrupted = json_is_true(json_object_get(last, "interrupted"));
+    }
     size_t i;
     json_t *jv;
     json_array_foreach(json_object_get(root, "variants"), i, jv)

@@ -49,6 +49,7 @@ struct rundir {
     /* from manifest.json, NULL/empty when absent */
     char *sweep_version, *host, *start, *end;
     struct strvec command; /* argv of the sweep command that made the run */
+    bool interrupted;      /* the newest session was stopped (Ctrl-C) */
     struct strvec sources; /* imported: "ORIGINAL -> VARIANT/cC-nP.log" */
 };
 

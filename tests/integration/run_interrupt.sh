@@ -50,6 +50,7 @@ check_eq "the resume command ends its line" "$(tail -c 1 out.txt | od -An -c | t
 check "server.log: the start marker is a line of its own" \
     grep -q -- '--step-b-ms 1 --prefill-ms 5$' runa/default/server.log
 check "a report was built on what was measured" test -s runa/REPORT.md
+check "the report says the run was interrupted" grep -q '^- \*\*interrupted\*\*: ' runa/REPORT.md
 
 "$SWEEP" run a.yaml --resume runa >out2.txt 2>err2.txt
 rc=$?
@@ -61,6 +62,7 @@ check "resume: point 1 was not rerun" test ! -e runa/default/c1-n4.log.1
 check "resume: the interrupted log of point 2 was kept" test -e runa/default/c2-n8.log.1
 check "resume: says what it skipped" grep -q "1 of 3 points already ok" err2.txt
 check_eq "resume: no server left" "$(procs_with "$T_TMP/a.yaml.pid")" 0
+check "resume: the report no longer says interrupted" sh -c "! grep -q 'interrupted' runa/REPORT.md"
 
 # --- a second SIGINT kills at once: the server ignores SIGTERM, grace is 60 s ---
 write_exp b.yaml ", --ignore-sigterm" 60
