@@ -446,6 +446,12 @@ static bool is_false_or_zero(const json_t *v)
 {
     return json_is_false(v) || is_zero(v);
 }
+/* logprobs: false is chat's "off"; 0 is not, since on /v1/completions it
+ * asks for the sampled tokens' own logprobs */
+static bool is_false(const json_t *v)
+{
+    return json_is_false(v);
+}
 static bool is_empty(const json_t *v)
 {
     return (json_is_string(v) && json_string_length(v) == 0) ||
@@ -468,7 +474,7 @@ static const struct refused refused[] = {
     {"n", is_one, "1"},
     {"best_of", is_one, "1"},
     {"echo", is_false_or_zero, "false"},
-    {"logprobs", is_false_or_zero, "null or false"},
+    {"logprobs", is_false, "null or false"},
     {"top_logprobs", is_zero, "0"},
     {"suffix", is_empty, "\"\""},
     {"presence_penalty", is_zero, "0"},

@@ -160,6 +160,8 @@ static const struct bad bad_cases[] = {
      "stream_options.include_usage", "must be a boolean"},
     {"{\"prompt\":\"x\",\"n\":2}", API_COMPLETION, 400, "n", "'n' is not supported"},
     {"{\"prompt\":\"x\",\"logprobs\":5}", API_COMPLETION, 400, "logprobs", "not supported"},
+    /* 0 asks for the sampled tokens' own logprobs (OpenAI, vLLM), not for none */
+    {"{\"prompt\":\"x\",\"logprobs\":0}", API_COMPLETION, 400, "logprobs", "not supported"},
     {"{\"prompt\":\"x\",\"echo\":true}", API_COMPLETION, 400, "echo", "not supported"},
     {"{\"prompt\":\"x\",\"frequency_penalty\":0.5}", API_COMPLETION, 400, "frequency_penalty",
      "not supported"},
