@@ -38,7 +38,9 @@ int32_t sample_argmax(const float *logits, int n)
 void sampler_init(struct sampler *s, int n_vocab, const struct sample_params *p)
 {
     s->p = *p;
-    if (!(s->p.temperature > 0))
+    /* greedy also when 1/t overflows: inf * 0 would make the best
+     * token's weight NaN */
+    if (!(s->p.temperature > 0) || !isfinite(1.0f / s->p.temperature))
         s->p.temperature = 0;
     if (!(s->p.top_p > 0 && s->p.top_p <= 1))
         s->p.top_p = 1;

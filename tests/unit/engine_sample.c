@@ -160,4 +160,24 @@ TEST(unfiltered_draw_costs_about_one_pass)
     free(l);
 }
 
+/* A temperature so small that 1/t overflows float (a client's "nearly
+ * greedy", 1e-39 as a float is subnormal) is greedy, not NaN weights. */
+TEST(tiny_temperature_is_greedy)
+{
+    float l[1000];
+    for (int i = 0; i < 1000; i++)
+        l[i] = sinf((float)i);
+    int32_t best = sample_argmax(l, 1000);
+    struct sampler s;
+    sampler_init(&s, 1000, &(struct sample_params){.temperature = 1e-39f, .top_p = 1, .seed = 2});
+    for (int i = 0; i < 50; i++)
+        CHECK_INT(sampler_sample(&s, l), best);
+    sampler_release(&s);
+    sampler_init(&s, 1000,
+                 &(struct sample_params){.temperature = 1e-39f, .top_p = 0.9f, .seed = 2});
+    for (int i = 0; i < 50; i++)
+        CHECK_INT(sampler_sample(&s, l), best);
+    sampler_release(&s);
+}
+
 TEST_MAIN()
