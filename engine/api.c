@@ -458,6 +458,11 @@ static bool is_empty(const json_t *v)
            (json_is_array(v) && json_array_size(v) == 0) ||
            (json_is_object(v) && json_object_size(v) == 0);
 }
+/* for fields whose only accepted value is null (handled before the check) */
+static bool is_never(const json_t *v)
+{
+    return false;
+}
 static bool is_text_format(const json_t *v)
 {
     const json_t *t = json_object_get(v, "type");
@@ -485,6 +490,11 @@ static const struct refused refused[] = {
     {"tools", is_empty, "[]"},
     {"functions", is_empty, "[]"},
     {"response_format", is_text_format, "{\"type\": \"text\"}"},
+    /* vLLM's extensions (ignore_eos and top_k are read, above) */
+    {"min_tokens", is_zero, "0"},
+    {"include_stop_str_in_output", is_false, "false"},
+    {"stop_token_ids", is_empty, "[]"},
+    {"prompt_logprobs", is_never, "null"},
 };
 
 /* ---- the parser ---- */
