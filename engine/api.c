@@ -446,11 +446,22 @@ static bool is_false_or_zero(const json_t *v)
 {
     return json_is_false(v) || is_zero(v);
 }
+/* logprobs: false is chat's "off"; 0 is not, since on /v1/completions it
+ * asks for the sampled tokens' own logprobs */
+static bool is_false(const json_t *v)
+{
+    return json_is_false(v);
+}
 static bool is_empty(const json_t *v)
 {
     return (json_is_string(v) && json_string_length(v) == 0) ||
            (json_is_array(v) && json_array_size(v) == 0) ||
            (json_is_object(v) && json_object_size(v) == 0);
+}
+/* for fields whose only accepted value is null (handled before the check) */
+static bool is_never(const json_t *v)
+{
+    return false;
 }
 static bool is_text_format(const json_t *v)
 {
@@ -468,7 +479,7 @@ static const struct refused refused[] = {
     {"n", is_one, "1"},
     {"best_of", is_one, "1"},
     {"echo", is_false_or_zero, "false"},
-    {"logprobs", is_false_or_zero, "null or false"},
+    {"logprobs", is_false, "null or false"},
     {"top_logprobs", is_zero, "0"},
     {"suffix", is_empty, "\"\""},
     {"presence_penalty", is_zero, "0"},
@@ -479,6 +490,11 @@ static const struct refused refused[] = {
     {"tools", is_empty, "[]"},
     {"functions", is_empty, "[]"},
     {"response_format", is_text_format, "{\"type\": \"text\"}"},
+    /* vLLM's extensions (ignore_eos and top_k are read, above) */
+    {"min_tokens", is_zero, "0"},
+    {"include_stop_str_in_output", is_false, "false"},
+    {"stop_token_ids", is_empty, "[]"},
+    {"prompt_logprobs", is_never, "null"},
 };
 
 /* ---- the parser ---- */

@@ -38,7 +38,9 @@ int32_t sample_argmax(const float *logits, int n)
 void sampler_init(struct sampler *s, int n_vocab, const struct sample_params *p)
 {
     s->p = *p;
-    if (!(s->p.temperature > 0))
+    /* greedy also when 1/t overflows: inf * 0 would make the best
+     * token's weight NaN */
+    if (!(s->p.temperature > 0) || !isfinite(1.0f / s->p.temperature))
         s->p.temperature = 0;
     if (!(s->p.top_p > 0 && s->p.top_p <= 1))
         s->p.top_p = 1;
@@ -128,8 +130,25 @@ int32_t sampler_sample(struct sampler *s, const float *logits)
             total += exp((double)(logits[s->idx[i]] - mx) * inv_t);
         n = k;
     } else {
-        for (int i = 0; i < s->n_vocab; i++)
-            total += exp((double)(logits[i] - mx) * inv_t);
+        for (int i = 0; i < s->n_vocab; i++) {
+            s->prob[i] = (float)exp((double)(logits[i] - mx) * inv_t);
+            total += s->prob[i];
+        }
+        if (!(s->p.top_p < 1)) {
+            /* No filter (OpenAI's defaults): draw in id order from the
+             * whole distribution; ranking the vocabulary would cost a
+             * sort of it per token for the same distribution. */
+            double u = rand_unit(&s->rng) * total, acc = 0;
+            int32_t last = 0;
+            for (int i = 0; i < s->n_vocab; i++) {
+                if (s->prob[i] > 0)
+                    last = i;
+                acc += s->prob[i];
+                if (u < acc)
+                    return i;
+            }
+            return last;
+        }
         n = k < 64 ? k : 64;
     }
     for (;;) {

@@ -27,7 +27,8 @@ struct sampler {
 };
 
 /* Prepare a sampler for n_vocab logits. Out-of-range parameters are
- * clamped (temperature < 0 -> 0, top_p outside (0, 1] -> 1, top_k < 0 -> 0). */
+ * clamped (temperature < 0, or so small that 1/temperature overflows, -> 0, top_p outside (0, 1] ->
+ * 1, top_k < 0 -> 0). */
 void sampler_init(struct sampler *s, int n_vocab, const struct sample_params *p);
 void sampler_release(struct sampler *s);
 /* Pick a token from logits[0..n_vocab). */

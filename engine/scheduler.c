@@ -422,6 +422,52 @@ static void reap_cancelled(sched *s)
         finish(s, gone[i], MET_FIN_CANCELLED, NULL, 0);
 }
 
+/* Unlink every queued request whose client is gone (the flag, or a
+ * hang-up on its socket: a waiting connection is suspended, so the HTTP
+ * layer cannot see it leave) and return them linked through next, for
+ * finish() once s->mu is released. Without this they would keep their
+ * places under --max-queue, refusing live clients, until admitted. The
+ * sockets are polled QPOLL at a time, from the stack. Caller holds s->mu. */
+#define QPOLL 64
+static sched_req *unlink_gone_queued(sched *s)
+{
+    sched_req *gone = NULL, **gone_tail = &gone;
+    sched_req **link = &s->q_head;
+    while (*link) {
+        struct pollfd pfd[QPOLL];
+        sched_req *who[QPOLL];
+        int n = 0;
+        for (sched_req *r = *link; r && n < QPOLL; r = r->next, n++) {
+            who[n] = r;
+            pfd[n] = (struct pollfd){.fd = r->fd, .events = POLLRDHUP};
+        }
+        if (poll(pfd, (nfds_t)n, 0) < 0 && errno != EINTR) {
+            log_warn("poll on waiting clients' sockets: %s", strerror(errno));
+            for (int i = 0; i < n; i++)
+                pfd[i].revents = 0;
+        }
+        for (int i = 0; i < n; i++) {
+            sched_req *r = who[i];
+            pthread_mutex_lock(&r->mu);
+            bool c = r->cancel;
+            pthread_mutex_unlock(&r->mu);
+            if (c || (r->fd >= 0 && (pfd[i].revents & (POLLRDHUP | POLLHUP | POLLERR)))) {
+                *link = r->next; /* r is at *link: the walk follows the queue */
+                r->next = NULL;
+                *gone_tail = r;
+                gone_tail = &r->next;
+                s->q_len--;
+            } else {
+                link = &r->next;
+            }
+        }
+    }
+    s->q_tail = NULL;
+    for (sched_req *r = s->q_head; r; r = r->next)
+        s->q_tail = r;
+    return gone;
+}
+
 /* ---- tokens out ---- */
 
 /* A token was sampled for r: stream it, or end the generation. */
@@ -562,6 +608,7 @@ static void *loop(void *arg)
         while (!s->stopping && s->n_run == 0 && !s->q_head)
             pthread_cond_wait(&s->cv, &s->mu);
         bool stopping = s->stopping;
+        sched_req *gone = stopping ? NULL : unlink_gone_queued(s);
         while (!stopping && s->q_head && s->n_run + n_adm < s->max_batch) {
             sched_req *r = s->q_head;
             s->q_head = r->next;
@@ -572,6 +619,11 @@ static void *loop(void *arg)
             admitted[n_adm++] = r;
         }
         pthread_mutex_unlock(&s->mu);
+        while (gone) {
+            sched_req *next = gone->next;
+            finish(s, gone, MET_FIN_CANCELLED, NULL, 0);
+            gone = next;
+        }
         if (stopping)
             break;
         for (int i = 0; i < n_adm; i++)

@@ -30,7 +30,9 @@ TEST(completion_fields)
                    "\"temperature\":0.5,\"top_p\":0.9,\"top_k\":40,\"seed\":-3,"
                    "\"stop\":[\"\\n\",\"end\"],\"ignore_eos\":true,\"stream\":true,"
                    "\"stream_options\":{\"include_usage\":true},\"user\":\"x\",\"n\":1,"
-                   "\"logprobs\":null,\"echo\":false,\"presence_penalty\":0}",
+                   "\"logprobs\":null,\"echo\":false,\"presence_penalty\":0,\"min_tokens\":0,"
+                   "\"include_stop_str_in_output\":false,\"stop_token_ids\":[],"
+                   "\"prompt_logprobs\":null}",
                    API_COMPLETION, &r, &e);
     CHECK_INT(rc, 0);
     CHECK_STR(r.model, "tiny");
@@ -160,10 +162,20 @@ static const struct bad bad_cases[] = {
      "stream_options.include_usage", "must be a boolean"},
     {"{\"prompt\":\"x\",\"n\":2}", API_COMPLETION, 400, "n", "'n' is not supported"},
     {"{\"prompt\":\"x\",\"logprobs\":5}", API_COMPLETION, 400, "logprobs", "not supported"},
+    /* 0 asks for the sampled tokens' own logprobs (OpenAI, vLLM), not for none */
+    {"{\"prompt\":\"x\",\"logprobs\":0}", API_COMPLETION, 400, "logprobs", "not supported"},
     {"{\"prompt\":\"x\",\"echo\":true}", API_COMPLETION, 400, "echo", "not supported"},
     {"{\"prompt\":\"x\",\"frequency_penalty\":0.5}", API_COMPLETION, 400, "frequency_penalty",
      "not supported"},
     {"{\"prompt\":\"x\",\"best_of\":3}", API_COMPLETION, 400, "best_of", "not supported"},
+    /* vLLM's sampling extensions change the answer as much as OpenAI's fields do */
+    {"{\"prompt\":\"x\",\"min_tokens\":16}", API_COMPLETION, 400, "min_tokens", "not supported"},
+    {"{\"prompt\":\"x\",\"include_stop_str_in_output\":true}", API_COMPLETION, 400,
+     "include_stop_str_in_output", "not supported"},
+    {"{\"prompt\":\"x\",\"stop_token_ids\":[13]}", API_COMPLETION, 400, "stop_token_ids",
+     "not supported"},
+    {"{\"prompt\":\"x\",\"prompt_logprobs\":0}", API_COMPLETION, 400, "prompt_logprobs",
+     "not supported"},
     {"{\"messages\":{}}", API_CHAT, 400, "messages",
      "must be an array of messages (got an object)"},
     {"{\"messages\":[]}", API_CHAT, 400, "messages", "is empty"},

@@ -1,8 +1,11 @@
 /* Unit tests for engine/sample: greedy, ties, seeded draws, top-k, top-p. */
 #include <math.h>
+#include <stdlib.h>
+#include <time.h>
 
 #include "sample.h"
 #include "test.h"
+#include "xalloc.h"
 
 TEST(argmax_takes_lowest_index_on_ties)
 {
@@ -117,6 +120,63 @@ TEST(top_p_applies_after_top_k)
     }
     CHECK_INT(n0 + n1, N);
     CHECK_NEAR((double)n0 / N, 0.6, 0.02);
+    sampler_release(&s);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* OpenAI's defaults (temperature 1, top_p 1, no top_k) filter nothing, so
+ * a draw must cost about one softmax pass over the vocabulary, not a sort
+ * of it: the sampler runs on the scheduler thread for every sequence of
+ * every step. Measured against a plain exp() pass over the same logits,
+ * with a wide margin for a busy machine (a full sort costs ~50 passes). */
+TEST(unfiltered_draw_costs_about_one_pass)
+{
+    enum { V = 49152, N = 40 };
+    float *l = xmalloc(V * sizeof(*l));
+    for (int i = 0; i < V; i++)
+        l[i] = sinf((float)i * 0.37f) * 3.0f;
+    double t0 = now_s(), sink = 0;
+    for (int r = 0; r < N; r++) {
+        float mx = l[sample_argmax(l, V)];
+        for (int i = 0; i < V; i++)
+            sink += exp((double)(l[i] - mx));
+    }
+    double pass = now_s() - t0;
+    struct sampler s;
+    sampler_init(&s, V, &(struct sample_params){.temperature = 1, .top_p = 1, .seed = 11});
+    t0 = now_s();
+    for (int r = 0; r < N; r++)
+        sink += sampler_sample(&s, l);
+    double draw = now_s() - t0;
+    CHECK_MSG(draw < 8 * pass, "%d draws took %.1f ms, %d softmax passes %.1f ms (sink %g)", N,
+              draw * 1e3, N, pass * 1e3, sink);
+    sampler_release(&s);
+    free(l);
+}
+
+/* A temperature so small that 1/t overflows float (a client's "nearly
+ * greedy", 1e-39 as a float is subnormal) is greedy, not NaN weights. */
+TEST(tiny_temperature_is_greedy)
+{
+    float l[1000];
+    for (int i = 0; i < 1000; i++)
+        l[i] = sinf((float)i);
+    int32_t best = sample_argmax(l, 1000);
+    struct sampler s;
+    sampler_init(&s, 1000, &(struct sample_params){.temperature = 1e-39f, .top_p = 1, .seed = 2});
+    for (int i = 0; i < 50; i++)
+        CHECK_INT(sampler_sample(&s, l), best);
+    sampler_release(&s);
+    sampler_init(&s, 1000,
+                 &(struct sample_params){.temperature = 1e-39f, .top_p = 0.9f, .seed = 2});
+    for (int i = 0; i < 50; i++)
+        CHECK_INT(sampler_sample(&s, l), best);
     sampler_release(&s);
 }
 

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../../engine/scheduler.c"
@@ -487,6 +488,69 @@ TEST(stop_aborts_streams)
     buf_release(&st.text);
     sched_req_unref(a);
     sched_req_unref(b);
+    sched_free(s);
+    model_free(m);
+}
+
+/* Clients that leave while their request waits for a slot (the flag, or a
+ * hang-up on the socket) give their queue places back at once: they must
+ * not hold --max-queue against live clients, nor be admitted later. */
+TEST(cancelled_while_queued_leaves_the_queue)
+{
+    setup();
+    struct model *m = load(1, 256, 16);
+    struct met met;
+    met_init(&met);
+    struct err err;
+    err_init(&err);
+    sched *s =
+        sched_new(m, vocab, &(struct sched_opts){.prefill_chunk = 16, .max_queue = 2}, &met, &err);
+    int32_t p[3] = {7, 8, 9};
+    struct sample_params sp = {0};
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    sched_req *a = make(p, 3, 250, &sp, true, true, NULL, NULL, 0); /* holds the one slot */
+    sched_req *b = make(p, 3, 5, &sp, false, true, NULL, NULL, 0);
+    sched_req *c = make(p, 3, 5, &sp, false, true, NULL, NULL, 0);
+    b->fd = sv[0]; /* as sched_req_new's dup of the client socket */
+    struct api_error e = {0};
+    CHECK_INT(sched_submit(s, a, &e), 0);
+    for (;;) { /* a runs once its first token is out; b and c then wait */
+        pthread_mutex_lock(&a->mu);
+        bool out = a->out.len > 0;
+        pthread_mutex_unlock(&a->mu);
+        if (out)
+            break;
+        usleep(100);
+    }
+    CHECK_INT(sched_submit(s, b, &e), 0);
+    CHECK_INT(sched_submit(s, c, &e), 0);
+    close(sv[1]); /* b's client hangs up */
+    sched_req_cancel(c);
+    struct met_gauges g = {0};
+    for (int i = 0; i < 2000; i++) {
+        sched_gauges(s, &g);
+        if (g.queued == 0)
+            break;
+        usleep(500);
+    }
+    CHECK_INT(g.queued, 0);
+    struct streamed st;
+    drain(a, &st);
+    CHECK_INT(a->n_gen, 250);
+    struct buf body;
+    buf_init(&body, 1);
+    int status = -1;
+    CHECK(sched_req_take(b, &body, &status, no_park, NULL));
+    CHECK_INT(status, 0); /* no answer: nobody is there */
+    CHECK(sched_req_take(c, &body, &status, no_park, NULL));
+    CHECK_INT(atomic_load(&met.finished[MET_FIN_CANCELLED]), 2);
+    CHECK_INT(atomic_load(&met.prompt_tokens), 3); /* b and c were never admitted */
+    buf_release(&body);
+    buf_release(&st.text);
+    sched_req_unref(a);
+    sched_req_unref(b);
+    sched_req_unref(c);
     sched_free(s);
     model_free(m);
 }
