@@ -231,6 +231,7 @@ struct lg_ctx {
     uint64_t curl_due_ns; /* libcurl's timer, NO_TIME when unset */
     uint64_t armed_ns;    /* what tfd is armed for */
     uint64_t now_ns;      /* arrival stamp for bytes read in this wakeup */
+    bool stamp_on_read;   /* in a timer action: bytes are stamped when read (on_write) */
     struct slot *slots;   /* n_slots of them */
     size_t n_slots;
     size_t *free_slots; /* stack of idle slot indices */
@@ -255,13 +256,17 @@ struct lg_ctx {
  * once when epoll_wait returned, not the time of this call: in a burst of
  * 64 ready sockets, the last one's bytes had arrived as early as the first
  * one's, and stamping each when its turn comes would charge our own
- * processing to the server. A non-200 body is kept (capped) for the message.
+ * processing to the server. Bytes read in a timer action (which also sends
+ * new requests) were not announced by epoll and may have arrived during
+ * it, after a request it sent: they are stamped when read. A non-200 body
+ * is kept (capped) for the message.
  */
 static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
 {
     struct slot *s = ud;
     size_t n = size * nmemb;
-    s->last_byte_ns = s->lg->now_ns;
+    uint64_t now = s->lg->stamp_on_read ? clock_ns() : s->lg->now_ns;
+    s->last_byte_ns = now;
     if (s->status == 0)
         curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &s->status);
     if (s->status != 200) {
@@ -270,7 +275,7 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
         return n;
     }
     /* returning 0 makes libcurl abort the transfer: the stream has failed */
-    return stream_feed(&s->st, p, n, s->lg->now_ns) == 0 ? n : 0;
+    return stream_feed(&s->st, p, n, now) == 0 ? n : 0;
 }
 
 /* libcurl says which sockets to watch for what: mirror it into epoll
@@ -305,7 +310,9 @@ static void curl_timeout_action(struct lg_ctx *lg)
     int running;
     lg->now_ns = clock_ns();
     lg->curl_due_ns = NO_TIME; /* libcurl sets it again through on_timer if needed */
+    lg->stamp_on_read = true;
     curl_multi_socket_action(lg->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    lg->stamp_on_read = false;
 }
 
 static bool is_measured(const struct lg_ctx *lg, size_t rec)
