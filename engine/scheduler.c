@@ -30,7 +30,9 @@
  * any client that is still reading, so passing it ends the generation
  * instead of letting one stalled reader hold memory without bound. */
 #define OUT_CAP   ((size_t)8 << 20)  /* unread stream bytes before a client counts as gone */
-#define TEXT_CAP  ((size_t)64 << 20) /* non-streaming text */
+/* non-streaming text: its JSON reply (escaping can make a byte six) must
+ * still fit in OUT_CAP, or the answer would be an empty 200 */
+#define TEXT_CAP (OUT_CAP / 8)
 #define OUT_START 4096               /* bytes reserved at admission */
 
 struct sched_req {
