@@ -55,6 +55,7 @@ struct call {
     bool too_big;              /* the body passed max_body */
     sched_req *req;            /* once submitted; one reference */
     bool counted;              /* counted in in_flight */
+    const char *path_rest;     /* what a route ending in '*' matched (points into the URL) */
 };
 
 /* A stream's reader context (owned by the MHD response). */
@@ -142,29 +143,59 @@ static enum MHD_Result h_health(struct call *c)
     return respond(c, 200, "application/json", body, (size_t)n, false);
 }
 
-/* One model. meta.n_vocab tells a benchmark client the range of random
- * token ids it may send; meta.n_ctx how long prompt + output may be. */
+/* The model object. meta.n_vocab tells a benchmark client the range of
+ * random token ids it may send; meta.n_ctx how long prompt + output may be. */
+static void model_json(struct buf *b, const srv *s)
+{
+    const struct srv_engine *e = &s->engine;
+    buf_puts(b, "{\"id\":");
+    buf_json_str(b, s->model_id, strlen(s->model_id));
+    buf_printf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"fp4serve\",\"meta\":{",
+               s->started);
+    buf_printf(b, "\"n_vocab\":%d,\"n_ctx\":%d,\"n_ctx_train\":%d,\"max_batch\":%d,", e->n_vocab,
+               e->n_ctx, e->n_ctx_train, e->max_batch);
+    buf_puts(b, "\"quant\":");
+    buf_json_str(b, e->quant, strlen(e->quant));
+    buf_puts(b, ",\"decode\":");
+    buf_json_str(b, e->decode, strlen(e->decode));
+    buf_puts(b, ",\"path\":");
+    buf_json_str(b, s->model_path, strlen(s->model_path));
+    buf_puts(b, "}}");
+}
+
+/* GET /v1/models: the list of the one model. */
 static enum MHD_Result h_models(struct call *c)
 {
     srv *s = c->s;
     if (!atomic_load(&s->ready))
         return refuse(c, 503, "unavailable_error", NULL, false, "loading model");
-    const struct srv_engine *e = &s->engine;
     struct buf b;
     buf_init(&b, (size_t)1 << 16);
-    buf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
-    buf_json_str(&b, s->model_id, strlen(s->model_id));
-    buf_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"fp4serve\",\"meta\":{",
-               s->started);
-    buf_printf(&b, "\"n_vocab\":%d,\"n_ctx\":%d,\"n_ctx_train\":%d,\"max_batch\":%d,", e->n_vocab,
-               e->n_ctx, e->n_ctx_train, e->max_batch);
-    buf_puts(&b, "\"quant\":");
-    buf_json_str(&b, e->quant, strlen(e->quant));
-    buf_puts(&b, ",\"decode\":");
-    buf_json_str(&b, e->decode, strlen(e->decode));
-    buf_puts(&b, ",\"path\":");
-    buf_json_str(&b, s->model_path, strlen(s->model_path));
-    buf_puts(&b, "}}]}");
+    buf_puts(&b, "{\"object\":\"list\",\"data\":[");
+    model_json(&b, s);
+    buf_puts(&b, "]}");
+    enum MHD_Result rc = respond(c, 200, "application/json", b.data, b.len, false);
+    buf_release(&b);
+    return rc;
+}
+
+/* GET /v1/models/{id} (the openai client's models.retrieve): the model
+ * object for any name a request's "model" may use, else 404. */
+static enum MHD_Result h_model(struct call *c)
+{
+    srv *s = c->s;
+    if (!atomic_load(&s->ready))
+        return refuse(c, 503, "unavailable_error", NULL, false, "loading model");
+    bool known = false; /* the names a request's "model" may use */
+    for (size_t i = 0; s->model_ids[i] && !known; i++)
+        known = strcmp(c->path_rest, s->model_ids[i]) == 0;
+    if (!known)
+        return refuse(c, 404, "not_found_error", "model", false,
+                      "model '%.200s' does not exist (this server serves '%.200s')", c->path_rest,
+                      s->model_id);
+    struct buf b;
+    buf_init(&b, (size_t)1 << 16);
+    model_json(&b, s);
     enum MHD_Result rc = respond(c, 200, "application/json", b.data, b.len, false);
     buf_release(&b);
     return rc;
@@ -406,11 +437,13 @@ static enum MHD_Result h_chat(struct call *c)
 }
 
 /* The routes: path, method, handler, metrics label, and whether a body is
- * read. A known path with another method is a 405 naming the right one. */
+ * read. A path ending in '*' matches any non-empty rest (c->path_rest). A
+ * known path with another method is a 405 naming the right one. */
 static const struct route routes[] = {
     {"/health", "GET", h_health, MET_HEALTH, false},
     {"/v1/health", "GET", h_health, MET_HEALTH, false},
     {"/v1/models", "GET", h_models, MET_MODELS, false},
+    {"/v1/models/*", "GET", h_model, MET_MODELS, false},
     {"/metrics", "GET", h_metrics, MET_METRICS, false},
     {"/v1/completions", "POST", h_completions, MET_COMPLETIONS, true},
     {"/v1/chat/completions", "POST", h_chat, MET_CHAT, true},
@@ -465,8 +498,15 @@ static enum MHD_Result first_call(struct call *c, const char *url, const char *m
                       "the request target is too long (at most %d bytes)", SRV_MAX_URI_BYTES);
     const struct route *path_match = NULL;
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-        if (strcmp(routes[i].path, url) != 0)
+        const char *p = routes[i].path;
+        size_t n = strlen(p);
+        if (p[n - 1] == '*') { /* the prefix, then something */
+            if (strncmp(p, url, n - 1) != 0 || !url[n - 1])
+                continue;
+            c->path_rest = url + n - 1;
+        } else if (strcmp(p, url) != 0) {
             continue;
+        }
         path_match = &routes[i];
         if (strcmp(routes[i].method, method) == 0 ||
             (strcmp(method, "HEAD") == 0 && strcmp(routes[i].method, "GET") == 0)) {

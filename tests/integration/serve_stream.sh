@@ -121,6 +121,17 @@ check "utf-8: every event is JSON" sh -c "sed -n 's/^data: //p' '$T_TMP/u' | gre
 check_eq "models: id" "$(curl -s "$SRV_URL/v1/models" | jq -r '.data[0].id')" "tiny"
 check_eq "models: meta.n_vocab" "$(curl -s "$SRV_URL/v1/models" | jq '.data[0].meta.n_vocab')" "512"
 check_eq "models: meta.n_ctx" "$(curl -s "$SRV_URL/v1/models" | jq '.data[0].meta.n_ctx')" "256"
+# GET /v1/models/{id}: the same object as in the list; another id is a 404 naming it
+check_eq "models/{id}: the list's object" "$(curl -s "$SRV_URL/v1/models/tiny" | jq -cS .)" \
+    "$(curl -s "$SRV_URL/v1/models" | jq -cS '.data[0]')"
+check_eq "models/{id}: unknown id is 404" \
+    "$(curl -s -o "$T_TMP/mnf" -w '%{http_code}' "$SRV_URL/v1/models/nosuch")" "404"
+check_eq "models/{id}: the error names the model" "$(jq -r '.error.param + ": " + .error.message' "$T_TMP/mnf")" \
+    "model: model 'nosuch' does not exist (this server serves 'tiny')"
+check_eq "models/: an empty id is no route" \
+    "$(curl -s -o /dev/null -w '%{http_code}' "$SRV_URL/v1/models/")" "404"
+check_eq "models/{id}: POST is 405" \
+    "$(curl -s -o /dev/null -w '%{http_code}' -d x "$SRV_URL/v1/models/tiny")" "405"
 curl -s "$SRV_URL/metrics" >"$T_TMP/m"
 for name in fp4serve_requests_total fp4serve_prompt_tokens_total fp4serve_generation_tokens_total \
     fp4serve_steps_total fp4serve_batch_size_mean fp4serve_step_phase_seconds_total \
