@@ -28,11 +28,29 @@ static float rand_unit(uint64_t *state)
 
 int32_t sample_argmax(const float *logits, int n)
 {
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return best;
+    /* The maximum over 8 independent lanes (one compare chain per lane, not
+     * one load-compare dependency through the whole vocabulary), then the
+     * first id holding it: the lowest id among equals. NaN never wins a
+     * comparison, so it is never chosen unless nothing else is there (0). */
+    float lane[8];
+    int i = 0;
+    for (int k = 0; k < 8; k++)
+        lane[k] = -INFINITY;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            if (logits[i + k] > lane[k])
+                lane[k] = logits[i + k];
+    float mx = lane[0];
+    for (int k = 1; k < 8; k++)
+        if (lane[k] > mx)
+            mx = lane[k];
+    for (; i < n; i++)
+        if (logits[i] > mx)
+            mx = logits[i];
+    for (int32_t j = 0; j < n; j++)
+        if (logits[j] == mx)
+            return j;
+    return 0;
 }
 
 void sampler_init(struct sampler *s, int n_vocab, const struct sample_params *p)
@@ -110,6 +128,37 @@ static void top_k(struct sampler *s, const float *l, int k)
     }
 }
 
+/*
+ * How many of the best tokens to rank for top-p: enough to hold `need` of
+ * the mass, from one pass over s->prob (weights in (0, 1], the best is 1).
+ * Weights are binned by their binary exponent; the bins from the top down
+ * to the one where the mass reaches `need` hold every token the ranked
+ * prefix can need (all weights above that bin rank before it), at most
+ * twice as light as the lightest one needed. Ranking only those replaces
+ * rankings of ever larger candidate sets.
+ */
+static int candidates_for_top_p(const struct sampler *s, double need)
+{
+    double mass[256] = {0};
+    int count[256] = {0};
+    for (int i = 0; i < s->n_vocab; i++) {
+        uint32_t bits;
+        memcpy(&bits, &s->prob[i], sizeof(bits));
+        unsigned e = (bits >> 23) & 0xff; /* weights are >= 0: no sign bit */
+        mass[e] += s->prob[i];
+        count[e]++;
+    }
+    double acc = 0;
+    int n = 0;
+    for (int e = 255; e >= 0; e--) {
+        acc += mass[e];
+        n += count[e];
+        if (acc >= need)
+            break;
+    }
+    return n < 1 ? 1 : n;
+}
+
 int32_t sampler_sample(struct sampler *s, const float *logits)
 {
     if (s->p.temperature == 0)
@@ -120,8 +169,9 @@ int32_t sampler_sample(struct sampler *s, const float *logits)
     /* Top-p's threshold is a share of the mass that top-k left: the whole
      * vocabulary's without top-k, else the k best tokens' (top-p applies
      * to the renormalised top-k distribution, as in vLLM, Hugging Face and
-     * llama.cpp). With top-k the k best are taken at once; without it the
-     * candidates grow from 64 until top-p is reached. */
+     * llama.cpp). With top-k the k best are taken at once; without it as
+     * many as the weights' exponents say top-p can need (and, should the
+     * ranked sum fall short by a rounding, eight times more). */
     double total = 0;
     int n;
     if (k < s->n_vocab) {
@@ -149,7 +199,7 @@ int32_t sampler_sample(struct sampler *s, const float *logits)
             }
             return last;
         }
-        n = k < 64 ? k : 64;
+        n = candidates_for_top_p(s, s->p.top_p * total);
     }
     for (;;) {
         if (k == s->n_vocab) /* with top-k, idx already holds the k best */
