@@ -29,11 +29,11 @@
  * slower than tokens come; 8 MiB is tens of thousands of events, far past
  * any client that is still reading, so passing it ends the generation
  * instead of letting one stalled reader hold memory without bound. */
-#define OUT_CAP   ((size_t)8 << 20)  /* unread stream bytes before a client counts as gone */
+#define OUT_CAP ((size_t)8 << 20) /* unread stream bytes before a client counts as gone */
 /* non-streaming text: its JSON reply (escaping can make a byte six) must
  * still fit in OUT_CAP, or the answer would be an empty 200 */
-#define TEXT_CAP (OUT_CAP / 8)
-#define OUT_START 4096               /* bytes reserved at admission */
+#define TEXT_CAP  (OUT_CAP / 8)
+#define OUT_START 4096 /* bytes reserved at admission */
 
 struct sched_req {
     /* set by sched_req_new, read-only afterwards */
