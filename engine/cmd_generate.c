@@ -109,6 +109,11 @@ int cmd_generate(int argc, char **argv)
         err_set(&err, FP_ERR_USAGE, "the prompt has no tokens");
         goto out;
     }
+    if (ctx && n_ids > (size_t)ctx) {
+        gguf_close(&f);
+        err_set(&err, FP_ERR_USAGE, "the prompt has %zu tokens, more than --ctx %ld", n_ids, ctx);
+        goto out;
+    }
     struct model_opts mo = {.threads = (int)threads, .max_batch = 1, .device = device};
     mo.ctx = ctx ? (int)ctx : (int)(n_ids + (size_t)n_gen + 1);
     mo.max_step_tokens = (int)(n_ids < 512 ? n_ids : 512);

@@ -45,6 +45,10 @@ check "tiny --quant nvfp4: logged" grep -q "requantized 14 tensors to nvfp4 (hea
 want="prompt ids: 1 $(sed -n 's/^prompt ids: //p' "$T_TMP/tu") $(sed -n 's/^prompt ids: //p' "$T_TMP/ta")"
 check_eq "tiny --chat: the model's own ChatML, the prompt as text" \
     "$(grep '^prompt ids:' "$T_TMP/tc")" "$want"
+"$FP4SERVE" generate --model "$TINY" --prompt "hello world hello world" --ctx 2 -n 1 -t 1 \
+    >/dev/null 2>"$T_TMP/err"
+check_eq "prompt longer than --ctx: a usage error" "$?" "2"
+check "prompt longer than --ctx: says so" grep -q "prompt has [0-9]* tokens.*--ctx 2" "$T_TMP/err"
 "$FP4SERVE" bench --model "$TINY" --batch 1,2,5 --prompt-len 6 --gen 3 -t 2 --no-probe \
     >"$T_TMP/tb" 2>/dev/null
 check_eq "tiny bench: exit status" "$?" "0"
