@@ -114,6 +114,13 @@ int cmd_generate(int argc, char **argv)
         err_set(&err, FP_ERR_USAGE, "the prompt has %zu tokens, more than --ctx %ld", n_ids, ctx);
         goto out;
     }
+    if (ctx && (long)n_ids + n_gen > ctx) {
+        /* the loop below stops once prompt + generated tokens fill ctx */
+        long room = ctx - (long)n_ids > 1 ? ctx - (long)n_ids : 1;
+        if (room < n_gen)
+            log_warn("--ctx %ld leaves room for %ld of the %ld tokens asked (-n)", ctx, room,
+                     n_gen);
+    }
     struct model_opts mo = {.threads = (int)threads, .max_batch = 1, .device = device};
     mo.ctx = ctx ? (int)ctx : (int)(n_ids + (size_t)n_gen + 1);
     mo.max_step_tokens = (int)(n_ids < 512 ? n_ids : 512);

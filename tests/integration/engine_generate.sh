@@ -49,6 +49,11 @@ check_eq "tiny --chat: the model's own ChatML, the prompt as text" \
     >/dev/null 2>"$T_TMP/err"
 check_eq "prompt longer than --ctx: a usage error" "$?" "2"
 check "prompt longer than --ctx: says so" grep -q "prompt has [0-9]* tokens.*--ctx 2" "$T_TMP/err"
+"$FP4SERVE" generate --model "$TINY" --prompt "hi" --ctx 3 -n 4 -t 1 --ignore-eos \
+    >"$T_TMP/out" 2>"$T_TMP/err"
+check_eq "-n cut short by --ctx: 2 ids" "$(grep -c '^ids: [0-9]* [0-9]*$' "$T_TMP/out")" "1"
+check "-n cut short by --ctx: says so" grep -q -- "--ctx 3 leaves room for 2 of the 4 tokens" \
+    "$T_TMP/err"
 "$FP4SERVE" bench --model "$TINY" --batch 1,2,5 --prompt-len 6 --gen 3 -t 2 --no-probe \
     >"$T_TMP/tb" 2>/dev/null
 check_eq "tiny bench: exit status" "$?" "0"
