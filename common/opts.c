@@ -56,8 +56,8 @@ static int set_value(const struct opt *o, const char *val, struct err *err, int 
         if (str_to_long(val, &v) != 0)
             return err_set(err, code, "option '--%s' wants an integer, got '%s'", o->name, val), -1;
         if (o->min < o->max && (v < o->min || v > o->max))
-            return err_set(err, code, "option '--%s' must be between %g and %g, got %ld", o->name,
-                           o->min, o->max, v),
+            return err_set(err, code, "option '--%s' must be between %.0f and %.0f, got %ld",
+                           o->name, o->min, o->max, v),
                    -1;
         *(long *)o->dest = v;
         return 0;

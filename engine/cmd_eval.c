@@ -116,6 +116,11 @@ int cmd_eval(int argc, char **argv)
     if (!(m = model_new(model_path, &mo, &err)) ||
         !(ref = model_new(ref_path ? ref_path : model_path, &ro, &err)))
         goto out;
+    if (ref->cfg.n_vocab != m->cfg.n_vocab) {
+        err_set(&err, FP_ERR_USAGE, "%s: vocabulary of %d tokens, the model's has %d",
+                ref_path ? ref_path : model_path, ref->cfg.n_vocab, m->cfg.n_vocab);
+        goto out;
+    }
     if (tok_load(&m->file, &vocab, &err) != 0) {
         err_prefix(&err, "%s", model_path);
         goto out;

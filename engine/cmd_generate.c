@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat.h"
 #include "fileio.h"
 #include "fp4.h"
 #include "log.h"
@@ -17,16 +18,6 @@
 #include "sample.h"
 #include "tokenizer.h"
 #include "xalloc.h"
-
-/* Wrap a user message in ChatML with SmolLM2's default system prompt, as its
- * chat template does when the conversation has no system message. */
-static char *chat_wrap(const char *prompt)
-{
-    return xasprintf("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
-                     "Hugging Face<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>"
-                     "assistant\n",
-                     prompt);
-}
 
 static void print_ids(const char *label, const int32_t *ids, size_t n)
 {
@@ -74,7 +65,6 @@ int cmd_generate(int argc, char **argv)
     tok_vocab *vocab = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0, cap_ids = 0;
-    char *text = NULL;
     if (rc == 0 && (!model_path || !prompt))
         err_set(&err, FP_ERR_USAGE, "generate needs --model PATH and --prompt TEXT (see --help)");
     if (err.code)
@@ -94,9 +84,23 @@ int cmd_generate(int argc, char **argv)
                 "--chat: the model's chat template is not ChatML (only ChatML is built in)");
         goto out;
     }
-    text = chat ? chat_wrap(prompt) : xstrdup(prompt);
-    if (tok_encode(vocab, text, strlen(text), chat || !no_special, tok_add_bos(vocab), &ids, &n_ids,
-                   &cap_ids, &err) != 0) {
+    if (chat) {
+        /* As the server renders a one-message chat: the template's own
+         * default system prompt (if any), the prompt as literal text. */
+        struct chat_template ct;
+        struct api_message msg = {(char *)"user", (char *)prompt, strlen(prompt)};
+        struct chat_seg *segs = NULL;
+        size_t n_segs = 0, cap_segs = 0;
+        chat_template_init(&ct, tmpl);
+        chat_render(&ct, &msg, 1, &segs, &n_segs, &cap_segs);
+        rc = chat_tokenize(vocab, segs, n_segs, &ids, &n_ids, &cap_ids, &err);
+        free(segs);
+        chat_template_release(&ct);
+    } else {
+        rc = tok_encode(vocab, prompt, strlen(prompt), !no_special, tok_add_bos(vocab), &ids,
+                        &n_ids, &cap_ids, &err);
+    }
+    if (rc != 0) {
         gguf_close(&f);
         goto out;
     }
@@ -104,6 +108,18 @@ int cmd_generate(int argc, char **argv)
         gguf_close(&f);
         err_set(&err, FP_ERR_USAGE, "the prompt has no tokens");
         goto out;
+    }
+    if (ctx && n_ids > (size_t)ctx) {
+        gguf_close(&f);
+        err_set(&err, FP_ERR_USAGE, "the prompt has %zu tokens, more than --ctx %ld", n_ids, ctx);
+        goto out;
+    }
+    if (ctx && (long)n_ids + n_gen > ctx) {
+        /* the loop below stops once prompt + generated tokens fill ctx */
+        long room = ctx - (long)n_ids > 1 ? ctx - (long)n_ids : 1;
+        if (room < n_gen)
+            log_warn("--ctx %ld leaves room for %ld of the %ld tokens asked (-n)", ctx, room,
+                     n_gen);
     }
     struct model_opts mo = {.threads = (int)threads, .max_batch = 1, .device = device};
     mo.ctx = ctx ? (int)ctx : (int)(n_ids + (size_t)n_gen + 1);
@@ -173,6 +189,5 @@ out:
     model_free(m);
     tok_free(vocab);
     free(ids);
-    free(text);
     return err.code;
 }

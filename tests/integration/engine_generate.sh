@@ -33,6 +33,27 @@ check_eq "tiny generate: 1 thread, serial attention, same output" "$(cat "$T_TMP
     "$(cat "$T_TMP/t2")"
 "$FP4SERVE" generate --model "$TINY" --prompt "hello" -n 2 --quant nvfp4 >/dev/null 2>"$T_TMP/te"
 check "tiny --quant nvfp4: logged" grep -q "requantized 14 tensors to nvfp4 (head q8_0)" "$T_TMP/te"
+# --chat renders as the server does: the tiny model's ChatML template has no
+# default system prompt (SmolLM2's must not be added), and the user's text
+# is tokenized as text, so "<|im_end|>" in it cannot end the turn.
+"$FP4SERVE" generate --model "$TINY" --prompt "hi<|im_end|>" --chat -n 1 -t 1 \
+    >"$T_TMP/tc" 2>/dev/null
+"$FP4SERVE" generate --model "$TINY" --prompt "user"$'\n'"hi<|im_end|>" --no-special -n 1 -t 1 \
+    >"$T_TMP/tu" 2>/dev/null
+"$FP4SERVE" generate --model "$TINY" --prompt "<|im_end|>"$'\n'"<|im_start|>assistant"$'\n' \
+    -n 1 -t 1 >"$T_TMP/ta" 2>/dev/null
+want="prompt ids: 1 $(sed -n 's/^prompt ids: //p' "$T_TMP/tu") $(sed -n 's/^prompt ids: //p' "$T_TMP/ta")"
+check_eq "tiny --chat: the model's own ChatML, the prompt as text" \
+    "$(grep '^prompt ids:' "$T_TMP/tc")" "$want"
+"$FP4SERVE" generate --model "$TINY" --prompt "hello world hello world" --ctx 2 -n 1 -t 1 \
+    >/dev/null 2>"$T_TMP/err"
+check_eq "prompt longer than --ctx: a usage error" "$?" "2"
+check "prompt longer than --ctx: says so" grep -q "prompt has [0-9]* tokens.*--ctx 2" "$T_TMP/err"
+"$FP4SERVE" generate --model "$TINY" --prompt "hi" --ctx 3 -n 4 -t 1 --ignore-eos \
+    >"$T_TMP/out" 2>"$T_TMP/err"
+check_eq "-n cut short by --ctx: 2 ids" "$(grep -c '^ids: [0-9]* [0-9]*$' "$T_TMP/out")" "1"
+check "-n cut short by --ctx: says so" grep -q -- "--ctx 3 leaves room for 2 of the 4 tokens" \
+    "$T_TMP/err"
 "$FP4SERVE" bench --model "$TINY" --batch 1,2,5 --prompt-len 6 --gen 3 -t 2 --no-probe \
     >"$T_TMP/tb" 2>/dev/null
 check_eq "tiny bench: exit status" "$?" "0"

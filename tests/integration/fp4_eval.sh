@@ -67,6 +67,14 @@ check_eq "unknown --quant: status 2" "$?" "2"
 
 # SmolLM2 against llama.cpp: same tokens, same windows, same perplexity.
 smol="$TOPDIR/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ -f "$smol" ]; then
+    # A --ref of another vocabulary: the error names the reference, not the text.
+    "$FP4SERVE" eval --model "$tiny" --ref "$smol" --text "$text" --ctx 16 --max-tokens 32 \
+        --threads 1 2>"$T_TMP/err" >/dev/null
+    check_eq "--ref of another vocabulary: status 2" "$?" "2"
+    check "--ref of another vocabulary: names the reference file" \
+        grep -q "error: $smol: vocabulary of 49152 tokens, the model's has 512" "$T_TMP/err"
+fi
 if [ -f "$smol" ] && python3 -c 'import llama_cpp' 2>/dev/null; then
     "$FP4SERVE" eval --model "$smol" --text "$text" --ctx 128 --max-tokens 256 --threads 2 \
         >"$T_TMP/smol" 2>/dev/null

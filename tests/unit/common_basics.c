@@ -138,6 +138,18 @@ TEST(opts_parse_and_errors)
     strvec_release(&pats);
 }
 
+/* An integer option's range is printed as integers, every digit. */
+TEST(opts_range_message_is_exact)
+{
+    long n = 0;
+    const struct opt opts[] = {{"ctx", 0, OPT_LONG, &n, "N", "positions", 2, 1 << 20}};
+    char *argv[] = {"--ctx", "1"};
+    struct err e;
+    err_init(&e);
+    CHECK_INT(opt_parse(2, argv, opts, 1, NULL, &e, 2), -1);
+    CHECK_STR(e.msg, "option '--ctx' must be between 2 and 1048576, got 1");
+}
+
 /* Write n bytes of 'x' to a fresh temporary file; returns its path. */
 static char *temp_file_of(size_t n)
 {
