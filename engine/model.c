@@ -472,9 +472,10 @@ int model_opts_parse(struct model_opts *o, const char *quant, const char *head, 
         o->quant_set = false;
         o->quant = -1;
     } else if (quant) {
+        /* the types requantization is made and measured for; others (f16,
+         * q4_k ...) would keep rows they cannot hold and still be named */
         int t = q_type_from_name(quant);
-        const struct q_type_info *qi = t >= 0 ? q_info((uint32_t)t) : NULL;
-        if (!qi || !qi->weights)
+        if (t != Q_Q8_0 && t != Q_MXFP4 && t != Q_NVFP4)
             return err_set(err, FP_ERR_USAGE,
                            "--quant: unknown type '%s' (expected native, q8_0, mxfp4 or nvfp4)",
                            quant),

@@ -530,6 +530,15 @@ TEST(untied_head_and_requantization)
     free(native);
     CHECK_INT(model_opts_parse(&o, "q9_9", NULL, NULL, NULL, &err), -1);
     CHECK_INT(err.code, FP_ERR_USAGE);
+    /* real types, but not requantization targets: q4_k would keep the rows
+     * it cannot hold (not multiples of 256) and still be reported as q4_k */
+    const char *not_targets[] = {"q4_k", "q6_k", "q4_1", "f16", "f32", "bf16"};
+    for (size_t i = 0; i < sizeof(not_targets) / sizeof(not_targets[0]); i++) {
+        err_init(&err);
+        CHECK_INT(model_opts_parse(&o, not_targets[i], NULL, NULL, NULL, &err), -1);
+        CHECK_MSG(strstr(err.msg, "expected native, q8_0, mxfp4 or nvfp4") != NULL, "%s: %s",
+                  not_targets[i], err.msg);
+    }
     const char *bad[3][3] = {{"qq", NULL, NULL}, {NULL, "batch", NULL}, {NULL, NULL, "flash"}};
     for (int i = 0; i < 3; i++) {
         err_init(&err);
