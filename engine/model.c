@@ -483,6 +483,12 @@ int model_opts_parse(struct model_opts *o, const char *quant, const char *head, 
         o->quant = t;
         o->quant_set = true;
     }
+    /* a misspelt device is the flag's fault, not the model file's (whose
+     * path model_new puts before load errors) */
+    if (o->device && strcmp(o->device, "cpu") != 0 && strcmp(o->device, "cuda") != 0)
+        return err_set(err, FP_ERR_USAGE, "--device: unknown device '%s' (expected cpu or cuda)",
+                       o->device),
+               -1;
     if (head && strcmp(head, "same") == 0)
         o->head_same = true;
     else if (head && strcmp(head, "q8_0") == 0)

@@ -545,6 +545,10 @@ TEST(untied_head_and_requantization)
         CHECK_INT(model_opts_parse(&o, NULL, bad[i][0], bad[i][1], bad[i][2], &err), -1);
         CHECK(strstr(err.msg, "unknown") != NULL);
     }
+    struct model_opts dev = {.device = "gpu"};
+    err_init(&err);
+    CHECK_INT(model_opts_parse(&dev, NULL, NULL, NULL, NULL, &err), -1);
+    CHECK_STR(err.msg, "--device: unknown device 'gpu' (expected cpu or cuda)");
     struct model_opts p = {0};
     CHECK_INT(model_opts_parse(&p, "native", "same", "per-request", "serial", &err), 0);
     CHECK(!p.quant_set && p.head_same && p.decode == MODEL_DECODE_PER_REQUEST &&
