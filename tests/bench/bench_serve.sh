@@ -1,7 +1,7 @@
 #!/bin/bash
 # bench_serve.sh: fp4serve behind HTTP, measured by sweep itself. Runs
 # experiments/decode-modes.yaml (batched vs per-request decode, C = 1, 2, 4,
-# 8, 16; 64 prompt tokens, 32 generated) on SmolLM2-135M Q4_1 with THREADS
+# 8, 16; 16 prompt tokens, 128 generated) on SmolLM2-135M Q4_1 with THREADS
 # threads, and prints each regime's fit (a ms per step, b ms per added
 # request, ceiling 1000/b tok/s) and the output throughput at C = 1, 4, 16.
 # When llama.cpp's `llama-server` is on PATH (or LLAMA_SERVER names it), the
