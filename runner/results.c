@@ -97,6 +97,19 @@ void res_table_put(struct res_table *t, struct res_point *p)
     res_table_add(t, p);
 }
 
+const struct res_point *res_table_find(const struct res_table *t, const char *variant,
+                                       long concurrency, long prompts, long repeat)
+{
+    struct res_point like = {.variant = (char *)variant,
+                             .concurrency = concurrency,
+                             .prompts = prompts,
+                             .repeat = repeat};
+    for (size_t i = 0; i < t->n; i++)
+        if (same_point(&t->rows[i], &like))
+            return &t->rows[i];
+    return NULL;
+}
+
 const struct res_point *res_table_find_ok(const struct res_table *t, const char *variant,
                                           const char *key)
 {

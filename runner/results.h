@@ -55,6 +55,10 @@ void res_table_add(struct res_table *t, struct res_point *p);
 /* Replace the row with the same variant/concurrency/prompts/repeat, or
  * append; takes ownership like res_table_add. */
 void res_table_put(struct res_table *t, struct res_point *p);
+/* The row of this variant at this concurrency, prompts and repeat (any
+ * status), or NULL. */
+const struct res_point *res_table_find(const struct res_table *t, const char *variant,
+                                       long concurrency, long prompts, long repeat);
 /* The first row of this variant with this key and status ok, or NULL. The
  * key leaves the variant's name out (renaming one reruns nothing), so two
  * variants with the same settings share keys: each still gets its rows. */

@@ -664,17 +664,6 @@ static bool point_done(const struct run_ctx *c, size_t pi)
     return res_table_find_ok(&c->table, c->plan.variants[pp->variant].v->name, pp->key) != NULL;
 }
 
-/* A row of this variant at this concurrency, prompts and repeat? */
-static bool has_row(const struct res_table *t, const char *variant, const struct res_point *like)
-{
-    for (size_t i = 0; i < t->n; i++)
-        if (t->rows[i].variant && strcmp(t->rows[i].variant, variant) == 0 &&
-            t->rows[i].concurrency == like->concurrency && t->rows[i].prompts == like->prompts &&
-            t->rows[i].repeat == like->repeat)
-            return true;
-    return false;
-}
-
 /*
  * Resume after a variant was renamed: keys leave the variant's name out, so
  * an ok row of a variant the experiment no longer has, with the key of a
@@ -694,7 +683,8 @@ static size_t adopt_renamed(struct run_ctx *c)
             struct res_point *row = &c->table.rows[r];
             if (!row->key || strcmp(row->key, pp->key) != 0 || !row->status ||
                 strcmp(row->status, RES_OK) != 0 || !row->variant ||
-                exp_find_variant(&c->exp, row->variant) || has_row(&c->table, name, row))
+                exp_find_variant(&c->exp, row->variant) ||
+                res_table_find(&c->table, name, row->concurrency, row->prompts, row->repeat))
                 continue;
             free(row->variant);
             row->variant = xstrdup(name);
