@@ -60,12 +60,12 @@ $(BUILD)/gen/version.h: FORCE
 $(BUILD)/gen/plot_templates.h: $(wildcard plots/*.gp) scripts/embed-templates.sh
 	@mkdir -p $(dir $@)
 	@sh scripts/embed-templates.sh $(sort $(wildcard plots/*.gp)) > $@.tmp && mv $@.tmp $@
-$(BUILD)/obj/runner/plot.o: $(BUILD)/gen/plot_templates.h
+$(BUILD)/obj/runner/analysis/plot.o: $(BUILD)/gen/plot_templates.h
 
 # ---- sources ----
 COMMON_SRC := $(wildcard common/*.c)
-RUNNER_SRC := $(filter-out runner/main.c,$(wildcard runner/*.c))
-ENGINE_SRC := $(filter-out engine/main.c,$(wildcard engine/*.c engine/cpu/*.c engine/cuda/*.c))
+RUNNER_SRC := $(filter-out runner/main.c,$(wildcard runner/*.c runner/*/*.c))
+ENGINE_SRC := $(filter-out engine/main.c,$(wildcard engine/*.c engine/*/*.c))
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -94,7 +94,7 @@ all: $(SWEEP) $(FP4SERVE) $(FAKESERVER) $(TOOLS)
 # ---- compile rules ----
 $(BUILD)/obj/common/%.o: common/%.c | $(BUILD)/config.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(RUNNER_PC_CFLAGS) -c -o $@ $<
 $(BUILD)/obj/runner/%.o: runner/%.c $(BUILD)/gen/version.h | $(BUILD)/config.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RUNNER_PC_CFLAGS) -Irunner -c -o $@ $<

@@ -19,12 +19,12 @@ enum fp_err {
     FP_ERR_INTERRUPTED = 130,
 };
 
-int cmd_serve(int argc, char **argv);
-int cmd_generate(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
-int cmd_quantize(int argc, char **argv);
-int cmd_eval(int argc, char **argv);
-int cmd_synth(int argc, char **argv);
-int cmd_info(int argc, char **argv);
+int fp4_serve(int argc, char **argv);
+int fp4_generate(int argc, char **argv);
+int fp4_bench(int argc, char **argv);
+int fp4_quantize(int argc, char **argv);
+int fp4_eval(int argc, char **argv);
+int fp4_synth(int argc, char **argv);
+int fp4_info(int argc, char **argv);
 
 #endif

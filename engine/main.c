@@ -17,13 +17,13 @@ struct command {
 };
 
 static const struct command commands[] = {
-    {"serve", cmd_serve, "OpenAI-compatible streaming server with continuous batching"},
-    {"generate", cmd_generate, "greedy generation from a prompt; prints text and token ids"},
-    {"bench", cmd_bench, "offline decode throughput per batch size (no HTTP)"},
-    {"quantize", cmd_quantize, "requantize a GGUF file to MXFP4 or NVFP4"},
-    {"eval", cmd_eval, "perplexity over a text; KL divergence against native weights"},
-    {"synth", cmd_synth, "write a seeded random-weight model of a given shape"},
-    {"info", cmd_info, "architecture, hyperparameters, tokenizer and tensors of a GGUF file"},
+    {"serve", fp4_serve, "OpenAI-compatible streaming server with continuous batching"},
+    {"generate", fp4_generate, "greedy generation from a prompt; prints text and token ids"},
+    {"bench", fp4_bench, "offline decode throughput per batch size (no HTTP)"},
+    {"quantize", fp4_quantize, "requantize a GGUF file to MXFP4 or NVFP4"},
+    {"eval", fp4_eval, "perplexity over a text; KL divergence against native weights"},
+    {"synth", fp4_synth, "write a seeded random-weight model of a given shape"},
+    {"info", fp4_info, "architecture, hyperparameters, tokenizer and tensors of a GGUF file"},
 };
 
 static void usage(FILE *f)

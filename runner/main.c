@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "commands.h"
+#include "sweep.h"
 #include "log.h"
 #include "version.h"
 

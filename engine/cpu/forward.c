@@ -17,12 +17,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "model/backend.h"
 #include "cpu/ops.h"
 #include "fp4.h"
 #include "log.h"
-#include "model.h"
-#include "threadpool.h"
+#include "model/model.h"
+#include "model/threadpool.h"
 #include "timeutil.h"
 #include "xalloc.h"
 

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "quant.h"
+#include "format/quant.h"
 
 /* n values from an f16 or f32 array at offset i, as f32. */
 static void load_f32(const void *src, int f32, size_t i, int n, float *dst)

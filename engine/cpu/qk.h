@@ -2,7 +2,7 @@
  * qk: private interface between quant.c and the CPU kernel files
  * (matmul.c portable, matmul_avx2.c, matmul_avx512.c): ggml's block
  * structs, the prepared-activation layout, the decoded-weight buffer and the
- * kernel table. Nothing outside engine/quant.c, engine/cpu/ and the unit
+ * kernel table. Nothing outside engine/format/quant.c, engine/cpu/ and the unit
  * tests includes this file.
  */
 #ifndef ENGINE_CPU_QK_H
@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "quant.h"
+#include "format/quant.h"
 
 /* ---- ggml block layouts (reference/engine-formats.md 1.5; little-endian) ---- */
 

@@ -13,7 +13,7 @@
 
 extern "C" {
 #include "cuda/cuda.h"
-#include "model.h"
+#include "model/model.h"
 }
 
 /* Attention: keys per chunk (the CPU's grid, so partials fold alike), the

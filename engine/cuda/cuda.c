@@ -7,9 +7,9 @@
 #ifdef HAVE_CUDA
 #include <stdbool.h>
 
-#include "backend.h"
+#include "model/backend.h"
 #include "cuda/cuda.h"
-#include "model.h"
+#include "model/model.h"
 #include "timeutil.h"
 
 /* Lay the step out as the CPU backend does (cpu/forward.c plan): one row

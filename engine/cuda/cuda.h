@@ -3,7 +3,7 @@
  * backend table and each step's plan) and its CUDA C++ (*.cu: device
  * memory, kernels, launches). Plain C with no CUDA types; the .cu files
  * include it inside extern "C". Nothing outside engine/cuda/ and
- * engine/backend.c includes it.
+ * engine/model/backend.c includes it.
  */
 #ifndef ENGINE_CUDA_CUDA_H
 #define ENGINE_CUDA_CUDA_H

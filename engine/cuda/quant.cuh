@@ -6,7 +6,7 @@
  * against int8 activations; the tensor-core path and the embedding turn
  * it into floats. F32, F16 and BF16 are read element by element. Block
  * layouts: reference/engine-formats.md 1.5; the reference for every value
- * is q_dequant_row in engine/quant.c, which unit_value reproduces bit for
+ * is q_dequant_row in engine/format/quant.c, which unit_value reproduces bit for
  * bit (explicit roundings, no contraction into fma). Everything here also
  * compiles for the host, so the decoders are tested on machines without a
  * GPU (selftest.cu, tests/unit/engine_cudadec.c).
@@ -19,7 +19,7 @@
 #include <string.h>
 
 extern "C" {
-#include "quant.h"
+#include "format/quant.h"
 }
 
 #define QD __host__ __device__ __forceinline__

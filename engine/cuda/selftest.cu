@@ -1,6 +1,6 @@
 /*
  * cuda/selftest: the device decoders of quant.cuh, compiled for the host
- * and checked against q_dequant_row (engine/quant.c) on random bytes, so
+ * and checked against q_dequant_row (engine/format/quant.c) on random bytes, so
  * block layouts, nibble orders and scale codecs are verified on machines
  * without a GPU. The same source runs in the kernels; only the four
  * intrinsic wrappers of quant.cuh differ between host and device.

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "quant.h"
+#include "format/quant.h"
 #include "xalloc.h"
 
 #define MAX_LIST     16

@@ -1,5 +1,5 @@
 /*
- * sampler: the cost of one draw (engine/sample.c) per sampling setting,
+ * sampler: the cost of one draw (engine/model/sample.c) per sampling setting,
  * against one softmax pass (exp over the vocabulary) measured in the same
  * run, on SmolLM2-sized logits (49152). The sampler runs on the scheduler
  * thread for every sequence of every step, so its cost adds to each step.
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sample.h"
+#include "model/sample.h"
 #include "strutil.h"
 #include "xalloc.h"
 

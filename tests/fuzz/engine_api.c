@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
-#include "chat.h"
-#include "stop.h"
+#include "serve/api.h"
+#include "text/chat.h"
+#include "text/stop.h"
 #include "xalloc.h"
 
 static void die(const char *what)

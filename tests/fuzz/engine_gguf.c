@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fp4.h"
-#include "gguf.h"
+#include "format/gguf.h"
 #include "xalloc.h"
 
 static const uint8_t *lo, *hi;

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "fp4.h"
-#include "gguf.h"
+#include "format/gguf.h"
 #include "log.h"
-#include "model.h"
+#include "model/model.h"
 
 static volatile float sink;
 

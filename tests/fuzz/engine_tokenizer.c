@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../engine/tokenizer.c" /* utf8_invalid_at, byte_map_init */
+#include "../../engine/text/tokenizer.c" /* utf8_invalid_at, byte_map_init */
 
 #define N_EXTRA 16
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "extract.h"
+#include "analysis/extract.h"
 #include "xalloc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     strvec_push(&require, "median_tpot_ms");
     for (int i = 0; i < 2; i++) {
         struct metric_set ms;
-        ms_init(&ms);
+        mset_init(&ms);
         err_init(&err);
         ext_run(presets[i], text, size, &ms, &err);
         err_init(&err);
@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t k = 0; k < ms.n; k++)
             if (!metric_find(ms.m[k].name))
                 abort(); /* presets only produce canonical names */
-        ms_release(&ms);
+        mset_release(&ms);
     }
     struct ext_shape shape;
     err_init(&err);
@@ -60,10 +60,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         err_init(&err);
         if (ext_new("sglang", &user, 1, &set, &err) == 0) {
             struct metric_set ms;
-            ms_init(&ms);
+            mset_init(&ms);
             err_init(&err);
             ext_run(set, text, size, &ms, &err);
-            ms_release(&ms);
+            mset_release(&ms);
             ext_free(set);
         }
         err_init(&err);

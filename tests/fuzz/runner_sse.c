@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sse.h"
-#include "stream.h"
+#include "client/sse.h"
+#include "client/stream.h"
 
 #define CAP 4096
 

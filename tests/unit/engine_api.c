@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
-#include "chat.h"
-#include "metrics.h"
-#include "stop.h"
+#include "serve/api.h"
+#include "text/chat.h"
+#include "serve/prom.h"
+#include "text/stop.h"
 #include "test.h"
 
 static const char *const ids[] = {"tiny", "models/tiny.gguf", NULL};
@@ -457,18 +457,18 @@ TEST(stop_holds_only_prefixes)
 TEST(metrics_text)
 {
     struct met m;
-    met_init(&m);
-    met_response(&m, MET_COMPLETIONS, 200);
-    met_response(&m, MET_COMPLETIONS, 400);
-    met_response(&m, MET_OTHER, 418); /* counted as "other" */
+    prom_init(&m);
+    prom_response(&m, PROM_COMPLETIONS, 200);
+    prom_response(&m, PROM_COMPLETIONS, 400);
+    prom_response(&m, PROM_OTHER, 418); /* counted as "other" */
     atomic_store(&m.steps, 4);
     atomic_store(&m.step_seqs, 10);
     atomic_store(&m.attn_ns, 1500000000);
-    struct met_gauges g = {
+    struct prom_gauges g = {
         .queued = 2, .running = 3, .slots = 8, .kv_positions = 40, .kv_capacity = 800, .ready = 1};
     struct buf b;
     buf_init(&b, 1 << 20);
-    met_render(&m, &g, &b);
+    prom_render(&m, &g, &b);
     const char *want[] = {
         "fp4serve_requests_total{route=\"completions\",status=\"200\"} 1\n",
         "fp4serve_requests_total{route=\"completions\",status=\"400\"} 1\n",

@@ -15,12 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "model/backend.h"
 #include "fp4.h"
-#include "model.h"
-#include "quant.h"
-#include "sample.h"
-#include "synth.h"
+#include "model/model.h"
+#include "format/quant.h"
+#include "model/sample.h"
+#include "format/synth.h"
 #include "test.h"
 #include "xalloc.h"
 

@@ -9,7 +9,7 @@
 
 #ifdef HAVE_CUDA
 #include "cuda/cuda.h"
-#include "quant.h"
+#include "format/quant.h"
 #include "test.h"
 
 static void check(uint32_t type)

@@ -13,15 +13,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "eval.h"
+#include "model/eval.h"
 #include "fp4.h"
-#include "gguf.h"
-#include "model.h"
-#include "quant.h"
-#include "synth.h"
+#include "format/gguf.h"
+#include "model/model.h"
+#include "format/quant.h"
+#include "format/synth.h"
 #include "test.h"
 #include "testtmp.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 #include "xalloc.h"
 
 static const char *synth(const char *name, uint64_t seed)

@@ -11,7 +11,7 @@
 
 #include "buf.h"
 #include "fp4.h"
-#include "gguf.h"
+#include "format/gguf.h"
 #include "xalloc.h"
 
 /* ---- a tiny encoder for hand-built files ---- */

@@ -15,12 +15,12 @@
 #include <unistd.h>
 
 #include "fp4.h"
-#include "model.h"
-#include "sample.h"
+#include "model/model.h"
+#include "model/sample.h"
 #include "sha256.h"
-#include "synth.h"
+#include "format/synth.h"
 #include "test.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 #include "xalloc.h"
 
 /*

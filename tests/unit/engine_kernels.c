@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cpu/qk.h"
-#include "quant.h"
+#include "format/quant.h"
 #include "test.h"
 #include "xalloc.h"
 

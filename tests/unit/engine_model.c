@@ -11,10 +11,10 @@
 #include <unistd.h>
 
 #include "fp4.h"
-#include "gguf.h"
-#include "model.h"
-#include "quant.h"
-#include "sample.h"
+#include "format/gguf.h"
+#include "model/model.h"
+#include "format/quant.h"
+#include "model/sample.h"
 #include "test.h"
 #include "xalloc.h"
 

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 
 #include "cpu/ops.h"
-#include "quant.h"
-#include "sample.h"
+#include "format/quant.h"
+#include "model/sample.h"
 #include "test.h"
 
 static float urand(uint64_t *s)

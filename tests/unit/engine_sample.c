@@ -3,7 +3,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "sample.h"
+#include "model/sample.h"
 #include "test.h"
 #include "xalloc.h"
 

@@ -13,8 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../../engine/scheduler.c"
-#include "synth.h"
+#include "../../engine/serve/scheduler.c"
+#include "format/synth.h"
 #include "test.h"
 
 static char model_path[64];
@@ -250,7 +250,7 @@ TEST(batch_matches_reference)
     setup();
     struct model *m = load(4, 256, 7);
     struct met met;
-    met_init(&met);
+    prom_init(&met);
     struct err err;
     err_init(&err);
     sched *s =
@@ -318,8 +318,8 @@ TEST(batch_matches_reference)
         sched_req_unref(r[k]);
     }
     CHECK_INT(atomic_load(&met.prefill_rows), prompt_total);
-    CHECK_INT(atomic_load(&met.finished[MET_FIN_LENGTH]), N);
-    struct met_gauges g;
+    CHECK_INT(atomic_load(&met.finished[PROM_FIN_LENGTH]), N);
+    struct prom_gauges g;
     sched_gauges(s, &g);
     CHECK_INT(g.running, 0);
     CHECK_INT(g.kv_positions, 0);
@@ -335,7 +335,7 @@ static void run_one(const int32_t *prompt, int n_prompt, int max_tokens, bool ig
 {
     struct model *m = load(2, 256, 16);
     struct met met;
-    met_init(&met);
+    prom_init(&met);
     struct err err;
     err_init(&err);
     sched *s =
@@ -411,7 +411,7 @@ TEST(cancel_frees_slot)
     setup();
     struct model *m = load(2, 256, 16);
     struct met met;
-    met_init(&met);
+    prom_init(&met);
     struct err err;
     err_init(&err);
     sched *s =
@@ -432,9 +432,9 @@ TEST(cancel_frees_slot)
     sched_req_cancel(r);
     struct streamed st;
     drain(r, &st);
-    CHECK_INT(atomic_load(&met.finished[MET_FIN_CANCELLED]), 1);
+    CHECK_INT(atomic_load(&met.finished[PROM_FIN_CANCELLED]), 1);
     CHECK(r->n_gen < 250);
-    struct met_gauges g;
+    struct prom_gauges g;
     sched_gauges(s, &g);
     CHECK_INT(g.running, 0);
     CHECK_INT(g.kv_positions, 0);
@@ -456,7 +456,7 @@ TEST(stop_aborts_streams)
     setup();
     struct model *m = load(1, 256, 16);
     struct met met;
-    met_init(&met);
+    prom_init(&met);
     struct err err;
     err_init(&err);
     sched *s =
@@ -483,7 +483,7 @@ TEST(stop_aborts_streams)
     CHECK_INT(sched_submit(s, c, &e), -1);
     CHECK_INT(e.status, 503);
     sched_req_unref(c);
-    CHECK_INT(atomic_load(&met.finished[MET_FIN_ABORTED]), 2);
+    CHECK_INT(atomic_load(&met.finished[PROM_FIN_ABORTED]), 2);
     buf_release(&body);
     buf_release(&st.text);
     sched_req_unref(a);
@@ -500,7 +500,7 @@ TEST(cancelled_while_queued_leaves_the_queue)
     setup();
     struct model *m = load(1, 256, 16);
     struct met met;
-    met_init(&met);
+    prom_init(&met);
     struct err err;
     err_init(&err);
     sched *s =
@@ -527,7 +527,7 @@ TEST(cancelled_while_queued_leaves_the_queue)
     CHECK_INT(sched_submit(s, c, &e), 0);
     close(sv[1]); /* b's client hangs up */
     sched_req_cancel(c);
-    struct met_gauges g = {0};
+    struct prom_gauges g = {0};
     for (int i = 0; i < 2000; i++) {
         sched_gauges(s, &g);
         if (g.queued == 0)
@@ -544,7 +544,7 @@ TEST(cancelled_while_queued_leaves_the_queue)
     CHECK(sched_req_take(b, &body, &status, no_park, NULL));
     CHECK_INT(status, 0); /* no answer: nobody is there */
     CHECK(sched_req_take(c, &body, &status, no_park, NULL));
-    CHECK_INT(atomic_load(&met.finished[MET_FIN_CANCELLED]), 2);
+    CHECK_INT(atomic_load(&met.finished[PROM_FIN_CANCELLED]), 2);
     CHECK_INT(atomic_load(&met.prompt_tokens), 3); /* b and c were never admitted */
     buf_release(&body);
     buf_release(&st.text);

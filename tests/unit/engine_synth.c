@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../../engine/synth.c"
+#include "../../engine/format/synth.c"
 #include "fileio.h"
 
 static char *tmp_path(const char *tag)

@@ -3,7 +3,7 @@
 #include <stdatomic.h>
 
 #include "test.h"
-#include "threadpool.h"
+#include "model/threadpool.h"
 
 struct hits {
     atomic_int calls;

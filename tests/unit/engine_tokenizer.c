@@ -11,10 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../engine/tokenizer.c" /* statics: spec_from_gguf, byte_map_init */
+#include "../../engine/text/tokenizer.c" /* statics: spec_from_gguf, byte_map_init */
 
 #include "fileio.h"
-#include "synth.h"
+#include "format/synth.h"
 
 #define MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 

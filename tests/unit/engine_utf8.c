@@ -5,7 +5,7 @@
  */
 #include "test.h"
 
-#include "utf8.h"
+#include "text/utf8.h"
 
 #define U(s) ((const uint8_t *)(s))
 

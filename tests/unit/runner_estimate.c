@@ -1,5 +1,5 @@
 /*
- * Unit tests for runner/estimate.c: the DESIGN.md wave example (a=40,
+ * Unit tests for runner/analysis/estimate.c: the DESIGN.md wave example (a=40,
  * b=31, C=64, 96 prompts, 128 tokens -> 259 s + 132 s = 391 s), TTFT per
  * wave, a model fitted from a results table, and the ETA scaling.
  */
@@ -7,7 +7,7 @@
 
 #include <math.h>
 
-#include "estimate.h"
+#include "analysis/estimate.h"
 #include "xalloc.h"
 
 TEST(design_example_waves)
@@ -44,9 +44,9 @@ static void add_row(struct res_table *t, const char *variant, long c, const char
     p.prompts = 3 * c;
     p.repeat = 1;
     p.status = xstrdup(status);
-    ms_set(&p.metrics, "median_tpot_ms", tpot);
+    mset_set(&p.metrics, "median_tpot_ms", tpot);
     if (!isnan(ttft))
-        ms_set(&p.metrics, "median_ttft_ms", ttft);
+        mset_set(&p.metrics, "median_ttft_ms", ttft);
     res_table_add(t, &p);
 }
 

@@ -9,12 +9,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "commands.h"
-#include "experiment.h"
-#include "expkeys.h"
-#include "expr.h"
+#include "sweep.h"
+#include "config/experiment.h"
+#include "config/schema.h"
+#include "config/expr.h"
 #include "test.h"
-#include "tmpl.h"
+#include "config/tmpl.h"
 #include "xalloc.h"
 
 #define BASE "name: t\nserver: {model: models/m.gguf}\n"
@@ -749,10 +749,10 @@ TEST(schema_lists_every_key)
     FILE *f = open_memstream(&text, &len);
     exp_print_schema(f);
     fclose(f);
-    for (size_t i = 0; i < ek_n_keys; i++) {
+    for (size_t i = 0; i < schema_n_keys; i++) {
         char cell[96];
-        snprintf(cell, sizeof(cell), "| `%s` ", ek_keys[i].path);
-        CHECK_MSG(strstr(text, cell) != NULL, "schema lacks %s", ek_keys[i].path);
+        snprintf(cell, sizeof(cell), "| `%s` ", schema_keys[i].path);
+        CHECK_MSG(strstr(text, cell) != NULL, "schema lacks %s", schema_keys[i].path);
     }
     CHECK(strstr(text, "| required when engine is bundled ") != NULL);
     CHECK(strstr(text, "| [output_throughput, median_tpot_ms] ") != NULL);

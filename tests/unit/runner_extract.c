@@ -1,5 +1,5 @@
 /*
- * Unit tests for runner/extract.c: every fixture log under
+ * Unit tests for runner/analysis/extract.c: every fixture log under
  * tests/fixtures/logs/ (written from the exact blocks in
  * serving-benchmarks.md §b) extracts to exactly the canonical values
  * below; user patterns, limits, require messages and value parsing.
@@ -11,8 +11,8 @@
 #include <time.h>
 
 #include "buf.h"
-#include "commands.h"
-#include "extract.h"
+#include "sweep.h"
+#include "analysis/extract.h"
 #include "fileio.h"
 #include "xalloc.h"
 
@@ -40,12 +40,12 @@ static void check_log(const char *preset, const char *path, const struct want *w
     struct metric_set ms;
     err_init(&e);
     load(path, &b);
-    ms_init(&ms);
+    mset_init(&ms);
     CHECK_MSG(ext_new(preset, NULL, 0, &set, &e) == 0, "%s", e.msg);
     CHECK_MSG(ext_run(set, b.data, b.len, &ms, &e) == 0, "%s", e.msg);
     for (size_t i = 0; i < n; i++) {
         double v = NAN;
-        CHECK_MSG(ms_get(&ms, want[i].name, &v), "%s: '%s' missing", path, want[i].name);
+        CHECK_MSG(mset_get(&ms, want[i].name, &v), "%s: '%s' missing", path, want[i].name);
         CHECK_MSG(v == want[i].value || (isinf(v) && isinf(want[i].value)),
                   "%s: %s = %.17g, want %.17g", path, want[i].name, v, want[i].value);
     }
@@ -56,7 +56,7 @@ static void check_log(const char *preset, const char *path, const struct want *w
         CHECK_MSG(expected, "%s: unexpected metric '%s' = %g", path, ms.m[k].name, ms.m[k].value);
         CHECK_MSG(metric_find(ms.m[k].name), "%s: '%s' is not canonical", path, ms.m[k].name);
     }
-    ms_release(&ms);
+    mset_release(&ms);
     ext_free(set);
     buf_release(&b);
 }
@@ -162,13 +162,13 @@ TEST(inf_not_set_negative_zero_crlf)
     ext_set *set;
     err_init(&e);
     load(FIX "sglang_inf_notset.log", &b);
-    ms_init(&ms);
+    mset_init(&ms);
     ext_new("sglang", NULL, 0, &set, &e);
     ext_run(set, b.data, b.len, &ms, &e);
     double v = 1;
-    CHECK(ms_get(&ms, "mean_itl_ms", &v) && v == 0 && !signbit(v));
-    CHECK(!ms_get(&ms, "achieved_concurrency", NULL)); /* "not set" */
-    ms_release(&ms);
+    CHECK(mset_get(&ms, "mean_itl_ms", &v) && v == 0 && !signbit(v));
+    CHECK(!mset_get(&ms, "achieved_concurrency", NULL)); /* "not set" */
+    mset_release(&ms);
     ext_free(set);
     buf_release(&b);
 }
@@ -208,13 +208,13 @@ TEST(only_the_last_result_block_counts)
     struct metric_set ms;
     double v;
     err_init(&e);
-    ms_init(&ms);
+    mset_init(&ms);
     CHECK(ext_new("sglang", NULL, 0, &set, &e) == 0);
     CHECK(ext_run(set, text, strlen(text), &ms, &e) == 0);
-    CHECK(ms_get(&ms, "successful_requests", &v) && v == 48);
-    CHECK(ms_get(&ms, "output_throughput", &v) && v == 28.05);
-    CHECK(!ms_get(&ms, "mean_ttft_ms", NULL));
-    ms_release(&ms);
+    CHECK(mset_get(&ms, "successful_requests", &v) && v == 48);
+    CHECK(mset_get(&ms, "output_throughput", &v) && v == 28.05);
+    CHECK(!mset_get(&ms, "mean_ttft_ms", NULL));
+    mset_release(&ms);
     ext_free(set);
 }
 
@@ -231,17 +231,17 @@ TEST(user_patterns_override_and_add)
     double v;
     err_init(&e);
     load(FIX "sglang_newest.log", &b);
-    ms_init(&ms);
+    mset_init(&ms);
     CHECK_MSG(ext_new("sglang", user, 2, &set, &e) == 0, "%s", e.msg);
     CHECK(ext_run(set, b.data, b.len, &ms, &e) == 0);
-    CHECK(ms_get(&ms, "median_tpot_ms", &v) && v == 61.02);
-    CHECK(ms_get(&ms, "input_count", &v) && v == 12288);
-    CHECK(ms_get(&ms, "p99_tpot_ms", &v) && v == 65.93);
+    CHECK(mset_get(&ms, "median_tpot_ms", &v) && v == 61.02);
+    CHECK(mset_get(&ms, "input_count", &v) && v == 12288);
+    CHECK(mset_get(&ms, "p99_tpot_ms", &v) && v == 65.93);
     const char *re[4];
     CHECK_INT(ext_patterns(set, "median_tpot_ms", re, 4), 1);
     CHECK_STR(re[0], user[0].regex);
     CHECK_INT(ext_patterns(set, "total_throughput", re, 4), 2);
-    ms_release(&ms);
+    mset_release(&ms);
     ext_free(set);
     buf_release(&b);
 }
@@ -255,7 +255,7 @@ TEST(require_names_missing_metric_and_regexes_tried)
     struct strvec req = STRVEC_INIT, miss = STRVEC_INIT;
     err_init(&e);
     load(FIX "sglang_mid2025.log", &b);
-    ms_init(&ms);
+    mset_init(&ms);
     ext_new("sglang", NULL, 0, &set, &e);
     ext_run(set, b.data, b.len, &ms, &e);
     strvec_push(&req, "output_throughput");
@@ -277,7 +277,7 @@ TEST(require_names_missing_metric_and_regexes_tried)
     CHECK(ext_require(set, &ms, &req, &e) == 0);
     strvec_release(&req);
     strvec_release(&miss);
-    ms_release(&ms);
+    mset_release(&ms);
     ext_free(set);
     buf_release(&b);
 }
@@ -298,7 +298,7 @@ TEST(runaway_regex_fails_fast_naming_the_pattern)
     ext_set *set;
     struct metric_set ms;
     err_init(&e);
-    ms_init(&ms);
+    mset_init(&ms);
     CHECK_MSG(ext_new(NULL, user, 1, &set, &e) == 0, "%s", e.msg);
     const char *one = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab\n";
     double t0 = now_s();
@@ -316,7 +316,7 @@ TEST(runaway_regex_fails_fast_naming_the_pattern)
     CHECK_MSG(strstr(e.msg, "pattern 'evil'") && strstr(e.msg, "exceeded"), "%s", e.msg);
     CHECK_MSG(now_s() - t0 < 5.0, "took %.2f s", now_s() - t0);
     buf_release(&many);
-    ms_release(&ms);
+    mset_release(&ms);
     ext_free(set);
 }
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests for runner/fit.c: least squares against hand-computed values,
+ * Unit tests for runner/analysis/fit.c: least squares against hand-computed values,
  * the DESIGN.md example (71, 286, 533 ms at 1, 8, 16 -> a 40, b 31, ceiling
  * 32 tok/s), regime flags, predictions, and the seeded bootstrap.
  */
@@ -7,7 +7,7 @@
 
 #include <math.h>
 
-#include "fit.h"
+#include "analysis/fit.h"
 
 TEST(linear_exact_and_hand_computed)
 {

@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lgreport.h"
-#include "stats.h"
-#include "loadgen.h"
+#include "client/lgreport.h"
+#include "client/stats.h"
+#include "client/loadgen.h"
 #include "test.h"
 #include "timeutil.h"
 #include "xalloc.h"

@@ -11,9 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "commands.h"
-#include "experiment.h"
-#include "plan.h"
+#include "sweep.h"
+#include "config/experiment.h"
+#include "config/plan.h"
 #include "sha256.h"
 #include "test.h"
 #include "xalloc.h"

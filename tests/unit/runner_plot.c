@@ -1,5 +1,5 @@
 /*
- * Unit tests for runner/plot.c: template filling, the .dat/.gp pair, and a
+ * Unit tests for runner/analysis/plot.c: template filling, the .dat/.gp pair, and a
  * real gnuplot run producing valid PNG and SVG (skipped, and said so, when
  * gnuplot is not installed); errors for a missing gnuplot and for an
  * unknown template placeholder.
@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "commands.h"
+#include "sweep.h"
 #include "fileio.h"
-#include "plot.h"
+#include "analysis/plot.h"
 #include "xalloc.h"
 
 static char *tmpdir(void)

@@ -1,12 +1,12 @@
 /*
- * Unit tests for runner/progress.c (point counter, ETA from the average
+ * Unit tests for runner/exec/progress.c (point counter, ETA from the average
  * pace and from a hint, plain and terminal output) and for the secret
- * filter of runner/manifest.c.
+ * filter of runner/exec/manifest.c.
  */
 #include <stdlib.h>
 
-#include "manifest.h"
-#include "progress.h"
+#include "exec/manifest.h"
+#include "exec/progress.h"
 #include "test.h"
 #include "timeutil.h"
 

@@ -14,12 +14,12 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "commands.h"
+#include "sweep.h"
 #include "fileio.h"
-#include "report.h"
-#include "results.h"
-#include "rundir.h"
-#include "summary.h"
+#include "analysis/report.h"
+#include "store/results.h"
+#include "store/rundir.h"
+#include "analysis/summary.h"
 #include "xalloc.h"
 
 TEST(log_names)
@@ -70,9 +70,9 @@ static void add(struct res_table *t, const char *variant, long c, long r, const 
     p.log = xasprintf("%s/c%ld-n%ld-r%ld.log", variant, c, 3 * c, r);
     p.started = xstrdup("");
     if (!isnan(tpot))
-        ms_set(&p.metrics, "median_tpot_ms", tpot);
+        mset_set(&p.metrics, "median_tpot_ms", tpot);
     if (!isnan(thr))
-        ms_set(&p.metrics, "output_throughput", thr);
+        mset_set(&p.metrics, "output_throughput", thr);
     res_table_add(t, &p);
 }
 

@@ -1,27 +1,28 @@
 /*
- * Unit tests for the pieces of runner/run.c that judge a point without
+ * Unit tests for the pieces of runner/exec/run.c that judge a point without
  * processes: the measurement invariants, keeping old client logs, and the
  * last line of a log tail. (The run loop itself is exercised end to end by
  * tests/integration/run_*.sh.)
  */
-#include "run.c"
+#include "exec/run.c"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "capture.h"
 #include "strutil.h"
 #include "test.h"
 
 static void set(struct metric_set *m, const char *name, double v)
 {
-    ms_set(m, name, v);
+    mset_set(m, name, v);
 }
 
 TEST(invariants_hold)
 {
     struct metric_set m;
-    ms_init(&m);
+    mset_init(&m);
     set(&m, "median_ttft_ms", 10);
     set(&m, "median_e2e_ms", 700);
     set(&m, "successful_requests", 48);
@@ -32,7 +33,7 @@ TEST(invariants_hold)
     CHECK(!ext_check_invariants(&m, 16, 48, 0, &notes));
     CHECK_INT(notes.len, 0);
     buf_release(&notes);
-    ms_release(&m);
+    mset_release(&m);
 }
 
 TEST(invariants_violated)
@@ -62,7 +63,7 @@ TEST(invariants_violated)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct metric_set m;
-        ms_init(&m);
+        mset_init(&m);
         set(&m, "median_ttft_ms", cases[i].ttft);
         set(&m, "median_e2e_ms", cases[i].e2e);
         set(&m, "successful_requests", cases[i].ok);
@@ -78,7 +79,7 @@ TEST(invariants_violated)
                   "case %zu: notes '%s', want '%s'", i, notes.data ? notes.data : "",
                   cases[i].note);
         buf_release(&notes);
-        ms_release(&m);
+        mset_release(&m);
     }
 }
 
@@ -132,7 +133,7 @@ TEST(last_line_of_a_tail)
 
 /* ---- the server steps of the loop, on a context built from YAML ---- */
 
-static srv_stop_flag no_stop;
+static proc_stop_flag no_stop;
 static struct run_opts quiet_opts = {.exp_path = "t.yaml", .self_exe = "sweep"};
 
 /* A context as run_experiment builds it, up to the run loop; the server is
@@ -142,7 +143,7 @@ static int make_ctx_with(struct run_ctx *c, const char *command, const char *por
     memset(c, 0, sizeof(*c));
     c->o = &quiet_opts;
     c->stop = &no_stop;
-    srv_proc_init(&c->server);
+    proc_init(&c->server);
     res_table_init(&c->table);
     char *yaml = xasprintf("name: t\n"
                            "server:\n"
@@ -193,17 +194,16 @@ static int make_ctx(struct run_ctx *c, const char *port_line)
 
 static void drop_ctx(struct run_ctx *c)
 {
-    char *cmd[] = {"rm", "-rf", c->run_dir, NULL};
-    struct strvec argv;
-    strvec_init(&argv);
-    for (int i = 0; cmd[i]; i++)
-        strvec_push(&argv, cmd[i]);
+    char *dir = xstrdup(c->run_dir);
     ctx_release(c);
+    const char *argv[] = {"rm", "-rf", dir, NULL};
+    struct capture_opts opts = {.timeout_ms = 10000};
+    struct capture_result res;
     struct buf out;
     buf_init(&out, 1024);
-    srv_capture(&argv, &out, 10000);
+    capture_run(argv, &opts, &out, &res);
     buf_release(&out);
-    strvec_release(&argv);
+    free(dir);
 }
 
 /* A listening socket on 127.0.0.1:port (or -1). */
@@ -235,17 +235,17 @@ TEST(auto_port_taken_after_planning_is_replaced)
     long now = c.plan.variants[0].port;
     CHECK_MSG(now != planned && now > 0, "port %ld -> %ld", planned, now);
     CHECK(strstr(c.plan.variants[0].url, "127.0.0.1:") != NULL);
-    CHECK(srv_alive(&c.server));
-    CHECK_INT(srv_port_in_use("127.0.0.1", now), 1);
+    CHECK(proc_alive(&c.server));
+    CHECK_INT(port_in_use("127.0.0.1", now), 1);
     /* healthy: server_ensure keeps the same process */
     pid_t pid = c.server.pid;
     CHECK_INT(server_ensure(&c, 0, &err), 0);
     CHECK_INT(c.server.pid, pid);
     /* dead between points: server_ensure starts a new one */
     kill(pid, SIGKILL);
-    srv_wait_any((struct srv_proc *[]){&c.server}, 1, 2000, NULL);
+    proc_wait_any((struct proc *[]){&c.server}, 1, 2000, NULL);
     CHECK_INT(server_ensure(&c, 0, &err), 0);
-    CHECK(c.server.pid != pid && srv_alive(&c.server));
+    CHECK(c.server.pid != pid && proc_alive(&c.server));
     CHECK_INT(c.server_starts, 2);
     close(fd);
     drop_ctx(&c);
@@ -253,7 +253,7 @@ TEST(auto_port_taken_after_planning_is_replaced)
 
 TEST(fixed_port_taken_is_refused)
 {
-    long port = srv_free_port("127.0.0.1");
+    long port = port_free("127.0.0.1");
     int fd = squat(port);
     CHECK(fd >= 0);
     char *line = xasprintf("port: %ld", port);
@@ -281,7 +281,7 @@ TEST(server_stop_kills_a_helper_that_left_the_group)
     /* the server starts a helper in a session of its own (setsid), out of
      * reach of killpg; as subreaper we inherit it when the server dies, and
      * stopping the server must not leave it running into the next variant */
-    CHECK_INT(srv_become_subreaper(), 0);
+    CHECK_INT(proc_become_subreaper(), 0);
     struct run_ctx c;
     if (make_ctx_with(&c,
                       "[sh, -c, 'setsid sleep 300 & echo $! >\"$1\"; exec build/bin/fakeserver "
@@ -310,7 +310,7 @@ TEST(server_stop_kills_a_helper_that_left_the_group)
     server_stop(&c);
     bool gone = helper > 0 && kill((pid_t)helper, 0) != 0 && errno == ESRCH;
     CHECK_MSG(gone, "helper %ld outlived its server", helper);
-    srv_kill_strays(NULL, 0);
+    proc_kill_strays(NULL, 0);
     buf_release(&text);
     free(pid_path);
     drop_ctx(&c);
@@ -335,7 +335,7 @@ TEST(plan_error_is_a_usage_error_and_frees_the_plan)
     o.exp_path = path;
     o.only = &only;
     o.dry_run = true;
-    srv_stop_flag stop = 0;
+    proc_stop_flag stop = 0;
     CHECK_INT(run_experiment(&o, &stop), RN_ERR_USAGE);
     strvec_release(&only);
     unlink(path);

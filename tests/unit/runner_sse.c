@@ -5,7 +5,7 @@
  */
 #include <stdlib.h>
 
-#include "sse.h"
+#include "client/sse.h"
 #include "test.h"
 #include "xalloc.h"
 

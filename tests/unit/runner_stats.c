@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "lgreport.h"
-#include "stats.h"
+#include "client/lgreport.h"
+#include "client/stats.h"
 #include "test.h"
 #include "xalloc.h"
 

@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "stream.h"
+#include "client/stream.h"
 #include "test.h"
 
 /* Feed text as one read at t = 1 s. */

@@ -1,0 +1,293 @@
+/*
+ * fp4_serve: `fp4serve serve`: listen first (so /health can say 503 while
+ * the model loads), load the model and tokenizer on a loader thread, then
+ * run the scheduler behind the HTTP server until SIGTERM or SIGINT, which
+ * stop accepting, end every stream with an error event and exit 0.
+ * The main thread does nothing but wait for signals (sigwait).
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "text/chat.h"
+#include "fp4.h"
+#include "log.h"
+#include "serve/prom.h"
+#include "model/model.h"
+#include "opts.h"
+#include "serve/scheduler.h"
+#include "serve/server.h"
+#include "model/threadpool.h"
+#include "timeutil.h"
+#include "text/tokenizer.h"
+#include "xalloc.h"
+
+/* The command line, as parsed. */
+struct serve_args {
+    const char *model, *host, *device, *quant, *head, *decode, *attention, *kv, *alias;
+    long port, threads, max_batch, ctx, prefill_chunk, max_queue, max_body, timeout_s,
+        max_connections, load_delay_ms;
+    bool verbose;
+};
+
+/* What the loader thread builds; owned here until shutdown. */
+struct engine {
+    struct serve_args *a;
+    srv *http;
+    struct met met;
+    pthread_t main_thread;
+    atomic_int state; /* 0 loading, 1 ready, 2 failed */
+    struct err err;
+    struct model *m;
+    tok_vocab *vocab;
+    struct chat_template chat;
+    sched *sched;
+    char quant_name[32];
+};
+
+enum { LOADING = 0, READY = 1, FAILED = 2 };
+
+/* The loader thread: tokenizer and model from one GGUF mapping, the chat
+ * template, then the scheduler; only then does /health turn 200. On failure
+ * it wakes the main thread (SIGUSR1 into its sigwait), which exits with the
+ * error's code, so a supervisor sees a bad model as a fast exit, not as a
+ * server that never gets ready. */
+static void *load(void *arg)
+{
+    struct engine *e = arg;
+    struct serve_args *a = e->a;
+    struct gguf_file f;
+    if (a->load_delay_ms > 0)
+        sleep_ms((double)a->load_delay_ms, NULL);
+    uint64_t t0 = clock_ns();
+    if (gguf_open(a->model, &f, &e->err) != 0)
+        goto fail;
+    if (tok_load(&f, &e->vocab, &e->err) != 0) {
+        err_prefix(&e->err, "%s", a->model);
+        gguf_close(&f);
+        goto fail;
+    }
+    struct model_opts mo = {
+        .threads = (int)a->threads,
+        .max_batch = (int)a->max_batch,
+        .ctx = (int)a->ctx,
+        .max_step_tokens = (int)(a->max_batch + a->prefill_chunk),
+        .max_logit_rows = (int)a->max_batch,
+        .kv_f32 = strcmp(a->kv, "f32") == 0,
+        .device = a->device,
+    };
+    if (model_opts_parse(&mo, a->quant, a->head, a->decode, a->attention, &e->err) != 0) {
+        gguf_close(&f);
+        goto fail;
+    }
+    e->m = model_from_gguf(&f, &mo, &e->err);
+    if (!e->m) {
+        err_prefix(&e->err, "%s", a->model);
+        goto fail;
+    }
+    chat_template_init(&e->chat, tok_chat_template(e->vocab));
+    struct sched_opts so = {.prefill_chunk = (int)a->prefill_chunk, .max_queue = (int)a->max_queue};
+    e->sched = sched_new(e->m, e->vocab, &so, &e->met, &e->err);
+    if (!e->sched)
+        goto fail;
+    snprintf(e->quant_name, sizeof(e->quant_name), "%s", a->quant ? a->quant : "native");
+    struct srv_engine se = {
+        .sched = e->sched,
+        .vocab = e->vocab,
+        .chat = &e->chat,
+        .n_vocab = e->m->cfg.n_vocab,
+        .n_ctx = e->m->ctx,
+        .n_ctx_train = e->m->cfg.n_ctx_train,
+        .max_batch = e->m->max_batch,
+        .quant = e->quant_name,
+        .decode = e->m->opts.decode == MODEL_DECODE_PER_REQUEST ? "per-request" : "batched",
+    };
+    log_info("%s", e->chat.note);
+    log_info("ready in %.2f s: %d layers, vocab %d, ctx %d x %d slots, decode %s, attention %s, "
+             "prefill chunk %ld, %d threads",
+             (double)(clock_ns() - t0) / 1e9, e->m->cfg.n_layer, e->m->cfg.n_vocab, e->m->ctx,
+             e->m->max_batch, se.decode,
+             e->m->opts.attention == MODEL_ATTN_SERIAL ? "serial" : "split", a->prefill_chunk,
+             tp_threads(e->m->pool));
+    srv_set_ready(e->http, &se);
+    atomic_store(&e->state, READY);
+    return NULL;
+fail:
+    atomic_store(&e->state, FAILED);
+    pthread_kill(e->main_thread, SIGUSR1); /* wake sigwait */
+    return NULL;
+}
+
+/* "models/x.Q4_1.gguf" -> "x.Q4_1" */
+static char *model_id_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t n = strlen(base);
+    if (n > 5 && strcmp(base + n - 5, ".gguf") == 0)
+        n -= 5;
+    return xstrndup(base, n);
+}
+
+/* Defaults: 16 slots and the model's context up to 2048 positions (the KV
+ * cache is allocated once, from these), prompt chunks of 128 tokens, 1 MiB
+ * bodies, 10 s idle timeout. The flag table below is also the --help. */
+int fp4_serve(int argc, char **argv)
+{
+    struct serve_args a = {.host = "127.0.0.1",
+                           .kv = "f16",
+                           .port = 30000,
+                           .max_batch = 16,
+                           .prefill_chunk = 128,
+                           .max_queue = 1024,
+                           .max_body = 1 << 20,
+                           .timeout_s = 10,
+                           .max_connections = 2048};
+    const struct opt opts[] = {
+        {"model", 'm', OPT_STR, &a.model, "PATH", "GGUF model (required)"},
+        {"host", 0, OPT_STR, &a.host, "ADDR", "address to listen on (default 127.0.0.1)"},
+        {"port", 'p', OPT_LONG, &a.port, "N", "TCP port; 0 = any free one (default 30000)", 0,
+         65535},
+        {"device", 0, OPT_STR, &a.device, "DEV", "cpu|cuda (default cpu)"},
+        {"threads", 't', OPT_LONG, &a.threads, "N", "compute threads (default: online cores)", 0,
+         1024},
+        {"quant", 0, OPT_STR, &a.quant, "Q",
+         "requantize weights at load: native|q8_0|mxfp4|nvfp4 (default native)"},
+        {"head", 0, OPT_STR, &a.head, "H",
+         "output head when requantizing: q8_0|same (default q8_0)"},
+        {"max-batch", 0, OPT_LONG, &a.max_batch, "N",
+         "sequences decoded together = KV slots (default 16)", 1, 4096},
+        {"ctx", 0, OPT_LONG, &a.ctx, "N",
+         "positions per sequence, prompt + max_tokens (default: min(training context, 2048))", 0,
+         1 << 20},
+        {"decode", 0, OPT_STR, &a.decode, "MODE",
+         "batched (one pass over all sequences per step) | per-request (one pass each); "
+         "default batched"},
+        {"attention", 0, OPT_STR, &a.attention, "MODE", "split|serial (default split)"},
+        {"kv", 0, OPT_STR, &a.kv, "TYPE", "K/V cache type: f16|f32 (default f16)"},
+        {"prefill-chunk", 0, OPT_LONG, &a.prefill_chunk, "N",
+         "prompt tokens per step over all new requests (default 128)", 1, 65536},
+        {"max-queue", 0, OPT_LONG, &a.max_queue, "N",
+         "requests waiting for a slot; more get 503 (default 1024)", 1, 1 << 20},
+        {"max-body", 0, OPT_LONG, &a.max_body, "BYTES",
+         "largest request body; more get 413 (default 1048576)", 1024, 1L << 30},
+        {"timeout", 0, OPT_LONG, &a.timeout_s, "S",
+         "close connections idle this long, seconds; 0 = never (default 10)", 0, 86400},
+        {"max-connections", 0, OPT_LONG, &a.max_connections, "N",
+         "open connections at once (default 2048)", 1, 1 << 20},
+        {"alias", 0, OPT_STR, &a.alias, "NAME",
+         "model id served in /v1/models (default: the file name without .gguf)"},
+        {"verbose", 'v', OPT_BOOL, &a.verbose, NULL, "log every request and HTTP diagnostics"},
+        {"load-delay-ms", 0, OPT_LONG, &a.load_delay_ms, "MS",
+         "wait this long before loading the model (to test clients against 503); default 0", 0,
+         600000},
+    };
+    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
+    struct err err;
+    err_init(&err);
+    int rc = opt_parse(argc, argv, opts, n_opts, NULL, &err, FP_ERR_USAGE);
+    if (rc == 1) {
+        opt_help(stdout, "fp4serve", "serve", "--model PATH [options]",
+                 "OpenAI-compatible server with continuous batching: GET /health, "
+                 "/v1/models, /metrics;\nPOST /v1/completions, /v1/chat/completions "
+                 "(stream or not). SIGTERM or SIGINT stop it (exit 0).",
+                 opts, n_opts);
+        return FP_OK;
+    }
+    if (rc == 0 && !a.model)
+        err_set(&err, FP_ERR_USAGE, "serve needs --model PATH (see --help)");
+    if (rc == 0 && strcmp(a.kv, "f16") != 0 && strcmp(a.kv, "f32") != 0)
+        err_set(&err, FP_ERR_USAGE, "--kv: unknown type '%s' (expected f16 or f32)", a.kv);
+    /* check the spellings now, not after the socket is up */
+    struct model_opts probe = {0};
+    if (!err.code)
+        model_opts_parse(&probe, a.quant, a.head, a.decode, a.attention, &err);
+    if (err.code) {
+        log_error("%s", err.msg);
+        return err.code;
+    }
+    log_setup("fp4serve", a.verbose ? LOG_DEBUG : LOG_INFO, 1);
+
+    /* Signals are taken by sigwait on this thread only: block them before
+     * any thread starts, so every thread inherits the mask. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct engine *e = xcalloc(1, sizeof(*e));
+    e->a = &a;
+    e->main_thread = pthread_self();
+    err_init(&e->err);
+    prom_init(&e->met);
+    char *model_id = a.alias ? xstrdup(a.alias) : model_id_of(a.model);
+    struct srv_opts so = {.host = a.host,
+                          .port = (int)a.port,
+                          .max_body = (size_t)a.max_body,
+                          .timeout_s = (unsigned)a.timeout_s,
+                          .max_connections = (unsigned)a.max_connections,
+                          .model_id = model_id,
+                          .model_path = a.model};
+    e->http = srv_new(&so, &e->met, &err);
+    pthread_t loader;
+    bool loader_started = false;
+    if (!e->http)
+        goto out;
+    log_info("listening on http://%s:%d (pid %ld); loading %s", a.host, srv_port(e->http),
+             (long)getpid(), a.model);
+    if (pthread_create(&loader, NULL, load, e) != 0) {
+        err_set(&err, FP_ERR_RESOURCE, "cannot start the loader thread");
+        goto out;
+    }
+    loader_started = true;
+    for (;;) {
+        int sig = 0;
+        sigwait(&sigs, &sig);
+        if (sig == SIGUSR1 && atomic_load(&e->state) != FAILED)
+            continue;
+        if (sig == SIGUSR1) {
+            err = e->err;
+            break;
+        }
+        log_info("%s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        break;
+    }
+    /* Shutdown: stop accepting, end every generation (streams get an error
+     * event and [DONE]), give the last bytes a moment to leave, then close
+     * everything. While still loading there is nothing to end: exit now
+     * rather than wait for a long requantization. */
+    srv_quiesce(e->http);
+    if (atomic_load(&e->state) == LOADING) {
+        /* no request can be running; the loader may be deep in a requantization */
+        log_info("stopped while loading");
+        srv_free(e->http);
+        _exit(err.code ? err.code : FP_OK);
+    }
+    pthread_join(loader, NULL);
+    loader_started = false;
+    if (e->sched) {
+        sched_stop(e->sched);
+        if (!srv_drain(e->http, 3000))
+            log_warn("some responses were still being sent at exit");
+    }
+out:
+    if (err.code)
+        log_error("%s", err.msg);
+    if (loader_started)
+        pthread_join(loader, NULL);
+    srv_free(e->http);
+    sched_free(e->sched);
+    model_free(e->m);
+    tok_free(e->vocab);
+    chat_template_release(&e->chat);
+    free(model_id);
+    free(e);
+    return err.code;
+}

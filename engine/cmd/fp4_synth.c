@@ -1,0 +1,67 @@
+/*
+ * fp4_synth: `fp4serve synth --preset NAME [--type T] [--seed N] -o OUT`
+ * writes a seeded random-weight llama model (engine/format/synth.h) for tests
+ * and benchmarks that must not depend on a download.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "fp4.h"
+#include "format/gguf.h"
+#include "log.h"
+#include "opts.h"
+#include "format/synth.h"
+
+/* The weight types synth writes, by their --type names. */
+static const struct {
+    const char *name;
+    uint32_t type; /* ggml type id */
+} synth_types[] = {
+    {"f32", 0}, {"f16", 1}, {"q4_1", 3}, {"q8_0", 8}, {"mxfp4", 39}, {"nvfp4", 40},
+};
+
+int fp4_synth(int argc, char **argv)
+{
+    const char *preset = NULL, *type = "q4_1", *out = NULL;
+    long seed = 1;
+    const struct opt opts[] = {
+        {"preset", 'p', OPT_STR, &preset, "NAME", "model shape: tiny|smollm2-135m|llama-1b"},
+        {"type", 't', OPT_STR, &type, "T",
+         "weight type: f32|f16|q4_1|q8_0|mxfp4|nvfp4 (default q4_1)"},
+        {"seed", 's', OPT_LONG, &seed, "N", "generator seed (default 1)", 0, 9.2e18},
+        {"output", 'o', OPT_STR, &out, "OUT.gguf", "file to write (replaced atomically)"},
+    };
+    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
+    struct err err;
+    err_init(&err);
+    int p = opt_parse(argc, argv, opts, n_opts, NULL, &err, FP_ERR_USAGE);
+    if (p == 1) {
+        opt_help(stdout, "fp4serve", "synth", "--preset NAME [--type T] [--seed N] -o OUT.gguf",
+                 "Write a llama model with seeded N(0, 0.02) weights and a small byte-level BPE\n"
+                 "tokenizer; the same options give a byte-identical file.",
+                 opts, n_opts);
+        return FP_OK;
+    }
+    struct synth_opts o = {.seed = (uint64_t)seed};
+    if (p == 0 && !preset)
+        err_set(&err, FP_ERR_USAGE, "synth needs --preset (%s)", synth_preset_names());
+    if (p == 0 && !out)
+        err_set(&err, FP_ERR_USAGE, "synth needs -o OUT.gguf");
+    if (!err.code && !(o.preset = synth_preset_find(preset)))
+        err_set(&err, FP_ERR_USAGE, "unknown preset '%s' (use %s)", preset, synth_preset_names());
+    size_t t = 0, n_types = sizeof(synth_types) / sizeof(synth_types[0]);
+    while (t < n_types && strcmp(synth_types[t].name, type) != 0)
+        t++;
+    if (!err.code && t == n_types)
+        err_set(&err, FP_ERR_USAGE, "unknown --type '%s' (use f32|f16|q4_1|q8_0|mxfp4|nvfp4)",
+                type);
+    if (!err.code) {
+        o.type = synth_types[t].type;
+        synth_write(&o, out, &err);
+    }
+    if (err.code) {
+        log_error("%s", err.msg);
+        return err.code;
+    }
+    return FP_OK;
+}

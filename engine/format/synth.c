@@ -1,0 +1,584 @@
+/*
+ * synth: seeded random-weight llama models (see synth.h). Three parts: the
+ * preset table, a deterministic vocabulary (byte-level BPE merges learnt
+ * from a built-in paragraph, then extended by a fixed rule up to the
+ * preset's size), and the tensors, generated one at a time while the
+ * writer streams the file so that a 1B model never sits in memory whole.
+ */
+#include "format/synth.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp4.h"
+#include "format/gguf.h"
+#include "format/quant.h"
+#include "xalloc.h"
+
+/* ---- presets ---- */
+
+static const struct synth_preset presets[] = {
+    /* small enough to commit reference outputs for */
+    {"tiny", 2, 64, 4, 2, 128, 512, 256, 10000.0f, 1e-5f},
+    /* SmolLM2-135M's shape (reference/engine-formats.md 2.6) */
+    {"smollm2-135m", 30, 576, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f},
+    /* a ~1.04B llama: 16 x 60.8M per layer + 65.5M embedding */
+    {"llama-1b", 16, 2048, 32, 8, 8192, 32000, 4096, 10000.0f, 1e-5f},
+};
+#define N_PRESETS (sizeof(presets) / sizeof(presets[0]))
+
+const struct synth_preset *synth_preset_find(const char *name)
+{
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (strcmp(presets[i].name, name) == 0)
+            return &presets[i];
+    return NULL;
+}
+
+const char *synth_preset_names(void)
+{
+    return "tiny|smollm2-135m|llama-1b";
+}
+
+/* ---- random numbers ---- */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/*
+ * A normal deviate with standard deviation sigma, from one 64-bit draw:
+ * the sum of its four 16-bit quarters (Irwin-Hall, n = 4) is close to
+ * normal within +-3.46 sigma. Only integer sums and IEEE arithmetic are
+ * involved, so the values, and hence the files, are the same on every
+ * machine (libm's log and cos, as in Box-Muller, need not be).
+ */
+static float gauss(uint64_t *s, double sigma)
+{
+    static const double sd = 37837.22626042; /* sqrt((65536^2 - 1) / 3) */
+    uint64_t r = splitmix64(s);
+    uint32_t sum = (uint32_t)(r & 0xffff) + (uint32_t)(r >> 16 & 0xffff) +
+                   (uint32_t)(r >> 32 & 0xffff) + (uint32_t)(r >> 48);
+    return (float)(((double)sum - 131070.0) * (sigma / sd));
+}
+
+/* ---- vocabulary ---- */
+
+/* The special tokens, first in the vocabulary (SmolLM2's ids). */
+static const char *const specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+#define N_SPECIAL  3
+#define BYTE_TOKEN ((size_t)3) /* id of the token for byte 0; byte b is BYTE_TOKEN + b */
+
+/* Token types (tokenizer.ggml.token_type). */
+enum { TT_NORMAL = 1, TT_CONTROL = 3 };
+
+/* Text the first merges are learnt from (original prose). */
+static const char corpus[] =
+    "The river ran past the old mill and the long wall of the garden. In the morning "
+    "the light came in over the hills, and the people of the town went down to the "
+    "water to see the boats come in. There were fishing boats and a ferry, and on the "
+    "other side there was a station where the trains stopped twice a day. The children "
+    "would wait on the bridge and count the cars, and then run home to tell their "
+    "mothers how many there had been. It was a quiet place, but not a dull one: there "
+    "was always something to watch, something to mend, something to carry from one "
+    "house to another. When the weather turned, the wind came off the sea and the "
+    "rain fell for days, and everyone stayed inside and read, or talked, or slept. "
+    "Then the sun returned and the streets filled again with the sound of voices, "
+    "carts and bells. The teacher said that a good question is worth more than a "
+    "quick answer, and the children wrote that down in their books. What does the "
+    "engine do when the model is large and the batch is small? It reads every weight "
+    "once for each step, and the time it takes depends on the memory, not on the "
+    "number of requests that share the step. Serving many requests together is "
+    "therefore nearly free, until the cache grows and the attention starts to cost "
+    "more than the weights.\n";
+
+struct vocab {
+    char **tok;    /* owned token texts, byte-level encoded; index = id */
+    int32_t *type; /* token types */
+    size_t n, cap;
+    char **merges; /* owned "A B" strings; index = rank */
+    size_t n_merges, cap_merges;
+    size_t *slots;  /* hash set over tok: id + 1, 0 = empty */
+    size_t n_slots; /* a power of two, kept at most half full */
+};
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* Slot index for text: where it is, or the empty slot where it would go. */
+static size_t vocab_slot(const struct vocab *v, const char *text)
+{
+    size_t i = (size_t)hash_str(text) & (v->n_slots - 1);
+    while (v->slots[i] && strcmp(v->tok[v->slots[i] - 1], text) != 0)
+        i = (i + 1) & (v->n_slots - 1);
+    return i;
+}
+
+static bool vocab_has(const struct vocab *v, const char *text)
+{
+    return v->slots[vocab_slot(v, text)] != 0;
+}
+
+/* Append a token (text is taken over); the caller checked it is new. */
+static void vocab_add(struct vocab *v, char *text, int32_t type)
+{
+    if (2 * (v->n + 1) > v->n_slots) {
+        free(v->slots);
+        v->n_slots = v->n_slots ? v->n_slots * 2 : 1024;
+        v->slots = xcalloc(v->n_slots, sizeof(*v->slots));
+        for (size_t i = 0; i < v->n; i++)
+            v->slots[vocab_slot(v, v->tok[i])] = i + 1;
+    }
+    XGROW(v->tok, v->cap, v->n + 1);
+    v->type = xrealloc(v->type, v->cap * sizeof(*v->type));
+    v->tok[v->n] = text;
+    v->type[v->n] = type;
+    v->slots[vocab_slot(v, text)] = ++v->n;
+}
+
+/* Record the merge of tokens a and b, adding their concatenation as a
+ * token unless it is already one. */
+static void vocab_merge(struct vocab *v, size_t a, size_t b)
+{
+    XGROW(v->merges, v->cap_merges, v->n_merges + 1);
+    v->merges[v->n_merges++] = xasprintf("%s %s", v->tok[a], v->tok[b]);
+    char *joined = xasprintf("%s%s", v->tok[a], v->tok[b]);
+    if (vocab_has(v, joined))
+        free(joined);
+    else
+        vocab_add(v, joined, TT_NORMAL);
+}
+
+static void vocab_release(struct vocab *v)
+{
+    for (size_t i = 0; i < v->n; i++)
+        free(v->tok[i]);
+    for (size_t i = 0; i < v->n_merges; i++)
+        free(v->merges[i]);
+    free(v->tok);
+    free(v->type);
+    free(v->merges);
+    free(v->slots);
+}
+
+/* GPT-2's byte-to-character map: printable Latin-1 bytes stand for
+ * themselves, the others for U+0100 onwards in byte order. Writes the
+ * UTF-8 of byte b's character to out (3 bytes with the NUL). */
+static void byte_symbol(unsigned b, char out[3])
+{
+    unsigned cp = b, shift = 0;
+    if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174)) {
+        for (unsigned k = 0; k < b; k++)
+            shift += !((k >= 33 && k <= 126) || (k >= 161 && k <= 172) || k >= 174);
+        cp = 256 + shift;
+    }
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        out[1] = '\0';
+    } else {
+        out[0] = (char)(0xc0 | cp >> 6);
+        out[1] = (char)(0x80 | (cp & 0x3f));
+        out[2] = '\0';
+    }
+}
+
+/* A word of the corpus as token ids, with how often it occurs. */
+struct word {
+    size_t *ids;
+    size_t n;
+    unsigned count;
+};
+
+static bool is_letter(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\n';
+}
+
+/* Split the corpus roughly as the GPT-2 pattern does (a space joins the
+ * word after it; digits stand alone, as the smollm pre-tokenizer has
+ * them) and collect the distinct words with their counts. */
+static size_t corpus_words(struct word **out)
+{
+    struct word *w = NULL;
+    size_t n = 0, cap = 0, len = sizeof(corpus) - 1;
+    for (size_t i = 0; i < len;) {
+        size_t start = i;
+        if (corpus[i] == ' ' && i + 1 < len && !is_space(corpus[i + 1]))
+            i++;
+        char c = corpus[i];
+        if (is_letter(c))
+            while (i < len && is_letter(corpus[i]))
+                i++;
+        else if (c >= '0' && c <= '9')
+            i++;
+        else if (is_space(c))
+            while (i < len && is_space(corpus[i]))
+                i++;
+        else
+            while (i < len && !is_letter(corpus[i]) && !is_space(corpus[i]))
+                i++;
+        size_t k = 0;
+        for (; k < n; k++)
+            if (w[k].n == i - start) {
+                size_t j = 0;
+                while (j < w[k].n && w[k].ids[j] == BYTE_TOKEN + (unsigned char)corpus[start + j])
+                    j++;
+                if (j == w[k].n)
+                    break;
+            }
+        if (k < n) {
+            w[k].count++;
+            continue;
+        }
+        XGROW(w, cap, n + 1);
+        w[n].n = i - start;
+        w[n].count = 1;
+        w[n].ids = xmalloc(w[n].n * sizeof(size_t));
+        for (size_t j = 0; j < w[n].n; j++)
+            w[n].ids[j] = BYTE_TOKEN + (unsigned char)corpus[start + j];
+        n++;
+    }
+    *out = w;
+    return n;
+}
+
+struct pair {
+    size_t a, b;    /* token ids */
+    unsigned count; /* occurrences, weighted by word counts */
+};
+
+static int pair_cmp(const void *x, const void *y)
+{
+    const struct pair *p = x, *q = y;
+    if (p->a != q->a)
+        return p->a < q->a ? -1 : 1;
+    return p->b < q->b ? -1 : p->b > q->b;
+}
+
+/* The most frequent adjacent pair in the words (ties: the lowest ids);
+ * its count is 0 when no word has two symbols left. */
+static struct pair best_pair(const struct word *w, size_t n_words)
+{
+    struct pair best = {0, 0, 0}, *all = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < n_words; i++)
+        for (size_t j = 0; j + 1 < w[i].n; j++) {
+            XGROW(all, cap, n + 1);
+            all[n++] = (struct pair){w[i].ids[j], w[i].ids[j + 1], w[i].count};
+        }
+    if (n)
+        qsort(all, n, sizeof(*all), pair_cmp);
+    for (size_t i = 0; i < n;) {
+        struct pair p = all[i++];
+        while (i < n && all[i].a == p.a && all[i].b == p.b)
+            p.count += all[i++].count;
+        if (p.count > best.count) /* sorted by ids, so the first wins ties */
+            best = p;
+    }
+    free(all);
+    return best;
+}
+
+/* Learn merges from the corpus, most frequent pair first, while some pair
+ * occurs at least twice and the vocabulary has room. */
+static void learn_merges(struct vocab *v, size_t target)
+{
+    struct word *w;
+    size_t n_words = corpus_words(&w);
+    while (v->n < target) {
+        struct pair p = best_pair(w, n_words);
+        if (p.count < 2)
+            break;
+        vocab_merge(v, p.a, p.b);
+        char *joined = xasprintf("%s%s", v->tok[p.a], v->tok[p.b]);
+        size_t id = v->slots[vocab_slot(v, joined)] - 1;
+        free(joined);
+        for (size_t i = 0; i < n_words; i++) {
+            size_t o = 0;
+            for (size_t j = 0; j < w[i].n; j++) {
+                bool hit = j + 1 < w[i].n && w[i].ids[j] == p.a && w[i].ids[j + 1] == p.b;
+                w[i].ids[o++] = hit ? id : w[i].ids[j];
+                j += hit;
+            }
+            w[i].n = o;
+        }
+    }
+    for (size_t i = 0; i < n_words; i++)
+        free(w[i].ids);
+    free(w);
+}
+
+/* Letters, optionally after one leading space symbol (U+0120, "Ġ"). */
+static bool extendable(const char *t)
+{
+    if ((unsigned char)t[0] == 0xc4 && (unsigned char)t[1] == 0xa0)
+        t += 2;
+    for (; *t; t++)
+        if (!is_letter(*t))
+            return false;
+    return true;
+}
+
+/* Fill the vocabulary to target with merges (token, letter), walking the
+ * token list in id order (it grows as we go, so it never runs dry). */
+static void extend_merges(struct vocab *v, size_t target)
+{
+    static const char letters[] = "etaoinsrhldcumfpgwybvkxjqz";
+    for (size_t i = BYTE_TOKEN; v->n < target; i++) {
+        if (!extendable(v->tok[i]))
+            continue;
+        for (const char *c = letters; *c && v->n < target; c++) {
+            char *joined = xasprintf("%s%c", v->tok[i], *c);
+            bool fresh = !vocab_has(v, joined);
+            free(joined);
+            if (fresh)
+                vocab_merge(v, i, BYTE_TOKEN + (unsigned char)*c);
+        }
+    }
+}
+
+static void build_vocab(struct vocab *v, size_t target)
+{
+    memset(v, 0, sizeof(*v));
+    for (size_t i = 0; i < N_SPECIAL; i++)
+        vocab_add(v, xstrdup(specials[i]), TT_CONTROL);
+    for (unsigned b = 0; b < 256; b++) {
+        char sym[3];
+        byte_symbol(b, sym);
+        vocab_add(v, xstrdup(sym), TT_NORMAL);
+    }
+    learn_merges(v, target);
+    extend_merges(v, target);
+}
+
+/* ---- tensors ---- */
+
+enum kind {
+    K_WEIGHT, /* N(0, 0.02) */
+    K_NORM,   /* 1 + N(0, 0.02), F32 */
+    K_SCALE,  /* NVFP4 per-tensor scale of the tensor before it, F32 [1] */
+};
+
+/* One tensor of the plan; the writer's fill callback gets a pointer. */
+struct spec {
+    char name[GGUF_MAX_NAME];
+    enum kind kind;
+    uint32_t type;
+    uint32_t n_dims;
+    uint64_t ne[2];      /* ne[0] contiguous */
+    uint64_t seed;       /* of this tensor's generator */
+    struct spec *weight; /* K_SCALE: the NVFP4 weight it scales */
+    float scale;         /* NVFP4: s2 of this weight, set when it is filled */
+};
+
+#define SIGMA 0.02
+
+/* Generate n values of the tensor into x, continuing generator *rng. */
+static void gen_values(const struct spec *s, uint64_t *rng, float *x, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        x[i] = (s->kind == K_NORM ? 1.0f : 0.0f) + gauss(rng, SIGMA);
+}
+
+/*
+ * The writer's fill callback: generate the tensor and encode it row by row
+ * with quant.h's reference quantizers. NVFP4 needs the whole tensor's amax
+ * first (its per-tensor scale s2), so it is generated in one piece; s2 is
+ * kept for the ".scale" tensor that the writer fills next.
+ */
+static int fill(void *ctx, void *dst, uint64_t nbytes, struct err *err)
+{
+    struct spec *s = ctx;
+    (void)nbytes;
+    (void)err;
+    if (s->kind == K_SCALE) {
+        memcpy(dst, &s->weight->scale, 4); /* little-endian host, as GGUF */
+        return 0;
+    }
+    uint64_t rng = s->seed, n = s->ne[0] * s->ne[1];
+    int64_t ne0 = (int64_t)s->ne[0];
+    size_t row_bytes = q_row_bytes(s->type, ne0);
+    if (s->type == Q_F32) {
+        gen_values(s, &rng, dst, n);
+    } else if (s->type == Q_NVFP4) {
+        float *x = xmalloc(n * sizeof(float));
+        gen_values(s, &rng, x, n);
+        s->scale = q_nvfp4_tensor_scale(x, (int64_t)n);
+        struct q_quant_opts qo = {.nvfp4_tensor_scale = s->scale};
+        for (uint64_t r = 0; r < s->ne[1]; r++)
+            q_quant_row(s->type, x + r * s->ne[0], (uint8_t *)dst + r * row_bytes, ne0, &qo);
+        free(x);
+    } else {
+        float *row = xmalloc(s->ne[0] * sizeof(float));
+        for (uint64_t r = 0; r < s->ne[1]; r++) {
+            gen_values(s, &rng, row, s->ne[0]);
+            q_quant_row(s->type, row, (uint8_t *)dst + r * row_bytes, ne0, NULL);
+        }
+        free(row);
+    }
+    return 0;
+}
+
+/* The plan: every tensor in file order. Returns the count; *out owned. */
+static size_t plan(const struct synth_opts *o, struct spec **out)
+{
+    const struct synth_preset *p = o->preset;
+    uint64_t hd = p->n_embd / p->n_head, q_dim = hd * p->n_head, kv_dim = hd * p->n_head_kv;
+    /* f32/f16 as asked, else Q8_0 (llama.cpp keeps a tied head at 8 bits) */
+    uint32_t embd_type = o->type == Q_F32 || o->type == Q_F16 ? o->type : Q_Q8_0;
+    const struct {
+        const char *name;
+        enum kind kind;
+        uint64_t ne0, ne1; /* [in, out] */
+    } layer[] = {
+        {"attn_norm", K_NORM, p->n_embd, 1},         {"attn_q", K_WEIGHT, p->n_embd, q_dim},
+        {"attn_k", K_WEIGHT, p->n_embd, kv_dim},     {"attn_v", K_WEIGHT, p->n_embd, kv_dim},
+        {"attn_output", K_WEIGHT, q_dim, p->n_embd}, {"ffn_norm", K_NORM, p->n_embd, 1},
+        {"ffn_gate", K_WEIGHT, p->n_embd, p->n_ff},  {"ffn_up", K_WEIGHT, p->n_embd, p->n_ff},
+        {"ffn_down", K_WEIGHT, p->n_ff, p->n_embd},
+    };
+    size_t n_layer_t = sizeof(layer) / sizeof(layer[0]);
+    size_t cap = 2 + p->n_layer * n_layer_t * 2, n = 0;
+    struct spec *s = xcalloc(cap, sizeof(*s));
+
+    s[n++] = (struct spec){.name = "token_embd.weight",
+                           .kind = K_WEIGHT,
+                           .type = embd_type,
+                           .n_dims = 2,
+                           .ne = {p->n_embd, p->n_vocab}};
+    for (uint32_t l = 0; l < p->n_layer; l++)
+        for (size_t k = 0; k < n_layer_t; k++) {
+            struct spec *t = &s[n++];
+            snprintf(t->name, sizeof(t->name), "blk.%u.%s.weight", l, layer[k].name);
+            t->kind = layer[k].kind;
+            t->type = t->kind == K_NORM ? 0 : o->type;
+            t->n_dims = t->kind == K_NORM ? 1 : 2;
+            t->ne[0] = layer[k].ne0;
+            t->ne[1] = layer[k].ne1;
+            if (t->kind == K_WEIGHT && t->type == Q_NVFP4) { /* NVFP4: llama.cpp's scale2 */
+                struct spec *sc = &s[n++];
+                *sc = (struct spec){
+                    .kind = K_SCALE, .type = 0, .n_dims = 1, .ne = {1, 1}, .weight = t};
+                snprintf(sc->name, sizeof(sc->name), "blk.%u.%s.scale", l, layer[k].name);
+            }
+        }
+    s[n++] = (struct spec){
+        .name = "output_norm.weight", .kind = K_NORM, .type = 0, .n_dims = 1, .ne = {p->n_embd, 1}};
+    /* Each tensor's generator depends on the seed and its name only, so
+     * adding or reordering tensors leaves the others' values unchanged. */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t st = o->seed ^ hash_str(s[i].name);
+        s[i].seed = splitmix64(&st);
+    }
+    *out = s;
+    return n;
+}
+
+/* LlamaFileType for general.file_type (gguf-py constants.py). */
+static uint32_t file_type(uint32_t type)
+{
+    switch (type) {
+    case Q_F32:
+        return 0; /* ALL_F32 */
+    case Q_F16:
+        return 1; /* MOSTLY_F16 */
+    case Q_Q4_0:
+        return 2; /* MOSTLY_Q4_0 */
+    case Q_Q4_1:
+        return 3; /* MOSTLY_Q4_1 */
+    case Q_Q8_0:
+        return 7; /* MOSTLY_Q8_0 */
+    case Q_MXFP4:
+        return 38; /* MOSTLY_MXFP4_MOE, the only MXFP4 file type */
+    case Q_NVFP4:
+        return 39; /* MOSTLY_NVFP4 */
+    default:
+        return 0; /* other types are not offered by synth */
+    }
+}
+
+/* ChatML, as SmolLM2's instruct models use it (without the default
+ * system prompt). */
+static const char chat_template[] =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+static void write_meta(gguf_writer *w, const struct synth_opts *o, const struct vocab *v)
+{
+    const struct synth_preset *p = o->preset;
+    char *name = xasprintf("fp4serve synth %s %s seed %llu", p->name, gguf_type_name(o->type),
+                           (unsigned long long)o->seed);
+    gguf_w_str(w, "general.architecture", "llama");
+    gguf_w_str(w, "general.name", name);
+    gguf_w_u32(w, "general.file_type", file_type(o->type));
+    gguf_w_u32(w, "general.quantization_version", 2);
+    gguf_w_u32(w, "llama.block_count", p->n_layer);
+    gguf_w_u32(w, "llama.context_length", p->n_ctx);
+    gguf_w_u32(w, "llama.embedding_length", p->n_embd);
+    gguf_w_u32(w, "llama.feed_forward_length", p->n_ff);
+    gguf_w_u32(w, "llama.attention.head_count", p->n_head);
+    gguf_w_u32(w, "llama.attention.head_count_kv", p->n_head_kv);
+    gguf_w_f32(w, "llama.rope.freq_base", p->rope_base);
+    gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", p->rms_eps);
+    gguf_w_u32(w, "llama.vocab_size", p->n_vocab);
+    gguf_w_u32(w, "llama.rope.dimension_count", p->n_embd / p->n_head);
+    gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_w_str(w, "tokenizer.ggml.pre", "smollm");
+    gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tok, v->n);
+    gguf_w_arr_i32(w, "tokenizer.ggml.token_type", v->type, v->n);
+    gguf_w_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, v->n_merges);
+    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    gguf_w_u32(w, "tokenizer.ggml.padding_token_id", 2);
+    gguf_w_bool(w, "tokenizer.ggml.add_bos_token", false);
+    gguf_w_str(w, "tokenizer.chat_template", chat_template);
+    free(name);
+}
+
+int synth_write(const struct synth_opts *o, const char *path, struct err *err)
+{
+    const struct q_type_info *ti = q_info(o->type);
+    uint32_t dims[] = {o->preset->n_embd, o->preset->n_ff};
+    if (!ti || !ti->weights)
+        return err_set(err, FP_ERR_UNSUPPORTED, "synth: cannot write weights of type %s",
+                       gguf_type_name(o->type)),
+               -1;
+    for (size_t i = 0; i < 2; i++)
+        if (dims[i] % ti->block)
+            return err_set(err, FP_ERR_UNSUPPORTED,
+                           "synth: %s blocks of %u do not divide the %s preset's width %u",
+                           ti->name, ti->block, o->preset->name, dims[i]),
+                   -1;
+    struct vocab v;
+    build_vocab(&v, o->preset->n_vocab);
+    struct spec *specs;
+    size_t n = plan(o, &specs);
+    gguf_writer *w = gguf_writer_new(GGUF_DEFAULT_ALIGNMENT);
+    write_meta(w, o, &v);
+    for (size_t i = 0; i < n; i++)
+        gguf_w_tensor_fill(w, specs[i].name, specs[i].n_dims, specs[i].ne, specs[i].type, fill,
+                           &specs[i]);
+    int rc = gguf_writer_save(w, path, err);
+    gguf_writer_free(w);
+    free(specs);
+    vocab_release(&v);
+    return rc;
+}

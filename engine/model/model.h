@@ -1,0 +1,269 @@
+/*
+ * model: the llama architecture (reference/engine-formats.md section 2)
+ * loaded from GGUF, with the engine API the scheduler drives: a KV cache
+ * of max_batch slots x ctx positions allocated at load, and model_step,
+ * which runs one forward pass over a batch made of several sequences (a
+ * decode token or a prefill chunk each) and returns their logits.
+ *
+ * Data layout follows llama2.c: model_config (hyperparameters),
+ * model_weights (views into the GGUF mapping, or requantized copies) and
+ * run_state (every buffer of the forward pass, sized at load, so a step
+ * never allocates).
+ *
+ * Scheduler's view, one step:
+ *     struct model_seq s[n] = {{.slot, .pos, .n_tokens, .tokens, .logits}...};
+ *     model_step(m, s, n, &err);      // s[i].out -> logits row(s) of seq i
+ * A slot's cache holds positions [0, len); a seq must start at pos <= len
+ * (pos < len rewinds, dropping the tail) and after the step len = pos +
+ * n_tokens. model_slot_free(m, slot) forgets a slot (len = 0).
+ *
+ * Determinism: the result for a row depends only on its token, its
+ * position and its slot's cache, never on the other rows of the step, on
+ * --decode, --attention or the thread count (fixed reduction orders; see
+ * engine/cpu/forward.c).
+ */
+#ifndef ENGINE_MODEL_H
+#define ENGINE_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "format/gguf.h"
+#include "format/quant.h"
+
+struct backend;
+struct cpu_ops;
+typedef struct tp_pool tp_pool;
+
+/* KV positions per attention chunk: the fixed grid on which every
+ * attention reduction is split and recombined (split and serial alike). */
+#define MODEL_ATTN_CHUNK 64
+/* Prepared-activation buffers of the run state (see run_state.act). */
+#define MODEL_N_ACT 7
+
+/* Hyperparameters (section 2.1), checked at load. */
+struct model_config {
+    int n_embd;      /* hidden size (576 for SmolLM2-135M) */
+    int n_layer;     /* transformer blocks (30) */
+    int n_head;      /* query heads (9) */
+    int n_head_kv;   /* key/value heads (3); n_head % n_head_kv == 0 */
+    int head_dim;    /* per head (64); n_head * head_dim = q_dim */
+    int q_dim;       /* n_head * head_dim */
+    int kv_dim;      /* n_head_kv * head_dim */
+    int n_ff;        /* FFN hidden size (1536) */
+    int n_vocab;     /* rows of token_embd (49152) */
+    int n_ctx_train; /* llama.context_length (8192) */
+    int n_rot;       /* llama.rope.dimension_count, rotated dims per head (= head_dim) */
+    float rope_base; /* llama.rope.freq_base (1e5 for SmolLM2) */
+    float rms_eps;   /* llama.attention.layer_norm_rms_epsilon (1e-5) */
+};
+
+/* One block's weights. Matrices are [rows = output dim, cols = input dim]
+ * in GGUF order (ne0 = cols is the reduction dimension). */
+struct model_layer {
+    const float *attn_norm; /* (n_embd) */
+    const float *ffn_norm;  /* (n_embd) */
+    struct q_matrix wq;     /* (q_dim, n_embd) */
+    struct q_matrix wk;     /* (kv_dim, n_embd) */
+    struct q_matrix wv;     /* (kv_dim, n_embd) */
+    struct q_matrix wo;     /* (n_embd, q_dim) */
+    struct q_matrix w_gate; /* (n_ff, n_embd) */
+    struct q_matrix w_up;   /* (n_ff, n_embd) */
+    struct q_matrix w_down; /* (n_embd, n_ff) */
+};
+
+struct model_weights {
+    struct q_matrix tok_embd;   /* (n_vocab, n_embd); rows looked up by token id */
+    struct q_matrix output;     /* (n_vocab, n_embd); == tok_embd when tied */
+    const float *output_norm;   /* (n_embd) */
+    struct model_layer *layers; /* (n_layer), owned */
+    bool tied;                  /* output.weight absent: token_embd is the head */
+    void *owned;                /* requantized tensor data (NULL when native), owned */
+    size_t owned_bytes;
+    float *f32_owned;    /* norms converted from F16/BF16 files, owned */
+    size_t linear_bytes; /* bytes of the per-layer matrices (read once per step) */
+    size_t head_bytes;   /* bytes of the output head */
+};
+
+enum model_decode {
+    MODEL_DECODE_BATCHED = 0,     /* one pass over all sequences of a step */
+    MODEL_DECODE_PER_REQUEST = 1, /* one pass per sequence (weights read N times) */
+};
+
+enum model_attention {
+    MODEL_ATTN_SPLIT = 0,  /* decode rows: KV chunks spread over workers, then combined */
+    MODEL_ATTN_SERIAL = 1, /* one worker walks a (row, kv head)'s whole range */
+};
+
+enum model_logits {
+    MODEL_LOGITS_NONE = 0, /* no logits (a prefill chunk that is not the last) */
+    MODEL_LOGITS_LAST = 1, /* logits of the sequence's last token */
+    MODEL_LOGITS_ALL = 2,  /* logits of every token (perplexity) */
+};
+
+/* Load-time choices. Zero-initialised fields take the defaults. */
+struct model_opts {
+    int threads;         /* 0 = online cores */
+    int max_batch;       /* KV slots (sequences in flight); 0 = 1 */
+    int ctx;             /* positions per slot; 0 = min(n_ctx_train, 2048) */
+    int max_step_tokens; /* rows one step may carry; 0 = max(max_batch, 256) */
+    int max_logit_rows;  /* logits rows one step may return; 0 = max_batch */
+    int quant;           /* -1 or 0 = native; else a q_type for every linear weight */
+    bool quant_set;      /* quant holds a requested type (so 0 = Q_F32 is expressible) */
+    bool head_same;      /* requantize the head to `quant` too (default: Q8_0) */
+    bool kv_f32;         /* K/V cache in f32 (default f16: half the memory and traffic) */
+    enum model_decode decode;
+    enum model_attention attention;
+    const char *device; /* "cpu" (default) or "cuda" */
+};
+
+/* Per-step timers: wall time of thread 0 per phase, barrier waits
+ * included, so the three add up to the step. matmul = the quantized
+ * matmuls (with the residual adds and SwiGLU fused into them) and the
+ * down projection's activation preparation; attention = scores, softmax,
+ * V sums, the split combine and the output projection's activation
+ * preparation; other = embedding, RMSNorms with their activation
+ * preparation, RoPE and K/V writes. */
+struct model_timers {
+    uint64_t attn_ns;
+    uint64_t matmul_ns;
+    uint64_t other_ns;
+};
+
+/* One sequence's part of a step. */
+struct model_seq {
+    int slot;              /* KV slot in [0, max_batch) */
+    int pos;               /* position of tokens[0]; <= the slot's current length */
+    int n_tokens;          /* 1 (decode) or k (prefill chunk), >= 1 */
+    const int32_t *tokens; /* (n_tokens) ids < n_vocab */
+    enum model_logits logits;
+    float *out; /* set by model_step: (1 or n_tokens, n_vocab) logits inside the
+                   model's buffer, valid until the next step; NULL if none */
+};
+
+/* Every buffer of the CPU forward pass, sized at load (rows = max_step_tokens). */
+struct run_state {
+    float *x;                      /* (rows, n_embd) residual stream */
+    float *xb;                     /* (rows, n_embd) normalised input of a matmul */
+    float *q;                      /* (rows, q_dim) queries, then RoPE'd */
+    float *k;                      /* (rows, kv_dim) new keys */
+    float *v;                      /* (rows, kv_dim) new values */
+    float *att;                    /* (rows, q_dim) attention output */
+    float *y;                      /* (rows, n_embd) matmul output before the residual add */
+    float *hb;                     /* (rows, n_ff) gate, then silu(gate) * up */
+    float *hb2;                    /* (rows, n_ff) up */
+    float *logits;                 /* (max_logit_rows, n_vocab) */
+    struct q_act act[MODEL_N_ACT]; /* prepared activations (rows, max(n_embd, q_dim, n_ff)):
+                            the q/k/v inputs (3, one per distinct weight type), the output
+                            projection's, the gate/up inputs (2) and the down input */
+    void *k_cache;                 /* (n_layer, max_batch, n_head_kv, ctx_pad, head_dim) f16, or f32
+                                      (--kv f32); positions in tiles of 16, dimension-major (cpu/ops.h) */
+    void *v_cache;                 /* same shape and type as k_cache */
+    size_t kv_elem;                /* bytes per cache element: 2 (f16) or 4 (f32) */
+    int ctx_pad;                   /* ctx rounded up to whole key tiles (cpu/ops.h OPS_KTILE) */
+    size_t kv_bytes;               /* both caches */
+    float *att_part;               /* (max_batch, n_head_kv, n_chunks, group, head_dim + 2) split
+                                      partials: [max, sum, out(head_dim)] per chunk and query head */
+    float *scratch;                /* (threads, scratch_floats): scores and fold accumulators */
+    size_t scratch_floats;         /* per thread: group * (MODEL_ATTN_CHUNK + 2 * (head_dim + 2)) */
+    const struct cpu_ops *ops;     /* SIMD kernels for attention, SiLU, f16 */
+    float *rope_cos;               /* (ctx, n_rot / 2) */
+    float *rope_sin;               /* (ctx, n_rot / 2) */
+    /* Per-step plan, filled by the forward pass before the threads start. */
+    int *row_seq;                  /* (rows) index of the row's sequence in the step */
+    int *row_pos;                  /* (rows) position of the row */
+    int *row_slot;                 /* (rows) KV slot of the row */
+    int32_t *row_tok;              /* (rows) token id */
+    int *out_row;                  /* (max_logit_rows) row index whose logits are wanted */
+    int *dec_row;                  /* (rows) split partial index of a decode row, or -1 */
+    struct model_attn_item *items; /* (max items) attention work list */
+    double *item_cost;             /* (max items) prefix sums of the work estimate */
+    size_t max_items;
+    int n_chunks; /* ceil(ctx / MODEL_ATTN_CHUNK) */
+};
+
+/* A unit of attention work: one row (or one row's chunk) against one KV head. */
+struct model_attn_item {
+    int row;   /* row in the step */
+    int kvh;   /* KV head */
+    int chunk; /* chunk index for a split item, -1 = walk every chunk (serial) */
+};
+
+struct model {
+    struct model_config cfg;
+    struct model_weights w;
+    struct gguf_file file;  /* the mapping the native weights point into */
+    struct model_opts opts; /* as resolved (defaults filled in) */
+    int max_batch, ctx, max_rows, max_logit_rows;
+    const struct backend *be;
+    const struct q_kernels *kern; /* CPU matmul kernels */
+    tp_pool *pool;
+    struct run_state rs;
+    void *be_state;            /* a non-CPU backend's own state */
+    int *slot_len;             /* (max_batch) positions held per slot */
+    struct model_timers last;  /* the last step */
+    struct model_timers total; /* since load */
+    uint64_t steps;            /* model_step calls that ran */
+    size_t kv_bytes;           /* K/V cache bytes the backend allocated */
+    char quant_note[160];      /* one line: what was requantized, or "" */
+};
+
+/*
+ * Load path (a llama GGUF), requantize as opts ask, and allocate the run
+ * state and KV cache. Returns a model, or NULL with err set: FP_ERR_IO
+ * (unreadable), FP_ERR_FORMAT (missing tensor, bad shape or metadata),
+ * FP_ERR_UNSUPPORTED (not llama, tensor type without a kernel),
+ * FP_ERR_RESOURCE (cache too large), FP_ERR_DEVICE (no such backend).
+ * Logs one line per requantization and the KV cache size.
+ */
+struct model *model_new(const char *path, const struct model_opts *opts, struct err *err);
+/* Same from an already opened file; the model takes ownership of *f
+ * (closed by model_free, also on failure). */
+struct model *model_from_gguf(struct gguf_file *f, const struct model_opts *opts, struct err *err);
+void model_free(struct model *m);
+
+/* Fill o's quant, head, decode and attention fields from their command-line
+ * spellings (any may be NULL: keep o's value). quant: native|q8_0|mxfp4|
+ * nvfp4 or any weight type name; head: q8_0|same; decode: batched|
+ * per-request; attention: split|serial. -1 with FP_ERR_USAGE on a bad name. */
+int model_opts_parse(struct model_opts *o, const char *quant, const char *head, const char *decode,
+                     const char *attention, struct err *err);
+
+/* Read and check the hyperparameters of f (section 2.1 defaults). */
+int model_read_config(const struct gguf_file *f, struct model_config *c, struct err *err);
+
+/*
+ * Run one step over seqs[0..n). Validates everything first (slots in range
+ * and distinct, pos <= slot length, pos + n_tokens <= ctx, token ids, row
+ * and logits budgets) and then runs nothing on error: FP_ERR_USAGE or
+ * FP_ERR_RESOURCE with a message naming the sequence. Sets seqs[i].out.
+ * Never allocates. One step at a time: the model is not thread-safe, so
+ * one scheduler thread owns it (the step itself runs on the pool).
+ */
+int model_step(struct model *m, struct model_seq *seqs, int n, struct err *err);
+
+/* Forget a slot's cache (its length becomes 0). */
+void model_slot_free(struct model *m, int slot);
+/* Positions the slot holds. */
+int model_slot_len(const struct model *m, int slot);
+
+/* Requantize one matrix into dst (q_row_bytes(dst_type, cols) * rows
+ * bytes, caller-owned): each row is dequantized (times src->scale) and
+ * quantized with q_quant_row; NVFP4 gets the per-tensor scale of the whole
+ * matrix (q_nvfp4_tensor_scale), returned in out->scale. Rows are split
+ * over pool's threads when pool is not NULL. *out describes dst. */
+int model_requant_matrix(const struct q_matrix *src, uint32_t dst_type, void *dst,
+                         struct q_matrix *out, tp_pool *pool);
+/* The same with quantizer options (opts may be NULL = defaults); only
+ * opts->mxfp4_search is used: the NVFP4 tensor scale is always derived
+ * from the whole matrix. `fp4serve quantize --mxfp4-search` uses this. */
+int model_requant_matrix_opts(const struct q_matrix *src, uint32_t dst_type, void *dst,
+                              struct q_matrix *out, tp_pool *pool, const struct q_quant_opts *opts);
+
+/* Bytes of weights one batched step reads: every layer matrix and the head
+ * (embedding rows excluded). */
+size_t model_weight_bytes_per_step(const struct model *m);
+
+#endif

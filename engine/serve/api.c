@@ -1,0 +1,726 @@
+/*
+ * api: request parsing and response formatting for the OpenAI-compatible
+ * endpoints (see api.h). Parsing is table-driven: one row per field we
+ * read, one row per field we refuse unless it has its default value.
+ * jansson does the JSON; the body is checked for UTF-8 first so that the
+ * error can say so plainly.
+ */
+#include "serve/api.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/utf8.h"
+#include "xalloc.h"
+
+int api_error_set(struct api_error *e, int status, const char *type, const char *param,
+                  const char *fmt, ...)
+{
+    if (e->status)
+        return -1;
+    e->status = status;
+    snprintf(e->type, sizeof(e->type), "%s", type);
+    snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* A 400 invalid_request_error naming param. Every refusal of the parser
+ * goes through here or api_error_set, so the status, the OpenAI "type" and
+ * the field name travel together to the HTTP layer (and into the log). */
+#define BAD(e, param, ...) api_error_set((e), 400, "invalid_request_error", (param), __VA_ARGS__)
+
+/* The JSON type of v as the messages say it ("got a string"). jansson
+ * keeps integers and reals apart; both are "numbers" to a client, but an
+ * integer field given 2.5 must say why it was refused, hence two names. */
+static const char *json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
+    }
+}
+
+/* ---- readers, one per field ---- */
+
+/* ---- the field readers share these: a type check, then a range check ---- */
+
+/* A JSON boolean; 0/1 are refused (clients that send them mean something
+ * else more often than not, and OpenAI refuses them too). */
+static int read_bool(const json_t *v, const char *name, bool *out, struct api_error *e)
+{
+    if (!json_is_boolean(v))
+        return BAD(e, name, "'%s' must be a boolean (got %s)", name, json_type_name(v));
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* A number in [lo, hi], or (lo, hi] when lo_open. Written as !(d >= lo) so
+ * that a NaN (jansson cannot produce one, but a future parser might) is
+ * refused rather than slipping through both comparisons. */
+static int read_number(const json_t *v, const char *name, double lo, double hi, bool lo_open,
+                       double *out, struct api_error *e)
+{
+    if (!json_is_number(v))
+        return BAD(e, name, "'%s' must be a number (got %s)", name, json_type_name(v));
+    double d = json_number_value(v);
+    if (!(lo_open ? d > lo : d >= lo) || !(d <= hi))
+        return BAD(e, name, "'%s' is %g; it must be in %s%g, %g]", name, d, lo_open ? "(" : "[", lo,
+                   hi);
+    *out = d;
+    return 0;
+}
+
+/* "model": optional, but when given it must name what this server serves
+ * (its id, the path given to --model, or the file name). An unknown model
+ * is a 404, as OpenAI answers, so a client pointed at the wrong server
+ * learns it at once instead of benchmarking the wrong engine. */
+static int f_model(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                   struct api_error *e)
+{
+    if (!json_is_string(v))
+        return BAD(e, "model", "'model' must be a string (got %s)", json_type_name(v));
+    const char *s = json_string_value(v);
+    size_t n = json_string_length(v);
+    if (n > API_MAX_MODEL_LEN)
+        return BAD(e, "model", "'model' is %zu bytes long (at most %d)", n, API_MAX_MODEL_LEN);
+    if (lim && lim->model_ids) {
+        bool known = false;
+        for (size_t i = 0; lim->model_ids[i] && !known; i++)
+            known = strcmp(lim->model_ids[i], s) == 0;
+        if (!known)
+            return api_error_set(e, 404, "not_found_error", "model",
+                                 "model '%.200s' does not exist (this server serves '%.200s')", s,
+                                 lim->model_ids[0] ? lim->model_ids[0] : "");
+    }
+    r->model = xstrndup(s, n);
+    return 0;
+}
+
+/* A prompt given as token ids: every entry an integer in [0, n_vocab). */
+static int read_ids(const json_t *arr, struct api_request *r, const struct api_limits *lim,
+                    const char *where, struct api_error *e)
+{
+    size_t n = json_array_size(arr);
+    if (n == 0)
+        return BAD(e, "prompt", "'prompt' is an empty array (give text or at least one token id)");
+    int32_t *ids = xmalloc(n * sizeof(*ids));
+    for (size_t i = 0; i < n; i++) {
+        const json_t *x = json_array_get(arr, i);
+        json_int_t t = json_is_integer(x) ? json_integer_value(x) : -1;
+        if (!json_is_integer(x) || t < 0 || (lim && lim->n_vocab > 0 && t >= lim->n_vocab)) {
+            free(ids);
+            if (!json_is_integer(x))
+                return BAD(e, "prompt", "'%s[%zu]' must be a token id (got %s)", where, i,
+                           json_type_name(x));
+            return BAD(e, "prompt", "'%s[%zu]' is token id %lld, outside [0, %d)", where, i,
+                       (long long)t, lim ? lim->n_vocab : 0);
+        }
+        ids[i] = (int32_t)t;
+    }
+    r->prompt_ids = ids;
+    r->n_prompt_ids = n;
+    return 0;
+}
+
+/* prompt: a string, an array of token ids, or a batch of one of those.
+ * OpenAI's completions accept batches ([["a"], ["b"]]); a batch of one is
+ * unwrapped, since clients send it that way, and larger batches are
+ * refused: each prompt would need its own stream of choices. */
+static int f_prompt(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                    struct api_error *e)
+{
+    if (json_is_array(v) && json_array_size(v) > 0 &&
+        (json_is_string(json_array_get(v, 0)) || json_is_array(json_array_get(v, 0)))) {
+        if (json_array_size(v) > 1)
+            return BAD(e, "prompt",
+                       "'prompt' holds %zu prompts; this server takes one prompt per request",
+                       json_array_size(v));
+        v = json_array_get(v, 0);
+        if (json_is_array(v))
+            return read_ids(v, r, lim, "prompt[0]", e);
+    }
+    if (json_is_string(v)) {
+        r->prompt = xstrndup(json_string_value(v), json_string_length(v));
+        r->prompt_len = json_string_length(v);
+        return 0;
+    }
+    if (json_is_array(v))
+        return read_ids(v, r, lim, "prompt", e);
+    return BAD(e, "prompt", "'prompt' must be a string or an array of token ids (got %s)",
+               json_type_name(v));
+}
+
+/* Roles a chat message may have. "developer" is OpenAI's newer name for
+ * "system"; both render as their own ChatML turn, as the template would. */
+static const char *const roles[] = {"system", "user", "assistant", "developer", "tool"};
+
+/* Message content: a string, null, or an array of {"type":"text","text":...} parts. */
+static int read_content(const json_t *c, size_t i, struct api_message *m, struct api_error *e)
+{
+    char param[48];
+    snprintf(param, sizeof(param), "messages[%zu].content", i);
+    if (json_is_null(c) || !c) {
+        m->content = xstrdup("");
+        return 0;
+    }
+    if (json_is_string(c)) {
+        m->content_len = json_string_length(c);
+        m->content = xstrndup(json_string_value(c), m->content_len);
+        return 0;
+    }
+    if (!json_is_array(c))
+        return BAD(e, param, "'%s' must be a string or an array of text parts (got %s)", param,
+                   json_type_name(c));
+    struct buf b;
+    buf_init(&b, (size_t)1 << 30); /* the body cap bounds it long before this */
+    for (size_t k = 0; k < json_array_size(c); k++) {
+        const json_t *part = json_array_get(c, k);
+        const json_t *type = json_object_get(part, "type");
+        const json_t *text = json_object_get(part, "text");
+        if (!json_is_object(part) || !json_is_string(type)) {
+            buf_release(&b);
+            return BAD(e, param, "'%s[%zu]' must be an object with a 'type'", param, k);
+        }
+        if (strcmp(json_string_value(type), "text") != 0) {
+            buf_release(&b);
+            return BAD(e, param, "'%s[%zu]': content of type '%.40s' is not supported (text only)",
+                       param, k, json_string_value(type));
+        }
+        if (!json_is_string(text)) {
+            buf_release(&b);
+            return BAD(e, param, "'%s[%zu].text' must be a string (got %s)", param, k,
+                       text ? json_type_name(text) : "nothing");
+        }
+        buf_append(&b, json_string_value(text), json_string_length(text));
+    }
+    m->content = buf_detach(&b, &m->content_len);
+    if (!m->content)
+        m->content = xstrdup("");
+    return 0;
+}
+
+/* messages: a non-empty array of {role, content} objects. n_messages
+ * counts the entries filled so far, so a refusal half way through still
+ * releases exactly what was copied. */
+static int f_messages(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                      struct api_error *e)
+{
+    if (!json_is_array(v))
+        return BAD(e, "messages", "'messages' must be an array of messages (got %s)",
+                   json_type_name(v));
+    size_t n = json_array_size(v);
+    if (n == 0)
+        return BAD(e, "messages", "'messages' is empty (give at least one message)");
+    if (n > API_MAX_MESSAGES)
+        return BAD(e, "messages", "'messages' holds %zu messages (at most %d)", n,
+                   API_MAX_MESSAGES);
+    r->messages = xcalloc(n, sizeof(*r->messages));
+    for (size_t i = 0; i < n; i++) {
+        const json_t *m = json_array_get(v, i);
+        char param[48];
+        snprintf(param, sizeof(param), "messages[%zu]", i);
+        if (!json_is_object(m))
+            return BAD(e, param, "'%s' must be an object (got %s)", param, json_type_name(m));
+        const json_t *role = json_object_get(m, "role");
+        snprintf(param, sizeof(param), "messages[%zu].role", i);
+        if (!json_is_string(role))
+            return BAD(e, param, "'%s' must be a string (got %s)", param,
+                       role ? json_type_name(role) : "nothing");
+        const char *rs = json_string_value(role);
+        bool known = false;
+        for (size_t k = 0; k < sizeof(roles) / sizeof(roles[0]) && !known; k++)
+            known = strcmp(rs, roles[k]) == 0;
+        if (!known)
+            return BAD(e, param,
+                       "'%s' is '%.40s' (expected system, user, assistant, developer or tool)",
+                       param, rs);
+        r->messages[i].role = xstrdup(rs);
+        r->n_messages = i + 1;
+        if (read_content(json_object_get(m, "content"), i, &r->messages[i], e))
+            return -1;
+    }
+    return 0;
+}
+
+/* max_tokens / max_completion_tokens: an integer >= 1. Whether it fits
+ * the context is decided later, when the prompt's token count is known
+ * (server.c); huge values are kept (clamped to 2^40 to stay in a long)
+ * so that the error can quote what the client asked for. */
+static int read_max_tokens(const json_t *v, const char *name, struct api_request *r,
+                           struct api_error *e)
+{
+    if (!json_is_integer(v))
+        return BAD(e, name, "'%s' must be an integer (got %s)", name, json_type_name(v));
+    json_int_t t = json_integer_value(v);
+    if (t < 1)
+        return BAD(e, name, "'%s' is %lld; it must be at least 1", name, (long long)t);
+    r->max_tokens = t > (json_int_t)1 << 40 ? (long)1 << 40 : (long)t;
+    return 0;
+}
+
+/* max_tokens, on both endpoints. */
+static int f_max_tokens(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                        struct api_error *e)
+{
+    return read_max_tokens(v, "max_tokens", r, e);
+}
+
+/* max_completion_tokens: chat's newer name for max_tokens. */
+static int f_max_completion_tokens(const json_t *v, struct api_request *r,
+                                   const struct api_limits *lim, struct api_error *e)
+{
+    return read_max_tokens(v, "max_completion_tokens", r, e);
+}
+
+/* temperature in [0, 2] as OpenAI allows; 0 means greedy (argmax). */
+static int f_temperature(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                         struct api_error *e)
+{
+    return read_number(v, "temperature", 0, API_TEMP_MAX, false, &r->temperature, e);
+}
+
+/* top_p in (0, 1]: 0 would keep no token at all. */
+static int f_top_p(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                   struct api_error *e)
+{
+    return read_number(v, "top_p", 0, 1, true, &r->top_p, e);
+}
+
+/* top_k: -1 (vLLM's "off") and 0 both mean all tokens. */
+static int f_top_k(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                   struct api_error *e)
+{
+    if (!json_is_integer(v))
+        return BAD(e, "top_k", "'top_k' must be an integer (got %s)", json_type_name(v));
+    json_int_t k = json_integer_value(v);
+    if (k < -1 || k > 1 << 30)
+        return BAD(e, "top_k", "'top_k' is %lld; use -1 or 0 for off, or a positive count",
+                   (long long)k);
+    r->top_k = k < 0 ? 0 : (int)k;
+    return 0;
+}
+
+/* seed: any 64-bit integer; negative ones wrap, as in C. */
+static int f_seed(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                  struct api_error *e)
+{
+    if (!json_is_integer(v))
+        return BAD(e, "seed", "'seed' must be an integer (got %s)", json_type_name(v));
+    r->seed = (uint64_t)json_integer_value(v);
+    r->has_seed = true;
+    return 0;
+}
+
+/* One stop string: non-empty (an empty one would match at once) and at
+ * most API_MAX_STOP_LEN bytes (the stop filter holds back up to that much
+ * text, so the cap bounds the delay it can add to a stream). */
+static int add_stop(struct api_request *r, const json_t *s, const char *where, struct api_error *e)
+{
+    if (!json_is_string(s))
+        return BAD(e, "stop", "'%s' must be a string (got %s)", where, json_type_name(s));
+    size_t n = json_string_length(s);
+    if (n == 0)
+        return BAD(e, "stop", "'%s' is an empty string", where);
+    if (n > API_MAX_STOP_LEN)
+        return BAD(e, "stop", "'%s' is %zu bytes long (at most %d)", where, n, API_MAX_STOP_LEN);
+    r->stop[r->n_stop] = xstrndup(json_string_value(s), n);
+    r->stop_len[r->n_stop++] = n;
+    return 0;
+}
+
+/* stop: a string or a list of strings (an empty list means none). */
+static int f_stop(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                  struct api_error *e)
+{
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    if (!json_is_array(v) && !json_is_string(v))
+        return BAD(e, "stop", "'stop' must be a string or an array of strings (got %s)",
+                   json_type_name(v));
+    if (n > API_MAX_STOP)
+        return BAD(e, "stop", "'stop' holds %zu strings (at most %d)", n, API_MAX_STOP);
+    r->stop = xcalloc(n ? n : 1, sizeof(*r->stop));
+    r->stop_len = xcalloc(n ? n : 1, sizeof(*r->stop_len));
+    if (json_is_string(v))
+        return add_stop(r, v, "stop", e);
+    for (size_t i = 0; i < n; i++) {
+        char where[32];
+        snprintf(where, sizeof(where), "stop[%zu]", i);
+        if (add_stop(r, json_array_get(v, i), where, e))
+            return -1;
+    }
+    return 0;
+}
+
+/* ignore_eos: generate past end-of-generation tokens (benchmarks). */
+static int f_ignore_eos(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                        struct api_error *e)
+{
+    return read_bool(v, "ignore_eos", &r->ignore_eos, e);
+}
+
+/* stream: answer as server-sent events. */
+static int f_stream(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                    struct api_error *e)
+{
+    return read_bool(v, "stream", &r->stream, e);
+}
+
+/* stream_options: only include_usage is read. It is accepted without
+ * stream too (OpenAI refuses that combination, vLLM does not); it has no
+ * effect then, since a non-streaming answer always carries usage. */
+static int f_stream_options(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                            struct api_error *e)
+{
+    if (!json_is_object(v))
+        return BAD(e, "stream_options", "'stream_options' must be an object (got %s)",
+                   json_type_name(v));
+    const json_t *u = json_object_get(v, "include_usage");
+    if (u && !json_is_null(u))
+        return read_bool(u, "stream_options.include_usage", &r->include_usage, e);
+    return 0;
+}
+
+/* Fields we read. A null value means "the default" for every one of them. */
+struct field {
+    const char *name;
+    unsigned kinds; /* bit (1 << enum api_kind) per endpoint that reads it */
+    int (*read)(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                struct api_error *e);
+};
+
+#define BOTH ((1u << API_COMPLETION) | (1u << API_CHAT))
+static const struct field fields[] = {
+    {"model", BOTH, f_model},
+    {"prompt", 1u << API_COMPLETION, f_prompt},
+    {"messages", 1u << API_CHAT, f_messages},
+    {"max_tokens", BOTH, f_max_tokens},
+    /* after max_tokens: the newer name wins when both are given */
+    {"max_completion_tokens", 1u << API_CHAT, f_max_completion_tokens},
+    {"temperature", BOTH, f_temperature},
+    {"top_p", BOTH, f_top_p},
+    {"top_k", BOTH, f_top_k},
+    {"seed", BOTH, f_seed},
+    {"stop", BOTH, f_stop},
+    {"ignore_eos", BOTH, f_ignore_eos},
+    {"stream", BOTH, f_stream},
+    {"stream_options", BOTH, f_stream_options},
+};
+
+/* ---- fields refused unless they hold their default ----
+ * Silently ignoring them would be fail-open: a client asking for n=4 or a
+ * repetition penalty would get an answer that looks right and is not. */
+
+static bool is_one(const json_t *v)
+{
+    return json_is_integer(v) && json_integer_value(v) == 1;
+}
+static bool is_zero(const json_t *v)
+{
+    return json_is_number(v) && json_number_value(v) == 0;
+}
+static bool is_one_num(const json_t *v)
+{
+    return json_is_number(v) && json_number_value(v) == 1;
+}
+static bool is_false_or_zero(const json_t *v)
+{
+    return json_is_false(v) || is_zero(v);
+}
+/* logprobs: false is chat's "off"; 0 is not, since on /v1/completions it
+ * asks for the sampled tokens' own logprobs */
+static bool is_false(const json_t *v)
+{
+    return json_is_false(v);
+}
+static bool is_empty(const json_t *v)
+{
+    return (json_is_string(v) && json_string_length(v) == 0) ||
+           (json_is_array(v) && json_array_size(v) == 0) ||
+           (json_is_object(v) && json_object_size(v) == 0);
+}
+/* for fields whose only accepted value is null (handled before the check) */
+static bool is_never(const json_t *v)
+{
+    return false;
+}
+static bool is_text_format(const json_t *v)
+{
+    const json_t *t = json_object_get(v, "type");
+    return json_is_object(v) && json_is_string(t) && strcmp(json_string_value(t), "text") == 0;
+}
+
+struct refused {
+    const char *name;
+    bool (*is_default)(const json_t *v);
+    const char *what; /* the default we accept, for the message */
+};
+
+static const struct refused refused[] = {
+    {"n", is_one, "1"},
+    {"best_of", is_one, "1"},
+    {"echo", is_false_or_zero, "false"},
+    {"logprobs", is_false, "null or false"},
+    {"top_logprobs", is_zero, "0"},
+    {"suffix", is_empty, "\"\""},
+    {"presence_penalty", is_zero, "0"},
+    {"frequency_penalty", is_zero, "0"},
+    {"repetition_penalty", is_one_num, "1"},
+    {"min_p", is_zero, "0"},
+    {"logit_bias", is_empty, "{}"},
+    {"tools", is_empty, "[]"},
+    {"functions", is_empty, "[]"},
+    {"response_format", is_text_format, "{\"type\": \"text\"}"},
+    /* vLLM's extensions (ignore_eos and top_k are read, above) */
+    {"min_tokens", is_zero, "0"},
+    {"include_stop_str_in_output", is_false, "false"},
+    {"stop_token_ids", is_empty, "[]"},
+    {"prompt_logprobs", is_never, "null"},
+};
+
+/* ---- the parser ---- */
+
+/* OpenAI's defaults: temperature 1 and top_p 1 (sampling, not greedy),
+ * max_tokens unset (= the rest of the context, see server.c). */
+static void request_defaults(struct api_request *r, enum api_kind kind)
+{
+    memset(r, 0, sizeof(*r));
+    r->kind = kind;
+    r->max_tokens = -1;
+    r->temperature = 1.0;
+    r->top_p = 1.0;
+}
+
+int api_parse(const char *body, size_t len, enum api_kind kind, const struct api_limits *lim,
+              struct api_request *out, struct api_error *e)
+{
+    request_defaults(out, kind);
+    memset(e, 0, sizeof(*e));
+    /* Checks in the order a client can act on: nothing sent, bytes that
+     * are not text, text that is not JSON, JSON of the wrong shape, then
+     * the refused fields, then each field we read. */
+    if (len == 0)
+        return BAD(e, "", "the request body is empty (expected a JSON object)");
+    size_t bad = utf8_invalid_at((const uint8_t *)body, len);
+    if (bad < len)
+        return BAD(e, "", "the request body is not valid UTF-8 (byte %zu of %zu)", bad, len);
+    json_error_t je;
+    /* duplicate keys are refused: which of two "max_tokens" wins differs
+     * between parsers, and the answer should not depend on that */
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return BAD(e, "", "malformed JSON at line %d, column %d: %s", je.line, je.column, je.text);
+    int rc = -1;
+    if (!json_is_object(root)) {
+        BAD(e, "", "the request body must be a JSON object (got %s)", json_type_name(root));
+        goto out;
+    }
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        const json_t *v = json_object_get(root, refused[i].name);
+        if (v && !json_is_null(v) && !refused[i].is_default(v)) {
+            BAD(e, refused[i].name, "'%s' is not supported by this server (only %s)",
+                refused[i].name, refused[i].what);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        if (!(fields[i].kinds & (1u << kind)))
+            continue;
+        const json_t *v = json_object_get(root, fields[i].name);
+        if (v && !json_is_null(v) && fields[i].read(v, out, lim, e))
+            goto out;
+    }
+    if (kind == API_COMPLETION && !out->prompt && !out->prompt_ids) {
+        BAD(e, "prompt", "'prompt' is missing (a string or an array of token ids)");
+        goto out;
+    }
+    if (kind == API_CHAT && !out->messages) {
+        BAD(e, "messages", "'messages' is missing (an array of {role, content} objects)");
+        goto out;
+    }
+    rc = 0;
+out:
+    json_decref(root);
+    if (rc)
+        api_request_release(out);
+    return rc;
+}
+
+void api_request_release(struct api_request *r)
+{
+    free(r->model);
+    free(r->prompt);
+    free(r->prompt_ids);
+    for (size_t i = 0; i < r->n_messages; i++) {
+        free(r->messages[i].role);
+        free(r->messages[i].content);
+    }
+    free(r->messages);
+    for (size_t i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
+    free(r->stop);
+    free(r->stop_len);
+    enum api_kind kind = r->kind;
+    request_defaults(r, kind);
+}
+
+/* ---- responses ---- */
+
+void api_error_json(struct buf *b, const struct api_error *e)
+{
+    buf_printf(b, "{\"error\":{\"code\":%d,\"message\":", e->status);
+    buf_json_str(b, e->msg, strlen(e->msg));
+    buf_puts(b, ",\"type\":");
+    buf_json_str(b, e->type, strlen(e->type));
+    buf_puts(b, ",\"param\":");
+    if (e->param[0])
+        buf_json_str(b, e->param, strlen(e->param));
+    else
+        buf_puts(b, "null");
+    buf_puts(b, "}}");
+}
+
+/* {"id":..,"object":..,"created":..,"model":.., (no closing brace): the
+ * fields every chunk and body repeats. The object name follows OpenAI:
+ * completions use "text_completion" for chunks and bodies alike, chat uses
+ * "chat.completion.chunk" for chunks and "chat.completion" for bodies. */
+static void head(struct buf *b, const struct api_resp *r, bool chunk)
+{
+    static const char *const objects[2][2] = {{"text_completion", "text_completion"},
+                                              {"chat.completion", "chat.completion.chunk"}};
+    buf_puts(b, "{\"id\":");
+    buf_json_str(b, r->id, strlen(r->id));
+    buf_printf(b, ",\"object\":\"%s\",\"created\":%lld,\"model\":", objects[r->kind][chunk],
+               r->created);
+    buf_json_str(b, r->model, strlen(r->model));
+}
+
+static void finish_reason(struct buf *b, const char *finish)
+{
+    if (finish)
+        buf_printf(b, ",\"finish_reason\":\"%s\"", finish);
+    else
+        buf_puts(b, ",\"finish_reason\":null");
+}
+
+static void usage(struct buf *b, long prompt_tokens, long completion_tokens)
+{
+    buf_printf(b,
+               ",\"usage\":{\"prompt_tokens\":%ld,\"completion_tokens\":%ld,"
+               "\"total_tokens\":%ld}",
+               prompt_tokens, completion_tokens, prompt_tokens + completion_tokens);
+}
+
+/* Appends are all-or-nothing at the event level: begin() notes where the
+ * event starts, and commit() rolls b back to it if the cap refused a part. */
+static size_t begin(struct buf *b)
+{
+    b->toobig = false;
+    return b->len;
+}
+
+static int commit(struct buf *b, size_t start)
+{
+    if (!b->toobig)
+        return 0;
+    b->len = start;
+    if (b->data)
+        b->data[start] = '\0';
+    return -1;
+}
+
+/* A chat delta carries "content" whenever there is text, and also on a
+ * non-final chunk without text; the final chunk of a stream that ends on
+ * an end-of-generation token has an empty delta {}, as OpenAI sends it. */
+int api_sse_chunk(struct buf *b, const struct api_resp *r, const char *text, size_t n, bool role,
+                  const char *finish)
+{
+    size_t start = begin(b);
+    buf_puts(b, "data: ");
+    head(b, r, true);
+    if (r->kind == API_CHAT) {
+        buf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{");
+        if (role)
+            buf_puts(b, "\"role\":\"assistant\"");
+        if (n || !finish) {
+            buf_puts(b, role ? ",\"content\":" : "\"content\":");
+            buf_json_str(b, text, n);
+        }
+        buf_puts(b, "},\"logprobs\":null");
+    } else {
+        buf_puts(b, ",\"choices\":[{\"index\":0,\"text\":");
+        buf_json_str(b, text, n);
+        buf_puts(b, ",\"logprobs\":null");
+    }
+    finish_reason(b, finish);
+    buf_puts(b, "}]}\n\n");
+    return commit(b, start);
+}
+
+int api_sse_usage(struct buf *b, const struct api_resp *r, long prompt_tokens,
+                  long completion_tokens)
+{
+    size_t start = begin(b);
+    buf_puts(b, "data: ");
+    head(b, r, true);
+    buf_puts(b, ",\"choices\":[]");
+    usage(b, prompt_tokens, completion_tokens);
+    buf_puts(b, "}\n\n");
+    return commit(b, start);
+}
+
+int api_sse_error(struct buf *b, const struct api_error *e)
+{
+    size_t start = begin(b);
+    buf_puts(b, "data: ");
+    api_error_json(b, e);
+    buf_puts(b, "\n\n");
+    return commit(b, start);
+}
+
+int api_sse_done(struct buf *b)
+{
+    size_t start = begin(b);
+    buf_puts(b, "data: [DONE]\n\n");
+    return commit(b, start);
+}
+
+int api_final_json(struct buf *b, const struct api_resp *r, const char *text, size_t n,
+                   const char *finish, long prompt_tokens, long completion_tokens)
+{
+    size_t start = begin(b);
+    head(b, r, false);
+    if (r->kind == API_CHAT) {
+        buf_puts(b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
+        buf_json_str(b, text, n);
+        buf_puts(b, "},\"logprobs\":null");
+    } else {
+        buf_puts(b, ",\"choices\":[{\"index\":0,\"text\":");
+        buf_json_str(b, text, n);
+        buf_puts(b, ",\"logprobs\":null");
+    }
+    finish_reason(b, finish);
+    buf_puts(b, "}]");
+    usage(b, prompt_tokens, completion_tokens);
+    buf_puts(b, "}");
+    return commit(b, start);
+}

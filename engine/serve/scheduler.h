@@ -1,0 +1,111 @@
+/*
+ * scheduler: continuous batching over the model's KV slots. One scheduler
+ * thread owns the model: each step carries one decode token for every
+ * running sequence plus prompt chunks within a token budget, and the
+ * tokens it samples are turned into response bytes (SSE events or a final
+ * JSON body) at once. The HTTP layer submits requests and reads their
+ * output; a wake callback tells it when output is ready.
+ *
+ * Request lifetime: sched_req_new gives one reference to the caller;
+ * sched_submit takes another for the scheduler, dropped when the
+ * generation ends (finished, cancelled or aborted). The last unref frees.
+ */
+#ifndef ENGINE_SCHED_H
+#define ENGINE_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "serve/api.h"
+#include "buf.h"
+#include "serve/prom.h"
+#include "model/model.h"
+#include "model/sample.h"
+#include "text/tokenizer.h"
+
+typedef struct sched sched;
+typedef struct sched_req sched_req;
+
+struct sched_opts {
+    int prefill_chunk; /* prompt tokens per step, summed over prefilling sequences (>= 1) */
+    int max_queue;     /* requests waiting for a slot; more are refused with 503 */
+};
+
+/* Everything a request needs; sched_req_new copies it all. */
+struct sched_req_params {
+    enum api_kind kind;
+    const int32_t *prompt; /* (n_prompt) token ids < n_vocab */
+    size_t n_prompt;       /* >= 1 */
+    long max_tokens;       /* >= 1; n_prompt + max_tokens <= the model's ctx */
+    struct sample_params sample;
+    char *const *stops;      /* (n_stops) stop strings */
+    const size_t *stop_lens; /* (n_stops) their lengths */
+    size_t n_stops;
+    bool ignore_eos;         /* do not end at end-of-generation tokens */
+    bool stream;             /* SSE events as tokens come; else one JSON body at the end */
+    bool include_usage;      /* stream: a usage event with "choices": [] before [DONE] */
+    const char *id;          /* response id ("cmpl-...") */
+    const char *model;       /* served model id */
+    long long created;       /* Unix seconds */
+    int fd;                  /* client socket to watch for hang-up (dup'ed), or -1 */
+    void (*wake)(void *arg); /* called, without locks held, when a parked reader has output */
+    void *wake_arg;
+};
+
+/* A new request holding one reference (the caller's). */
+sched_req *sched_req_new(const struct sched_req_params *p);
+/* Take one more reference. */
+void sched_req_ref(sched_req *r);
+/* Drop a reference; the last one frees. NULL is a no-op. */
+void sched_req_unref(sched_req *r);
+/* The client is gone: the scheduler ends the generation at its next step
+ * and frees the slot. Safe from any thread, any number of times. */
+void sched_req_cancel(sched_req *r);
+
+/*
+ * Streaming output. Copies up to cap pending bytes to dst and returns the
+ * count. When nothing is pending: at the end sets *end and returns 0;
+ * otherwise marks the request parked and calls park(arg) with the request
+ * lock held (the server suspends its connection there), returns 0, and
+ * the scheduler calls wake once output arrives.
+ */
+size_t sched_req_read(sched_req *r, char *dst, size_t cap, void (*park)(void *), void *arg,
+                      bool *end);
+
+/*
+ * Non-streaming result. When the generation is over, moves the JSON body
+ * into *body (caller releases it), sets *status and returns true; else
+ * parks as sched_req_read does and returns false.
+ */
+bool sched_req_take(sched_req *r, struct buf *body, int *status, void (*park)(void *), void *arg);
+
+/* Prompt and generated token counts so far (for logs). */
+void sched_req_counts(sched_req *r, long *prompt, long *generated);
+
+/*
+ * Start the scheduler thread over a loaded model (which it drives from
+ * now on: no other thread may call model_step) and its vocabulary. met
+ * receives the counters. Returns NULL with err set when the thread cannot
+ * start.
+ */
+sched *sched_new(struct model *m, const tok_vocab *v, const struct sched_opts *o, struct met *met,
+                 struct err *err);
+
+/*
+ * Queue a request (takes the scheduler's reference). Refused with *e set
+ * (status 503 when the queue is full or the scheduler is stopping, 400
+ * when it cannot fit the context): returns -1, r untouched.
+ */
+int sched_submit(sched *s, sched_req *r, struct api_error *e);
+
+/* Gauges for /metrics (queue, running, KV positions held). */
+void sched_gauges(sched *s, struct prom_gauges *g);
+
+/* End every generation (streams get an error event and [DONE], bodies a
+ * 503), refuse new ones, and stop the thread. Returns once it has stopped. */
+void sched_stop(sched *s);
+/* Stop if needed and free. The model is not freed. NULL is a no-op. */
+void sched_free(sched *s);
+
+#endif

@@ -1,0 +1,779 @@
+/*
+ * server: routes, limits and the glue between libmicrohttpd's event loop
+ * and the scheduler (see server.h). A completion request is read whole,
+ * parsed and tokenized here (api.c, chat.c), refused with a 4xx before any
+ * byte of a stream if it cannot run, and then handed to the scheduler.
+ * Streams are chunked responses whose reader suspends the connection when
+ * no event is pending; the scheduler's wake resumes it. Non-streaming
+ * requests suspend in the handler until the body is ready.
+ */
+#include "serve/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fp4.h"
+#include "log.h"
+#include "timeutil.h"
+#include "xalloc.h"
+
+struct srv {
+    struct srv_opts o;
+    char *host, *model_id, *model_path, *model_base; /* owned copies */
+    const char *model_ids[4];                        /* accepted "model" values */
+    struct met *met;
+    struct MHD_Daemon *d;
+    int lfd; /* listening socket until quiesced, else -1 */
+    int port;
+    struct srv_engine engine; /* valid once ready */
+    atomic_bool ready;        /* engine is set */
+    atomic_bool stopping;     /* shutting down */
+    atomic_long in_flight;    /* calls holding a scheduler request */
+    atomic_uint_fast64_t ids; /* response id counter */
+    uint64_t id_salt;         /* mixes ids and default seeds between runs */
+    long long started;        /* Unix seconds, for /v1/models "created" */
+};
+
+/* One HTTP request (MHD's per-request context). */
+struct call {
+    srv *s;
+    struct MHD_Connection *conn;
+    const struct route *route; /* NULL: refused before routing */
+    struct buf body;           /* the request body, capped at max_body */
+    bool too_big;              /* the body passed max_body */
+    sched_req *req;            /* once submitted; one reference */
+    bool counted;              /* counted in in_flight */
+    const char *path_rest;     /* what a route ending in '*' matched (points into the URL) */
+};
+
+/* A stream's reader context (owned by the MHD response). */
+struct stream {
+    sched_req *req; /* one reference */
+    struct MHD_Connection *conn;
+};
+
+typedef enum MHD_Result (*route_fn)(struct call *c);
+
+struct route {
+    const char *path;
+    const char *method; /* GET also answers HEAD */
+    route_fn fn;
+    enum prom_route metric;
+    bool body; /* reads a request body */
+};
+
+/* ---- responses ---- */
+
+/* Queue a complete answer (copied) and count it. close_conn after a
+ * refusal whose request may still have unread bytes (413, 431, 414):
+ * keeping such a connection alive would read them as the next request. */
+static enum MHD_Result respond(struct call *c, int status, const char *ctype, const char *body,
+                               size_t len, bool close_conn)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (close_conn)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result rc = MHD_queue_response(c->conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    prom_response(c->s->met, c->route ? c->route->metric : PROM_OTHER, status);
+    return rc;
+}
+
+/* An OpenAI-style error body; logged, since it is the client's mistake or ours. */
+static enum MHD_Result respond_error(struct call *c, const struct api_error *e, bool close_conn)
+{
+    struct buf b;
+    buf_init(&b, (size_t)1 << 16);
+    api_error_json(&b, e);
+    const char *path = c->route ? c->route->path : "-";
+    log_warn("%s: %d %s%s%s: %s", path, e->status, e->type, e->param[0] ? " param " : "", e->param,
+             e->msg);
+    enum MHD_Result rc = respond(c, e->status, "application/json", b.data, b.len, close_conn);
+    buf_release(&b);
+    return rc;
+}
+
+static enum MHD_Result refuse(struct call *c, int status, const char *type, const char *param,
+                              bool close_conn, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static enum MHD_Result refuse(struct call *c, int status, const char *type, const char *param,
+                              bool close_conn, const char *fmt, ...)
+{
+    struct api_error e = {0};
+    e.status = status;
+    snprintf(e.type, sizeof(e.type), "%s", type);
+    snprintf(e.param, sizeof(e.param), "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+    va_end(ap);
+    return respond_error(c, &e, close_conn);
+}
+
+/* ---- GET routes ---- */
+
+/* 503 while loading or stopping, like llama.cpp's server, so that a
+ * supervisor polling for readiness never sends load to a server that cannot
+ * take it; the pid lets it tell its own child from a stray server. */
+static enum MHD_Result h_health(struct call *c)
+{
+    srv *s = c->s;
+    if (atomic_load(&s->stopping))
+        return refuse(c, 503, "unavailable_error", NULL, false, "the server is shutting down");
+    if (!atomic_load(&s->ready))
+        return refuse(c, 503, "unavailable_error", NULL, false, "loading model");
+    char body[64];
+    int n = snprintf(body, sizeof(body), "{\"status\":\"ok\",\"pid\":%ld}", (long)getpid());
+    return respond(c, 200, "application/json", body, (size_t)n, false);
+}
+
+/* The model object. meta.n_vocab tells a benchmark client the range of
+ * random token ids it may send; meta.n_ctx how long prompt + output may be. */
+static void model_json(struct buf *b, const srv *s)
+{
+    const struct srv_engine *e = &s->engine;
+    buf_puts(b, "{\"id\":");
+    buf_json_str(b, s->model_id, strlen(s->model_id));
+    buf_printf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"fp4serve\",\"meta\":{",
+               s->started);
+    buf_printf(b, "\"n_vocab\":%d,\"n_ctx\":%d,\"n_ctx_train\":%d,\"max_batch\":%d,", e->n_vocab,
+               e->n_ctx, e->n_ctx_train, e->max_batch);
+    buf_puts(b, "\"quant\":");
+    buf_json_str(b, e->quant, strlen(e->quant));
+    buf_puts(b, ",\"decode\":");
+    buf_json_str(b, e->decode, strlen(e->decode));
+    buf_puts(b, ",\"path\":");
+    buf_json_str(b, s->model_path, strlen(s->model_path));
+    buf_puts(b, "}}");
+}
+
+/* GET /v1/models: the list of the one model. */
+static enum MHD_Result h_models(struct call *c)
+{
+    srv *s = c->s;
+    if (!atomic_load(&s->ready))
+        return refuse(c, 503, "unavailable_error", NULL, false, "loading model");
+    struct buf b;
+    buf_init(&b, (size_t)1 << 16);
+    buf_puts(&b, "{\"object\":\"list\",\"data\":[");
+    model_json(&b, s);
+    buf_puts(&b, "]}");
+    enum MHD_Result rc = respond(c, 200, "application/json", b.data, b.len, false);
+    buf_release(&b);
+    return rc;
+}
+
+/* GET /v1/models/{id} (the openai client's models.retrieve): the model
+ * object for any name a request's "model" may use, else 404. */
+static enum MHD_Result h_model(struct call *c)
+{
+    srv *s = c->s;
+    if (!atomic_load(&s->ready))
+        return refuse(c, 503, "unavailable_error", NULL, false, "loading model");
+    bool known = false; /* the names a request's "model" may use */
+    for (size_t i = 0; s->model_ids[i] && !known; i++)
+        known = strcmp(c->path_rest, s->model_ids[i]) == 0;
+    if (!known)
+        return refuse(c, 404, "not_found_error", "model", false,
+                      "model '%.200s' does not exist (this server serves '%.200s')", c->path_rest,
+                      s->model_id);
+    struct buf b;
+    buf_init(&b, (size_t)1 << 16);
+    model_json(&b, s);
+    enum MHD_Result rc = respond(c, 200, "application/json", b.data, b.len, false);
+    buf_release(&b);
+    return rc;
+}
+
+static enum MHD_Result h_metrics(struct call *c)
+{
+    srv *s = c->s;
+    struct prom_gauges g = {0};
+    if (atomic_load(&s->ready))
+        sched_gauges(s->engine.sched, &g);
+    struct buf b;
+    buf_init(&b, (size_t)1 << 20);
+    prom_render(s->met, &g, &b);
+    enum MHD_Result rc = respond(c, 200, "text/plain; version=0.0.4", b.data, b.len, false);
+    buf_release(&b);
+    return rc;
+}
+
+/* ---- completions ---- */
+
+/* MHD suspend/resume as the scheduler's park and wake callbacks. park runs
+ * on the MHD thread inside a callback (allowed there); wake runs on the
+ * scheduler thread (MHD_resume_connection is thread-safe with the ITC that
+ * MHD_ALLOW_SUSPEND_RESUME sets up). */
+static void park_conn(void *arg)
+{
+    MHD_suspend_connection(arg);
+}
+
+static void wake_conn(void *arg)
+{
+    MHD_resume_connection(arg);
+}
+
+/* A non-streaming request: answer if the generation is over, else suspend
+ * until the scheduler resumes the connection (MHD then calls the handler
+ * again). A generation cancelled because the client vanished has no answer
+ * (status 0): the connection is closed. */
+static enum MHD_Result answer_when_done(struct call *c)
+{
+    struct buf body;
+    buf_init(&body, 1);
+    int status = 0;
+    enum MHD_Result rc = MHD_YES;
+    if (sched_req_take(c->req, &body, &status, park_conn, c->conn))
+        rc = status ? respond(c, status, "application/json", body.data ? body.data : "", body.len,
+                              false)
+                    : MHD_NO;
+    buf_release(&body);
+    return rc;
+}
+
+/* MHD's content reader for a stream: whatever events are pending, or 0
+ * after suspending the connection (MHD calls again once resumed), or the
+ * end, after which MHD writes the last chunk of the chunked body. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    struct stream *st = cls;
+    bool end;
+    size_t n = sched_req_read(st->req, buf, max, park_conn, st->conn, &end);
+    if (end)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    return (ssize_t)n;
+}
+
+/* The response is gone (sent, or the connection died): if the generation
+ * still runs, nobody will read it. */
+static void stream_free(void *cls)
+{
+    struct stream *st = cls;
+    sched_req_cancel(st->req); /* no-op when it already ended */
+    sched_req_unref(st->req);
+    free(st);
+}
+
+/* The prompt as token ids: given, tokenized, or rendered from messages. */
+static int prompt_ids(const srv *s, const struct api_request *q, int32_t **ids, size_t *n,
+                      size_t *cap, struct api_error *e)
+{
+    const struct srv_engine *en = &s->engine;
+    struct err err;
+    err_init(&err);
+    if (q->prompt_ids) {
+        *ids = xmalloc(q->n_prompt_ids * sizeof(int32_t));
+        memcpy(*ids, q->prompt_ids, q->n_prompt_ids * sizeof(int32_t));
+        *n = *cap = q->n_prompt_ids;
+        return 0;
+    }
+    if (q->kind == API_COMPLETION) {
+        if (tok_encode(en->vocab, q->prompt, q->prompt_len, true, tok_add_bos(en->vocab), ids, n,
+                       cap, &err) != 0)
+            return api_error_set(e, 400, "invalid_request_error", "prompt", "'prompt': %s",
+                                 err.msg);
+        return 0;
+    }
+    struct chat_seg *segs = NULL;
+    size_t n_segs = 0, cap_segs = 0;
+    chat_render(en->chat, q->messages, q->n_messages, &segs, &n_segs, &cap_segs);
+    int rc = chat_tokenize(en->vocab, segs, n_segs, ids, n, cap, &err);
+    free(segs);
+    if (rc != 0)
+        return api_error_set(e, 400, "invalid_request_error", "messages", "'messages': %s",
+                             err.msg);
+    return 0;
+}
+
+/* POST /v1/completions and /v1/chat/completions. Everything that can make
+ * the request fail is checked here, before a status line is sent: parse,
+ * tokenize, context, queue room. Only then does a stream start, so a 4xx
+ * is never an SSE event (llama.cpp PR #16486). */
+static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
+{
+    srv *s = c->s;
+    if (atomic_load(&s->stopping))
+        return refuse(c, 503, "unavailable_error", NULL, false, "the server is shutting down");
+    if (!atomic_load(&s->ready))
+        return refuse(c, 503, "unavailable_error", NULL, false, "loading model");
+    const struct srv_engine *en = &s->engine;
+    struct api_limits lim = {.n_vocab = en->n_vocab, .model_ids = s->model_ids};
+    struct api_request q;
+    struct api_error e = {0};
+    int32_t *ids = NULL;
+    size_t n_ids = 0, cap_ids = 0;
+    enum MHD_Result rc;
+    if (api_parse(c->body.data ? c->body.data : "", c->body.len, kind, &lim, &q, &e) != 0)
+        return respond_error(c, &e, false);
+    const char *pparam = kind == API_CHAT ? "messages" : "prompt";
+    /* Tokenizing runs on the HTTP thread: text that cannot fit the context
+     * (no token is longer than max_piece bytes) is refused unread, which
+     * bounds that work by ctx x max_piece bytes. */
+    size_t text_bytes = q.prompt_len;
+    for (size_t i = 0; i < q.n_messages; i++)
+        text_bytes += q.messages[i].content_len;
+    size_t max_piece = tok_max_piece(en->vocab) ? tok_max_piece(en->vocab) : 1;
+    if (text_bytes / max_piece >= (size_t)en->n_ctx) {
+        api_error_set(&e, 400, "exceed_context_size_error", pparam,
+                      "the prompt is %zu bytes, more than the context of %d tokens can hold",
+                      text_bytes, en->n_ctx);
+        goto refused;
+    }
+    if (prompt_ids(s, &q, &ids, &n_ids, &cap_ids, &e) != 0)
+        goto refused;
+    if (n_ids == 0) {
+        api_error_set(&e, 400, "invalid_request_error", pparam, "'%s' has no tokens", pparam);
+        goto refused;
+    }
+    if (n_ids >= (size_t)en->n_ctx) {
+        api_error_set(&e, 400, "exceed_context_size_error", pparam,
+                      "the prompt is %zu tokens, which leaves no room in the context of %d "
+                      "tokens",
+                      n_ids, en->n_ctx);
+        goto refused;
+    }
+    /* max_tokens policy: absent = the rest of the context; given = must fit */
+    long room = en->n_ctx - (long)n_ids;
+    long max_tokens = q.max_tokens < 0 ? room : q.max_tokens;
+    if (max_tokens > room) {
+        api_error_set(&e, 400, "invalid_request_error", "max_tokens",
+                      "this model's context is %d tokens; the request has %zu prompt tokens "
+                      "plus %ld max_tokens (at most %ld fit)",
+                      en->n_ctx, n_ids, max_tokens, room);
+        goto refused;
+    }
+    /* ids: a per-process salt mixed with a counter, unique within a run
+     * and unlikely to repeat across runs; the default seed comes from the
+     * same counter, so two requests without a seed sample differently */
+    uint64_t k = atomic_fetch_add(&s->ids, 1);
+    char id[48];
+    snprintf(id, sizeof(id), "%s-%016llx", kind == API_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)(s->id_salt ^ (k * 0x9e3779b97f4a7c15ull)));
+    uint64_t seed_state = s->id_salt + k;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct sched_req_params p = {
+        .kind = kind,
+        .prompt = ids,
+        .n_prompt = n_ids,
+        .max_tokens = max_tokens,
+        .sample = {.temperature = (float)q.temperature,
+                   .top_k = q.top_k,
+                   .top_p = (float)q.top_p,
+                   .seed = q.has_seed ? q.seed : sample_rand_u64(&seed_state)},
+        .stops = q.stop,
+        .stop_lens = q.stop_len,
+        .n_stops = q.n_stop,
+        .ignore_eos = q.ignore_eos,
+        .stream = q.stream,
+        .include_usage = q.include_usage,
+        .id = id,
+        .model = s->model_id,
+        .created = (long long)time(NULL),
+        .fd = ci ? ci->connect_fd : -1,
+        .wake = wake_conn,
+        .wake_arg = c->conn,
+    };
+    c->req = sched_req_new(&p);
+    if (sched_submit(en->sched, c->req, &e) != 0) {
+        sched_req_unref(c->req);
+        c->req = NULL;
+        goto refused;
+    }
+    atomic_fetch_add(&s->in_flight, 1);
+    c->counted = true;
+    if (q.stream) {
+        struct stream *st = xcalloc(1, sizeof(*st));
+        st->req = c->req;
+        st->conn = c->conn;
+        sched_req_ref(c->req);
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
+                                                                   stream_read, st, stream_free);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        rc = MHD_queue_response(c->conn, 200, r);
+        MHD_destroy_response(r);
+        prom_response(s->met, c->route->metric, 200);
+    } else {
+        rc = answer_when_done(c);
+    }
+    free(ids);
+    api_request_release(&q);
+    return rc;
+refused:
+    free(ids);
+    api_request_release(&q);
+    return respond_error(c, &e, false);
+}
+
+static enum MHD_Result h_completions(struct call *c)
+{
+    return h_completion(c, API_COMPLETION);
+}
+
+static enum MHD_Result h_chat(struct call *c)
+{
+    return h_completion(c, API_CHAT);
+}
+
+/* The routes: path, method, handler, metrics label, and whether a body is
+ * read. A path ending in '*' matches any non-empty rest (c->path_rest). A
+ * known path with another method is a 405 naming the right one. */
+static const struct route routes[] = {
+    {"/health", "GET", h_health, PROM_HEALTH, false},
+    {"/v1/health", "GET", h_health, PROM_HEALTH, false},
+    {"/v1/models", "GET", h_models, PROM_MODELS, false},
+    {"/v1/models/*", "GET", h_model, PROM_MODELS, false},
+    {"/metrics", "GET", h_metrics, PROM_METRICS, false},
+    {"/v1/completions", "POST", h_completions, PROM_COMPLETIONS, true},
+    {"/v1/chat/completions", "POST", h_chat, PROM_CHAT, true},
+};
+
+/* ---- the MHD callbacks ---- */
+
+/* Header counts and sizes, gathered in one pass over MHD's parsed fields
+ * (MHD itself only bounds the whole header block by its connection memory). */
+struct header_scan {
+    unsigned n;        /* header fields */
+    size_t longest;    /* bytes of the longest name + value */
+    size_t total;      /* bytes of every name + value, plus 2 each ('=', '&' or ': ') */
+    const char *which; /* its name */
+};
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_size, const char *value, size_t value_size)
+{
+    (void)kind;
+    struct header_scan *h = cls;
+    h->n++;
+    h->total += key_size + value_size + 2;
+    if (key_size + value_size > h->longest) {
+        h->longest = key_size + value_size;
+        h->which = key;
+    }
+    return MHD_YES;
+}
+
+/* The first call, when the headers are in: route and check limits. Returns
+ * MHD_YES with a response queued when refusing. */
+static enum MHD_Result first_call(struct call *c, const char *url, const char *method,
+                                  bool *refused)
+{
+    srv *s = c->s;
+    *refused = true;
+    struct header_scan h = {0};
+    MHD_get_connection_values_n(c->conn, MHD_HEADER_KIND, scan_header, &h);
+    if (h.n > SRV_MAX_HEADERS)
+        return refuse(c, 431, "invalid_request_error", NULL, true,
+                      "the request has %u header fields (at most %d)", h.n, SRV_MAX_HEADERS);
+    if (h.longest > SRV_MAX_HEADER_BYTES)
+        return refuse(c, 431, "invalid_request_error", NULL, true,
+                      "header field '%.64s' is %zu bytes long (at most %d)", h.which, h.longest,
+                      SRV_MAX_HEADER_BYTES);
+    size_t ulen = strlen(url);
+    struct header_scan args = {0};
+    MHD_get_connection_values_n(c->conn, MHD_GET_ARGUMENT_KIND, scan_header, &args);
+    if (ulen + args.total > SRV_MAX_URI_BYTES)
+        return refuse(c, 414, "invalid_request_error", NULL, true,
+                      "the request target is too long (at most %d bytes)", SRV_MAX_URI_BYTES);
+    const struct route *path_match = NULL;
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        const char *p = routes[i].path;
+        size_t n = strlen(p);
+        if (p[n - 1] == '*') { /* the prefix, then something */
+            if (strncmp(p, url, n - 1) != 0 || !url[n - 1])
+                continue;
+            c->path_rest = url + n - 1;
+        } else if (strcmp(p, url) != 0) {
+            continue;
+        }
+        path_match = &routes[i];
+        if (strcmp(routes[i].method, method) == 0 ||
+            (strcmp(method, "HEAD") == 0 && strcmp(routes[i].method, "GET") == 0)) {
+            c->route = &routes[i];
+            break;
+        }
+    }
+    if (!path_match)
+        return refuse(c, 404, "not_found_error", NULL, false, "no route for %.8s '%.200s'", method,
+                      url);
+    if (!c->route) {
+        c->route = path_match; /* count it under the route it aimed at */
+        struct api_error e = {.status = 405};
+        snprintf(e.type, sizeof(e.type), "invalid_request_error");
+        snprintf(e.msg, sizeof(e.msg), "method %.8s is not allowed on '%s' (use %s)", method,
+                 path_match->path, path_match->method);
+        struct buf b;
+        buf_init(&b, 4096);
+        api_error_json(&b, &e);
+        log_warn("%s: 405 %s", path_match->path, e.msg);
+        struct MHD_Response *r =
+            MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_COPY);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, path_match->method);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+        enum MHD_Result rc = MHD_queue_response(c->conn, 405, r);
+        MHD_destroy_response(r);
+        prom_response(s->met, path_match->metric, 405);
+        buf_release(&b);
+        return rc;
+    }
+    if (c->route->body) {
+        const char *cl =
+            MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        char *end = NULL;
+        unsigned long long len = cl ? strtoull(cl, &end, 10) : 0;
+        if (cl && end != cl && len > s->o.max_body)
+            return refuse(c, 413, "invalid_request_error", NULL, true,
+                          "the request body is %llu bytes (at most %zu; --max-body)", len,
+                          s->o.max_body);
+    }
+    *refused = false;
+    return MHD_YES;
+}
+
+/* MHD's access handler, called (1) once the headers are in, (2) for each
+ * piece of body, (3) once the body is complete, and (4) again after a
+ * suspended non-streaming request is resumed. *con_cls holds our call. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    (void)version;
+    srv *s = cls;
+    struct call *c = *con_cls;
+    if (!c) {
+        c = xcalloc(1, sizeof(*c));
+        c->s = s;
+        c->conn = conn;
+        buf_init(&c->body, s->o.max_body);
+        *con_cls = c;
+        /* Answered at the last call, never here: libmicrohttpd closes a
+         * connection whose answer was queued with the headers, which
+         * refusals want and keep-alive GETs do not. */
+        bool refused;
+        return first_call(c, url, method, &refused);
+    }
+    if (*upload_data_size) {
+        if (!c->too_big && buf_append(&c->body, upload_data, *upload_data_size) != 0)
+            c->too_big = true;
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (c->req) /* a non-streaming request, resumed: the answer is ready */
+        return answer_when_done(c);
+    if (c->too_big)
+        return refuse(c, 413, "invalid_request_error", NULL, true,
+                      "the request body passed %zu bytes (--max-body)", s->o.max_body);
+    return c->route->fn(c);
+}
+
+/* A request is over, answered or not. Anything but a clean completion
+ * (client abort, read or write error, timeout, shutdown) cancels a
+ * generation still running for it. */
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    srv *s = cls;
+    struct call *c = *con_cls;
+    if (!c)
+        return;
+    if (c->req) {
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+            sched_req_cancel(c->req);
+        sched_req_unref(c->req);
+    }
+    if (c->counted)
+        atomic_fetch_sub(&s->in_flight, 1);
+    buf_release(&c->body);
+    free(c);
+    *con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)socket_context;
+    srv *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        atomic_fetch_sub(&s->met->open_connections, 1);
+        return;
+    }
+    atomic_fetch_add(&s->met->open_connections, 1);
+    atomic_fetch_add(&s->met->connections, 1);
+    /* every SSE event leaves at once: no Nagle delay behind a small write */
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int one = 1;
+    if (ci && setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
+        log_debug("TCP_NODELAY: %s", strerror(errno));
+}
+
+/* libmicrohttpd's own diagnostics (a client that sent garbage, a header
+ * block too big for its memory): client mistakes, so debug level (-v). */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char line[512];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        line[--n] = '\0';
+    log_debug("http: %s", line);
+}
+
+/* ---- lifecycle ---- */
+
+/* socket + SO_REUSEADDR + bind + listen, with messages that say what to do. */
+static int listen_on(const char *host, int port, int *bound, struct err *err)
+{
+    char ps[16];
+    snprintf(ps, sizeof(ps), "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(host, ps, &hints, &res);
+    if (gai != 0)
+        return err_set(err, FP_ERR_ADDR, "cannot listen on '%s': %s", host, gai_strerror(gai)), -1;
+    int fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, res->ai_protocol);
+    int one = 1;
+    if (fd < 0) {
+        err_set(err, FP_ERR_ADDR, "cannot listen on %s:%d: socket: %s", host, port,
+                strerror(errno));
+        goto fail;
+    }
+    /* SO_REUSEADDR lets a restart bind past TIME_WAIT; SO_REUSEPORT is never
+     * set, so a second server on a busy port fails here instead of sharing it */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0) {
+        int e = errno;
+        err_set(err, FP_ERR_ADDR, "cannot listen on %s:%d: %s%s", host, port, strerror(e),
+                e == EADDRINUSE ? " (another server is running there; pick another --port)" : "");
+        goto fail;
+    }
+    if (listen(fd, 1024) != 0) {
+        err_set(err, FP_ERR_ADDR, "cannot listen on %s:%d: %s", host, port, strerror(errno));
+        goto fail;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    *bound = port;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+        *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                : ((struct sockaddr_in *)&ss)->sin_port);
+    freeaddrinfo(res);
+    return fd;
+fail:
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(res);
+    return -1;
+}
+
+/* The daemon: one internal thread running epoll over every connection
+ * (MHD_USE_EPOLL_INTERNAL_THREAD), suspend/resume for streams, our own
+ * listening socket (so bind errors are ours to word), per-connection idle
+ * timeout, a connection limit, and our callbacks for connection open/close
+ * (TCP_NODELAY, gauges) and request completion (cancellation). */
+srv *srv_new(const struct srv_opts *o, struct met *met, struct err *err)
+{
+    srv *s = xcalloc(1, sizeof(*s));
+    s->o = *o;
+    s->met = met;
+    s->host = xstrdup(o->host);
+    s->model_id = xstrdup(o->model_id);
+    s->model_path = xstrdup(o->model_path);
+    const char *slash = strrchr(o->model_path, '/');
+    s->model_base = xstrdup(slash ? slash + 1 : o->model_path);
+    s->model_ids[0] = s->model_id;
+    s->model_ids[1] = s->model_path;
+    s->model_ids[2] = s->model_base;
+    s->started = (long long)time(NULL);
+    s->id_salt = clock_ns() ^ ((uint64_t)getpid() << 32);
+    s->lfd = listen_on(o->host, o->port, &s->port, err);
+    if (s->lfd < 0)
+        goto fail;
+    s->d = MHD_start_daemon(
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        on_request, s, MHD_OPTION_LISTEN_SOCKET, s->lfd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_TIMEOUT,
+        o->timeout_s, MHD_OPTION_CONNECTION_LIMIT, o->max_connections, MHD_OPTION_EXTERNAL_LOGGER,
+        mhd_log, NULL, MHD_OPTION_END);
+    if (!s->d) {
+        err_set(err, FP_ERR_ADDR, "cannot start the HTTP server on %s:%d", o->host, s->port);
+        goto fail;
+    }
+    return s;
+fail:
+    srv_free(s);
+    return NULL;
+}
+
+int srv_port(const srv *s)
+{
+    return s->port;
+}
+
+void srv_set_ready(srv *s, const struct srv_engine *e)
+{
+    s->engine = *e;
+    atomic_store(&s->ready, true);
+}
+
+void srv_quiesce(srv *s)
+{
+    atomic_store(&s->stopping, true);
+    if (s->d) {
+        MHD_socket fd = MHD_quiesce_daemon(s->d);
+        if (fd != MHD_INVALID_SOCKET)
+            close(fd);
+        s->lfd = -1;
+    }
+}
+
+/* Polled rather than signalled: it runs once, at shutdown, for a few
+ * milliseconds while the last events leave. */
+bool srv_drain(srv *s, int timeout_ms)
+{
+    uint64_t end = clock_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while (atomic_load(&s->in_flight) > 0 && clock_ns() < end)
+        sleep_ms(5, NULL);
+    return atomic_load(&s->in_flight) == 0;
+}
+
+void srv_free(srv *s)
+{
+    if (!s)
+        return;
+    if (s->d)
+        MHD_stop_daemon(s->d);
+    else if (s->lfd >= 0)
+        close(s->lfd);
+    free(s->host);
+    free(s->model_id);
+    free(s->model_path);
+    free(s->model_base);
+    free(s);
+}

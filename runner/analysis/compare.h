@@ -1,0 +1,66 @@
+/*
+ * compare: runs (or variants of runs) side by side. The first series is
+ * the baseline A; every other series B gets, per concurrency, each key
+ * metric next to A's with the ratio B/A, and its fitted a, b and ceiling
+ * next to A's. Points present in only some series are shown as missing (or
+ * failed), never dropped. Output: a terminal table, and with an output
+ * folder compare.md plus overlay charts (throughput, TPOT, TTFT) and a
+ * ratio chart in OUT/plots/.
+ */
+#ifndef RUNNER_COMPARE_H
+#define RUNNER_COMPARE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "err.h"
+#include "analysis/fit.h"
+#include "store/results.h"
+#include "strvec.h"
+
+struct cmp_run {
+    char *dir;          /* owned; the run folder */
+    struct res_table t; /* its points.csv */
+};
+
+struct cmp_series {
+    char *label;   /* owned; "runA", "runA:nvfp4" */
+    size_t run;    /* index into cmp_set.runs */
+    char *variant; /* owned */
+    struct fit_analysis fit;
+};
+
+struct cmp_set {
+    struct cmp_run *runs; /* owned */
+    size_t n_runs;
+    struct cmp_series *s; /* owned; s[0] is the baseline A */
+    size_t n_s;
+    char *fit_x, *fit_y;   /* owned; the fit all series are compared on */
+    struct strvec metrics; /* key metrics, in table order */
+    long *conc;            /* owned; union of concurrencies, ascending */
+    size_t n_conc;
+};
+
+/*
+ * Load specs[0..n): each "RUN_DIR" (every variant of the run becomes a
+ * series) or "RUN_DIR:VARIANT". metrics NULL or empty picks the default key
+ * metrics that any series has. Returns 0, or -1 with err: RN_ERR_USAGE for
+ * fewer than two series, an unknown variant or a malformed points.csv,
+ * RN_ERR_ENV for a missing folder or points.csv.
+ */
+int cmp_load(const char *const *specs, size_t n, const struct strvec *metrics, struct cmp_set *out,
+             struct err *err);
+void cmp_release(struct cmp_set *c);
+
+/* The terminal table: per metric and concurrency, values and ratios; then
+ * the fits side by side. */
+void cmp_print(FILE *f, const struct cmp_set *c);
+
+/*
+ * Write out_dir/compare.md and the charts under out_dir/plots/ (created).
+ * Returns 0, or -1 with err (RN_ERR_ENV); compare.md is written even when
+ * gnuplot is missing, and says so.
+ */
+int cmp_write(const struct cmp_set *c, const char *out_dir, struct err *err);
+
+#endif

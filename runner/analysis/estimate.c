@@ -1,0 +1,158 @@
+/*
+ * estimate: point durations from the wave model, the model from a run's
+ * results, and the run-time ETA. See estimate.h for the model.
+ */
+#include "analysis/estimate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sweep.h"
+#include "fileio.h"
+#include "analysis/fit.h"
+#include "xalloc.h"
+
+static double ttft_ms(const struct est_model *m, long active)
+{
+    double t = m->ttft_a_ms + m->ttft_b_ms * (double)active;
+    return t > 0 ? t : 0;
+}
+
+double est_point_s(const struct est_model *m, const struct est_point *p)
+{
+    long c = p->concurrency < 1 ? 1 : p->concurrency;
+    double ms = 0;
+    for (long left = p->prompts; left > 0;) {
+        long active = left < c ? left : c;
+        double step = m->a_ms + m->b_ms * (double)active;
+        ms += (double)p->output_len * (step > 0 ? step : 0) + ttft_ms(m, active);
+        left -= active;
+    }
+    return ms / 1000.0;
+}
+
+/* Fit metric against concurrency over the ok rows of variant: returns the
+ * number of rows used; *a, *b set (b = 0 and a = mean with one level). */
+static size_t fit_metric(const struct res_table *t, const char *variant, const char *metric,
+                         double *a, double *b)
+{
+    double *x = xcalloc(t->n + 1, sizeof(double)), *y = xcalloc(t->n + 1, sizeof(double));
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct res_point *p = &t->rows[i];
+        double v;
+        if (strcmp(p->status ? p->status : "", RES_OK) != 0 ||
+            (variant && strcmp(p->variant ? p->variant : "", variant) != 0) ||
+            !mset_get(&p->metrics, metric, &v) || !isfinite(v))
+            continue;
+        x[n] = (double)p->concurrency;
+        y[n++] = v;
+    }
+    struct fit_line l;
+    if (n > 0 && fit_linear(x, y, n, &l) == 0) {
+        *a = l.a;
+        *b = l.b;
+    } else if (n > 0) {
+        double s = 0;
+        for (size_t i = 0; i < n; i++)
+            s += y[i];
+        *a = s / (double)n;
+        *b = 0;
+    }
+    free(x);
+    free(y);
+    return n;
+}
+
+int est_model_from_table(const struct res_table *t, const char *variant, struct est_model *m,
+                         struct err *err)
+{
+    memset(m, 0, sizeof(*m));
+    if (fit_metric(t, variant, "median_tpot_ms", &m->a_ms, &m->b_ms) == 0)
+        return err_set(err, RN_ERR_USAGE, "no ok point%s%s%s has a median TPOT to estimate from",
+                       variant ? " of variant '" : "", variant ? variant : "", variant ? "'" : ""),
+               -1;
+    fit_metric(t, variant, "median_ttft_ms", &m->ttft_a_ms, &m->ttft_b_ms);
+    return 0;
+}
+
+double est_eta_s(const struct est_model *m, const struct est_point *todo, size_t n,
+                 double done_pred_s, double done_actual_s)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += est_point_s(m, &todo[i]);
+    if (done_pred_s > 0 && done_actual_s > 0)
+        s *= done_actual_s / done_pred_s;
+    return s;
+}
+
+void est_format(double seconds, char *out, size_t size)
+{
+    if (!isfinite(seconds) || seconds < 0) {
+        snprintf(out, size, "?");
+        return;
+    }
+    long s = lround(seconds);
+    if (s < 60)
+        snprintf(out, size, "%lds", s);
+    else if (s < 3600)
+        snprintf(out, size, "%ldm%02lds", s / 60, s % 60);
+    else
+        snprintf(out, size, "%ldh%02ldm", s / 3600, s % 3600 / 60);
+}
+
+int est_print_plan(FILE *f, const struct plan *plan, const char *run_dir, struct err *err)
+{
+    struct res_table t;
+    struct est_model *models = xcalloc(plan->n_variants + 1, sizeof(*models));
+    char *csv = path_join(run_dir, "points.csv");
+    int rc = -1;
+    res_table_init(&t);
+    if (!path_exists(csv)) {
+        err_set(err, RN_ERR_ENV,
+                "--from %s: no points.csv there (a run folder, or 'sweep plot %s' to rebuild it)",
+                run_dir, run_dir);
+        goto out;
+    }
+    if (res_table_load(csv, &t, err) != 0)
+        goto out;
+    fprintf(f,
+            "\ntime estimate from %s (decode waves of min(C, remaining) requests; server "
+            "start and warmup not included):\n",
+            run_dir);
+    for (size_t v = 0; v < plan->n_variants; v++) {
+        const char *name = plan->variants[v].v->name;
+        struct err e;
+        err_init(&e);
+        bool own = est_model_from_table(&t, name, &models[v], &e) == 0;
+        if (!own && est_model_from_table(&t, NULL, &models[v], err) != 0)
+            goto out;
+        const struct est_model *m = &models[v];
+        fprintf(f, "  %s: step = %.1f + %.2f·N ms, TTFT = %.1f + %.2f·N ms (from %s)\n", name,
+                m->a_ms, m->b_ms, m->ttft_a_ms, m->ttft_b_ms,
+                own ? "the run's points of this variant" : "all of the run's points");
+    }
+    double total = 0;
+    for (size_t i = 0; i < plan->n_points; i++) {
+        const struct plan_point *pp = &plan->points[i];
+        const struct plan_variant *pv = &plan->variants[pp->variant];
+        struct est_point ep = {pp->concurrency, pp->prompts, pv->v->bench.output_len};
+        double s = est_point_s(&models[pp->variant], &ep);
+        char dur[16];
+        est_format(s, dur, sizeof(dur));
+        fprintf(f, "  %-12s %-18s %10.1f s  (%s)\n", pv->v->name, pp->log_name, s, dur);
+        total += s;
+    }
+    char dur[16];
+    est_format(total, dur, sizeof(dur));
+    fprintf(f, "  %-31s %10.1f s  (%s)\n", "total", total, dur);
+    rc = 0;
+out:
+    res_table_release(&t);
+    free(models);
+    free(csv);
+    return rc;
+}

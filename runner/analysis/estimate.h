@@ -1,0 +1,72 @@
+/*
+ * estimate: how long points will take, from a scaling fit. A point of C
+ * concurrent requests and P prompts runs as waves of min(C, remaining)
+ * requests; a wave of `active` requests takes output_len·(a + b·active) ms
+ * of decode plus the time to first token at that load. Used by
+ * `sweep check --from RUN_DIR` before anything runs, and by `sweep run`
+ * for an ETA that refines as points finish.
+ *
+ * Not included: server start-up, warmup requests, the client's own start.
+ */
+#ifndef RUNNER_ESTIMATE_H
+#define RUNNER_ESTIMATE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "err.h"
+#include "config/plan.h"
+#include "store/results.h"
+
+struct est_model {
+    double a_ms;      /* step time at zero load: step_ms = a_ms + b_ms·active */
+    double b_ms;      /* added step time per active request, ms */
+    double ttft_a_ms; /* time to first token: ttft_ms = ttft_a_ms + ttft_b_ms·active */
+    double ttft_b_ms; /* (both 0 when unknown; a negative prediction counts as 0) */
+};
+
+/* One point to estimate. */
+struct est_point {
+    long concurrency; /* C >= 1 */
+    long prompts;     /* P >= 0 measured requests */
+    long output_len;  /* tokens generated per request */
+};
+
+/* Predicted seconds for one point (0 for P <= 0; C < 1 is taken as 1). */
+double est_point_s(const struct est_model *m, const struct est_point *p);
+
+/*
+ * Build a model from a run's results: least squares of median_tpot_ms and
+ * median_ttft_ms against concurrency over the ok rows of variant (NULL: all
+ * variants together). With one concurrency level only, the step time is
+ * taken as constant (b = 0). A missing TTFT leaves the TTFT terms 0.
+ * Returns 0, or -1 with err set (RN_ERR_USAGE) when no ok row has a median
+ * TPOT for that variant.
+ */
+int est_model_from_table(const struct res_table *t, const char *variant, struct est_model *m,
+                         struct err *err);
+
+/*
+ * ETA for a run in progress, in seconds: the predicted time of the points
+ * still to run (todo[0..n)), scaled by how long the finished points took
+ * against their own predictions (done_actual_s / done_pred_s) once both
+ * are above zero. The run loop calls this after each point with the sums
+ * so far; a model refitted from the points measured so far
+ * (est_model_from_table on the run's own table) sharpens it further.
+ */
+double est_eta_s(const struct est_model *m, const struct est_point *todo, size_t n,
+                 double done_pred_s, double done_actual_s);
+
+/*
+ * `sweep check EXP --from RUN_DIR`: print the predicted duration of every
+ * point of plan and the total, from a model fitted to RUN_DIR's points.csv
+ * (per variant: the run's points of the same variant name, else all its ok
+ * points). Returns 0, or -1 with err set: RN_ERR_ENV when RUN_DIR has no
+ * readable points.csv, RN_ERR_USAGE when no ok point has a median TPOT.
+ */
+int est_print_plan(FILE *f, const struct plan *plan, const char *run_dir, struct err *err);
+
+/* Format seconds as "42s", "6m31s" or "2h05m" into out (>= 16 bytes). */
+void est_format(double seconds, char *out, size_t size);
+
+#endif

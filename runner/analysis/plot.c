@@ -1,0 +1,467 @@
+/*
+ * plot: chart data and scripts from templates, and gnuplot runs. Each
+ * chart is self-contained in its folder (.dat + .gp), so the scripts can
+ * be rerun by hand; gnuplot is started from an argv vector with
+ * posix_spawnp in that folder, its output captured through a pipe.
+ */
+#include "analysis/plot.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "sweep.h"
+#include "fileio.h"
+#include "log.h"
+#include "strutil.h"
+#include "timeutil.h"
+#include "capture.h"
+#include "xalloc.h"
+
+
+#define GNUPLOT_TIMEOUT_MS 60000.0
+#define GNUPLOT_OUT_MAX    ((size_t)4 << 20)
+#define SCRIPT_MAX         ((size_t)4 << 20)
+
+struct plot_template {
+    const char *name;
+    const char *text;
+};
+
+static const struct plot_template templates[] = {
+#include "plot_templates.h"
+};
+
+/* Point types cycled over series: filled circle, square, diamond, triangles. */
+static const int point_types[] = {7, 5, 13, 9, 11, 15};
+
+/* ---- chart building ---- */
+
+void plot_chart_init(struct plot_chart *c, const char *name, const char *tmpl, const char *title,
+                     const char *ylabel, enum plot_fit fit)
+{
+    memset(c, 0, sizeof(*c));
+    c->name = xstrdup(name);
+    c->tmpl = xstrdup(tmpl);
+    c->title = xstrdup(title);
+    c->xlabel = xstrdup("concurrency (requests in flight, log2 scale)");
+    c->ylabel = xstrdup(ylabel);
+    c->fit = fit;
+}
+
+void plot_chart_release(struct plot_chart *c)
+{
+    for (size_t i = 0; i < c->n_s; i++) {
+        struct plot_series *s = &c->s[i];
+        free(s->title);
+        free(s->x);
+        free(s->y);
+        free(s->lo);
+        free(s->hi);
+    }
+    free(c->s);
+    free(c->name);
+    free(c->tmpl);
+    free(c->title);
+    free(c->xlabel);
+    free(c->ylabel);
+    memset(c, 0, sizeof(*c));
+}
+
+struct plot_series *plot_chart_series(struct plot_chart *c, const char *title)
+{
+    XGROW(c->s, c->cap_s, c->n_s + 1);
+    struct plot_series *s = &c->s[c->n_s++];
+    memset(s, 0, sizeof(*s));
+    s->title = xstrdup(title);
+    return s;
+}
+
+void plot_series_add(struct plot_series *s, double x, double y, double lo, double hi)
+{
+    if (!isfinite(x) || x <= 0 || !isfinite(y))
+        return;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 8;
+        s->x = xrealloc(s->x, cap * sizeof(double));
+        s->y = xrealloc(s->y, cap * sizeof(double));
+        s->lo = xrealloc(s->lo, cap * sizeof(double));
+        s->hi = xrealloc(s->hi, cap * sizeof(double));
+        s->cap = cap;
+    }
+    s->x[s->n] = x;
+    s->y[s->n] = y;
+    s->lo[s->n] = isfinite(lo) ? lo : y;
+    s->hi[s->n] = isfinite(hi) ? hi : y;
+    s->n++;
+}
+
+size_t plot_chart_points(const struct plot_chart *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_s; i++)
+        n += c->s[i].n;
+    return n;
+}
+
+/* ---- templates ---- */
+
+char *plot_template(const char *name)
+{
+    const char *dir = getenv("SWEEP_PLOT_TEMPLATES");
+    if (dir && *dir) {
+        char *path = xasprintf("%s/%s.gp", dir, name);
+        struct buf b;
+        struct err e;
+        buf_init(&b, SCRIPT_MAX);
+        err_init(&e);
+        int rc = file_read_all(path, &b, &e, RN_ERR_ENV);
+        free(path);
+        if (rc == 0)
+            return buf_detach(&b, NULL);
+        buf_release(&b);
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof(templates) / sizeof(templates[0]); i++)
+        if (strcmp(templates[i].name, name) == 0)
+            return xstrdup(templates[i].text);
+    return NULL;
+}
+
+char *plot_quote(const char *s)
+{
+    struct buf b;
+    buf_init(&b, SCRIPT_MAX);
+    buf_putc(&b, '"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            buf_putc(&b, '\\');
+        if (*s == '\n' || *s == '\r')
+            buf_putc(&b, ' ');
+        else
+            buf_putc(&b, *s);
+    }
+    buf_putc(&b, '"');
+    return buf_detach(&b, NULL);
+}
+
+struct subst {
+    const char *key;   /* placeholder name, without the @ signs */
+    const char *value; /* replacement text */
+};
+
+/* Replace every @KEY@ in tmpl; an @UPPERCASE@ word not in subs is an error. */
+static int fill(const char *tmpl_name, const char *tmpl, const struct subst *subs, size_t n,
+                struct buf *out, struct err *err)
+{
+    for (const char *p = tmpl; *p;) {
+        if (*p == '@') {
+            const char *q = p + 1;
+            while (*q >= 'A' && *q <= 'Z')
+                q++;
+            if (*q == '@' && q > p + 1) {
+                size_t len = (size_t)(q - p - 1);
+                size_t i = 0;
+                while (i < n && !(strlen(subs[i].key) == len && !strncmp(subs[i].key, p + 1, len)))
+                    i++;
+                if (i == n)
+                    return err_set(err, RN_ERR_USAGE, "template '%s': unknown placeholder %.*s",
+                                   tmpl_name, (int)(len + 2), p),
+                           -1;
+                buf_puts(out, subs[i].value);
+                p = q + 1;
+                continue;
+            }
+        }
+        buf_putc(out, *p++);
+    }
+    if (out->toobig)
+        return err_set(err, RN_ERR_USAGE, "template '%s': script too large", tmpl_name), -1;
+    return 0;
+}
+
+/* ---- script generation ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Indices of s's points in ascending x. */
+static size_t *sorted_order(const struct plot_series *s)
+{
+    size_t *ord = xcalloc(s->n + 1, sizeof(size_t));
+    for (size_t i = 0; i < s->n; i++)
+        ord[i] = i;
+    for (size_t i = 1; i < s->n; i++) /* insertion sort: a handful of points */
+        for (size_t j = i; j > 0 && s->x[ord[j - 1]] > s->x[ord[j]]; j--) {
+            size_t t = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = t;
+        }
+    return ord;
+}
+
+static void write_dat(const struct plot_chart *c, struct buf *b)
+{
+    buf_printf(b, "# %s.dat: data of %s.gp, written by sweep. One block per series\n", c->name,
+               c->name);
+    buf_printf(b, "# (gnuplot index 0, 1, ...); columns: concurrency, value, low, high.\n");
+    size_t idx = 0;
+    for (size_t k = 0; k < c->n_s; k++) {
+        const struct plot_series *s = &c->s[k];
+        if (!s->n)
+            continue;
+        buf_printf(b, "%s# index %zu: %s\n", idx ? "\n\n" : "", idx, s->title);
+        size_t *ord = sorted_order(s);
+        for (size_t i = 0; i < s->n; i++) {
+            size_t j = ord[i];
+            buf_printf(b, "%.10g %.10g %.10g %.10g\n", s->x[j], s->y[j], s->lo[j], s->hi[j]);
+        }
+        free(ord);
+        idx++;
+    }
+}
+
+static bool has_spread(const struct plot_series *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->lo[i] != s->y[i] || s->hi[i] != s->y[i])
+            return true;
+    return false;
+}
+
+/* The plot command's clauses, the fit parameters, x tics and range. */
+static void build_plot(const struct plot_chart *c, struct buf *plot, struct buf *defs,
+                       struct buf *xtics, struct buf *xrange)
+{
+    double *xs = xcalloc(plot_chart_points(c) + 1, sizeof(double));
+    size_t nx = 0, idx = 0;
+    for (size_t k = 0; k < c->n_s; k++) {
+        const struct plot_series *s = &c->s[k];
+        if (!s->n)
+            continue;
+        int lc = (int)k + 1, pt = point_types[k % (sizeof(point_types) / sizeof(int))];
+        char *t = plot_quote(s->title);
+        if (plot->len)
+            buf_puts(plot, ", \\\n         ");
+        /* measured points; joined by lines only where no fitted line is drawn */
+        bool fitted = s->fit && c->fit != PLOT_FIT_NONE;
+        if (has_spread(s))
+            buf_printf(plot,
+                       "\"%s.dat\" index %zu using 1:2:3:4 with %s lc %d pt %d ps 1.2 title %s",
+                       c->name, idx, fitted ? "yerrorbars" : "yerrorlines", lc, pt, t);
+        else
+            buf_printf(plot, "\"%s.dat\" index %zu using 1:2 with %s lc %d pt %d ps 1.2 title %s",
+                       c->name, idx, fitted ? "points" : "linespoints", lc, pt, t);
+        free(t);
+        if (s->fit && c->fit != PLOT_FIT_NONE) {
+            buf_printf(defs, "a%zu = %.10g; b%zu = %.10g  # %s\n", k + 1, s->a, k + 1, s->b,
+                       s->title);
+            char *label;
+            if (c->fit == PLOT_FIT_LINE)
+                label =
+                    xasprintf("%s fit: %.1f + %.2f·N ms (R² %.3f)", s->title, s->a, s->b, s->r2);
+            else
+                label = xasprintf("%s fit: N·1000/(%.1f + %.2f·N) tok/s", s->title, s->a, s->b);
+            t = plot_quote(label);
+            if (c->fit == PLOT_FIT_LINE)
+                buf_printf(plot,
+                           ", \\\n         a%zu + b%zu*x with lines lc %d dt 2 lw 1.5 title %s",
+                           k + 1, k + 1, lc, t);
+            else
+                buf_printf(plot,
+                           ", \\\n         x*1000/(a%zu + b%zu*x) with lines lc %d dt 2 lw 1.5 "
+                           "title %s",
+                           k + 1, k + 1, lc, t);
+            free(t);
+            free(label);
+            if (c->fit == PLOT_FIT_THROUGHPUT && s->b > 0) {
+                label = xasprintf("%s ceiling 1000/b = %.1f tok/s", s->title, 1000.0 / s->b);
+                t = plot_quote(label);
+                buf_printf(plot, ", \\\n         1000/b%zu with lines lc %d dt 3 lw 1.5 title %s",
+                           k + 1, lc, t);
+                free(t);
+                free(label);
+            }
+        }
+        for (size_t i = 0; i < s->n; i++)
+            xs[nx++] = s->x[i];
+        idx++;
+    }
+    if (strcmp(c->tmpl, "ratio") == 0)
+        buf_puts(plot,
+                 ", \\\n         1 with lines lc rgb \"gray40\" dt 2 lw 1.5 title \"equal (1.0)\"");
+    if (!defs->len)
+        buf_puts(defs, "# (no fitted lines on this chart)\n");
+    qsort(xs, nx, sizeof(double), cmp_double);
+    for (size_t i = 0; i < nx; i++)
+        if (i == 0 || xs[i] != xs[i - 1])
+            buf_printf(xtics, "%s%.10g", xtics->len ? ", " : "", xs[i]);
+    double lo = nx ? xs[0] : 1, hi = nx ? xs[nx - 1] : 1;
+    buf_printf(xrange, "%.6g:%.6g", lo / 1.4, hi * 1.4);
+    free(xs);
+}
+
+int plot_write(const struct plot_chart *c, const char *dir, struct err *err)
+{
+    struct buf dat, gp, plot, defs, xtics, xrange;
+    char *tmpl = NULL, *path = NULL, *title = NULL, *xl = NULL, *yl = NULL;
+    int rc = -1;
+    buf_init(&dat, SCRIPT_MAX);
+    buf_init(&gp, SCRIPT_MAX);
+    buf_init(&plot, SCRIPT_MAX);
+    buf_init(&defs, SCRIPT_MAX);
+    buf_init(&xtics, SCRIPT_MAX);
+    buf_init(&xrange, 256);
+    if (plot_chart_points(c) == 0) {
+        err_set(err, RN_ERR_USAGE, "chart '%s' has no points to draw", c->name);
+        goto out;
+    }
+    tmpl = plot_template(c->tmpl);
+    if (!tmpl) {
+        err_set(err, RN_ERR_USAGE, "no chart template '%s'%s", c->tmpl,
+                getenv("SWEEP_PLOT_TEMPLATES") ? " in $SWEEP_PLOT_TEMPLATES" : "");
+        goto out;
+    }
+    build_plot(c, &plot, &defs, &xtics, &xrange);
+    /* values go inside "..." in the templates: strip the quotes plot_quote adds */
+    title = plot_quote(c->title);
+    xl = plot_quote(c->xlabel);
+    yl = plot_quote(c->ylabel);
+    title[strlen(title) - 1] = xl[strlen(xl) - 1] = yl[strlen(yl) - 1] = '\0';
+    if (defs.len && defs.data[defs.len - 1] == '\n')
+        defs.data[--defs.len] = '\0';
+    const struct subst subs[] = {
+        {"NAME", c->name},   {"TITLE", title + 1},  {"XLABEL", xl + 1},      {"YLABEL", yl + 1},
+        {"DEFS", defs.data}, {"XTICS", xtics.data}, {"XRANGE", xrange.data}, {"PLOT", plot.data},
+    };
+    if (fill(c->tmpl, tmpl, subs, sizeof(subs) / sizeof(subs[0]), &gp, err) != 0)
+        goto out;
+    write_dat(c, &dat);
+    path = xasprintf("%s/%s.dat", dir, c->name);
+    if (file_write_atomic(path, dat.data, dat.len, err, RN_ERR_ENV) != 0)
+        goto out;
+    free(path);
+    path = xasprintf("%s/%s.gp", dir, c->name);
+    if (file_write_atomic(path, gp.data, gp.len, err, RN_ERR_ENV) != 0)
+        goto out;
+    rc = 0;
+out:
+    free(tmpl);
+    free(path);
+    free(title);
+    free(xl);
+    free(yl);
+    buf_release(&dat);
+    buf_release(&gp);
+    buf_release(&plot);
+    buf_release(&defs);
+    buf_release(&xtics);
+    buf_release(&xrange);
+    return rc;
+}
+
+/* ---- running gnuplot ---- */
+
+/* The last non-empty line of text, for error messages. */
+static void last_line(const char *text, size_t len, char *out, size_t size)
+{
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
+        len--;
+    size_t start = len;
+    while (start && text[start - 1] != '\n')
+        start--;
+    snprintf(out, size, "%.*s", (int)(len - start), text + start);
+}
+
+/*
+ * Run gnuplot with args (NULL-terminated) in dir, stdin from /dev/null,
+ * stdout and stderr into out. Returns 0 on exit status 0, else -1 with err.
+ */
+static int run_gnuplot(const char *dir, const char *const *args, struct buf *out, struct err *err)
+{
+    const char *bin = getenv("SWEEP_GNUPLOT");
+    if (!bin || !*bin)
+        bin = "gnuplot";
+    const char *argv[8];
+    size_t n = 0;
+    argv[n++] = bin;
+    for (size_t i = 0; args[i] && n < 7; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+
+    struct capture_opts opts = {.dir = dir, .with_stderr = true, .timeout_ms = GNUPLOT_TIMEOUT_MS};
+    struct capture_result res;
+    int sp = capture_run(argv, &opts, out, &res);
+    if (sp == ENOENT)
+        return err_set(err, RN_ERR_ENV,
+                       "gnuplot not found ('%s'): charts skipped; install gnuplot-nox (or set "
+                       "SWEEP_GNUPLOT), then run 'sweep plot RUN_DIR'",
+                       bin),
+               -1;
+    if (sp != 0)
+        return err_set(err, RN_ERR_ENV, "cannot start '%s': %s", bin, strerror(sp)), -1;
+    if (res.timed_out)
+        return err_set(err, RN_ERR_ENV, "gnuplot %s/%s: no answer in %.0f s (killed)", dir,
+                       argv[n - 1], GNUPLOT_TIMEOUT_MS / 1000),
+               -1;
+    int status = res.wstatus;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        char line[300];
+        last_line(out->data ? out->data : "", out->len, line, sizeof(line));
+        if (WIFEXITED(status))
+            return err_set(err, RN_ERR_ENV, "gnuplot %s/%s failed (exit %d): %s", dir, argv[n - 1],
+                           WEXITSTATUS(status), line),
+                   -1;
+        return err_set(err, RN_ERR_ENV, "gnuplot %s/%s killed by signal %d", dir, argv[n - 1],
+                       WTERMSIG(status)),
+               -1;
+    }
+    return 0;
+}
+
+int plot_render(const char *dir, const char *name, struct err *err)
+{
+    char *gp = xasprintf("%s.gp", name);
+    const char *args[] = {gp, NULL};
+    struct buf out;
+    int rc;
+    buf_init(&out, GNUPLOT_OUT_MAX);
+    rc = run_gnuplot(dir, args, &out, err);
+    if (rc == 0 && out.len)
+        log_debug("gnuplot %s: %s", gp, out.data);
+    static const char *const ext[] = {"png", "svg"};
+    for (size_t i = 0; rc == 0 && i < 2; i++) {
+        char *img = xasprintf("%s/%s.%s", dir, name, ext[i]);
+        struct stat st;
+        if (stat(img, &st) != 0 || st.st_size == 0) {
+            err_set(err, RN_ERR_ENV, "gnuplot %s wrote no %s", gp, img);
+            rc = -1;
+        }
+        free(img);
+    }
+    buf_release(&out);
+    free(gp);
+    return rc;
+}
+
+int plot_preview(const char *dir, const char *name, FILE *f, struct err *err)
+{
+    char *gp = xasprintf("%s.gp", name);
+    const char *args[] = {"-e", "outputs=\"dumb\"", gp, NULL};
+    struct buf out;
+    buf_init(&out, GNUPLOT_OUT_MAX);
+    int rc = run_gnuplot(dir, args, &out, err);
+    if (rc == 0 && out.len)
+        fwrite(out.data, 1, out.len, f);
+    buf_release(&out);
+    free(gp);
+    return rc;
+}

@@ -1,0 +1,692 @@
+/*
+ * report: from points.csv to fit.json, plots/ and REPORT.md. The fit is
+ * per variant (summary.c, fit.c); charts overlay the variants (plot.c);
+ * the report says what ran, shows every point, states each fit in words,
+ * embeds the charts and lists the failures with their causes.
+ */
+#include "analysis/report.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "sweep.h"
+#include "fileio.h"
+#include "log.h"
+#include "analysis/metric.h"
+#include "analysis/plot.h"
+#include "store/results.h"
+#include "store/rundir.h"
+#include "analysis/summary.h"
+#include "timeutil.h"
+#include "version.h"
+#include "xalloc.h"
+
+#define REPORT_MAX ((size_t)64 << 20)
+
+/* Columns of the points table in REPORT.md (shown when any row has them). */
+static const char *const table_metrics[] = {
+    "output_throughput", "median_tpot_ms", "median_ttft_ms",       "p99_ttft_ms",
+    "median_itl_ms",     "median_e2e_ms",  "achieved_concurrency", "failed_requests",
+};
+#define N_TABLE (sizeof(table_metrics) / sizeof(table_metrics[0]))
+
+/* Everything report_build works with, released in one place. */
+struct report {
+    const char *dir;
+    struct rundir rd;
+    struct res_table t;
+    const char *fit_x, *fit_y;
+    struct strvec variants;    /* in display order */
+    struct fit_analysis *fits; /* one per variant */
+    struct plot_chart *charts; /* charts written */
+    size_t n_charts;
+    struct strvec drawn; /* names of the charts gnuplot rendered */
+    char *chart_error;   /* owned; why charts are missing, or NULL */
+};
+
+static json_t *jnum(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *jci(const struct fit_ci *ci)
+{
+    if (!ci->ok)
+        return json_null();
+    json_t *a = json_array();
+    json_array_append_new(a, jnum(ci->lo));
+    json_array_append_new(a, jnum(ci->hi));
+    return a;
+}
+
+/* The spread of every metric at every concurrency with repeats, or NULL. */
+static json_t *spread_json(const struct res_table *t, const char *variant)
+{
+    json_t *out = json_object();
+    bool any = false;
+    struct strvec names = STRVEC_INIT;
+    for (size_t r = 0; r < t->n; r++)
+        for (size_t k = 0; k < t->rows[r].metrics.n; k++)
+            if (strvec_find(&names, t->rows[r].metrics.m[k].name) < 0)
+                strvec_push(&names, t->rows[r].metrics.m[k].name);
+    for (size_t i = 0; i < names.n; i++) {
+        struct sum_series s;
+        sum_metric(t, variant, names.v[i], &s);
+        json_t *levels = json_array();
+        for (size_t l = 0; l < s.n; l++) {
+            const struct sum_level *lv = &s.lv[l];
+            if (lv->s.n < 2)
+                continue;
+            json_t *o = json_object();
+            json_object_set_new(o, "concurrency", json_integer(lv->concurrency));
+            json_object_set_new(o, "n", json_integer((json_int_t)lv->s.n));
+            json_object_set_new(o, "mean", jnum(lv->s.mean));
+            json_object_set_new(o, "sd", jnum(lv->s.sd));
+            json_object_set_new(o, "min", jnum(lv->s.min));
+            json_object_set_new(o, "max", jnum(lv->s.max));
+            json_object_set_new(o, "mean_ci95", jci(&lv->s.mean_ci));
+            json_array_append_new(levels, o);
+        }
+        if (json_array_size(levels)) {
+            json_object_set_new(out, names.v[i], levels);
+            any = true;
+        } else {
+            json_decref(levels);
+        }
+        sum_series_release(&s);
+    }
+    strvec_release(&names);
+    if (!any) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+static json_t *variant_json(const struct report *r, size_t vi)
+{
+    const struct fit_analysis *fa = &r->fits[vi];
+    const char *variant = r->variants.v[vi];
+    json_t *o = json_object();
+    json_object_set_new(o, "ok", json_boolean(fa->ok));
+    json_object_set_new(o, "points_ok", json_integer((json_int_t)sum_count(&r->t, variant, true)));
+    json_object_set_new(o, "points_failed",
+                        json_integer((json_int_t)sum_count(&r->t, variant, false)));
+    json_object_set_new(o, "n_points", json_integer((json_int_t)fa->line.n));
+    json_object_set_new(o, "n_levels", json_integer((json_int_t)fa->n_x));
+    if (fa->reason[0])
+        json_object_set_new(o, "note", json_string(fa->reason));
+    if (fa->ok) {
+        json_object_set_new(o, "a", jnum(fa->line.a));
+        json_object_set_new(o, "b", jnum(fa->line.b));
+        json_object_set_new(o, "r2", jnum(fa->line.r2));
+        json_object_set_new(o, "ceiling_tok_s", jnum(fa->ceiling));
+        json_object_set_new(o, "c90", jnum(fa->c90));
+        json_object_set_new(o, "a_ci95", jci(&fa->a_ci));
+        json_object_set_new(o, "b_ci95", jci(&fa->b_ci));
+        json_object_set_new(o, "ceiling_ci95", jci(&fa->ceiling_ci));
+        json_t *res = json_array(), *regime = json_array();
+        for (size_t i = 0; i < fa->n_res; i++) {
+            const struct fit_residual *x = &fa->res[i];
+            json_t *e = json_object();
+            json_object_set_new(e, r->fit_x, jnum(x->x));
+            json_object_set_new(e, "repeat", json_integer(x->repeat));
+            json_object_set_new(e, r->fit_y, jnum(x->y));
+            json_object_set_new(e, "fitted", jnum(x->fitted));
+            json_object_set_new(e, "residual", jnum(x->residual));
+            json_object_set_new(e, "relative", jnum(x->relative));
+            json_object_set_new(e, "regime_change", json_boolean(x->regime_change));
+            json_array_append_new(res, e);
+            if (x->regime_change)
+                json_array_append_new(regime, jnum(x->x));
+        }
+        json_object_set_new(o, "residuals", res);
+        json_object_set_new(o, "regime_changes", regime);
+        json_t *pred = json_array();
+        for (size_t i = 0; i < fa->n_pred; i++) {
+            json_t *e = json_object();
+            json_object_set_new(e, r->fit_x, jnum(fa->pred[i].x));
+            json_object_set_new(e, r->fit_y, jnum(fa->pred[i].y));
+            if (isfinite(fa->pred[i].throughput))
+                json_object_set_new(e, "output_throughput", jnum(fa->pred[i].throughput));
+            json_array_append_new(pred, e);
+        }
+        json_object_set_new(o, "predictions", pred);
+    }
+    json_t *spread = spread_json(&r->t, variant);
+    if (spread)
+        json_object_set_new(o, "spread", spread);
+    return o;
+}
+
+static int write_fit_json(const struct report *r, struct err *err)
+{
+    json_t *root = json_object();
+    char stamp[32];
+    time_iso8601(stamp, sizeof(stamp));
+    json_object_set_new(root, "sweep_version", json_string(BUILD_VERSION));
+    json_object_set_new(root, "written", json_string(stamp));
+    json_object_set_new(root, "run", json_string(r->rd.name));
+    json_object_set_new(root, "model", json_string("y = a + b*x (least squares)"));
+    json_object_set_new(root, "x", json_string(r->fit_x));
+    json_object_set_new(root, "y", json_string(r->fit_y));
+    json_object_set_new(root, "regime_threshold", json_real(FIT_REGIME_REL));
+    json_object_set_new(root, "bootstrap",
+                        json_pack("{s:i, s:i, s:s}", "replicates", FIT_BOOTSTRAP_N, "seed",
+                                  (int)FIT_SEED_DEFAULT, "level", "95% percentile"));
+    json_t *vs = json_object();
+    for (size_t i = 0; i < r->variants.n; i++)
+        json_object_set_new(vs, r->variants.v[i], variant_json(r, i));
+    json_object_set_new(root, "variants", vs);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(root);
+    char *path = path_join(r->dir, "fit.json");
+    char *with_nl = xasprintf("%s\n", text ? text : "{}");
+    int rc = file_write_atomic(path, with_nl, strlen(with_nl), err, RN_ERR_ENV);
+    free(text);
+    free(with_nl);
+    free(path);
+    return rc;
+}
+
+/* ---- charts ---- */
+
+/* A chart of metric per variant against concurrency. */
+static void metric_chart(struct report *r, const char *name, const char *tmpl, const char *metric,
+                         enum plot_fit fit)
+{
+    char *label = sum_label(metric);
+    const char *unit = strstr(label, " (");
+    char *title = xasprintf("%s: %.*s vs concurrency", r->rd.name,
+                            (int)(unit ? (size_t)(unit - label) : strlen(label)), label);
+    r->charts = xrealloc(r->charts, (r->n_charts + 1) * sizeof(*r->charts));
+    struct plot_chart *c = &r->charts[r->n_charts];
+    plot_chart_init(c, name, tmpl, title, label, fit);
+    for (size_t vi = 0; vi < r->variants.n; vi++) {
+        struct sum_series s;
+        sum_metric(&r->t, r->variants.v[vi], metric, &s);
+        struct plot_series *ps = plot_chart_series(c, r->variants.v[vi]);
+        for (size_t l = 0; l < s.n; l++)
+            plot_series_add(ps, (double)s.lv[l].concurrency, s.lv[l].s.mean, s.lv[l].s.min,
+                            s.lv[l].s.max);
+        const struct fit_analysis *fa = &r->fits[vi];
+        if (fit != PLOT_FIT_NONE && fa->ok && strcmp(r->fit_x, "concurrency") == 0) {
+            ps->fit = true;
+            ps->a = fa->line.a;
+            ps->b = fa->line.b;
+            ps->r2 = fa->line.r2;
+        }
+        sum_series_release(&s);
+    }
+    if (plot_chart_points(c) == 0) {
+        /* nothing measured for this metric: drop what an earlier build drew */
+        static const char *const ext[] = {"dat", "gp", "png", "svg"};
+        for (size_t i = 0; i < 4; i++) {
+            char *old = xasprintf("%s/plots/%s.%s", r->dir, name, ext[i]);
+            unlink(old);
+            free(old);
+        }
+        plot_chart_release(c);
+    } else {
+        r->n_charts++;
+    }
+    free(label);
+    free(title);
+}
+
+/* The charts experiment.yaml asks for (throughput, tpot, ttft by default;
+ * a canonical metric name draws that metric); the fitted metric always
+ * gets a chart with its line. */
+static void build_charts(struct report *r)
+{
+    bool step = sum_is_step_metric(r->fit_y), fit_drawn = false;
+    const char *tpot = strstr(r->fit_y, "_tpot_ms") ? r->fit_y : "median_tpot_ms";
+    for (size_t i = 0; i < r->rd.plots.n; i++) {
+        const char *p = r->rd.plots.v[i];
+        if (strcmp(p, "throughput") == 0) {
+            metric_chart(r, "throughput", "throughput", "output_throughput",
+                         step ? PLOT_FIT_THROUGHPUT : PLOT_FIT_NONE);
+        } else if (strcmp(p, "tpot") == 0) {
+            bool fitted = strcmp(tpot, r->fit_y) == 0;
+            metric_chart(r, "tpot", "tpot", tpot, fitted ? PLOT_FIT_LINE : PLOT_FIT_NONE);
+            fit_drawn = fit_drawn || fitted;
+        } else if (strcmp(p, "ttft") == 0) {
+            metric_chart(r, "ttft", "ttft", "median_ttft_ms", PLOT_FIT_NONE);
+        } else if (metric_find(p)) {
+            bool fitted = strcmp(p, r->fit_y) == 0;
+            metric_chart(r, p, fitted ? "tpot" : "ttft", p, fitted ? PLOT_FIT_LINE : PLOT_FIT_NONE);
+            fit_drawn = fit_drawn || fitted;
+        } else {
+            log_warn("unknown chart '%s' skipped (known: throughput, tpot, ttft, or a metric name)",
+                     p);
+        }
+    }
+    if (!fit_drawn)
+        metric_chart(r, "fit", "tpot", r->fit_y, PLOT_FIT_LINE);
+}
+
+static void draw_charts(struct report *r)
+{
+    char *pdir = path_join(r->dir, "plots");
+    struct err e;
+    err_init(&e);
+    if (mkdir_p(pdir, 0755, &e, RN_ERR_ENV) != 0) {
+        r->chart_error = xstrdup(e.msg);
+        goto out;
+    }
+    for (size_t i = 0; i < r->n_charts; i++) {
+        err_init(&e);
+        if (plot_write(&r->charts[i], pdir, &e) != 0 ||
+            plot_render(pdir, r->charts[i].name, &e) != 0) {
+            if (!r->chart_error)
+                r->chart_error = xstrdup(e.msg);
+            if (strstr(e.msg, "gnuplot not found"))
+                break; /* the same for every chart */
+            continue;
+        }
+        strvec_push(&r->drawn, r->charts[i].name);
+    }
+out:
+    free(pdir);
+}
+
+/* ---- REPORT.md ---- */
+
+/* Markdown table cell: '|' escaped, line breaks flattened. */
+static void md_cell(struct buf *b, const char *s)
+{
+    for (; s && *s; s++) {
+        if (*s == '|')
+            buf_puts(b, "\\|");
+        else if (*s == '\n' || *s == '\r')
+            buf_putc(b, ' ');
+        else
+            buf_putc(b, *s);
+    }
+}
+
+static void md_num(struct buf *b, double v)
+{
+    if (isnan(v))
+        buf_puts(b, "");
+    else if (isinf(v))
+        buf_puts(b, v > 0 ? "inf" : "-inf");
+    else if (v == floor(v) && fabs(v) < 1e12)
+        buf_printf(b, "%.0f", v);
+    else
+        buf_printf(b, "%.2f", v);
+}
+
+/* An argv as one shell-readable line (nothing is ever run through a shell). */
+static void md_argv(struct buf *b, const struct strvec *argv)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return;
+    strvec_print_quoted(f, argv);
+    fclose(f);
+    while (len && text[len - 1] == '\n')
+        len--;
+    buf_putc(b, '`');
+    buf_append(b, text, len);
+    buf_putc(b, '`');
+    free(text); /* from open_memstream */
+}
+
+static void md_what_ran(struct buf *b, const struct report *r)
+{
+    buf_puts(b, "## What ran\n\n");
+    buf_printf(b, "- run folder: `%s`\n", r->dir);
+    if (r->rd.command.n) {
+        buf_puts(b, "- command: ");
+        md_argv(b, &r->rd.command);
+        buf_putc(b, '\n');
+    }
+    if (r->rd.sweep_version)
+        buf_printf(b, "- sweep %s\n", r->rd.sweep_version);
+    if (r->rd.host)
+        buf_printf(b, "- host: %s\n", r->rd.host);
+    if (r->rd.start)
+        buf_printf(b, "- started %s, ended %s\n", r->rd.start,
+                   r->rd.end ? r->rd.end : "(not recorded)");
+    if (r->rd.interrupted)
+        buf_printf(b,
+                   "- **interrupted**: the last session was stopped before every point ran; "
+                   "points missing below or marked `interrupted` were not measured (`sweep run "
+                   "EXPERIMENT --resume %s` runs every point without an ok row)\n",
+                   r->dir);
+    for (size_t i = 0; i < r->rd.n_v; i++) {
+        const struct rundir_variant *v = &r->rd.v[i];
+        buf_printf(b, "- variant **%s**", v->name);
+        if (v->model)
+            buf_printf(b, ": model `%s`", v->model);
+        if (v->server_argv.n) {
+            buf_puts(b, "; server ");
+            md_argv(b, &v->server_argv);
+        }
+        const struct rundir_extract *x = &v->ext;
+        buf_printf(b, "; metrics preset `%s`", x->preset ? x->preset : "none");
+        for (size_t k = 0; k < x->n_patterns; k++)
+            buf_printf(b, ", pattern `%s` = `%s`", x->patterns[k].name, x->patterns[k].regex);
+        buf_putc(b, '\n');
+    }
+    if (r->rd.imported) {
+        buf_printf(b, "- imported from %zu log(s) made outside sweep:\n", r->rd.sources.n);
+        for (size_t i = 0; i < r->rd.sources.n; i++)
+            buf_printf(b, "  - `%s`\n", r->rd.sources.v[i]);
+    }
+    if (!r->rd.has_manifest && !r->rd.has_experiment)
+        buf_puts(b, "- (no manifest.json or experiment.yaml in the folder: only the points are "
+                    "known)\n");
+    buf_putc(b, '\n');
+}
+
+static void md_points(struct buf *b, const struct report *r)
+{
+    bool show[N_TABLE] = {false};
+    for (size_t c = 0; c < N_TABLE; c++)
+        for (size_t i = 0; i < r->t.n && !show[c]; i++)
+            show[c] = mset_get(&r->t.rows[i].metrics, table_metrics[c], NULL);
+    buf_puts(b, "## Points\n\n| variant | C | prompts | repeat | status |");
+    for (size_t c = 0; c < N_TABLE; c++)
+        if (show[c]) {
+            char *l = sum_label(table_metrics[c]);
+            buf_printf(b, " %s |", l);
+            free(l);
+        }
+    buf_puts(b, "\n|---|---:|---:|---:|---|");
+    for (size_t c = 0; c < N_TABLE; c++)
+        if (show[c])
+            buf_puts(b, "---:|");
+    buf_putc(b, '\n');
+    for (size_t i = 0; i < r->t.n; i++) {
+        const struct res_point *p = &r->t.rows[i];
+        buf_puts(b, "| ");
+        md_cell(b, p->variant);
+        buf_printf(b, " | %ld | %ld | %ld | ", p->concurrency, p->prompts, p->repeat);
+        md_cell(b, p->status);
+        buf_puts(b, " |");
+        for (size_t c = 0; c < N_TABLE; c++) {
+            double v;
+            if (!show[c])
+                continue;
+            buf_putc(b, ' ');
+            if (mset_get(&p->metrics, table_metrics[c], &v))
+                md_num(b, v);
+            buf_puts(b, " |");
+        }
+        buf_putc(b, '\n');
+    }
+    buf_putc(b, '\n');
+}
+
+/* One variant's fit in words: the sentence the run exists for. */
+static void fit_words(struct buf *b, const struct report *r, const struct fit_analysis *fa)
+{
+    char *ylabel = sum_label(r->fit_y);
+    const struct metric_def *d = metric_find(r->fit_y);
+    const char *unit = d && d->unit[0] ? d->unit : "";
+    bool step = sum_is_step_metric(r->fit_y);
+    buf_printf(b, "%s = %.1f + %.2f·N%s%s (%zu points at %zu concurrency levels). ", r->fit_y,
+               fa->line.a, fa->line.b, unit[0] ? " " : "", unit, fa->line.n, fa->n_x);
+    if (step && fa->line.b > 0) {
+        buf_printf(b,
+                   "Each added request adds %.1f ms per decode step; ceiling %.1f tok/s; "
+                   "R² %.3f",
+                   fa->line.b, fa->ceiling, fa->line.r2);
+        if (isfinite(fa->c90))
+            buf_printf(b, "; 90%% of the ceiling is reached at about %.0f concurrent requests",
+                       fa->c90);
+        buf_puts(b, ".");
+        /* how much of a one-request step (a + b) one more request costs: the
+         * rest, a, is what the batch shares (weight reads, fixed overhead) */
+        double one = fa->line.a + fa->line.b;
+        double share = one > 0 ? fmin(fa->line.b / one, 1.0) : 1.0;
+        if (share >= 0.8)
+            buf_printf(b,
+                       " An added request costs %.0f%% of a one-request step (a + b = %.1f ms): "
+                       "almost nothing is shared, requests are processed one after another.",
+                       100 * share, one);
+        else if (share >= 0.2)
+            buf_printf(b,
+                       " An added request costs %.0f%% of a one-request step (a + b = %.1f ms): "
+                       "the batch shares the other %.0f%% (weight reads, fixed overhead); the "
+                       "rest is each request's own work (per-request kernels, attention, or "
+                       "matmuls that are compute-bound at this batch size).",
+                       100 * share, one, 100 * (1 - share));
+        else
+            buf_printf(b,
+                       " An added request costs %.1f%% of a one-request step (a + b = %.1f ms): "
+                       "batching amortizes the work well.",
+                       100 * share, one);
+    } else if (step) {
+        buf_printf(b,
+                   "No measurable per-request cost (b = %.2f ms): the step time does not grow "
+                   "with concurrency in the tested range, so no ceiling can be read from it.",
+                   fa->line.b);
+    } else {
+        buf_printf(b, "Each added unit of %s adds %.3g%s%s to %s; R² %.3f.", r->fit_x, fa->line.b,
+                   unit[0] ? " " : "", unit, ylabel, fa->line.r2);
+    }
+    if (fa->a_ci.ok)
+        buf_printf(b, " 95%% bootstrap intervals over repeats: a [%.1f, %.1f], b [%.2f, %.2f]",
+                   fa->a_ci.lo, fa->a_ci.hi, fa->b_ci.lo, fa->b_ci.hi);
+    if (fa->a_ci.ok && fa->ceiling_ci.ok)
+        buf_printf(b, ", ceiling [%.1f, %.1f] tok/s", fa->ceiling_ci.lo, fa->ceiling_ci.hi);
+    if (fa->a_ci.ok)
+        buf_puts(b, ".");
+    buf_putc(b, '\n');
+    free(ylabel);
+}
+
+static void md_fits(struct buf *b, const struct report *r)
+{
+    buf_printf(b, "## Scaling fit: %s = a + b·%s\n\n", r->fit_y, r->fit_x);
+    for (size_t vi = 0; vi < r->variants.n; vi++) {
+        const struct fit_analysis *fa = &r->fits[vi];
+        buf_printf(b, "**%s**: ", r->variants.v[vi]);
+        if (!fa->ok) {
+            buf_printf(b, "no fit (%s).\n\n", fa->reason);
+            continue;
+        }
+        fit_words(b, r, fa);
+        if (fa->n_regime) {
+            buf_printf(b,
+                       "\nPoints more than %.0f%% off the line (a regime change: bandwidth "
+                       "saturation, scheduler overhead, or queueing):\n",
+                       100 * FIT_REGIME_REL);
+            for (size_t i = 0; i < fa->n_res; i++) {
+                const struct fit_residual *x = &fa->res[i];
+                if (x->regime_change)
+                    buf_printf(b, "- %s %g (repeat %ld): measured %.2f, line %.2f (%+.0f%%)\n",
+                               r->fit_x, x->x, x->repeat, x->y, x->fitted, 100 * x->relative);
+            }
+        }
+        buf_printf(b, "\n| %s | measured | fitted | residual |\n|---:|---:|---:|---:|\n", r->fit_x);
+        for (size_t i = 0; i < fa->n_res; i++)
+            buf_printf(b, "| %g | %.2f | %.2f | %+.1f%%%s |\n", fa->res[i].x, fa->res[i].y,
+                       fa->res[i].fitted, 100 * fa->res[i].relative,
+                       fa->res[i].regime_change ? " (regime change)" : "");
+        if (fa->n_pred) {
+            bool thr = isfinite(fa->pred[0].throughput);
+            buf_printf(b, "\nPredicted at untested %s:\n\n| %s | %s |%s\n|---:|---:|%s\n", r->fit_x,
+                       r->fit_x, r->fit_y, thr ? " output throughput (tok/s) |" : "",
+                       thr ? "---:|" : "");
+            for (size_t i = 0; i < fa->n_pred; i++) {
+                buf_printf(b, "| %g | %.1f |", fa->pred[i].x, fa->pred[i].y);
+                if (thr)
+                    buf_printf(b, " %.1f |", fa->pred[i].throughput);
+                buf_putc(b, '\n');
+            }
+        }
+        buf_putc(b, '\n');
+    }
+}
+
+static void md_charts(struct buf *b, const struct report *r)
+{
+    buf_puts(b, "## Charts\n\n");
+    for (size_t i = 0; i < r->n_charts; i++) {
+        const struct plot_chart *c = &r->charts[i];
+        if (strvec_find(&r->drawn, c->name) < 0)
+            continue;
+        buf_printf(b, "![%s](plots/%s.png)\n\n", c->title, c->name);
+        buf_printf(b,
+                   "[svg](plots/%s.svg) · data [%s.dat](plots/%s.dat) · script "
+                   "[%s.gp](plots/%s.gp)\n\n",
+                   c->name, c->name, c->name, c->name, c->name);
+    }
+    if (r->chart_error)
+        buf_printf(b, "Charts missing: %s\n\n", r->chart_error);
+    else if (!r->drawn.n)
+        buf_puts(b, "No chart: no point has a value to draw.\n\n");
+}
+
+static void md_failures(struct buf *b, const struct report *r)
+{
+    buf_puts(b, "## Failures\n\n");
+    size_t n = 0;
+    for (size_t i = 0; i < r->t.n; i++) {
+        const struct res_point *p = &r->t.rows[i];
+        if (p->status && strcmp(p->status, RES_OK) == 0)
+            continue;
+        buf_printf(b, "- %s C=%ld n=%ld repeat %ld: **%s**", p->variant ? p->variant : "",
+                   p->concurrency, p->prompts, p->repeat, p->status ? p->status : "?");
+        if (p->cause && *p->cause) {
+            buf_puts(b, ": ");
+            md_cell(b, p->cause);
+        }
+        if (p->log && *p->log)
+            buf_printf(b, " (log `%s`)", p->log);
+        buf_putc(b, '\n');
+        n++;
+    }
+    buf_puts(b, n ? "\n" : "None: every point succeeded.\n\n");
+}
+
+static int write_report_md(const struct report *r, struct err *err)
+{
+    struct buf b;
+    buf_init(&b, REPORT_MAX);
+    buf_printf(&b, "# %s\n\n", r->rd.name);
+    if (r->rd.description && *r->rd.description)
+        buf_printf(&b, "%s\n\n", r->rd.description);
+    md_what_ran(&b, r);
+    md_points(&b, r);
+    md_fits(&b, r);
+    md_charts(&b, r);
+    md_failures(&b, r);
+    buf_printf(&b,
+               "---\nWritten by sweep %s from points.csv; `sweep plot %s` re-extracts the "
+               "points from the saved logs and rewrites this report.\n",
+               BUILD_VERSION, r->dir);
+    char *path = path_join(r->dir, "REPORT.md");
+    int rc = file_write_atomic(path, b.data, b.len, err, RN_ERR_ENV);
+    free(path);
+    buf_release(&b);
+    return rc;
+}
+
+/* ---- the entry point ---- */
+
+static void summary_lines(const struct report *r)
+{
+    for (size_t vi = 0; vi < r->variants.n; vi++) {
+        const struct fit_analysis *fa = &r->fits[vi];
+        if (!fa->ok) {
+            printf("fit %s: none (%s)\n", r->variants.v[vi], fa->reason);
+            continue;
+        }
+        printf("fit %s: %s = %.1f + %.2f·N (R² %.3f)", r->variants.v[vi], r->fit_y, fa->line.a,
+               fa->line.b, fa->line.r2);
+        if (isfinite(fa->ceiling))
+            printf("; ceiling %.1f tok/s", fa->ceiling);
+        if (fa->n_regime)
+            printf("; %zu point(s) off the line by more than %.0f%%", fa->n_regime,
+                   100 * FIT_REGIME_REL);
+        printf("\n");
+    }
+    printf("wrote %s/fit.json, %s/REPORT.md and %zu chart(s) in %s/plots/\n", r->dir, r->dir,
+           r->drawn.n, r->dir);
+}
+
+int report_build(const char *run_dir, const struct report_opts *opts, struct err *err)
+{
+    static const struct report_opts defaults = {NULL, NULL, false, false};
+    struct report r;
+    int rc = -1;
+    const struct report_opts *o = opts ? opts : &defaults;
+    memset(&r, 0, sizeof(r));
+    res_table_init(&r.t);
+    r.dir = run_dir;
+    if (rundir_open(run_dir, &r.rd, err) != 0)
+        goto out_nord;
+    char *csv = path_join(run_dir, "points.csv");
+    if (!path_exists(csv)) {
+        err_set(err, RN_ERR_USAGE,
+                "%s: no points.csv (run 'sweep plot %s' to rebuild it from the saved logs)",
+                run_dir, run_dir);
+        free(csv);
+        goto out;
+    }
+    int lrc = res_table_load(csv, &r.t, err);
+    free(csv);
+    if (lrc != 0)
+        goto out;
+    r.fit_x = o->fit_x ? o->fit_x : r.rd.fit_x;
+    r.fit_y = o->fit_y ? o->fit_y : r.rd.fit_y;
+    struct strvec order = STRVEC_INIT;
+    for (size_t i = 0; i < r.rd.n_v; i++)
+        strvec_push(&order, r.rd.v[i].name);
+    sum_variants(&r.t, &order, &r.variants);
+    strvec_release(&order);
+    r.fits = xcalloc(r.variants.n + 1, sizeof(*r.fits));
+    for (size_t i = 0; i < r.variants.n; i++)
+        sum_fit(&r.t, r.variants.v[i], r.fit_x, r.fit_y, &r.fits[i]);
+    if (write_fit_json(&r, err) != 0)
+        goto out;
+    build_charts(&r);
+    draw_charts(&r);
+    if (write_report_md(&r, err) != 0)
+        goto out;
+    if (!o->quiet)
+        summary_lines(&r);
+    if (o->preview && r.drawn.n) {
+        /* the main chart: throughput when drawn */
+        const char *main_chart =
+            strvec_find(&r.drawn, "throughput") >= 0 ? "throughput" : r.drawn.v[0];
+        char *pdir = path_join(run_dir, "plots");
+        struct err pe;
+        err_init(&pe);
+        fflush(stdout);
+        if (plot_preview(pdir, main_chart, stdout, &pe) != 0)
+            log_warn("%s", pe.msg);
+        free(pdir);
+    }
+    if (r.chart_error) {
+        err_set(err, RN_ERR_ENV, "%s", r.chart_error);
+        goto out;
+    }
+    rc = 0;
+out:
+    rundir_release(&r.rd);
+out_nord:
+    for (size_t i = 0; r.fits && i < r.variants.n; i++)
+        fit_analysis_release(&r.fits[i]);
+    free(r.fits);
+    for (size_t i = 0; i < r.n_charts; i++)
+        plot_chart_release(&r.charts[i]);
+    free(r.charts);
+    strvec_release(&r.variants);
+    strvec_release(&r.drawn);
+    free(r.chart_error);
+    res_table_release(&r.t);
+    return rc;
+}

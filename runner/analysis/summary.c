@@ -1,0 +1,168 @@
+/*
+ * summary: grouping a results table by variant and concurrency. Tables
+ * are small (one row per point), so everything is a linear scan.
+ */
+#include "analysis/summary.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "analysis/metric.h"
+#include "xalloc.h"
+
+static bool is_ok(const struct res_point *p)
+{
+    return p->status && strcmp(p->status, RES_OK) == 0;
+}
+
+static bool of_variant(const struct res_point *p, const char *variant)
+{
+    return !variant || strcmp(p->variant ? p->variant : "", variant) == 0;
+}
+
+void sum_variants(const struct res_table *t, const struct strvec *order, struct strvec *out)
+{
+    for (size_t i = 0; order && i < order->n; i++)
+        for (size_t r = 0; r < t->n; r++)
+            if (of_variant(&t->rows[r], order->v[i]) && strvec_find(out, order->v[i]) < 0) {
+                strvec_push(out, order->v[i]);
+                break;
+            }
+    for (size_t r = 0; r < t->n; r++) {
+        const char *v = t->rows[r].variant ? t->rows[r].variant : "";
+        if (strvec_find(out, v) < 0)
+            strvec_push(out, v);
+    }
+}
+
+static int cmp_long(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+void sum_metric(const struct res_table *t, const char *variant, const char *metric,
+                struct sum_series *out)
+{
+    long *cs = xcalloc(t->n + 1, sizeof(long));
+    double *vals = xcalloc(t->n + 1, sizeof(double));
+    size_t nc = 0;
+    out->lv = xcalloc(t->n + 1, sizeof(*out->lv));
+    out->n = 0;
+    for (size_t r = 0; r < t->n; r++)
+        if (of_variant(&t->rows[r], variant))
+            cs[nc++] = t->rows[r].concurrency;
+    qsort(cs, nc, sizeof(long), cmp_long);
+    for (size_t i = 0; i < nc; i++) {
+        if (i && cs[i] == cs[i - 1])
+            continue;
+        size_t n = 0;
+        for (size_t r = 0; r < t->n; r++) {
+            const struct res_point *p = &t->rows[r];
+            double v;
+            if (p->concurrency == cs[i] && of_variant(p, variant) && is_ok(p) &&
+                mset_get(&p->metrics, metric, &v) && isfinite(v))
+                vals[n++] = v;
+        }
+        if (!n)
+            continue;
+        struct sum_level *lv = &out->lv[out->n++];
+        lv->concurrency = cs[i];
+        fit_spread(vals, n, 0, &lv->s);
+    }
+    free(cs);
+    free(vals);
+}
+
+void sum_series_release(struct sum_series *s)
+{
+    free(s->lv);
+    s->lv = NULL;
+    s->n = 0;
+}
+
+const struct sum_level *sum_find(const struct sum_series *s, long c)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->lv[i].concurrency == c)
+            return &s->lv[i];
+    return NULL;
+}
+
+bool sum_is_step_metric(const char *name)
+{
+    size_t n = strlen(name);
+    return (n > 8 && strcmp(name + n - 8, "_tpot_ms") == 0) ||
+           (n > 7 && strcmp(name + n - 7, "_itl_ms") == 0);
+}
+
+void sum_fit(const struct res_table *t, const char *variant, const char *x, const char *y,
+             struct fit_analysis *fa)
+{
+    struct fit_obs *obs = xcalloc(t->n + 1, sizeof(*obs));
+    size_t n = 0;
+    for (size_t r = 0; r < t->n; r++) {
+        const struct res_point *p = &t->rows[r];
+        double xv, yv;
+        if (!of_variant(p, variant) || !is_ok(p) || !mset_get(&p->metrics, y, &yv))
+            continue;
+        if (strcmp(x, "concurrency") == 0)
+            xv = (double)p->concurrency;
+        else if (strcmp(x, "prompts") == 0)
+            xv = (double)p->prompts;
+        else if (!mset_get(&p->metrics, x, &xv))
+            continue;
+        obs[n++] = (struct fit_obs){xv, yv, p->repeat};
+    }
+    struct fit_opts o = {sum_is_step_metric(y), 0};
+    fit_analyse(obs, n, &o, fa);
+    free(obs);
+}
+
+char *sum_label(const char *metric)
+{
+    static const struct {
+        const char *name, *label;
+    } fixed[] = {
+        {"output_throughput", "output throughput"},
+        {"input_throughput", "input throughput"},
+        {"total_throughput", "total throughput"},
+        {"request_throughput", "request throughput"},
+        {"successful_requests", "successful requests"},
+        {"failed_requests", "failed requests"},
+        {"duration_s", "duration"},
+        {"total_input_tokens", "input tokens"},
+        {"total_output_tokens", "output tokens"},
+        {"achieved_concurrency", "achieved concurrency"},
+        {"max_itl_ms", "max ITL"},
+    };
+    const struct metric_def *d = metric_find(metric);
+    const char *unit = d && d->unit[0] ? d->unit : NULL;
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        if (strcmp(fixed[i].name, metric) == 0)
+            return unit ? xasprintf("%s (%s)", fixed[i].label, unit) : xstrdup(fixed[i].label);
+    /* STAT_WHAT_ms -> "STAT WHAT (ms)" */
+    static const char *const whats[] = {"ttft", "tpot", "itl", "e2e"};
+    const char *us = strchr(metric, '_');
+    for (size_t i = 0; us && d && i < 4; i++) {
+        size_t wl = strlen(whats[i]);
+        if (strncmp(us + 1, whats[i], wl) == 0 && strcmp(us + 1 + wl, "_ms") == 0) {
+            char up[8];
+            for (size_t k = 0; k <= wl; k++)
+                up[k] = (char)(whats[i][k] >= 'a' ? whats[i][k] - 32 : whats[i][k]);
+            return xasprintf("%.*s %s (ms)", (int)(us - metric), metric, up);
+        }
+    }
+    return unit ? xasprintf("%s (%s)", metric, unit) : xstrdup(metric);
+}
+
+size_t sum_count(const struct res_table *t, const char *variant, bool ok)
+{
+    size_t n = 0;
+    for (size_t r = 0; r < t->n; r++)
+        if (of_variant(&t->rows[r], variant) && is_ok(&t->rows[r]) == ok)
+            n++;
+    return n;
+}

@@ -1,0 +1,245 @@
+/*
+ * cmd_bench: `sweep bench`, the built-in load test against a running
+ * OpenAI-compatible server. Asks /v1/models for the model and vocabulary,
+ * runs the load (loadgen.c), prints SGLang's result block (lgreport.c) on
+ * stdout and optionally one JSON line per request. `sweep run` starts it as
+ * a child for `bench.tool: builtin` and keeps its output as the point log.
+ */
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "sweep.h"
+#include "err.h"
+#include "client/lgreport.h"
+#include "client/loadgen.h"
+#include "opts.h"
+#include "version.h"
+
+#define DEFAULT_VOCAB 1000 /* ids below 1000 exist in every vocabulary we know */
+
+/* Set by SIGINT/SIGTERM; the load loop polls it. The one signal flag. */
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static const char synopsis[] =
+    "--url URL -c CONC -n PROMPTS [--input-len N] [--output-len N] [--request-rate R]\n"
+    "       [--warmup N] [--model NAME] [--endpoint PATH] [--seed S] [--jsonl FILE]";
+
+static const char summary[] =
+    "Load-test a running OpenAI-compatible server and print SGLang's result block.\n"
+    "Closed loop by default (exactly CONC requests in flight until PROMPTS were sent);\n"
+    "with --request-rate, Poisson arrivals on a seeded schedule with at most CONC in\n"
+    "flight, and latencies reported from the intended send time too. Prompts are\n"
+    "INPUT_LEN random token ids (text words for chat endpoints) unless --prompt-text.\n"
+    "Failed requests are counted by kind and excluded from latencies and throughput.\n"
+    "\n"
+    "exit status: 0 the run completed (failed requests are data and are reported);\n"
+    "2 usage error; 3 the server cannot be reached or every request failed;\n"
+    "130 interrupted (the block covers what was measured).";
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return -1;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* One socket per request in flight: lift the soft limit on open files
+ * (often 1024) to the hard one when the concurrency needs it. */
+static void raise_fd_limit(long concurrency)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= (rlim_t)concurrency + 64)
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < (rlim_t)concurrency + 64)
+        fprintf(stderr,
+                "sweep bench: warning: the open-file limit (%ld) is low for %ld "
+                "connections; raise it with ulimit -n\n",
+                (long)rl.rlim_cur, concurrency);
+}
+
+/* Up to five failures, on stderr, so a log says why without the JSONL. */
+static void print_failures(const struct lg_result *res, const struct lgr_summary *sum)
+{
+    if (sum->n_failed == 0)
+        return;
+    fprintf(stderr, "sweep bench: %zu of %zu requests failed", sum->n_failed,
+            sum->n_ok + sum->n_failed);
+    int shown = 0;
+    for (size_t i = res->n_warmup; i < res->n_total && shown < 5; i++) {
+        const struct lg_record *r = &res->rec[i];
+        if (r->sent && r->fail != LG_OK && r->fail != LG_FAIL_INTERRUPTED) {
+            fprintf(stderr, "%s\n  request %zu: %s: %s",
+                    shown ? "" : "; the first:", i - res->n_warmup, lg_fail_label(r->fail),
+                    r->error ? r->error : "");
+            shown++;
+        }
+    }
+    fputc('\n', stderr);
+}
+
+/*
+ * The flow: flags -> GET /v1/models (model id, vocabulary; unreachable is
+ * exit 3 before anything runs) -> header lines -> lg_run -> statistics ->
+ * the block on stdout, the first failures on stderr, JSONL if asked.
+ * The exit status says whether there is anything to read in the block.
+ */
+int cmd_bench(int argc, char **argv)
+{
+    struct lg_config cfg = {
+        .endpoint = "/v1/completions",
+        .input_len = 256,
+        .output_len = 128,
+        .warmup = 1,
+        .idle_timeout_s = 120,
+        .request_timeout_s = 1800,
+        .connect_timeout_s = 10,
+    };
+    const char *url = NULL, *model = NULL, *jsonl = NULL;
+    long seed = 42, vocab = 0;
+    bool no_preconnect = false;
+    cfg.concurrency = 0;
+    cfg.n_prompts = 0;
+    /* the flag table drives parsing, range checks, "did you mean" and --help */
+    const struct opt opts[] = {
+        {"url", 0, OPT_STR, &url, "URL", "server base URL, e.g. http://127.0.0.1:30000 (required)"},
+        {"concurrency", 'c', OPT_LONG, &cfg.concurrency, "CONC",
+         "requests in flight (closed loop) or the in-flight cap (open loop) (required)", 1, 100000},
+        {"prompts", 'n', OPT_LONG, &cfg.n_prompts, "PROMPTS", "measured requests (required)", 1,
+         1e9},
+        {"input-len", 0, OPT_LONG, &cfg.input_len, "N", "prompt length in tokens (default 256)", 1,
+         1e7},
+        {"output-len", 0, OPT_LONG, &cfg.output_len, "N",
+         "max_tokens per request, ignore_eos set (default 128)", 1, 1e7},
+        {"request-rate", 0, OPT_DOUBLE, &cfg.request_rate, "R",
+         "open loop: Poisson arrivals, R requests/s (default: closed loop)", 1e-6, 1e9},
+        {"warmup", 0, OPT_LONG, &cfg.warmup, "N",
+         "warmup requests at the same concurrency, excluded (default 1)", 0, 1e6},
+        {"model", 0, OPT_STR, &model, "NAME", "model field (default: /v1/models data[0].id)"},
+        {"endpoint", 0, OPT_STR, &cfg.endpoint, "PATH",
+         "/v1/completions (default) or /v1/chat/completions"},
+        {"seed", 0, OPT_LONG, &seed, "S", "seed of prompts and arrival times (default 42)"},
+        {"jsonl", 0, OPT_STR, &jsonl, "FILE", "write one JSON object per request to FILE"},
+        {"vocab-size", 0, OPT_LONG, &vocab, "N",
+         "draw prompt ids from [0, N) (default: /v1/models meta.n_vocab, else 1000)", 1, 1e9},
+        {"prompt-text", 0, OPT_STR, &cfg.prompt_text, "TEXT",
+         "send TEXT as every prompt instead of random ids"},
+        {"idle-timeout", 0, OPT_DOUBLE, &cfg.idle_timeout_s, "S",
+         "fail a request that receives no byte for S seconds (default 120)", 0.01, 1e6},
+        {"request-timeout", 0, OPT_DOUBLE, &cfg.request_timeout_s, "S",
+         "fail a request still running after S seconds; 0 = no limit (default 1800)", 0, 1e7},
+        {"connect-timeout", 0, OPT_DOUBLE, &cfg.connect_timeout_s, "S",
+         "TCP connect limit in seconds (default 10)", 0.01, 1e4},
+        {"no-preconnect", 0, OPT_BOOL, &no_preconnect, NULL,
+         "do not open the connections (GET /v1/models) before the first request"},
+    };
+    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
+    struct err err;
+    err_init(&err);
+    int prc = opt_parse(argc, argv, opts, n_opts, NULL, &err, RN_ERR_USAGE);
+    if (prc == 1) {
+        opt_help(stdout, "sweep", "bench", synopsis, summary, opts, n_opts);
+        return RN_OK;
+    }
+    /* opts.h has no "required": the three without a sensible default */
+    if (prc == 0 && (!url || !cfg.concurrency || !cfg.n_prompts))
+        err_set(&err, RN_ERR_USAGE, "missing required option '%s' (see --help)",
+                !url               ? "--url"
+                : !cfg.concurrency ? "-c"
+                                   : "-n");
+    if (err.code) {
+        fprintf(stderr, "sweep bench: %s\n", err.msg);
+        return err.code;
+    }
+    cfg.base_url = url;
+    cfg.seed = (uint64_t)seed;
+
+    /* once for the process: lg_probe and lg_run then only take references,
+     * so TLS libraries are not set up twice (and not inside the measurement) */
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct lg_result res = {0};
+    int rc = RN_OK;
+    struct lg_server_info info;
+    if (lg_probe(url, cfg.connect_timeout_s + 10, &info, &err) != 0) {
+        fprintf(stderr, "sweep bench: %s (is the server running?)\n", err.msg);
+        rc = err.code;
+        goto out;
+    }
+    /* the flag wins; else what the server lists; else no model field at all
+     * (servers with one model accept that) */
+    cfg.model = model ? model : info.model[0] ? info.model : NULL;
+    cfg.vocab_size = vocab ? vocab : info.n_vocab ? info.n_vocab : DEFAULT_VOCAB;
+    bool chat = strstr(cfg.endpoint, "chat") != NULL;
+    cfg.preconnect = !no_preconnect;
+    cfg.progress = isatty(STDERR_FILENO);
+    raise_fd_limit(cfg.concurrency);
+    cfg.stop = &stop_flag;
+
+    /* "#" lines before the block say what was run; no preset pattern
+     * matches them (SGLang prints its own set of such lines there too) */
+    printf("#sweep bench %s: %s%s\n", BUILD_VERSION, url, cfg.endpoint);
+    printf("#model: %s\n", cfg.model ? cfg.model : "(none given; the field is left out)");
+    if (cfg.prompt_text)
+        printf("#prompt: fixed text of %zu bytes\n", strlen(cfg.prompt_text));
+    else if (chat)
+        printf("#prompt: %ld random words (chat takes no token ids)\n", cfg.input_len);
+    else
+        printf("#prompt: %ld random token ids from [0, %ld)%s\n", cfg.input_len, cfg.vocab_size,
+               vocab          ? ""
+               : info.n_vocab ? " (n_vocab from /v1/models)"
+                              : " (default range)");
+    printf("#load: %ld requests + %ld warmup, %s, concurrency %ld, max_tokens %ld, seed %ld\n",
+           cfg.n_prompts, cfg.warmup, cfg.request_rate > 0 ? "open loop (Poisson)" : "closed loop",
+           cfg.concurrency, cfg.output_len, seed);
+    fflush(stdout);
+
+    /* epoll_wait is never restarted after a handler (signal(7)): it returns
+     * EINTR and the loop sees the flag at once */
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    double cpu0 = cpu_seconds();
+    if (lg_run(&cfg, &res, &err) != 0) {
+        fprintf(stderr, "sweep bench: %s\n", err.msg);
+        rc = err.code;
+        goto out;
+    }
+    struct lgr_summary sum;
+    lgr_compute(&cfg, &res, &sum);
+    sum.cpu_s = cpu0 >= 0 ? cpu_seconds() - cpu0 : -1;
+    lgr_print(stdout, &cfg, &sum);
+    fflush(stdout);
+    print_failures(&res, &sum);
+    if (jsonl && lgr_write_jsonl(jsonl, &res, &err) != 0) {
+        fprintf(stderr, "sweep bench: %s\n", err.msg);
+        rc = err.code;
+    }
+    if (res.interrupted) {
+        fprintf(stderr, "sweep bench: interrupted; the block covers the %zu requests that ended\n",
+                sum.n_ok + sum.n_failed);
+        rc = RN_ERR_INTERRUPTED;
+    } else if (sum.n_ok == 0 && rc == RN_OK) {
+        fprintf(stderr, "sweep bench: every request failed (see the failure rows above)\n");
+        rc = RN_ERR_ENV;
+    }
+out:
+    lg_result_release(&res);
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,444 @@
+/*
+ * cmd_import: `sweep import LOG... --out RUN_DIR` makes a run folder from
+ * benchmark logs produced outside sweep (shell sweeps' sweep_<TAG>.log,
+ * measure_<TAG>.log ...). Each log's concurrency and prompt count come from
+ * its own lines when it has them, else from the tag in its name. The logs
+ * are copied into the run layout (<variant>/c<C>-n<P>[-r<R>].log), the
+ * extraction settings go into manifest.json's "imported" entry so that
+ * `sweep plot` reads the logs the same way later, then points.csv, the fit,
+ * the charts and REPORT.md are written as for any run.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "sweep.h"
+#include "analysis/extract.h"
+#include "fileio.h"
+#include "log.h"
+#include "opts.h"
+#include "analysis/report.h"
+#include "store/results.h"
+#include "store/rundir.h"
+#include "strutil.h"
+#include "timeutil.h"
+#include "version.h"
+#include "xalloc.h"
+
+#define LOG_MAX_BYTES ((size_t)64 << 20)
+
+static const char synopsis[] =
+    "LOG... --out RUN_DIR [--preset NAME] [--pattern NAME=REGEX]... [--tag-regex REGEX] "
+    "[--variant NAME]";
+static const char summary[] =
+    "Make a run folder from benchmark logs made outside sweep. Concurrency and prompts come\n"
+    "from each log's own lines ('Max request concurrency:', 'Successful requests:' + 'Failed\n"
+    "requests:'), else from the tag in the file name: c16-n48, 16_48, 16:48, 16x48 (or your\n"
+    "--tag-regex with groups (?<c>...) and (?<p>...)). The logs are copied, then points.csv,\n"
+    "fit.json, plots/ and REPORT.md are written; 'sweep plot' and 'sweep compare' then work\n"
+    "on the folder like on any run. A folder given as LOG stands for the *.log files in it.\n"
+    "A log without a required metric, or whose requests failed (none succeeded, more than\n"
+    "5%, or not all accounted for), becomes a failed point; a log whose concurrency or\n"
+    "prompts cannot be told stops the import before anything is written.";
+
+struct import_args {
+    const char *out, *preset, *tag_regex, *variant;
+    struct strvec patterns, require, logs;
+    bool no_preview;
+};
+
+/* One log to import. */
+struct item {
+    const char *src;    /* as given */
+    struct buf text;    /* its bytes */
+    long c, p, r;       /* concurrency, prompts, repeat */
+    const char *c_from; /* "log" or "tag": where c came from */
+    char *rel;          /* owned; VARIANT/cC-nP[-rR].log */
+};
+
+/* Fill c and p of it from its lines, else its name. */
+static int locate(struct item *it, const struct import_args *a, struct err *err)
+{
+    struct ext_shape shape;
+    long tc, tp;
+    if (ext_shape(it->text.data, it->text.len, &shape, err) != 0 ||
+        ext_tag(a->tag_regex, it->src, &tc, &tp, err) != 0) {
+        err_prefix(err, "%s", it->src);
+        return -1;
+    }
+    it->c = shape.concurrency > 0 ? shape.concurrency : tc;
+    it->p = shape.prompts > 0 ? shape.prompts : tp;
+    it->c_from = shape.concurrency > 0 ? "log" : "tag";
+    if (shape.concurrency > 0 && tc > 0 && tc != shape.concurrency)
+        log_warn("%s: the log says concurrency %ld, the file name %ld; using the log's", it->src,
+                 shape.concurrency, tc);
+    if (shape.prompts > 0 && tp > 0 && tp != shape.prompts)
+        log_warn("%s: the log counts %ld requests, the file name says %ld; using the log's",
+                 it->src, shape.prompts, tp);
+    if (it->c < 1)
+        return err_set(err, RN_ERR_USAGE,
+                       "%s: cannot tell the concurrency: no 'Max request concurrency:' line with a "
+                       "number and no tag such as c16-n48 in the name (use --tag-regex)",
+                       it->src),
+               -1;
+    if (it->p < 1)
+        return err_set(err, RN_ERR_USAGE,
+                       "%s: cannot tell the number of prompts: no 'Successful requests:' line and "
+                       "no tag such as c16-n48 in the name (use --tag-regex)",
+                       it->src),
+               -1;
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The logs as given, with each folder replaced by the *.log files in it
+ * (by name; hidden files left out). A folder without any is an error. */
+static int expand_folders(const struct strvec *in, struct strvec *out, struct err *err)
+{
+    for (size_t i = 0; i < in->n; i++) {
+        struct stat st;
+        if (stat(in->v[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
+            strvec_push(out, in->v[i]); /* reading it will say what is wrong */
+            continue;
+        }
+        DIR *d = opendir(in->v[i]);
+        if (!d)
+            return err_set(err, RN_ERR_ENV, "%s: cannot list the folder: %s", in->v[i],
+                           strerror(errno)),
+                   -1;
+        struct strvec found = STRVEC_INIT;
+        struct dirent *de;
+        while ((de = readdir(d)))
+            if (de->d_name[0] != '.' && str_ends_with(de->d_name, ".log")) {
+                char *path = path_join(in->v[i], de->d_name);
+                if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+                    strvec_push(&found, path);
+                free(path);
+            }
+        closedir(d);
+        if (!found.n) {
+            strvec_release(&found);
+            return err_set(err, RN_ERR_USAGE, "%s: a folder without any *.log file", in->v[i]), -1;
+        }
+        qsort(found.v, found.n, sizeof(found.v[0]), by_name);
+        for (size_t k = 0; k < found.n; k++)
+            strvec_push(out, found.v[k]);
+        strvec_release(&found);
+    }
+    return 0;
+}
+
+/* Copy it into the run folder; an existing different file is an error. */
+static int place(const struct item *it, const char *out, struct err *err)
+{
+    char *path = path_join(out, it->rel);
+    struct buf old;
+    struct err e;
+    int rc = 0;
+    buf_init(&old, LOG_MAX_BYTES);
+    err_init(&e);
+    if (path_exists(path)) {
+        if (file_read_all(path, &old, &e, RN_ERR_ENV) != 0 || old.len != it->text.len ||
+            (old.len && memcmp(old.data, it->text.data, old.len) != 0)) {
+            err_set(err, RN_ERR_USAGE,
+                    "%s: '%s' already holds a different log; import into a new folder", it->src,
+                    path);
+            rc = -1;
+        }
+    } else {
+        rc = file_write_atomic(path, it->text.data ? it->text.data : "", it->text.len, err,
+                               RN_ERR_ENV);
+    }
+    buf_release(&old);
+    free(path);
+    return rc;
+}
+
+/* manifest.json for the imported run: what was imported, from where, and
+ * the extraction settings `sweep plot` must reuse. An earlier import into
+ * the same folder keeps its sources. */
+static int write_manifest(const struct import_args *a, struct item *items, size_t n, int argc,
+                          char **argv, struct err *err)
+{
+    char *path = path_join(a->out, "manifest.json");
+    json_t *root = path_exists(path) ? json_load_file(path, 0, NULL) : NULL;
+    char stamp[32];
+    time_iso8601(stamp, sizeof(stamp));
+    if (!json_is_object(root)) {
+        json_decref(root);
+        root = json_object();
+        const char *base = strrchr(a->out, '/');
+        json_object_set_new(root, "sweep_version", json_string(BUILD_VERSION));
+        json_object_set_new(root, "experiment", json_string(base && base[1] ? base + 1 : a->out));
+        json_object_set_new(root, "start", json_string(stamp));
+    }
+    json_object_set_new(root, "end", json_string(stamp));
+    json_t *imp = json_object_get(root, "imported");
+    if (!json_is_object(imp)) {
+        imp = json_object();
+        json_object_set_new(root, "imported", imp);
+    }
+    json_t *args = json_array();
+    json_array_append_new(args, json_string("sweep"));
+    json_array_append_new(args, json_string("import"));
+    for (int i = 0; i < argc; i++)
+        json_array_append_new(args, json_string(argv[i]));
+    json_object_set_new(imp, "at", json_string(stamp));
+    json_object_set_new(imp, "argv", args);
+    json_object_set_new(imp, "variant", json_string(a->variant));
+    json_object_set_new(imp, "tag_regex", a->tag_regex ? json_string(a->tag_regex) : json_null());
+    json_t *m = json_object(), *pats = json_object(), *req = json_array();
+    json_object_set_new(m, "preset", json_string(a->preset));
+    for (size_t i = 0; i < a->patterns.n; i++) {
+        const char *eq = strchr(a->patterns.v[i], '=');
+        char *name = xstrndup(a->patterns.v[i], (size_t)(eq - a->patterns.v[i]));
+        json_object_set_new(pats, name, json_string(eq + 1));
+        free(name);
+    }
+    json_object_set_new(m, "patterns", pats);
+    for (size_t i = 0; i < a->require.n; i++)
+        json_array_append_new(req, json_string(a->require.v[i]));
+    json_object_set_new(m, "require", req);
+    json_object_set_new(imp, "metrics", m);
+    json_t *sources = json_object_get(imp, "sources");
+    if (!json_is_array(sources)) {
+        sources = json_array();
+        json_object_set_new(imp, "sources", sources);
+    }
+    for (size_t i = 0; i < n; i++) {
+        char *abs = realpath(items[i].src, NULL); /* heap, from libc */
+        const char *from = abs ? abs : items[i].src;
+        bool known = false; /* the same log imported again into the same place */
+        size_t k;
+        json_t *old;
+        json_array_foreach(sources, k, old) known =
+            known || (json_is_string(json_object_get(old, "log")) &&
+                      strcmp(json_string_value(json_object_get(old, "log")), from) == 0 &&
+                      json_is_string(json_object_get(old, "as")) &&
+                      strcmp(json_string_value(json_object_get(old, "as")), items[i].rel) == 0);
+        if (known) {
+            free(abs);
+            continue;
+        }
+        json_array_append_new(
+            sources, json_pack("{s:s, s:s, s:I, s:I, s:s}", "log", from, "as", items[i].rel,
+                               "concurrency", (json_int_t)items[i].c, "prompts",
+                               (json_int_t)items[i].p, "concurrency_from", items[i].c_from));
+        free(abs);
+    }
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    char *with_nl = xasprintf("%s\n", text ? text : "{}");
+    int rc = file_write_atomic(path, with_nl, strlen(with_nl), err, RN_ERR_ENV);
+    free(with_nl);
+    free(text);
+    free(path);
+    return rc;
+}
+
+/* The points of the imported logs, merged into the folder's points.csv. */
+static int write_points(const struct import_args *a, const struct item *items, size_t n,
+                        size_t *failed, struct err *err)
+{
+    struct rundir rd;
+    struct res_table t;
+    char *csv = path_join(a->out, "points.csv");
+    int rc = -1;
+    res_table_init(&t);
+    if (rundir_open(a->out, &rd, err) != 0)
+        goto out_nord;
+    if (path_exists(csv) && res_table_load(csv, &t, err) != 0)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        struct res_point p;
+        res_point_init(&p);
+        p.variant = xstrdup(a->variant);
+        p.concurrency = items[i].c;
+        p.prompts = items[i].p;
+        p.repeat = items[i].r;
+        p.key = xstrdup("");
+        p.log = xstrdup(items[i].rel);
+        p.started = xstrdup("");
+        if (rundir_extract_point(&rd, a->variant, items[i].rel, &p, err) != 0) {
+            res_point_release(&p);
+            goto out;
+        }
+        if (strcmp(p.status, RES_OK) != 0) {
+            log_warn("%s: %s", items[i].src, p.cause);
+            (*failed)++;
+        }
+        res_table_put(&t, &p);
+    }
+    rc = res_table_save(&t, csv, err);
+out:
+    rundir_release(&rd);
+out_nord:
+    res_table_release(&t);
+    free(csv);
+    return rc;
+}
+
+/* Repeat numbers for logs of the same point, counting what the folder holds. */
+static void number_repeats(struct item *items, size_t n, const struct import_args *a)
+{
+    for (size_t i = 0; i < n; i++) {
+        long r = 1;
+        for (size_t j = 0; j < i; j++)
+            if (items[j].c == items[i].c && items[j].p == items[i].p)
+                r++;
+        for (;; r++) { /* skip names a different earlier import took */
+            char *rel =
+                r > 1 ? xasprintf("%s/c%ld-n%ld-r%ld.log", a->variant, items[i].c, items[i].p, r)
+                      : xasprintf("%s/c%ld-n%ld.log", a->variant, items[i].c, items[i].p);
+            char *path = path_join(a->out, rel);
+            struct buf old;
+            struct err e;
+            buf_init(&old, LOG_MAX_BYTES);
+            err_init(&e);
+            bool taken =
+                path_exists(path) &&
+                !(file_read_all(path, &old, &e, RN_ERR_ENV) == 0 && old.len == items[i].text.len &&
+                  (!old.len || memcmp(old.data, items[i].text.data, old.len) == 0));
+            buf_release(&old);
+            free(path);
+            if (!taken) {
+                items[i].rel = rel;
+                items[i].r = r;
+                break;
+            }
+            free(rel);
+        }
+    }
+}
+
+int cmd_import(int argc, char **argv)
+{
+    struct import_args a = {NULL,        "sglang",    NULL,        "default",
+                            STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, false};
+    const struct opt opts[] = {
+        {"out", 'o', OPT_STR, &a.out, "RUN_DIR", "the run folder to create (or add to)"},
+        {"preset", 0, OPT_STR, &a.preset, "NAME", "label set: sglang (default) or vllm"},
+        {"pattern", 0, OPT_LIST, &a.patterns, "NAME=REGEX",
+         "add or replace a metric regex (one capture group; repeatable)"},
+        {"require", 0, OPT_LIST, &a.require, "NAME",
+         "metrics an ok point needs (repeatable; default output_throughput, median_tpot_ms)"},
+        {"tag-regex", 0, OPT_STR, &a.tag_regex, "REGEX",
+         "read C and P from file names with (?<c>...) and (?<p>...) groups"},
+        {"variant", 0, OPT_STR, &a.variant, "NAME",
+         "variant name for these logs (default: default)"},
+        {"no-preview", 0, OPT_BOOL, &a.no_preview, NULL, "no terminal chart preview"},
+    };
+    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
+    struct err err;
+    struct item *items = NULL;
+    struct ext_pattern *user = NULL;
+    ext_set *probe = NULL;
+    size_t n = 0, failed = 0;
+    int rc = RN_ERR_USAGE;
+    err_init(&err);
+
+    int pr = opt_parse(argc, argv, opts, n_opts, &a.logs, &err, RN_ERR_USAGE);
+    if (pr == 1) {
+        opt_help(stdout, "sweep", "import", synopsis, summary, opts, n_opts);
+        rc = RN_OK;
+        goto out;
+    }
+    if (pr < 0)
+        goto fail;
+    if (!a.out || !a.logs.n) {
+        err_set(&err, RN_ERR_USAGE, "%s (sweep import LOG... --out RUN_DIR)",
+                a.out ? "no log given" : "--out RUN_DIR is required");
+        goto fail;
+    }
+    if (!*a.variant || strchr(a.variant, '/') || a.variant[0] == '.' ||
+        strcmp(a.variant, "plots") == 0) {
+        err_set(&err, RN_ERR_USAGE, "--variant '%s' cannot name a folder of the run", a.variant);
+        goto fail;
+    }
+    if (!a.require.n) {
+        strvec_push(&a.require, "output_throughput");
+        strvec_push(&a.require, "median_tpot_ms");
+    }
+    user = xcalloc(a.patterns.n + 1, sizeof(*user));
+    for (size_t i = 0; i < a.patterns.n; i++)
+        if (ext_pattern_arg(a.patterns.v[i], &user[i], &err) != 0)
+            goto fail;
+    if (ext_new(a.preset, user, a.patterns.n, &probe, &err) != 0)
+        goto fail;
+
+    struct strvec given = a.logs;
+    strvec_init(&a.logs);
+    int ex = expand_folders(&given, &a.logs, &err);
+    strvec_release(&given);
+    if (ex != 0)
+        goto fail;
+    /* read and locate every log before writing anything */
+    items = xcalloc(a.logs.n, sizeof(*items));
+    for (n = 0; n < a.logs.n; n++) {
+        struct item *it = &items[n];
+        it->src = a.logs.v[n];
+        buf_init(&it->text, LOG_MAX_BYTES);
+        if (file_read_all(it->src, &it->text, &err, RN_ERR_ENV) != 0) {
+            n++;
+            goto fail;
+        }
+        if (locate(it, &a, &err) != 0) {
+            n++;
+            goto fail;
+        }
+    }
+    /* by concurrency, then prompts; equal points keep the order given (repeats) */
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && (items[j - 1].c > items[j].c ||
+                                     (items[j - 1].c == items[j].c && items[j - 1].p > items[j].p));
+             j--) {
+            struct item tmp = items[j];
+            items[j] = items[j - 1];
+            items[j - 1] = tmp;
+        }
+    char *vdir = path_join(a.out, a.variant);
+    int mk = mkdir_p(vdir, 0755, &err, RN_ERR_ENV);
+    free(vdir);
+    if (mk != 0)
+        goto fail;
+    number_repeats(items, n, &a);
+    for (size_t i = 0; i < n; i++)
+        if (place(&items[i], a.out, &err) != 0)
+            goto fail;
+    if (write_manifest(&a, items, n, argc, argv, &err) != 0 ||
+        write_points(&a, items, n, &failed, &err) != 0)
+        goto fail;
+    printf("imported %zu log(s) into %s (%zu ok, %zu failed)\n", n, a.out, n - failed, failed);
+    struct report_opts ro = {NULL, NULL, !a.no_preview && isatty(1), false};
+    if (report_build(a.out, &ro, &err) != 0)
+        goto fail;
+    rc = failed ? RN_ERR_POINTS : RN_OK;
+    goto out;
+fail:
+    log_error("%s", err.msg);
+    rc = err.code ? err.code : RN_ERR_USAGE;
+out:
+    for (size_t i = 0; i < n; i++) {
+        buf_release(&items[i].text);
+        free(items[i].rel);
+    }
+    free(items);
+    for (size_t i = 0; user && i < a.patterns.n; i++)
+        free((char *)user[i].name);
+    free(user);
+    ext_free(probe);
+    strvec_release(&a.patterns);
+    strvec_release(&a.require);
+    strvec_release(&a.logs);
+    return rc;
+}

@@ -1,0 +1,148 @@
+/*
+ * plan: an experiment expanded into what will run. For each variant: the
+ * model path, the server argv and environment with ${vars} expanded; for
+ * each point (variant x grid entry x repeat): the client argv, the log name
+ * and the point key. `sweep check` and `sweep run --dry-run` print a plan;
+ * `sweep run` executes one.
+ *
+ * Variables (DESIGN.md): ${model} ${port} ${host} ${url} ${concurrency}
+ * ${prompts} ${input_len} ${output_len} ${name} ${variant} ${run_dir} and
+ * ${env:NAME} (${env:NAME:-default} when NAME may be unset). Server argv and
+ * model may use every variable except concurrency, prompts, input_len and
+ * output_len; client argv may use all. Expansion never involves a shell:
+ * each template becomes exactly one argv element.
+ */
+#ifndef RUNNER_PLAN_H
+#define RUNNER_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "buf.h"
+#include "err.h"
+#include "config/experiment.h"
+#include "strvec.h"
+
+/* Values for ${...}; NULL strings and negative numbers mean "not available
+ * in this context" (using one is an error naming the variable). */
+struct plan_vars {
+    const char *model, *host, *url, *name, *variant, *run_dir;
+    long port, concurrency, prompts, input_len, output_len;
+};
+
+/* Placeholders that stand in for values that vary between runs of the same
+ * experiment: keys are computed with them, and `sweep check` (no run
+ * folder yet) prints PLAN_RUN_DIR where the run folder will go. */
+#define PLAN_PORT    "<port>"
+#define PLAN_RUN_DIR "<run_dir>"
+
+/*
+ * Expand every ${...} in tmpl into out (appended). "$$" is a literal "$".
+ * Returns 0, or -1 with err set (RN_ERR_USAGE): unknown variable, variable
+ * not available here, unset environment variable without a default,
+ * unterminated "${".
+ */
+int plan_expand(const char *tmpl, const struct plan_vars *vars, struct buf *out, struct err *err);
+
+/* What identifies a model file's contents without reading all of it. */
+struct model_fp {
+    int exists;           /* 0: path missing (size/mtime/hash unset) */
+    long long size;       /* bytes (for a folder: 0) */
+    long long mtime;      /* seconds since the epoch */
+    char head_sha256[65]; /* sha256 of the first MiB, hex; for a folder, of its listing
+                             (one "name<TAB>bytes" line per entry, sorted) */
+};
+
+/*
+ * Model preflight, before anything starts: path exists, is readable, and a
+ * file is non-empty (a folder: listable and not empty); a .gguf file must
+ * start with the GGUF magic and version 2 or 3. Fills *fp (exists = 1 once
+ * the path was found, even when a later check fails). Returns 0, or -1 with
+ * "model path 'P': reason" in err (code RN_ERR_ENV).
+ */
+int plan_check_model(const char *path, struct model_fp *fp, struct err *err);
+
+struct plan_variant {
+    const struct exp_variant *v; /* borrowed from the experiment */
+    char *model_path;            /* owned; expanded, NULL if none */
+    struct model_fp model_fp;    /* filled by plan_build (exists = 0 if missing) */
+    char *model_problem;         /* owned: plan_check_model's message, or NULL when the
+                                    model checked out (or there is none) */
+    long port;                   /* planned port (auto: a port free at plan time) */
+    char *url;                   /* owned: "http://HOST:PORT" */
+    struct strvec server_argv;   /* expanded; argv[0] is the program */
+    struct strvec server_env;    /* "NAME=value" entries to add to the environment */
+};
+
+struct plan_point {
+    size_t variant; /* index into plan.variants */
+    long concurrency;
+    long prompts;
+    long repeat;               /* 1..bench.repeat */
+    struct strvec client_argv; /* expanded; builtin: [sweep, bench, --url, ...] */
+    char key[17];              /* 16 hex chars: sha256 of everything that determines the
+                                  result (see plan_build) */
+    char log_name[64];         /* "c16-n48.log"; with bench.repeat > 1 every repeat is
+                                  numbered: "c16-n48-r1.log", "c16-n48-r2.log", ... */
+};
+
+struct plan {
+    const struct experiment *exp; /* borrowed */
+    char *run_dir;                /* owned; may be NULL (check) */
+    char *self_exe;               /* owned: argv[0] of builtin clients ("sweep" if not given) */
+    char *engine;                 /* owned: fp4serve for bundled variants, NULL if none */
+    struct plan_variant *variants;
+    size_t n_variants;
+    struct plan_point *points; /* variant-major, grid order, then repeats */
+    size_t n_points;
+};
+
+struct plan_opts {
+    const char *run_dir;        /* results/<name>/<stamp>, or NULL */
+    const struct strvec *only;  /* variant names to keep (--only), or NULL for all */
+    const char *self_exe;       /* the sweep binary, for the builtin client */
+    const char *bundled_engine; /* fp4serve path for engine: bundled, or NULL to search */
+};
+
+/*
+ * Expand exp into *p (release with plan_release, also after a failure).
+ * Bundled argv: [ENGINE, serve, --model, MODEL, --host, HOST, --port, PORT]
+ * + flags + args; engine: command: the expanded command + flags + args.
+ * Builtin client argv: [SELF, bench, --url, URL, -c, C, -n, P, --input-len,
+ * IL, --output-len, OL, --warmup, W, (--request-rate, R when > 0), --jsonl,
+ * RUN_DIR/VARIANT/LOGBASE.jsonl].
+ *
+ * The point key is the first 16 hex chars of sha256 over: the variant's
+ * server argv and env as expanded with port and run_dir replaced by
+ * placeholders (so an auto port does not change the key) and the bundled
+ * engine's path by "<fp4serve>", the model fingerprint (exists, size and
+ * head hash; not the mtime, so a copy keeps its key), the client argv
+ * likewise (the builtin client's own path as "<sweep>", the variant's
+ * folder in its --jsonl path as "<variant>"), input/output
+ * lengths, warmup, request rate, concurrency, prompts and the repeat index.
+ * A missing or bad model is not an error here: it goes into model_problem
+ * (run refuses it; check prints it as a warning). An expanded model path
+ * or flag value that starts with '-' is an error (it would become an
+ * option). Returns 0, or -1 with err set (unknown --only variant,
+ * expansion errors: RN_ERR_USAGE; bundled engine binary not found, no free
+ * port: RN_ERR_ENV).
+ */
+int plan_build(const struct experiment *exp, const struct plan_opts *opts, struct plan *p,
+               struct err *err);
+
+/* Re-expand variant vi's server argv, url and client argvs for a new port
+ * (after the planned one was taken). Keys do not change. */
+int plan_set_port(struct plan *p, size_t vi, long port, struct err *err);
+
+/* The path of fp4serve for engine: bundled: next to self_exe, then
+ * build/bin/fp4serve, then $PATH. Returns a heap string or NULL. */
+char *plan_find_bundled_engine(const char *self_exe);
+
+/* Print the plan: per variant the exact server argv (shell-quoted) and env,
+ * then every point with its client argv, log name and key. */
+void plan_print(FILE *f, const struct plan *p);
+
+void plan_release(struct plan *p);
+
+#endif

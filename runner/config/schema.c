@@ -1,0 +1,363 @@
+/*
+ * expkeys: the schema table of experiment files and the small lookups over
+ * it. Adding a key is adding a row here (and, for a new type, a case in
+ * experiment.c's decoder and expdump.c's printer).
+ */
+#include "config/schema.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Where a key's value lives: V for fields of struct exp_variant (the keys
+ * variants may override, flagged KF_VAR), X for struct experiment. */
+#define V(f) offsetof(struct exp_variant, f)
+#define X(f) offsetof(struct experiment, f)
+
+/*
+ * Rows: the path, its type (K_*), flags (KF_*), the default as YAML text
+ * (parsed and decoded like a value from the file), the unit, the one-line
+ * doc, choices for enums, a `when` condition, a range, and the field.
+ * A key with neither a default nor KF_REQ may be left out (its field stays
+ * zero/NULL): the grid keys, server.model for engine: command.
+ */
+const struct schema_key schema_keys[] = {
+    /* ---- the experiment ---- */
+    {.path = "name",
+     .type = K_NAME,
+     .flags = KF_REQ,
+     .off = X(name),
+     .doc = "names the experiment and its results folder results/NAME/"},
+    {.path = "description",
+     .type = K_STR,
+     .def = "\"\"",
+     .off = X(description),
+     .doc = "free text for the report"},
+    /* ---- server: what is started, and how it is watched ---- */
+    {.path = "server",
+     .type = K_SECTION,
+     .flags = KF_VAR,
+     .doc = "the inference server: how to start it and when it is ready"},
+    {.path = "server.engine",
+     .type = K_ENUM,
+     .flags = KF_VAR,
+     .def = "bundled",
+     .choices = "bundled|command",
+     .off = V(server.engine),
+     .doc = "bundled: fp4serve from this build; command: any server, from server.command"},
+    {.path = "server.command",
+     .type = K_TMPLLIST,
+     .flags = KF_VAR | KF_SRV | KF_REQ | KF_ONLY,
+     .when = "engine=command",
+     .off = V(server.command),
+     .doc = "the server's argv, run without a shell; flags and args are appended"},
+    {.path = "server.model",
+     .type = K_TMPL,
+     .flags = KF_VAR | KF_SRV | KF_REQ | KF_NODASH,
+     .when = "engine=bundled",
+     .off = V(server.model),
+     .doc = "model file or folder (relative to where sweep runs); must exist before anything "
+            "starts"},
+    {.path = "server.host",
+     .type = K_STR,
+     .flags = KF_VAR | KF_NODASH,
+     .def = "127.0.0.1",
+     .off = V(server.host),
+     .doc = "address the server listens on and the client connects to"},
+    {.path = "server.port",
+     .type = K_PORT,
+     .flags = KF_VAR,
+     .def = "auto",
+     .off = V(server.port),
+     .doc = "TCP port; auto picks one that is free on the loopback interface"},
+    {.path = "server.flags",
+     .type = K_FLAGS,
+     .flags = KF_VAR | KF_SRV,
+     .def = "{}",
+     .off = V(server.flags),
+     .off_n = V(server.n_flags),
+     .doc = "appended as --KEY VALUE; true gives --KEY alone, false leaves it out"},
+    {.path = "server.args",
+     .type = K_TMPLLIST,
+     .flags = KF_VAR | KF_SRV,
+     .def = "[]",
+     .off = V(server.args),
+     .doc = "extra argv elements, appended verbatim after the flags"},
+    {.path = "server.env",
+     .type = K_ENV,
+     .flags = KF_VAR | KF_SRV,
+     .def = "{}",
+     .off = V(server.env),
+     .off_n = V(server.n_env),
+     .doc = "added to the server's environment"},
+    {.path = "server.ready",
+     .type = K_SECTION,
+     .flags = KF_VAR,
+     .doc = "readiness: poll GET path until it answers 200"},
+    {.path = "server.ready.path",
+     .type = K_HTTPPATH,
+     .flags = KF_VAR,
+     .def = "/health",
+     .off = V(server.ready_path),
+     .doc = "HTTP path polled until it answers 200"},
+    {.path = "server.ready.timeout_s",
+     .type = K_NUM,
+     .flags = KF_VAR | KF_GT,
+     .def = "600",
+     .unit = "s",
+     .min = 0,
+     .max = 86400,
+     .off = V(server.ready_timeout_s),
+     .doc = "give up when the server is not ready after this long"},
+    {.path = "server.stop", .type = K_SECTION, .flags = KF_VAR, .doc = "stopping the server"},
+    {.path = "server.stop.grace_s",
+     .type = K_NUM,
+     .flags = KF_VAR,
+     .def = "20",
+     .unit = "s",
+     .min = 0,
+     .max = 3600,
+     .off = V(server.stop_grace_s),
+     .doc = "SIGTERM to the process group, then SIGKILL after this long"},
+    /* ---- bench: the client and the grid of points ---- */
+    {.path = "bench",
+     .type = K_SECTION,
+     .flags = KF_VAR,
+     .doc = "the load: client, request shape and the grid of points"},
+    {.path = "bench.tool",
+     .type = K_ENUM,
+     .flags = KF_VAR,
+     .def = "builtin",
+     .choices = "builtin|command",
+     .off = V(bench.tool),
+     .doc = "builtin: sweep's own load generator; command: any client, from bench.command"},
+    {.path = "bench.command",
+     .type = K_TMPLLIST,
+     .flags = KF_VAR | KF_CLI | KF_REQ | KF_ONLY,
+     .when = "tool=command",
+     .off = V(bench.command),
+     .doc = "the client's argv per point, run without a shell; every ${var} is available"},
+    {.path = "bench.input_len",
+     .type = K_INT,
+     .flags = KF_VAR,
+     .def = "256",
+     .unit = "tokens",
+     .min = 1,
+     .max = 1 << 20,
+     .off = V(bench.input_len),
+     .doc = "prompt length"},
+    {.path = "bench.output_len",
+     .type = K_INT,
+     .flags = KF_VAR,
+     .def = "128",
+     .unit = "tokens",
+     .min = 1,
+     .max = 1 << 20,
+     .off = V(bench.output_len),
+     .doc = "max_tokens per request"},
+    {.path = "bench.warmup",
+     .type = K_INT,
+     .flags = KF_VAR,
+     .def = "2",
+     .unit = "requests",
+     .min = 0,
+     .max = 100000,
+     .off = V(bench.warmup),
+     .doc = "unmeasured requests before each point (builtin client)"},
+    {.path = "bench.request_rate",
+     .type = K_NUM,
+     .flags = KF_VAR | KF_ONLY,
+     .def = "0",
+     .unit = "req/s",
+     .min = 0,
+     .max = 1e6,
+     .when = "tool=builtin",
+     .off = V(bench.request_rate),
+     .doc = "open-loop arrival rate of the builtin client; 0 = closed loop"},
+    {.path = "bench.timeout_s",
+     .type = K_NUM,
+     .flags = KF_VAR | KF_GT,
+     .def = "1800",
+     .unit = "s",
+     .min = 0,
+     .max = 604800,
+     .off = V(bench.timeout_s),
+     .doc = "wall-clock limit of one point"},
+    {.path = "bench.repeat",
+     .type = K_INT,
+     .flags = KF_VAR,
+     .def = "1",
+     .min = 1,
+     .max = 100,
+     .off = V(bench.repeat),
+     .doc = "runs of each point"},
+    {.path = "bench.grid",
+     .type = K_GRID,
+     .flags = KF_VAR,
+     .doc = "the points: [\"1:8\", \"16:48\"] (concurrency:prompts) or "
+            "[{concurrency: 1, prompts: 8}]"},
+    {.path = "bench.concurrency",
+     .type = K_CONCLIST,
+     .flags = KF_VAR,
+     .min = 1,
+     .max = SCHEMA_MAX_CONC,
+     .doc = "instead of grid: the concurrencies, with bench.prompts"},
+    {.path = "bench.prompts",
+     .type = K_PROMPTS,
+     .flags = KF_VAR,
+     .min = 1,
+     .max = SCHEMA_MAX_PROMPTS,
+     .doc = "with bench.concurrency: an integer, or an expression in c such as "
+            "\"max(8, 1.5*c)\" (+ - * / ( ) min max ceil floor; rounded up)"},
+    /* ---- metrics: reading numbers out of the client's output ---- */
+    {.path = "metrics",
+     .type = K_SECTION,
+     .flags = KF_VAR,
+     .doc = "how numbers are read from the client's output"},
+    {.path = "metrics.preset",
+     .type = K_CHOICE,
+     .flags = KF_VAR,
+     .def = "sglang",
+     .choices = "sglang|vllm",
+     .off = V(metrics.preset),
+     .doc = "label regexes of a known client (the builtin client prints sglang's labels)"},
+    {.path = "metrics.patterns",
+     .type = K_PATTERNS,
+     .flags = KF_VAR,
+     .def = "{}",
+     .off = V(metrics.patterns),
+     .off_n = V(metrics.n_patterns),
+     .doc = "NAME: regex with one capture group; overrides or adds metrics"},
+    {.path = "metrics.require",
+     .type = K_METRICLIST,
+     .flags = KF_VAR,
+     .def = "[output_throughput, median_tpot_ms]",
+     .off = V(metrics.require),
+     .doc = "a point fails when one of these metrics is missing"},
+    /* ---- variants, each merged over server/bench/metrics (experiment.c) ---- */
+    {.path = "variants",
+     .type = K_VARIANTS,
+     .doc = "each variant overrides parts of server, bench and metrics"},
+    {.path = "variants[].name",
+     .type = K_NAME,
+     .flags = KF_REQ,
+     .doc = "the variant's name, unique; names its results subfolder"},
+    /* ---- analysis and charts ---- */
+    {.path = "analysis", .type = K_SECTION, .doc = "the scaling fit"},
+    {.path = "analysis.fit", .type = K_SECTION, .doc = "least squares y = a + b*x per variant"},
+    {.path = "analysis.fit.x",
+     .type = K_METRIC,
+     .def = "concurrency",
+     .off = X(fit_x),
+     .doc = "x of the fit"},
+    {.path = "analysis.fit.y",
+     .type = K_METRIC,
+     .def = "median_tpot_ms",
+     .off = X(fit_y),
+     .doc = "y of the fit (the step time)"},
+    {.path = "plots",
+     .type = K_CHOICELIST,
+     .def = "[throughput, tpot, ttft]",
+     .choices = "throughput|tpot|ttft",
+     .off = X(plots),
+     .doc = "charts to draw against concurrency"},
+};
+const size_t schema_n_keys = sizeof(schema_keys) / sizeof(schema_keys[0]);
+_Static_assert(sizeof(schema_keys) / sizeof(schema_keys[0]) <= SCHEMA_MAX_KEYS, "raise SCHEMA_MAX_KEYS");
+
+const struct schema_key *schema_find(const char *path)
+{
+    for (size_t i = 0; i < schema_n_keys; i++)
+        if (strcmp(schema_keys[i].path, path) == 0)
+            return &schema_keys[i];
+    return NULL;
+}
+
+const char *schema_leaf(const char *path)
+{
+    const char *dot = strrchr(path, '.');
+    return dot ? dot + 1 : path;
+}
+
+bool schema_is_child(const struct schema_key *k, const char *path)
+{
+    size_t n = strlen(path);
+    if (n == 0)
+        return !strchr(k->path, '.');
+    return strncmp(k->path, path, n) == 0 && k->path[n] == '.' && !strchr(k->path + n + 1, '.');
+}
+
+char *schema_base(const struct schema_key *k, const struct experiment *exp, const struct exp_variant *var)
+{
+    return (k->flags & KF_VAR) ? (char *)var : (char *)exp;
+}
+
+int schema_choice_index(const char *choices, const char *text)
+{
+    size_t n = strlen(text);
+    int i = 0;
+    for (const char *p = choices; *p; i++) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, text, n) == 0)
+            return i;
+        p += len + (bar ? 1 : 0);
+    }
+    return -1;
+}
+
+const char *schema_choice_name(const char *choices, int i, char *out, size_t size)
+{
+    const char *p = choices;
+    for (; i > 0 && p; i--) {
+        p = strchr(p, '|');
+        p = p ? p + 1 : NULL;
+    }
+    size_t len = p ? strcspn(p, "|") : 0;
+    snprintf(out, size, "%.*s", (int)len, p ? p : "");
+    return out;
+}
+
+const char *schema_choices_list(const char *choices, char *out, size_t size)
+{
+    size_t o = 0;
+    for (const char *p = choices; *p && o + 3 < size; p++) {
+        if (*p == '|') {
+            out[o++] = ',';
+            out[o++] = ' ';
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* ---- lookups ---- */
+
+/* The sibling enum that k's condition names ("engine" in "engine=bundled"). */
+static const struct schema_key *when_key(const struct schema_key *k)
+{
+    char path[64];
+    const char *eq = strchr(k->when, '=');
+    size_t parent = (size_t)(schema_leaf(k->path) - k->path);
+    snprintf(path, sizeof(path), "%.*s%.*s", (int)parent, k->path, (int)(eq - k->when), k->when);
+    return schema_find(path);
+}
+
+bool schema_when_holds(const struct schema_key *k, const struct experiment *exp,
+                   const struct exp_variant *var)
+{
+    const struct schema_key *s = when_key(k);
+    int have = *(const int *)(schema_base(s, exp, var) + s->off);
+    return have == schema_choice_index(s->choices, strchr(k->when, '=') + 1);
+}
+
+void schema_when_now(const struct schema_key *k, const struct experiment *exp,
+                 const struct exp_variant *var, char *out, size_t size)
+{
+    char name[32];
+    const struct schema_key *s = when_key(k);
+    const char *eq = strchr(k->when, '=');
+    schema_choice_name(s->choices, *(const int *)(schema_base(s, exp, var) + s->off), name, sizeof(name));
+    snprintf(out, size, "%.*s is %s", (int)(eq - k->when), k->when, name);
+}

@@ -1,0 +1,276 @@
+/*
+ * manifest: builds manifest.json with jansson. The facts about the machine
+ * are gathered once (uname, /proc/cpuinfo, nvidia-smi); the per-session
+ * entry grows as servers start and is closed by man_finish.
+ */
+#include "exec/manifest.h"
+
+#include <ctype.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "sweep.h"
+#include "fileio.h"
+#include "exec/gpu.h"
+#include "timeutil.h"
+#include "version.h"
+#include "xalloc.h"
+
+extern char **environ;
+
+bool man_is_secret_name(const char *name, size_t len)
+{
+    static const char *const words[] = {"TOKEN",  "KEY",        "SECRET", "PASSWORD",
+                                        "PASSWD", "CREDENTIAL", "AUTH"};
+    char up[256];
+    if (len >= sizeof(up))
+        len = sizeof(up) - 1;
+    for (size_t i = 0; i < len; i++)
+        up[i] = (char)toupper((unsigned char)name[i]);
+    up[len] = '\0';
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (strstr(up, words[i]))
+            return true;
+    return false;
+}
+
+/* {"NAME": "value", ...} from "NAME=value" strings, secrets left out (by
+ * name: values are never inspected, so a secret under an innocent name
+ * does get through; the user chose that name). */
+static json_t *env_object(char *const *entries, size_t n)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; i < n && entries[i]; i++) {
+        const char *eq = strchr(entries[i], '=');
+        if (!eq || man_is_secret_name(entries[i], (size_t)(eq - entries[i])))
+            continue;
+        char *name = xstrndup(entries[i], (size_t)(eq - entries[i]));
+        json_object_set_new(o, name, json_string(eq + 1));
+        free(name);
+    }
+    return o;
+}
+
+/* ["argv0", "argv1", ...], each element exactly as passed to execve. */
+static json_t *argv_array(const struct strvec *sv)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < sv->n; i++)
+        json_array_append_new(a, json_string(sv->v[i]));
+    return a;
+}
+
+/* "model name : Intel(R) ..." from /proc/cpuinfo, or NULL. */
+static char *cpu_model(void)
+{
+    struct buf b;
+    struct err e;
+    buf_init(&b, 4 << 20);
+    err_init(&e);
+    char *out = NULL;
+    if (file_read_all("/proc/cpuinfo", &b, &e, RN_ERR_ENV) == 0 && b.data) {
+        const char *keys[] = {"model name", "Model", "cpu model", "Hardware"};
+        for (size_t k = 0; k < 4 && !out; k++) {
+            for (char *line = b.data; line && *line && !out;) {
+                char *nl = strchr(line, '\n');
+                if (strncmp(line, keys[k], strlen(keys[k])) == 0) {
+                    char *colon = strchr(line, ':');
+                    if (colon && (!nl || colon < nl)) {
+                        colon++;
+                        while (*colon == ' ' || *colon == '\t')
+                            colon++;
+                        out = xstrndup(colon, nl ? (size_t)(nl - colon) : strlen(colon));
+                    }
+                }
+                line = nl ? nl + 1 : NULL;
+            }
+        }
+    }
+    buf_release(&b);
+    return out;
+}
+
+/* One string per GPU from nvidia-smi, or an empty array without it. */
+static json_t *gpu_list(void)
+{
+    json_t *a = json_array();
+    struct strvec lines;
+    strvec_init(&lines);
+    gpu_describe(&lines);
+    for (size_t i = 0; i < lines.n; i++)
+        json_array_append_new(a, json_string(lines.v[i]));
+    strvec_release(&lines);
+    return a;
+}
+
+/* {"name", "os", "cpu", "cpus", "memory_bytes", "gpus"}: the machine the
+ * numbers were measured on; a field that cannot be read is left out. */
+static json_t *host_object(void)
+{
+    json_t *h = json_object();
+    char name[256] = "";
+    if (gethostname(name, sizeof(name) - 1) == 0)
+        json_object_set_new(h, "name", json_string(name));
+    struct utsname u;
+    if (uname(&u) == 0) {
+        char *os = xasprintf("%s %s %s", u.sysname, u.release, u.machine);
+        json_object_set_new(h, "os", json_string(os));
+        free(os);
+    }
+    char *cpu = cpu_model();
+    if (cpu)
+        json_object_set_new(h, "cpu", json_string(cpu));
+    free(cpu);
+    json_object_set_new(h, "cpus", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0)
+        json_object_set_new(h, "memory_bytes", json_integer((json_int_t)pages * page));
+    json_object_set_new(h, "gpus", gpu_list());
+    return h;
+}
+
+/* Size, mtime and the hash of the first MiB: enough to notice that the
+ * model file changed between two runs without reading gigabytes. */
+static json_t *fingerprint(const struct model_fp *fp)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "exists", json_boolean(fp->exists));
+    if (fp->exists) {
+        json_object_set_new(o, "size", json_integer(fp->size));
+        json_object_set_new(o, "mtime", json_integer(fp->mtime));
+        json_object_set_new(o, "head_sha256", json_string(fp->head_sha256));
+    }
+    return o;
+}
+
+/* A variant as planned; server_starts fills in as servers start. */
+static json_t *variant_object(const struct plan *p, size_t vi)
+{
+    const struct plan_variant *pv = &p->variants[vi];
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(pv->v->name));
+    if (pv->model_path) {
+        json_object_set_new(o, "model", json_string(pv->model_path));
+        json_object_set_new(o, "model_fingerprint", fingerprint(&pv->model_fp));
+    }
+    json_object_set_new(o, "server_argv", argv_array(&pv->server_argv));
+    json_object_set_new(o, "server_env", env_object(pv->server_env.v, pv->server_env.n));
+    json_object_set_new(o, "url", json_string(pv->url));
+    json_object_set_new(o, "ready_path", json_string(pv->v->server.ready_path));
+    json_object_set_new(o, "server_starts", json_array());
+    return o;
+}
+
+void man_init(struct manifest *m, const struct plan *p, int argc, char **argv,
+              const char *previous_path)
+{
+    char stamp[32];
+    time_iso8601(stamp, sizeof(stamp));
+    json_t *root = json_object();
+    json_object_set_new(root, "sweep_version", json_string(BUILD_VERSION));
+    json_object_set_new(root, "experiment", json_string(p->exp->name));
+    json_object_set_new(root, "experiment_file", json_string(p->exp->path));
+    json_object_set_new(root, "host", host_object());
+
+    /* A resumed run adds a session; the earlier ones stay as they were. */
+    json_t *sessions = json_array();
+    json_t *prev = previous_path ? json_load_file(previous_path, 0, NULL) : NULL;
+    json_t *old = prev ? json_object_get(prev, "sessions") : NULL;
+    size_t i;
+    json_t *s;
+    json_array_foreach(old, i, s) json_array_append(sessions, s);
+
+    json_t *session = json_object();
+    json_t *args = json_array();
+    for (int k = 0; k < argc; k++)
+        json_array_append_new(args, json_string(argv[k]));
+    json_object_set_new(session, "argv", args);
+    json_object_set_new(session, "start", json_string(stamp));
+    json_object_set_new(session, "end", json_null());
+    json_object_set_new(session, "cwd", json_null());
+    char *cwd = getcwd(NULL, 0); /* heap, from libc */
+    if (cwd)
+        json_object_set_new(session, "cwd", json_string(cwd));
+    free(cwd);
+    /* the environment the servers and clients inherit */
+    size_t n_env = 0;
+    while (environ && environ[n_env])
+        n_env++;
+    json_object_set_new(session, "environment", env_object(environ, n_env));
+    json_t *variants = json_array();
+    for (size_t v = 0; v < p->n_variants; v++)
+        json_array_append_new(variants, variant_object(p, v));
+    json_object_set_new(session, "variants", variants);
+    json_array_append_new(sessions, session);
+    json_object_set_new(root, "sessions", sessions);
+
+    /* The newest session's facts also sit at the top level for quick use. */
+    json_object_set(root, "start", json_object_get(session, "start"));
+    json_object_set_new(root, "end", json_null());
+    json_object_set(root, "variants", variants);
+    /* Keep what other commands recorded (sweep plot's "replot", sweep
+     * import's "imported"): every earlier top-level key not set above. */
+    const char *key;
+    json_t *val;
+    json_object_foreach(prev, key, val) if (!json_object_get(root, key))
+        json_object_set(root, key, val);
+    json_decref(prev);
+    m->root = root;
+    m->session = session;
+}
+
+void man_release(struct manifest *m)
+{
+    json_decref(m->root);
+    m->root = NULL;
+    m->session = NULL;
+}
+
+void man_server_started(struct manifest *m, const struct plan *p, size_t vi, long pid,
+                        double ready_s)
+{
+    json_t *v = json_array_get(json_object_get(m->session, "variants"), vi);
+    json_t *starts = json_object_get(v, "server_starts");
+    if (!starts)
+        return;
+    char stamp[32];
+    time_iso8601(stamp, sizeof(stamp));
+    json_t *o = json_object();
+    json_object_set_new(o, "pid", json_integer(pid));
+    json_object_set_new(o, "at", json_string(stamp));
+    json_object_set_new(o, "argv", argv_array(&p->variants[vi].server_argv));
+    json_object_set_new(o, "url", json_string(p->variants[vi].url));
+    json_object_set_new(o, "ready_s", ready_s >= 0 ? json_real(ready_s) : json_null());
+    json_array_append_new(starts, o);
+}
+
+void man_finish(struct manifest *m, int exit_status, size_t n_ok, size_t n_failed, bool interrupted)
+{
+    char stamp[32];
+    time_iso8601(stamp, sizeof(stamp));
+    json_object_set_new(m->session, "end", json_string(stamp));
+    json_object_set_new(m->session, "exit_status", json_integer(exit_status));
+    json_object_set_new(m->session, "interrupted", json_boolean(interrupted));
+    json_object_set_new(m->session, "points_ok", json_integer((json_int_t)n_ok));
+    json_object_set_new(m->session, "points_failed", json_integer((json_int_t)n_failed));
+    json_object_set_new(m->root, "end", json_string(stamp));
+}
+
+/* Indented, in insertion order, with a final newline: easy to diff. */
+int man_save(const struct manifest *m, const char *path, struct err *err)
+{
+    char *text = json_dumps(m->root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (!text)
+        return err_set(err, RN_ERR_ENV, "%s: cannot serialise the manifest", path), -1;
+    size_t len = strlen(text);
+    char *with_nl = xasprintf("%s\n", text);
+    free(text);
+    int rc = file_write_atomic(path, with_nl, len + 1, err, RN_ERR_ENV);
+    free(with_nl);
+    return rc;
+}

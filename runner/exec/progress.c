@@ -1,0 +1,144 @@
+/*
+ * progress: point counter, elapsed time and ETA for `sweep run`, as a live
+ * line on a terminal or as plain lines in a log.
+ */
+#include "exec/progress.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#include "timeutil.h"
+
+#define REDRAW_MS 250 /* live line: at most 4 redraws a second */
+
+void prog_init(struct progress *pr, FILE *out, bool tty, size_t n_total, double work_total)
+{
+    memset(pr, 0, sizeof(*pr));
+    pr->out = out;
+    pr->tty = tty;
+    pr->n_total = n_total;
+    pr->work_left = work_total;
+    pr->eta_hint_s = -1;
+}
+
+void prog_set_eta(struct progress *pr, double seconds)
+{
+    pr->eta_hint_s = seconds;
+    pr->eta_hint_ms = clock_ms();
+}
+
+void prog_format_duration(double s, char *out, size_t size)
+{
+    if (s < 0) {
+        snprintf(out, size, "?");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(out, size, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+    else if (t >= 60)
+        snprintf(out, size, "%ldm%02lds", t / 60, t % 60);
+    else
+        snprintf(out, size, "%lds", t);
+}
+
+double prog_eta_s(const struct progress *pr)
+{
+    if (pr->eta_hint_s >= 0) {
+        double left = pr->eta_hint_s - (clock_ms() - pr->eta_hint_ms) / 1000.0;
+        return left < 0 ? 0 : left;
+    }
+    if (pr->work_done <= 0)
+        return -1;
+    double per_unit = pr->secs_done / pr->work_done;
+    double eta = pr->work_left * per_unit;
+    if (pr->active) {
+        double spent = (clock_ms() - pr->cur_start_ms) / 1000.0;
+        double cur = pr->cur_work * per_unit;
+        eta -= spent < cur ? spent : cur; /* an overrunning point adds nothing */
+    }
+    return eta < 0 ? 0 : eta;
+}
+
+/* "[2/6] mxfp4 c=4 n=16  12s  ETA 1m05s": carriage return and erase-line
+ * first, so the line replaces the previous one; no newline until the end. */
+static void draw(struct progress *pr, const char *tail)
+{
+    char el[32], eta[32];
+    prog_format_duration((clock_ms() - pr->cur_start_ms) / 1000.0, el, sizeof(el));
+    prog_format_duration(prog_eta_s(pr), eta, sizeof(eta));
+    fprintf(pr->out, "\r\033[K[%zu/%zu] %s  %s  ETA %s%s", pr->n_started, pr->n_total, pr->label,
+            el, eta, tail);
+    fflush(pr->out);
+    pr->last_draw_ms = clock_ms();
+}
+
+/* In a log (not a terminal) each point gets a start line and an end line,
+ * so a reader can tell which point was running when something happened. */
+void prog_begin(struct progress *pr, const char *label, double work)
+{
+    snprintf(pr->label, sizeof(pr->label), "%s", label);
+    pr->n_started++;
+    pr->cur_work = work;
+    pr->cur_start_ms = clock_ms();
+    pr->active = true;
+    if (pr->tty) {
+        draw(pr, "");
+    } else {
+        char eta[32];
+        prog_format_duration(prog_eta_s(pr), eta, sizeof(eta));
+        fprintf(pr->out, "sweep: point %zu/%zu: %s (ETA %s)\n", pr->n_started, pr->n_total,
+                pr->label, eta);
+        fflush(pr->out);
+    }
+}
+
+void prog_tick(struct progress *pr)
+{
+    if (pr->tty && pr->active && clock_ms() - pr->last_draw_ms >= REDRAW_MS)
+        draw(pr, "");
+}
+
+void prog_end(struct progress *pr, const char *status, const char *cause)
+{
+    double secs = (clock_ms() - pr->cur_start_ms) / 1000.0;
+    pr->active = false;
+    pr->work_left -= pr->cur_work;
+    if (pr->work_left < 0)
+        pr->work_left = 0;
+    /* only complete measurements teach us the pace */
+    if (strcmp(status, "ok") == 0) {
+        pr->work_done += pr->cur_work;
+        pr->secs_done += secs;
+    }
+    char el[32], eta[32];
+    prog_format_duration(secs, el, sizeof(el));
+    prog_format_duration(prog_eta_s(pr), eta, sizeof(eta));
+    const char *sep = cause && *cause ? ": " : "";
+    fprintf(pr->out, "%s%s %zu/%zu: %s %s in %s%s%s (ETA %s)\n", pr->tty ? "\r\033[K" : "",
+            "sweep: point", pr->n_started, pr->n_total, pr->label, status, el, sep,
+            cause ? cause : "", eta);
+    fflush(pr->out);
+}
+
+void prog_skip(struct progress *pr, double work)
+{
+    pr->work_left -= work;
+    if (pr->work_left < 0)
+        pr->work_left = 0;
+}
+
+/* Erase the live line, print the message on its own line, redraw. */
+void prog_note(struct progress *pr, const char *fmt, ...)
+{
+    if (pr->tty && pr->active)
+        fputs("\r\033[K", pr->out);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(pr->out, fmt, ap);
+    va_end(ap);
+    fputc('\n', pr->out);
+    if (pr->tty && pr->active)
+        draw(pr, "");
+    fflush(pr->out);
+}
