@@ -15,7 +15,8 @@ struct err {
 
 void err_init(struct err *e);
 /* Record code and a printf-style message unless an error is already set;
- * returns the code that is now set (handy as `return err_set(...)`). */
+ * returns the code that is now set. A failing function still returns -1
+ * (or NULL): `return err_set(err, CODE, "..."), -1;` (docs/style.md). */
 int err_set(struct err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Prefix the existing message with "prefix: " (e.g. a file name). */
 void err_prefix(struct err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -598,37 +598,44 @@ int model_step(struct model *m, struct model_seq *seqs, int n, struct err *err)
 {
     if (n <= 0 || n > m->max_batch)
         return err_set(err, FP_ERR_USAGE, "step of %d sequences (max_batch is %d)", n,
-                       m->max_batch);
+                       m->max_batch),
+               -1;
     int rows = 0, logit_rows = 0;
     for (int i = 0; i < n; i++) {
         struct model_seq *s = &seqs[i];
         s->out = NULL;
         if (s->slot < 0 || s->slot >= m->max_batch)
             return err_set(err, FP_ERR_USAGE, "sequence %d: slot %d is outside [0, %d)", i, s->slot,
-                           m->max_batch);
+                           m->max_batch),
+                   -1;
         for (int j = 0; j < i; j++)
             if (seqs[j].slot == s->slot)
                 return err_set(err, FP_ERR_USAGE, "sequences %d and %d share slot %d", j, i,
-                               s->slot);
+                               s->slot),
+                       -1;
         if (s->n_tokens < 1 || !s->tokens)
-            return err_set(err, FP_ERR_USAGE, "sequence %d has no tokens", i);
+            return err_set(err, FP_ERR_USAGE, "sequence %d has no tokens", i), -1;
         if (s->pos < 0 || s->pos > m->slot_len[s->slot])
             return err_set(err, FP_ERR_USAGE,
                            "sequence %d: position %d is past slot %d's length %d", i, s->pos,
-                           s->slot, m->slot_len[s->slot]);
+                           s->slot, m->slot_len[s->slot]),
+                   -1;
         if ((int64_t)s->pos + s->n_tokens > m->ctx)
             return err_set(err, FP_ERR_RESOURCE,
                            "sequence %d: positions up to %lld do not fit the context of %d", i,
-                           (long long)s->pos + s->n_tokens, m->ctx);
+                           (long long)s->pos + s->n_tokens, m->ctx),
+                   -1;
         rows += s->n_tokens; /* <= max_rows + ctx: checked every sequence, cannot overflow */
         if (rows > m->max_rows)
             return err_set(err, FP_ERR_RESOURCE,
                            "step of %d+ tokens exceeds the %d rows of a step (at sequence %d)",
-                           rows, m->max_rows, i);
+                           rows, m->max_rows, i),
+                   -1;
         for (int t = 0; t < s->n_tokens; t++)
             if (s->tokens[t] < 0 || s->tokens[t] >= m->cfg.n_vocab)
                 return err_set(err, FP_ERR_USAGE, "sequence %d: token id %d is outside [0, %d)", i,
-                               s->tokens[t], m->cfg.n_vocab);
+                               s->tokens[t], m->cfg.n_vocab),
+                       -1;
         logit_rows += s->logits == MODEL_LOGITS_ALL    ? s->n_tokens
                       : s->logits == MODEL_LOGITS_LAST ? 1
                                                        : 0;
@@ -636,7 +643,8 @@ int model_step(struct model *m, struct model_seq *seqs, int n, struct err *err)
     if (logit_rows > m->max_logit_rows)
         return err_set(err, FP_ERR_RESOURCE,
                        "step asks for %d logits rows, more than the %d allocated", logit_rows,
-                       m->max_logit_rows);
+                       m->max_logit_rows),
+               -1;
     memset(&m->last, 0, sizeof(m->last));
     if (m->opts.decode == MODEL_DECODE_PER_REQUEST) {
         /* The pathology on purpose: each sequence gets its own pass, so the

@@ -237,8 +237,9 @@ int model_read_config(const struct gguf_file *f, struct model_config *c, struct 
 /*
  * Run one step over seqs[0..n). Validates everything first (slots in range
  * and distinct, pos <= slot length, pos + n_tokens <= ctx, token ids, row
- * and logits budgets) and then runs nothing on error: FP_ERR_USAGE or
- * FP_ERR_RESOURCE with a message naming the sequence. Sets seqs[i].out.
+ * and logits budgets) and then runs nothing on error: -1 with err set to
+ * FP_ERR_USAGE or FP_ERR_RESOURCE and a message naming the sequence.
+ * Returns 0 and sets seqs[i].out on success.
  * Never allocates. One step at a time: the model is not thread-safe, so
  * one scheduler thread owns it (the step itself runs on the pool).
  */
