@@ -1,6 +1,6 @@
 #!/bin/sh
 # check-banned.sh: fail if any C/CUDA source calls a banned function
-# (STYLE.md): unbounded string functions, ato*, shells, and raw malloc
+# (docs/style.md): unbounded string functions, ato*, shells, and raw malloc
 # outside common/xalloc.c. A line may opt out with a comment "allow: why".
 set -u
 files=$(git ls-files '*.c' '*.h' '*.cu' '*.cuh' 2>/dev/null)

@@ -19,7 +19,7 @@
 #include "xalloc.h"
 
 /* One hyperparameter line: label, key suffix after "ARCH.", kind. The
- * keys are llama.cpp's (reference/engine-formats.md 2.1); missing ones
+ * keys are llama.cpp's (docs/formats.md §2.1); missing ones
  * print "-", since other architectures and partial files exist. */
 enum hp_kind { HP_INT, HP_FLOAT };
 struct hparam {

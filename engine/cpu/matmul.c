@@ -155,7 +155,7 @@ void qk_ref_decode_q4_k(const void *row, int64_t e0, int64_t n, struct qk_dec *d
 }
 
 /* Q6_K: per 128 elements, 64 bytes of low nibbles and 32 bytes of 2-bit
- * high parts (reference/engine-formats.md 1.5); int8 scale per 16 elements. */
+ * high parts (docs/formats.md §1.5); int8 scale per 16 elements. */
 void qk_ref_decode_q6_k(const void *row, int64_t e0, int64_t n, struct qk_dec *d)
 {
     const struct blk_q6_k *b = (const struct blk_q6_k *)row + e0 / 256;

@@ -13,7 +13,7 @@
 
 #include "format/quant.h"
 
-/* ---- ggml block layouts (reference/engine-formats.md 1.5; little-endian) ---- */
+/* ---- ggml block layouts (docs/formats.md §1.5; little-endian) ---- */
 
 struct blk_q4_0 {
     uint16_t d;     /* f16 scale */

@@ -5,7 +5,7 @@
  * and an offset m, element i = q_i * d + m. The GEMV feeds q to dp4a
  * against int8 activations; the tensor-core path and the embedding turn
  * it into floats. F32, F16 and BF16 are read element by element. Block
- * layouts: reference/engine-formats.md 1.5; the reference for every value
+ * layouts: docs/formats.md §1.5; the reference for every value
  * is q_dequant_row in engine/format/quant.c, which unit_value reproduces bit for
  * bit (explicit roundings, no contraction into fma). Everything here also
  * compiles for the host, so the decoders are tested on machines without a

@@ -1,5 +1,5 @@
 /*
- * gguf: GGUF v3 files (reference/engine-formats.md section 1). The reader
+ * gguf: GGUF v3 files (docs/formats.md §1). The reader
  * maps the file and checks every count, offset and size against it before
  * use, so a truncated or corrupt file is a one-line error, never a crash.
  * Keys, strings and tensor data are views into the mapping. The writer

@@ -2,7 +2,7 @@
  * quant: the ggml tensor-type table, the scalar codecs (E2M1, E8M0, E4M3,
  * f16, bf16), row dequantization, row quantization from f32, and the
  * activation buffers that q_matmul consumes. Block layouts and formulas
- * follow reference/engine-formats.md 1.5 and 3; the kernels are in cpu/.
+ * follow docs/formats.md §1.5 and §3; the kernels are in cpu/.
  */
 #include "format/quant.h"
 
@@ -229,7 +229,7 @@ static float f16_round(float f)
 
 /* ---- row dequantization (the same float operations as ggml's dequantize_row_*) ----
  *
- * Each case follows reference/engine-formats.md 1.5 literally, operation for
+ * Each case follows docs/formats.md §1.5 literally, operation for
  * operation, so values match llama.cpp's dequantization bit for bit.
  */
 
@@ -389,7 +389,7 @@ void q_dequant_row(uint32_t type, const void *src, float *y, int64_t n)
  * (quantize_row_*_ref): the same scale formula, the same truncating casts.
  * The K-quants use simpler quantizers of our own (the format is ggml's; the
  * bytes differ from llama-quantize's iterative search). MXFP4 and NVFP4
- * follow the OCP and NVIDIA recipes (reference 3.2, 3.3, 3.9).
+ * follow the OCP and NVIDIA recipes (docs/formats.md §3.2, §3.3, §3.5).
  */
 
 /* Largest |x| over n values, and the value that has it (sign kept: ggml's
@@ -664,7 +664,7 @@ static void quant_mxfp4(const float *x, struct blk_mxfp4 *b, int64_t nb, bool se
 }
 
 /* amax / (6 * 448): the largest block scale then lands on E4M3's maximum, so
- * the 8-bit scales use their whole range (reference 3.8: without it, scales
+ * the 8-bit scales use their whole range (docs/formats.md §3.3: without it, scales
  * of typical weights fall near E4M3's subnormals). */
 float q_nvfp4_tensor_scale(const float *x, int64_t n)
 {

@@ -1,6 +1,6 @@
 /*
- * quant: ggml tensor types (reference/engine-formats.md sections 1.4-1.5
- * and 3): block layouts, row dequantization, quantization from f32, and
+ * quant: ggml tensor types (docs/formats.md §1.4-1.5
+ * and §3): block layouts, row dequantization, quantization from f32, and
  * the CPU matrix x activations kernels.
  *
  * The kernel contract that makes batched decode cheap and deterministic:

@@ -22,7 +22,7 @@
 static const struct synth_preset presets[] = {
     /* small enough to commit reference outputs for */
     {"tiny", 2, 64, 4, 2, 128, 512, 256, 10000.0f, 1e-5f},
-    /* SmolLM2-135M's shape (reference/engine-formats.md 2.6) */
+    /* SmolLM2-135M's shape (docs/formats.md §2.6) */
     {"smollm2-135m", 30, 576, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f},
     /* a ~1.04B llama: 16 x 60.8M per layer + 65.5M embedding */
     {"llama-1b", 16, 2048, 32, 8, 8192, 32000, 4096, 10000.0f, 1e-5f},

@@ -1,5 +1,5 @@
 /*
- * model: the llama architecture (reference/engine-formats.md section 2)
+ * model: the llama architecture (docs/formats.md §2)
  * loaded from GGUF, with the engine API the scheduler drives: a KV cache
  * of max_batch slots x ctx positions allocated at load, and model_step,
  * which runs one forward pass over a batch made of several sequences (a

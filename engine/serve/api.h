@@ -1,6 +1,6 @@
 /*
  * api: the OpenAI-compatible request and response bodies of fp4serve
- * (reference/engine-formats.md section 4.6), with no I/O: request JSON in,
+ * (docs/formats.md §4), with no I/O: request JSON in,
  * a checked struct api_request or an OpenAI-style error out; response
  * chunks, final bodies and error envelopes appended to a struct buf. The
  * HTTP layer (server.c) and the fuzz target both call these.

@@ -1,6 +1,6 @@
 /*
- * tokenizer: GPT-2 byte-level BPE from GGUF metadata (reference/
- * engine-formats.md section 2.5): special tokens split first, PCRE2
+ * tokenizer: GPT-2 byte-level BPE from GGUF metadata (docs/formats.md
+ * §2.5): special tokens split first, PCRE2
  * pre-tokenizer chosen by tokenizer.ggml.pre, merges by rank, and a
  * streaming detokenizer that never emits half a UTF-8 character.
  * The ids match llama.cpp's for the same file (tests/fixtures/tokenizer).

@@ -23,7 +23,7 @@
 #include "strutil.h"
 #include "xalloc.h"
 
-/* Limits (reliability.md §3.2 and M13: 1e5 steps fail in ~1 ms). The match
+/* Limits (docs/reliability.md §3.2 and M13: 1e5 steps fail in ~1 ms). The match
  * limit applies per start position, so the callout budget bounds the work
  * over a whole log (about 0.1 s of matching per pattern at worst). */
 #define MATCH_LIMIT     1000000u
@@ -59,7 +59,7 @@ struct preset {
         "p99_" what "_ms", ROW("P99 " label " \\(ms\\)")                                           \
     }
 
-/* SGLang bench_serving, every version in serving-benchmarks.md §(b), and
+/* SGLang bench_serving, every version in docs/benchmarks.md §2, and
  * sweep's own client (which adds "Failed requests:"). Mid-2025 versions
  * print no TPOT section: those names are then simply absent. */
 static const struct preset_row sglang_rows[] = {

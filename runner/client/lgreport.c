@@ -226,8 +226,8 @@ static void section(FILE *f, const char *title, const char *name, const struct s
 }
 
 /*
- * Row order and spelling follow SGLang's newest block (serving-benchmarks.md
- * b.1), with vLLM's "Failed requests:" after "Successful requests:". Rows of
+ * Row order and spelling follow SGLang's newest block (docs/benchmarks.md
+ * §2.5), with vLLM's "Failed requests:" after "Successful requests:". Rows of
  * our own use labels that no SGLang or vLLM pattern can match by accident
  * ("Failed (kind):", "Scheduled TTFT", "Queue Delay"). SGLang's
  * "(retokenized)" and "text tokens" rows are left out: we have no tokenizer

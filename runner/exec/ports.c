@@ -16,7 +16,7 @@
 #define PROBE_CONNECT_MS 500 /* a filtered address costs at most this */
 
 /* connect(), not bind(): a server with SO_REUSEPORT would let a second
- * bind succeed silently (reliability.md 3.1 rule 8). Non-blocking, so a
+ * bind succeed silently (docs/reliability.md §3.1 rule 8). Non-blocking, so a
  * filtered address costs at most PROBE_CONNECT_MS. */
 int port_in_use(const char *host, long port)
 {

@@ -6,7 +6,7 @@
  * and a check that the group is empty.
  * Its neighbours: ready.c (readiness polling), cause.c (why a child died),
  * ports.c and gpu.c.
- * reference/reliability.md section 3 has the rules and their sources.
+ * docs/reliability.md §3 has the rules and their sources.
  */
 #ifndef RUNNER_PROC_H
 #define RUNNER_PROC_H

@@ -1,7 +1,7 @@
 # gguf_info: `fp4serve info` on the real SmolLM2-135M-Instruct Q4_1 file
 # (when `make models` has fetched it) reports its known shape, tokenizer,
-# end-of-generation set and tensor-type mix (reference/engine-formats.md
-# 2.1, 2.5, 8: Q4_1 layers, a Q8_0 tied embedding, F32 norms).
+# end-of-generation set and tensor-type mix (docs/formats.md
+# §2.1, §2.5, §2.6: Q4_1 layers, a Q8_0 tied embedding, F32 norms).
 . tests/lib.sh
 
 model=models/SmolLM2-135M-Instruct.Q4_1.gguf

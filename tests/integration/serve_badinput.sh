@@ -1,6 +1,6 @@
 # serve_badinput: every kind of bad request gets its 4xx with an
 # OpenAI-style error body that names the field, is logged, and leaves the
-# server answering /health (reference/reliability.md S2-S8).
+# server answering /health (docs/reliability.md S2-S8).
 . tests/lib.sh
 . tests/integration/serve.inc
 

@@ -1,5 +1,5 @@
 # serve_robust: `fp4serve serve` under hostile or unlucky clients
-# (reference/reliability.md S1, S9, S11, S12, S14): clients that vanish
+# (docs/reliability.md S1, S9, S11, S12, S14): clients that vanish
 # mid-stream leave no slot, KV position or file descriptor behind; /health
 # says 503 while loading and answers fast beside slowloris and idle
 # keep-alive connections, which are closed at the timeout; a second server

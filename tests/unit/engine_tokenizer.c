@@ -327,7 +327,7 @@ TEST(smollm2_golden_prompts)
     tok_free(v);
 }
 
-/* The third-party vector from engine-formats.md 2.5, which llama.cpp
+/* The third-party vector from docs/formats.md §2.5, which llama.cpp
  * confirms (it is also the first fixture case). */
 TEST(smollm2_known_vector)
 {

@@ -1,7 +1,7 @@
 /*
  * Unit tests for runner/analysis/extract.c: every fixture log under
  * tests/fixtures/logs/ (written from the exact blocks in
- * serving-benchmarks.md §b) extracts to exactly the canonical values
+ * docs/benchmarks.md §2) extracts to exactly the canonical values
  * below; user patterns, limits, require messages and value parsing.
  */
 #include "test.h"
