@@ -1,6 +1,6 @@
 /*
  * fp4: fp4serve's exit statuses and its subcommands. main.c dispatches
- * over a table of these; each cmd_* gets the arguments after its name and
+ * over a table of these; each fp4_* gets the arguments after its name and
  * returns the process exit status.
  */
 #ifndef ENGINE_FP4_H

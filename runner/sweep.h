@@ -1,5 +1,5 @@
 /*
- * commands: sweep's exit statuses and its subcommands. main.c dispatches
+ * sweep: sweep's exit statuses and its subcommands. main.c dispatches
  * over a table of these; each cmd_* gets the arguments after its name and
  * returns the process exit status.
  */

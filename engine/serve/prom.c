@@ -1,5 +1,5 @@
 /*
- * metrics: counters and the /metrics exposition (see metrics.h). One table
+ * prom: counters and the /metrics exposition (see prom.h). One table
  * lists every counter with its name, help and unit conversion, so the text
  * and the struct cannot drift; labelled families are written by hand below.
  */

@@ -1,5 +1,5 @@
 /*
- * metrics: fp4serve's counters and the Prometheus text exposition of
+ * prom: fp4serve's counters and the Prometheus text exposition of
  * GET /metrics. Counters are C11 atomics: the scheduler and the HTTP
  * thread add to them without locks, and a scrape reads them as they are.
  * Gauges that belong to the scheduler (queue, running, KV) are passed in

@@ -1,5 +1,5 @@
 /*
- * metrics: the canonical names table and a small ordered name -> value set.
+ * metric: the canonical names table and a small ordered name -> value set.
  * Sets hold a few dozen entries, so lookups are linear.
  */
 #include "analysis/metric.h"

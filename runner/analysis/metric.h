@@ -1,5 +1,5 @@
 /*
- * metrics: the canonical metric vocabulary (one meaning per name, whatever
+ * metric: the canonical metric vocabulary (one meaning per name, whatever
  * tool produced the number) and the name -> value set that extraction
  * fills and results store. DESIGN.md "Metrics" defines each quantity.
  */

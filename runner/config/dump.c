@@ -1,5 +1,5 @@
 /*
- * expdump: the two outputs generated from the schema table: the schema
+ * dump: the two outputs generated from the schema table: the schema
  * itself (`sweep check --schema`, the README section) and an experiment as
  * resolved (results/.../experiment.yaml), written with libyaml's emitter
  * so that exp_load_string reads it back to an equal experiment.

@@ -1,7 +1,7 @@
 /*
- * expkeys: the schema table of experiment files and the small lookups over
+ * schema: the schema table of experiment files and the small lookups over
  * it. Adding a key is adding a row here (and, for a new type, a case in
- * experiment.c's decoder and expdump.c's printer).
+ * experiment.c's decoder and dump.c's printer).
  */
 #include "config/schema.h"
 

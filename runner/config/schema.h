@@ -1,7 +1,7 @@
 /*
- * expkeys: the experiment-file schema as one table (path, type, flags,
+ * schema: the experiment-file schema as one table (path, type, flags,
  * default, unit, doc, field offset), shared by the loader (experiment.c)
- * and the schema printer and dumper (expdump.c). Private to the exp module.
+ * and the schema printer and dumper (dump.c). Private to config/.
  */
 #ifndef RUNNER_SCHEMA_H
 #define RUNNER_SCHEMA_H

@@ -1,7 +1,7 @@
 /*
  * run: the `sweep run` loop. One server at a time (the current variant's),
  * one client at a time (the current point's); both are supervised children
- * in their own process groups (server.c). Every point ends as a row in
+ * in their own process groups (proc.c). Every point ends as a row in
  * points.csv, saved atomically at once, so a crash or Ctrl-C loses at most
  * the point in flight. Flow: run_experiment -> preflight -> prepare_folder
  * -> run_variant (server_ensure -> run_point -> record) -> finish.
