@@ -95,6 +95,9 @@ int ext_parse_value(const char *s, size_t n, double *v);
  */
 int ext_pattern_arg(const char *arg, struct ext_pattern *p, struct err *err);
 
+/* The most of one client log that is read (a runaway client can write more). */
+#define EXT_LOG_MAX_BYTES ((size_t)64 << 20)
+
 #define EXT_FAILED_SHARE_MAX  0.05 /* more failed requests than this fails the point */
 #define EXT_CONCURRENCY_FLOOR 0.5  /* achieved below this share of min(C, P) is noted */
 

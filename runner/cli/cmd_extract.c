@@ -17,7 +17,6 @@
 #include "opts.h"
 #include "xalloc.h"
 
-#define LOG_MAX_BYTES ((size_t)64 << 20)
 
 static const char synopsis[] =
     "LOG... [--preset NAME] [--pattern NAME=REGEX]... [--require NAME]...";
@@ -53,8 +52,8 @@ int cmd_extract(int argc, char **argv)
     struct buf out, text;
     int rc = RN_ERR_USAGE;
     err_init(&err);
-    buf_init(&out, LOG_MAX_BYTES);
-    buf_init(&text, LOG_MAX_BYTES);
+    buf_init(&out, EXT_LOG_MAX_BYTES);
+    buf_init(&text, EXT_LOG_MAX_BYTES);
 
     int p = opt_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), &logs, &err, RN_ERR_USAGE);
     if (p == 1) {

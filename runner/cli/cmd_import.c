@@ -25,13 +25,13 @@
 #include "opts.h"
 #include "analysis/report.h"
 #include "store/results.h"
+#include "analysis/judge.h"
 #include "store/rundir.h"
 #include "strutil.h"
 #include "timeutil.h"
 #include "version.h"
 #include "xalloc.h"
 
-#define LOG_MAX_BYTES ((size_t)64 << 20)
 
 static const char synopsis[] =
     "LOG... --out RUN_DIR [--preset NAME] [--pattern NAME=REGEX]... [--tag-regex REGEX] "
@@ -145,7 +145,7 @@ static int place(const struct item *it, const char *out, struct err *err)
     struct buf old;
     struct err e;
     int rc = 0;
-    buf_init(&old, LOG_MAX_BYTES);
+    buf_init(&old, EXT_LOG_MAX_BYTES);
     err_init(&e);
     if (path_exists(path)) {
         if (file_read_all(path, &old, &e, RN_ERR_ENV) != 0 || old.len != it->text.len ||
@@ -269,7 +269,7 @@ static int write_points(const struct import_args *a, const struct item *items, s
         p.key = xstrdup("");
         p.log = xstrdup(items[i].rel);
         p.started = xstrdup("");
-        if (rundir_extract_point(&rd, a->variant, items[i].rel, &p, err) != 0) {
+        if (judge_saved_point(&rd, a->variant, items[i].rel, &p, err) != 0) {
             res_point_release(&p);
             goto out;
         }
@@ -303,7 +303,7 @@ static void number_repeats(struct item *items, size_t n, const struct import_arg
             char *path = path_join(a->out, rel);
             struct buf old;
             struct err e;
-            buf_init(&old, LOG_MAX_BYTES);
+            buf_init(&old, EXT_LOG_MAX_BYTES);
             err_init(&e);
             bool taken =
                 path_exists(path) &&
@@ -387,7 +387,7 @@ int cmd_import(int argc, char **argv)
     for (n = 0; n < a.logs.n; n++) {
         struct item *it = &items[n];
         it->src = a.logs.v[n];
-        buf_init(&it->text, LOG_MAX_BYTES);
+        buf_init(&it->text, EXT_LOG_MAX_BYTES);
         if (file_read_all(it->src, &it->text, &err, RN_ERR_ENV) != 0) {
             n++;
             goto fail;

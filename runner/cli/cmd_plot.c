@@ -19,6 +19,7 @@
 #include "opts.h"
 #include "analysis/report.h"
 #include "store/results.h"
+#include "analysis/judge.h"
 #include "store/rundir.h"
 #include "xalloc.h"
 
@@ -52,7 +53,7 @@ static int refresh_row(const struct rundir *rd, struct res_point *p, struct err 
     res_point_init(&fresh);
     fresh.concurrency = p->concurrency; /* the invariants judge against these */
     fresh.prompts = p->prompts;
-    if (rundir_extract_point(rd, p->variant, p->log, &fresh, err) != 0) {
+    if (judge_saved_point(rd, p->variant, p->log, &fresh, err) != 0) {
         res_point_release(&fresh);
         return -1;
     }
@@ -193,7 +194,7 @@ int cmd_plot(int argc, char **argv)
         p.key = xstrdup("");
         p.log = xstrdup(logs[i].rel);
         p.started = xstrdup("");
-        if (rundir_extract_point(&rd, p.variant, p.log, &p, &err) != 0) {
+        if (judge_saved_point(&rd, p.variant, p.log, &p, &err) != 0) {
             res_point_release(&p);
             goto fail;
         }

@@ -7,6 +7,7 @@
 #include "config/plan.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +21,6 @@
 #include <unistd.h>
 
 #include "sweep.h"
-#include "exec/manifest.h"
 #include "sha256.h"
 #include "strutil.h"
 #include "config/tmpl.h"
@@ -740,7 +740,7 @@ void plan_print(FILE *f, const struct plan *p)
             char *name = xstrndup(kv, (size_t)(eq - kv));
             fprintf(f, "  env:    ");
             /* tokens stay out of terminals and CI logs (the manifest's rule) */
-            if (man_is_secret_name(name, strlen(name))) {
+            if (plan_env_is_secret(name, strlen(name))) {
                 fprintf(f, "%s=<hidden>", name);
             } else {
                 print_one_quoted(f, kv);
@@ -772,4 +772,20 @@ void plan_print(FILE *f, const struct plan *p)
     }
     fprintf(f, "\n%zu point%s in %zu variant%s\n", p->n_points, p->n_points == 1 ? "" : "s",
             p->n_variants, p->n_variants == 1 ? "" : "s");
+}
+
+bool plan_env_is_secret(const char *name, size_t len)
+{
+    static const char *const words[] = {"TOKEN",  "KEY",        "SECRET", "PASSWORD",
+                                        "PASSWD", "CREDENTIAL", "AUTH"};
+    char up[256];
+    if (len >= sizeof(up))
+        len = sizeof(up) - 1;
+    for (size_t i = 0; i < len; i++)
+        up[i] = (char)toupper((unsigned char)name[i]);
+    up[len] = '\0';
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (strstr(up, words[i]))
+            return true;
+    return false;
 }

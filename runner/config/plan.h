@@ -145,4 +145,10 @@ void plan_print(FILE *f, const struct plan *p);
 
 void plan_release(struct plan *p);
 
+/* True when an environment variable called name (the part before '=')
+ * may hold a secret: it contains TOKEN, KEY, SECRET, PASSWORD, PASSWD,
+ * CREDENTIAL or AUTH in any case. Such variables never reach the manifest,
+ * and `sweep check` prints them as NAME=<hidden>. */
+bool plan_env_is_secret(const char *name, size_t len);
+
 #endif

@@ -5,7 +5,6 @@
  */
 #include "exec/manifest.h"
 
-#include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,22 +22,6 @@
 
 extern char **environ;
 
-bool man_is_secret_name(const char *name, size_t len)
-{
-    static const char *const words[] = {"TOKEN",  "KEY",        "SECRET", "PASSWORD",
-                                        "PASSWD", "CREDENTIAL", "AUTH"};
-    char up[256];
-    if (len >= sizeof(up))
-        len = sizeof(up) - 1;
-    for (size_t i = 0; i < len; i++)
-        up[i] = (char)toupper((unsigned char)name[i]);
-    up[len] = '\0';
-    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
-        if (strstr(up, words[i]))
-            return true;
-    return false;
-}
-
 /* {"NAME": "value", ...} from "NAME=value" strings, secrets left out (by
  * name: values are never inspected, so a secret under an innocent name
  * does get through; the user chose that name). */
@@ -47,7 +30,7 @@ static json_t *env_object(char *const *entries, size_t n)
     json_t *o = json_object();
     for (size_t i = 0; i < n && entries[i]; i++) {
         const char *eq = strchr(entries[i], '=');
-        if (!eq || man_is_secret_name(entries[i], (size_t)(eq - entries[i])))
+        if (!eq || plan_env_is_secret(entries[i], (size_t)(eq - entries[i])))
             continue;
         char *name = xstrndup(entries[i], (size_t)(eq - entries[i]));
         json_object_set_new(o, name, json_string(eq + 1));

@@ -49,10 +49,4 @@ void man_finish(struct manifest *m, int exit_status, size_t n_ok, size_t n_faile
  * (RN_ERR_ENV). */
 int man_save(const struct manifest *m, const char *path, struct err *err);
 
-/* True when an environment variable called name (the part before '=')
- * may hold a secret: it contains TOKEN, KEY, SECRET, PASSWORD, PASSWD,
- * CREDENTIAL or AUTH in any case. Such variables never reach the manifest,
- * and `sweep check` prints them as NAME=<hidden>. */
-bool man_is_secret_name(const char *name, size_t len);
-
 #endif

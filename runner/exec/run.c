@@ -21,6 +21,7 @@
 #include "analysis/estimate.h"
 #include "config/experiment.h"
 #include "analysis/extract.h"
+#include "analysis/judge.h"
 #include "fileio.h"
 #include "log.h"
 #include "exec/manifest.h"
@@ -103,10 +104,10 @@ static int preflight(struct run_ctx *c, struct err *err)
     for (size_t vi = 0; vi < c->plan.n_variants; vi++) {
         struct plan_variant *pv = &c->plan.variants[vi];
         const struct exp_server *s = &pv->v->server;
-        if (pv->model_path && plan_check_model(pv->model_path, &pv->model_fp, err) != 0) {
-            err_prefix(err, "variant '%s'", pv->v->name);
-            return -1;
-        }
+        /* plan_build checked and fingerprinted the model a moment ago */
+        if (pv->model_problem)
+            return err_set(err, RN_ERR_ENV, "variant '%s': %s", pv->v->name, pv->model_problem),
+                   -1;
         char *prog = proc_resolve_program(pv->server_argv.n ? pv->server_argv.v[0] : "", err);
         if (!prog) {
             err_prefix(err, "variant '%s': server", pv->v->name);
@@ -482,8 +483,8 @@ static char *last_line(const char *text)
     return xstrndup(text + start, end - start > 160 ? 160 : end - start);
 }
 
-/* Read the client log and extract metrics into row; on an ok status so
- * far, apply require and the invariants. Returns the final status. */
+/* Judge the point from its client log (analysis/judge.c): metrics into
+ * row, and on an ok status so far, the verdict. Returns the final status. */
 static const char *judge(struct run_ctx *c, size_t pi, const char *log_path, const char *status,
                          struct buf *cause, struct res_point *row)
 {
@@ -491,26 +492,18 @@ static const char *judge(struct run_ctx *c, size_t pi, const char *log_path, con
     const struct exp_variant *v = c->plan.variants[pp->variant].v;
     struct err err;
     err_init(&err);
-    struct buf text;
-    buf_init(&text, BUF_MAX_DEFAULT);
+    bool client_ok = strcmp(status, RES_OK) == 0, ok = false;
     const ext_set *set = extractor(c, pp->variant, &err);
-    bool ok = strcmp(status, RES_OK) == 0;
-    if (set && file_read_all(log_path, &text, &err, RN_ERR_ENV) == 0)
-        ext_run(set, text.data ? text.data : "", text.len, &row->metrics, &err);
-    if (ok && err.code) {
-        buf_printf(cause, "%s", err.msg);
-        status = RES_FAILED;
-    } else if (ok && ext_require(set, &row->metrics, &v->metrics.require, &err) != 0) {
-        buf_printf(cause, "%s", err.msg);
-        status = RES_FAILED;
-    } else if (ok && ext_check_invariants(&row->metrics, pp->concurrency, pp->prompts,
-                                          v->bench.request_rate, cause)) {
-        status = RES_FAILED;
-    } else if (ok && cause->len) {
-        prog_note(&c->prog, "sweep: warning: %s", cause->data);
+    struct judge_spec spec = {set, &v->metrics.require, pp->concurrency, pp->prompts,
+                              v->bench.request_rate};
+    if (!set || judge_point(&spec, log_path, client_ok, &row->metrics, &ok, cause, &err) != 0) {
+        if (client_ok)
+            buf_printf(cause, "%s", err.msg);
+        return client_ok ? RES_FAILED : status;
     }
-    buf_release(&text);
-    return status;
+    if (ok && cause->len)
+        prog_note(&c->prog, "sweep: warning: %s", cause->data);
+    return ok ? RES_OK : client_ok ? RES_FAILED : status;
 }
 
 /*

@@ -20,7 +20,6 @@
 #include "timeutil.h"
 #include "xalloc.h"
 
-#define LOG_MAX_BYTES ((size_t)64 << 20)
 
 /* DESIGN.md defaults for metrics.require and analysis.fit. */
 static const char *const default_require[] = {"output_throughput", "median_tpot_ms"};
@@ -537,8 +536,7 @@ void rundir_logs_free(struct rundir_log *logs, size_t n)
 
 /* ---- re-extraction ---- */
 
-/* The open-loop rate variant ran at (0: closed loop, or not known). */
-static double rundir_rate(const struct rundir *rd, const char *variant)
+double rundir_rate(const struct rundir *rd, const char *variant)
 {
     for (size_t i = 0; variant && i < rd->n_v; i++)
         if (strcmp(rd->v[i].name, variant) == 0)
@@ -546,47 +544,3 @@ static double rundir_rate(const struct rundir *rd, const char *variant)
     return 0;
 }
 
-int rundir_extract_point(const struct rundir *rd, const char *variant, const char *rel,
-                         struct res_point *p, struct err *err)
-{
-    const struct rundir_extract *x = rundir_extract_for(rd, variant);
-    char *path = path_join(rd->dir, rel);
-    struct buf text;
-    struct metric_set ms;
-    struct err e;
-    ext_set *set = NULL;
-    int rc = -1;
-    buf_init(&text, LOG_MAX_BYTES);
-    mset_init(&ms);
-    err_init(&e);
-    if (file_read_all(path, &text, err, RN_ERR_ENV) != 0)
-        goto out;
-    rc = 0;
-    free(p->status);
-    free(p->cause);
-    if (ext_new(x->preset, x->patterns, x->n_patterns, &set, &e) != 0 ||
-        ext_run(set, text.data, text.len, &ms, &e) != 0 ||
-        ext_require(set, &ms, &x->require, &e) != 0) {
-        p->status = xstrdup(RES_FAILED);
-        p->cause = xstrdup(e.msg);
-    } else {
-        /* the run's own judgement: labels that match do not make the
-         * requests behind them successful */
-        struct buf notes;
-        buf_init(&notes, sizeof(e.msg));
-        bool bad =
-            ext_check_invariants(&ms, p->concurrency, p->prompts, rundir_rate(rd, variant), &notes);
-        p->status = xstrdup(bad ? RES_FAILED : RES_OK);
-        p->cause = xstrdup(notes.data ? notes.data : "");
-        buf_release(&notes);
-    }
-    mset_release(&p->metrics);
-    p->metrics = ms;
-    mset_init(&ms);
-out:
-    ext_free(set);
-    mset_release(&ms);
-    buf_release(&text);
-    free(path);
-    return rc;
-}

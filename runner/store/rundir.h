@@ -106,16 +106,7 @@ bool rundir_parse_log_name(const char *base, long *c, long *p, long *r);
 int rundir_scan_logs(const struct rundir *rd, struct rundir_log **out, size_t *n, struct err *err);
 void rundir_logs_free(struct rundir_log *logs, size_t n);
 
-/*
- * Extract the point saved in dir/rel with variant's settings into p->metrics
- * (replaced), and set p->status and p->cause as a run would: ok, or failed
- * naming every missing required metric (or the pattern that hit a limit) or
- * the broken invariant (ext_check_invariants against p->concurrency and
- * p->prompts, which the caller sets: no success, too many failures, ...).
- * An ok point's cause holds the invariants' notes, "" when none. Returns 0,
- * or -1 with err set when the log cannot be read (p unchanged).
- */
-int rundir_extract_point(const struct rundir *rd, const char *variant, const char *rel,
-                         struct res_point *p, struct err *err);
+/* The open-loop rate variant ran at in req/s (0: closed loop, or not known). */
+double rundir_rate(const struct rundir *rd, const char *variant);
 
 #endif

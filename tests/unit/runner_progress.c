@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 
+#include "config/plan.h"
 #include "exec/manifest.h"
 #include "exec/progress.h"
 #include "test.h"
@@ -132,10 +133,10 @@ TEST(secret_names)
         {"CUDA_VISIBLE_DEVICES", false},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        CHECK_MSG(man_is_secret_name(cases[i].name, strlen(cases[i].name)) == cases[i].secret, "%s",
+        CHECK_MSG(plan_env_is_secret(cases[i].name, strlen(cases[i].name)) == cases[i].secret, "%s",
                   cases[i].name);
     /* only the name counts, not the value after '=' */
-    CHECK(!man_is_secret_name("LANG=TOKEN", 4));
+    CHECK(!plan_env_is_secret("LANG=TOKEN", 4));
 }
 
 TEST_MAIN()

@@ -16,6 +16,7 @@
 #include "buf.h"
 #include "sweep.h"
 #include "fileio.h"
+#include "analysis/judge.h"
 #include "analysis/report.h"
 #include "store/results.h"
 #include "store/rundir.h"
@@ -208,8 +209,10 @@ static void write_block(const char *dir, const char *name, long ok, long failed)
 
 /* Rebuilding a point from its log (sweep plot, sweep import) judges it as
  * the run does: a log whose requests all failed, or too many of them,
- * is a failed point, however well its labels matched. */
-TEST(extract_point_applies_the_run_invariants)
+ * is a failed point, however well its labels matched; and the verdict on
+ * a saved log (judge_saved_point) is the one a live run gives
+ * (judge_point, as exec/run.c calls it), cause included. */
+TEST(saved_and_live_points_are_judged_alike)
 {
     char tmpl[] = "/tmp/sweep-rundir-test.XXXXXX";
     char *dir = mkdtemp(tmpl);
@@ -235,11 +238,37 @@ TEST(extract_point_applies_the_run_invariants)
         res_point_init(&p);
         p.concurrency = 16;
         p.prompts = 32;
-        CHECK(rundir_extract_point(&rd, "default", cases[i].log, &p, &e) == 0);
+        CHECK(judge_saved_point(&rd, "default", cases[i].log, &p, &e) == 0);
         CHECK_MSG(test_str_eq(p.status, cases[i].status), "%s: status %s, want %s", cases[i].log,
                   test_str_show(p.status), cases[i].status);
         CHECK_MSG(p.cause && strstr(p.cause, cases[i].cause), "%s: cause '%s', want '%s'",
                   cases[i].log, test_str_show(p.cause), cases[i].cause);
+
+        const struct rundir_extract *x = rundir_extract_for(&rd, "default");
+        ext_set *set = NULL;
+        CHECK(ext_new(x->preset, x->patterns, x->n_patterns, &set, &e) == 0);
+        struct judge_spec spec = {set, &x->require, 16, 32, 0};
+        struct metric_set live;
+        struct buf cause;
+        bool ok = true;
+        mset_init(&live);
+        buf_init(&cause, 1024);
+        char *path = path_join(dir, cases[i].log);
+        CHECK(judge_point(&spec, path, true, &live, &ok, &cause, &e) == 0);
+        CHECK_MSG(test_str_eq(ok ? RES_OK : RES_FAILED, p.status), "%s: live %s, saved %s",
+                  cases[i].log, ok ? RES_OK : RES_FAILED, p.status);
+        CHECK_STR(cause.data ? cause.data : "", p.cause);
+        double a = 0, b = -1;
+        CHECK(mset_get(&live, "median_tpot_ms", &a) == mset_get(&p.metrics, "median_tpot_ms", &b));
+        CHECK(a == b || !cases[i].ok);
+        /* a client that already failed keeps its own cause: judged, not overwritten */
+        buf_reset(&cause);
+        CHECK(judge_point(&spec, path, false, &live, &ok, &cause, &e) == 0);
+        CHECK(!ok && cause.len == 0);
+        free(path);
+        buf_release(&cause);
+        mset_release(&live);
+        ext_free(set);
         res_point_release(&p);
     }
     rundir_release(&rd);

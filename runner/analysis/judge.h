@@ -1,0 +1,55 @@
+/*
+ * judge: the one verdict on a point, from its client log. `sweep run` calls
+ * it as each point ends; `sweep plot` and `sweep import` call it (through
+ * store/rundir.c) when they rebuild points from saved logs, so a run and a
+ * replot cannot disagree on which points are ok.
+ */
+#ifndef RUNNER_JUDGE_H
+#define RUNNER_JUDGE_H
+
+#include <stdbool.h>
+
+#include "analysis/extract.h"
+#include "analysis/metric.h"
+#include "buf.h"
+#include "err.h"
+#include "store/results.h"
+#include "store/rundir.h"
+#include "strvec.h"
+
+/* What a point is judged against. */
+struct judge_spec {
+    const ext_set *set;           /* compiled patterns of the point's variant */
+    const struct strvec *require; /* metrics an ok point must have */
+    long concurrency, prompts;    /* what the point asked for */
+    double request_rate;          /* open-loop rate in req/s; 0 = closed loop */
+};
+
+/*
+ * Read the client log at log_path (at most EXT_LOG_MAX_BYTES) and extract
+ * every metric into *metrics (names already there are overwritten). When
+ * client_ok (the client exited 0, nothing stopped it) the point must also
+ * pass: no pattern hit a limit, every required metric present, and the
+ * invariants of ext_check_invariants. *ok says whether it did; cause gets
+ * why not (one line), or the invariants' notes when ok ("" when none).
+ * With client_ok false, *ok is false and cause is left alone: the caller
+ * already knows why. Returns 0, or -1 with err set (RN_ERR_ENV) when the
+ * log cannot be read; then *metrics and cause are unchanged.
+ */
+int judge_point(const struct judge_spec *spec, const char *log_path, bool client_ok,
+                struct metric_set *metrics, bool *ok, struct buf *cause, struct err *err);
+
+/*
+ * Judge the point saved in rd->dir/rel (as `sweep plot` and `sweep import`
+ * rebuild points): extract it with variant's settings into p->metrics
+ * (replaced), and set p->status and p->cause as a run would: ok, or failed
+ * naming every missing required metric (or the pattern that hit a limit) or
+ * the broken invariant (ext_check_invariants against p->concurrency and
+ * p->prompts, which the caller sets: no success, too many failures, ...).
+ * An ok point's cause holds the invariants' notes, "" when none. Returns 0,
+ * or -1 with err set when the log cannot be read (p unchanged).
+ */
+int judge_saved_point(const struct rundir *rd, const char *variant, const char *rel,
+                      struct res_point *p, struct err *err);
+
+#endif
