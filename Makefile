@@ -2,7 +2,8 @@
 #
 #   make                 build build/bin/sweep and build/bin/fp4serve
 #   make run             install what is missing, build, run experiments/quickstart.yaml
-#   make test            build and run every test (unit, cases, fuzz replay, integration)
+#   make test            build, scan for banned calls, run every test (unit, cases,
+#                        fuzz replay, integration)
 #   make bench           benchmarks (ratios measured side by side, never pass/fail)
 #   make fuzz            libFuzzer on every fuzz target (FUZZ_SECONDS each)
 #   make models          fetch SmolLM2-135M-Instruct Q4_1 into models/
@@ -50,11 +51,22 @@ $(BUILD)/config.mk: scripts/deps.sh
 	@mv $@.tmp $@
 
 # ---- version baked into both binaries ----
+# Rewritten only when it changes; objects depend on it only through the
+# -MMD lists of the files that include it (main.c, manifest.c, ...), so a
+# new commit rebuilds those, not everything.
 VERSION := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
 $(BUILD)/gen/version.h: FORCE
 	@mkdir -p $(dir $@)
 	@echo '#define BUILD_VERSION "$(VERSION)"' > $@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+
+# ---- build flags: a change of compiler, flags or sanitizers rebuilds everything ----
+BUILD_FLAGS := $(CC) | $(CFLAGS) | $(LDFLAGS) | $(NVCC) | $(CUDA_ARCH)
+$(BUILD)/gen/flags: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(subst ','\'',$(BUILD_FLAGS))' > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+GEN := $(BUILD)/gen/version.h $(BUILD)/config.mk
 
 # ---- gnuplot chart templates (plots/*.gp), embedded into sweep ----
 $(BUILD)/gen/plot_templates.h: $(wildcard plots/*.gp) scripts/embed-templates.sh
@@ -92,19 +104,19 @@ ENGINE_LIBS = $(ENGINE_PC_LIBS) $(CUDA_LIBS) $(LDLIBS)
 all: $(SWEEP) $(FP4SERVE) $(FAKESERVER) $(TOOLS)
 
 # ---- compile rules ----
-$(BUILD)/obj/common/%.o: common/%.c | $(BUILD)/config.mk
+$(BUILD)/obj/common/%.o: common/%.c $(BUILD)/gen/flags | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RUNNER_PC_CFLAGS) -c -o $@ $<
-$(BUILD)/obj/runner/%.o: runner/%.c $(BUILD)/gen/version.h | $(BUILD)/config.mk
+$(BUILD)/obj/runner/%.o: runner/%.c $(BUILD)/gen/flags | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RUNNER_PC_CFLAGS) -Irunner -c -o $@ $<
-$(BUILD)/obj/engine/%.o: engine/%.c $(BUILD)/gen/version.h | $(BUILD)/config.mk
+$(BUILD)/obj/engine/%.o: engine/%.c $(BUILD)/gen/flags | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ISA_FLAGS) $(ENGINE_DEFS) $(ENGINE_PC_CFLAGS) -Iengine -c -o $@ $<
-$(BUILD)/obj/engine/%.o: engine/%.cu
+$(BUILD)/obj/engine/%.o: engine/%.cu $(BUILD)/gen/flags
 	@mkdir -p $(dir $@)
 	$(NVCC) -O3 -std=c++17 -arch=$(CUDA_ARCH) -Iengine -Icommon -MMD -MP -c -o $@ $<
-$(BUILD)/obj/tests/%.o: tests/%.c | $(BUILD)/config.mk
+$(BUILD)/obj/tests/%.o: tests/%.c $(BUILD)/gen/flags | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RUNNER_PC_CFLAGS) $(ENGINE_PC_CFLAGS) -Itests -c -o $@ $<
 
@@ -147,24 +159,24 @@ $(BUILD)/tests/runner_%: $(BUILD)/obj/tests/unit/runner_%.o $(LIB_SWEEP) $(LIB_C
 $(BUILD)/tests/engine_%: $(BUILD)/obj/tests/unit/engine_%.o $(LIB_FP4) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS)
-$(BUILD)/obj/tests/unit/engine_%.o: ISA_FLAGS = $(ENGINE_DEFS) -Iengine
-$(BUILD)/obj/tests/unit/runner_%.o: ISA_FLAGS = -Irunner
-$(BUILD)/obj/tests/unit/%.o: tests/unit/%.c $(BUILD)/gen/version.h | $(BUILD)/config.mk
+$(BUILD)/obj/tests/unit/engine_%.o: TEST_FLAGS = $(ENGINE_DEFS) -Iengine
+$(BUILD)/obj/tests/unit/runner_%.o: TEST_FLAGS = -Irunner
+$(BUILD)/obj/tests/unit/%.o: tests/unit/%.c $(BUILD)/gen/flags | $(GEN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ISA_FLAGS) $(RUNNER_PC_CFLAGS) $(ENGINE_PC_CFLAGS) -Itests -c -o $@ $<
+	$(CC) $(CFLAGS) $(TEST_FLAGS) $(RUNNER_PC_CFLAGS) $(ENGINE_PC_CFLAGS) -Itests -c -o $@ $<
 
 # ---- fuzz targets: tests/fuzz/{runner,engine}_NAME.c define LLVMFuzzerTestOneInput.
 # make test links them with a replay main over tests/fuzz/corpus/NAME/;
 # make fuzz links them with libFuzzer (clang) and runs each for FUZZ_SECONDS.
 FUZZ_SRC := $(wildcard tests/fuzz/runner_*.c tests/fuzz/engine_*.c)
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
-$(BUILD)/obj/tests/fuzz/engine_%.o: ISA_FLAGS = $(ENGINE_DEFS) -Iengine
-$(BUILD)/obj/tests/fuzz/runner_%.o: ISA_FLAGS = -Irunner
-$(BUILD)/obj/tests/fuzz/%.o: tests/fuzz/%.c | $(BUILD)/config.mk
+$(BUILD)/obj/tests/fuzz/engine_%.o: TEST_FLAGS = $(ENGINE_DEFS) -Iengine
+$(BUILD)/obj/tests/fuzz/runner_%.o: TEST_FLAGS = -Irunner
+$(BUILD)/obj/tests/fuzz/%.o: tests/fuzz/%.c $(BUILD)/gen/flags | $(GEN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ISA_FLAGS) $(RUNNER_PC_CFLAGS) $(ENGINE_PC_CFLAGS) -Itests -c -o $@ $<
+	$(CC) $(CFLAGS) $(TEST_FLAGS) $(RUNNER_PC_CFLAGS) $(ENGINE_PC_CFLAGS) -Itests -c -o $@ $<
 FUZZ_MAIN := $(if $(FUZZ_ENGINE),,$(BUILD)/obj/tests/fuzz/replay/replay_main.o)
-$(BUILD)/obj/tests/fuzz/replay/%.o: tests/fuzz/replay/%.c | $(BUILD)/config.mk
+$(BUILD)/obj/tests/fuzz/replay/%.o: tests/fuzz/replay/%.c $(BUILD)/gen/flags | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 $(BUILD)/fuzz/runner_%: $(BUILD)/obj/tests/fuzz/runner_%.o $(FUZZ_MAIN) $(LIB_SWEEP) $(LIB_COMMON)
@@ -177,7 +189,7 @@ $(BUILD)/fuzz/engine_%: $(BUILD)/obj/tests/fuzz/engine_%.o $(FUZZ_MAIN) $(LIB_FP
 # ---- benchmarks: tests/bench/NAME.c -> build/bench/NAME (run by tests/bench/bench_*.sh) ----
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
-$(BUILD)/obj/tests/bench/%.o: tests/bench/%.c $(BUILD)/gen/version.h | $(BUILD)/config.mk
+$(BUILD)/obj/tests/bench/%.o: tests/bench/%.c $(BUILD)/gen/flags | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ENGINE_DEFS) -Iengine -Itests -c -o $@ $<
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB_FP4) $(LIB_COMMON)
@@ -186,6 +198,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB_FP4) $(LIB_COMMON)
 
 # ---- entry points ----
 test: all $(UNIT_BIN) $(FUZZ_BIN)
+	@sh scripts/check-banned.sh
 	-@$(MAKE) --no-print-directory models
 	@BUILD=$(BUILD) sh tests/run.sh
 
@@ -227,7 +240,7 @@ clean:
 	rm -rf $(BUILD)
 
 help:
-	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 
 FORCE:
 
