@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "opts.h"
 #include "model/sample.h"
+#include "rng.h"
 #include "strutil.h"
 #include "model/threadpool.h"
 #include "timeutil.h"
@@ -113,8 +114,8 @@ static int run_one(struct model *m, int B, int pp, int tg, uint64_t seed, int32_
     int V = m->cfg.n_vocab;
     uint64_t rng = seed;
     for (int i = 0; i < B * pp; i++)
-        prompts[i] = (int32_t)(sample_rand_u64(&rng) % (uint64_t)(V > 200 ? V - 100 : V)) +
-                     (V > 200 ? 100 : 0);
+        prompts[i] =
+            (int32_t)(rng_next(&rng) % (uint64_t)(V > 200 ? V - 100 : V)) + (V > 200 ? 100 : 0);
     for (int i = 0; i < m->max_batch; i++)
         model_slot_free(m, i);
     int *done = xcalloc((size_t)B, sizeof(int));

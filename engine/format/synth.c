@@ -15,6 +15,7 @@
 #include "fp4.h"
 #include "format/gguf.h"
 #include "format/quant.h"
+#include "rng.h"
 #include "xalloc.h"
 
 /* ---- presets ---- */
@@ -44,14 +45,6 @@ const char *synth_preset_names(void)
 
 /* ---- random numbers ---- */
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /*
  * A normal deviate with standard deviation sigma, from one 64-bit draw:
  * the sum of its four 16-bit quarters (Irwin-Hall, n = 4) is close to
@@ -62,7 +55,7 @@ static uint64_t splitmix64(uint64_t *s)
 static float gauss(uint64_t *s, double sigma)
 {
     static const double sd = 37837.22626042; /* sqrt((65536^2 - 1) / 3) */
-    uint64_t r = splitmix64(s);
+    uint64_t r = rng_next(s);
     uint32_t sum = (uint32_t)(r & 0xffff) + (uint32_t)(r >> 16 & 0xffff) +
                    (uint32_t)(r >> 32 & 0xffff) + (uint32_t)(r >> 48);
     return (float)(((double)sum - 131070.0) * (sigma / sd));
@@ -484,7 +477,7 @@ static size_t plan(const struct synth_opts *o, struct spec **out)
      * adding or reordering tensors leaves the others' values unchanged. */
     for (size_t i = 0; i < n; i++) {
         uint64_t st = o->seed ^ hash_str(s[i].name);
-        s[i].seed = splitmix64(&st);
+        s[i].seed = rng_next(&st);
     }
     *out = s;
     return n;

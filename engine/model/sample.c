@@ -10,20 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rng.h"
 #include "xalloc.h"
-
-uint64_t sample_rand_u64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* Uniform in [0, 1) with 24 bits. */
 static float rand_unit(uint64_t *state)
 {
-    return (float)(sample_rand_u64(state) >> 40) / 16777216.0f;
+    return (float)(rng_next(state) >> 40) / 16777216.0f;
 }
 
 int32_t sample_argmax(const float *logits, int n)

@@ -37,7 +37,4 @@ int32_t sampler_sample(struct sampler *s, const float *logits);
 /* Index of the largest logit (the lowest index among equals). */
 int32_t sample_argmax(const float *logits, int n);
 
-/* Next value of a seeded 64-bit generator (splitmix64 on *state). */
-uint64_t sample_rand_u64(uint64_t *state);
-
 #endif

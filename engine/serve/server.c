@@ -26,6 +26,7 @@
 
 #include "fp4.h"
 #include "log.h"
+#include "rng.h"
 #include "timeutil.h"
 #include "xalloc.h"
 
@@ -379,7 +380,7 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
         .sample = {.temperature = (float)q.temperature,
                    .top_k = q.top_k,
                    .top_p = (float)q.top_p,
-                   .seed = q.has_seed ? q.seed : sample_rand_u64(&seed_state)},
+                   .seed = q.has_seed ? q.seed : rng_next(&seed_state)},
         .stops = q.stop,
         .stop_lens = q.stop_len,
         .n_stops = q.n_stop,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rng.h"
 #include "xalloc.h"
 
 int fit_linear(const double *x, const double *y, size_t n, struct fit_line *out)
@@ -53,19 +54,11 @@ double fit_throughput(const struct fit_line *l, double x)
     return step > 0 ? x * 1000.0 / step : NAN;
 }
 
-/* ---- a small seeded generator (splitmix64): same numbers on every machine ---- */
-
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+/* ---- resampling: common/rng.h's seeded generator, same numbers on every machine ---- */
 
 static size_t pick(uint64_t *s, size_t n)
 {
-    return (size_t)(next_u64(s) % n);
+    return (size_t)(rng_next(s) % n);
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -24,6 +24,7 @@
 #include "client/stream.h"
 #include "timeutil.h"
 #include "http.h"
+#include "rng.h"
 #include "xalloc.h"
 
 #define MAX_EVENTS      64                 /* per wakeup: bounds one batch's stamp skew */
@@ -65,24 +66,10 @@ const char *lg_fail_label(enum lg_fail f)
 
 /* ---- prompts and request bodies ---- */
 
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in [0, n) (multiply-shift; the bias is below 2^-32 for any n here). */
 static uint64_t uniform(uint64_t *state, uint64_t n)
 {
-    return (uint64_t)(((unsigned __int128)splitmix64(state) * n) >> 64);
-}
-
-/* Uniform in [0, 1). */
-static double unit_double(uint64_t *state)
-{
-    return (double)(splitmix64(state) >> 11) * 0x1.0p-53;
+    return (uint64_t)(((unsigned __int128)rng_next(state) * n) >> 64);
 }
 
 /* Words for chat prompts: common English words that are one token each in
@@ -103,7 +90,7 @@ long lg_build_body(const struct lg_config *cfg, size_t index, bool warmup, struc
     uint64_t state = cfg->seed ^ (0x6a09e667f3bcc909ull * (index + 1));
     if (warmup)
         state ^= 0xbb67ae8584caa73bull;
-    splitmix64(&state);
+    rng_next(&state);
     bool chat = cfg->endpoint && strstr(cfg->endpoint, "chat") != NULL;
     long ids = -1;
 
@@ -673,7 +660,7 @@ static void make_schedule(const struct lg_config *cfg, struct lg_result *res, ui
     double at_s = 0;
     for (size_t j = res->n_warmup; j < res->n_total; j++) {
         if (j > res->n_warmup)
-            at_s += -log(1.0 - unit_double(&state)) / cfg->request_rate;
+            at_s += -log(1.0 - rng_unit(&state)) / cfg->request_rate;
         res->rec[j].t_intended_ns = t0 + (uint64_t)(at_s * 1e9);
     }
 }

@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "format/quant.h"
 #include "model/sample.h"
+#include "rng.h"
 #include "format/synth.h"
 #include "test.h"
 #include "xalloc.h"
@@ -125,7 +126,7 @@ static int32_t *prompt_tokens(int len, uint64_t seed, int n_vocab)
 {
     int32_t *t = xmalloc(sizeof(int32_t) * (size_t)len);
     for (int i = 0; i < len; i++)
-        t[i] = (int32_t)(sample_rand_u64(&seed) % (uint64_t)n_vocab);
+        t[i] = (int32_t)(rng_next(&seed) % (uint64_t)n_vocab);
     return t;
 }
 

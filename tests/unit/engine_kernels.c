@@ -12,20 +12,14 @@
 
 #include "cpu/qk.h"
 #include "format/quant.h"
+#include "rng.h"
 #include "test.h"
 #include "xalloc.h"
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rng_u64(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 static float rng_gauss(float sigma)
 {
-    double u = (double)(rng_u64() >> 11) * 0x1p-53, v = (double)(rng_u64() >> 11) * 0x1p-53;
+    double u = rng_unit(&rng_state), v = rng_unit(&rng_state);
     return (float)(sigma * sqrt(-2.0 * log(u + 1e-300)) * cos(2.0 * M_PI * v));
 }
 
@@ -272,7 +266,7 @@ TEST(decoders_match_portable)
         int scale_code = 0, bad = 0;
         for (int iter = 0; iter < 24; iter++) {
             for (size_t i = 0; i < sizeof(raw); i++)
-                raw[i] = (uint8_t)rng_u64();
+                raw[i] = (uint8_t)rng_next(&rng_state);
             for (int64_t k = 0; k < nblk; k++) {
                 uint8_t *b = raw + k * info->bytes;
                 /* FP4 scale bytes: every code 0..255 in turn (NaN codes included) */

@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "format/quant.h"
 #include "model/sample.h"
+#include "rng.h"
 #include "test.h"
 #include "xalloc.h"
 
@@ -32,8 +33,8 @@ struct spec {
 
 static float gauss(uint64_t *s)
 {
-    double u1 = ((sample_rand_u64(s) >> 11) + 1.0) / 9007199254740993.0;
-    double u2 = (sample_rand_u64(s) >> 11) / 9007199254740992.0;
+    double u1 = ((rng_next(s) >> 11) + 1.0) / 9007199254740993.0;
+    double u2 = (rng_next(s) >> 11) / 9007199254740992.0;
     return (float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
@@ -245,7 +246,7 @@ static double rel_err(const float *a, const float *b, size_t n)
 static void tokens(int32_t *t, int n, uint64_t seed)
 {
     for (int i = 0; i < n; i++)
-        t[i] = (int32_t)(sample_rand_u64(&seed) % V);
+        t[i] = (int32_t)(rng_next(&seed) % V);
 }
 
 TEST(matches_naive_reference)

@@ -5,12 +5,12 @@
 
 #include "cpu/ops.h"
 #include "format/quant.h"
-#include "model/sample.h"
+#include "rng.h"
 #include "test.h"
 
 static float urand(uint64_t *s)
 {
-    return (float)((sample_rand_u64(s) >> 40) / 16777216.0) * 2.0f - 1.0f;
+    return (float)((rng_next(s) >> 40) / 16777216.0) * 2.0f - 1.0f;
 }
 
 TEST(silu_matches_portable)

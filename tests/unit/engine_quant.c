@@ -12,26 +12,16 @@
 
 #include "cpu/qk.h"
 #include "format/quant.h"
+#include "rng.h"
 #include "test.h"
 #include "xalloc.h"
 
 /* ---- deterministic random numbers ---- */
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rng_u64(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double rng_uniform(void)
-{
-    return (double)(rng_u64() >> 11) * 0x1p-53;
-}
 static float rng_gauss(float sigma)
 {
-    double u = rng_uniform(), v = rng_uniform();
+    double u = rng_unit(&rng_state), v = rng_unit(&rng_state);
     return (float)(sigma * sqrt(-2.0 * log(u + 1e-300)) * cos(2.0 * M_PI * v));
 }
 

@@ -15,6 +15,7 @@
 
 #include "../../engine/serve/scheduler.c"
 #include "format/synth.h"
+#include "rng.h"
 #include "test.h"
 
 static char model_path[64];
@@ -242,7 +243,7 @@ static void prompt_of(int k, int32_t *p, int *n)
     uint64_t st = 1000 + (uint64_t)k;
     *n = 3 + (k * 7) % 37;
     for (int i = 0; i < *n; i++)
-        p[i] = 5 + (int32_t)(sample_rand_u64(&st) % 500);
+        p[i] = 5 + (int32_t)(rng_next(&st) % 500);
 }
 
 TEST(batch_matches_reference)
