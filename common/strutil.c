@@ -1,4 +1,4 @@
-/* strutil: strict parsing and typo suggestions. */
+/* strutil: strict parsing, typo suggestions and small string helpers. */
 #include "strutil.h"
 
 #include <errno.h>
@@ -41,6 +41,17 @@ bool str_ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+size_t str_last_line(const char *text, size_t len, const char **line)
+{
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
+        len--;
+    size_t start = len;
+    while (start && text[start - 1] != '\n')
+        start--;
+    *line = text + start;
+    return len - start;
 }
 
 /* Optimal string alignment distance: insertions, deletions, substitutions

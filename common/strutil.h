@@ -15,6 +15,11 @@ int str_to_long(const char *s, long *out);
 int str_to_double(const char *s, double *out);
 bool str_starts_with(const char *s, const char *prefix);
 bool str_ends_with(const char *s, const char *suffix);
+/* The last non-empty line of text[0..len), for error messages quoting a
+ * log: trailing '\n', '\r' and ' ' are dropped, then *line points at the
+ * line's start inside text and its length is returned (0 if text holds
+ * nothing but those). text need not be NUL-terminated. */
+size_t str_last_line(const char *text, size_t len, const char **line);
 /* Levenshtein distance between a and b (bytes), capped at 255. */
 unsigned str_distance(const char *a, const char *b);
 /* The candidate closest to word if its distance is small enough to be a

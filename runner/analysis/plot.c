@@ -23,7 +23,6 @@
 #include "capture.h"
 #include "xalloc.h"
 
-
 #define GNUPLOT_TIMEOUT_MS 60000.0
 #define GNUPLOT_OUT_MAX    ((size_t)4 << 20)
 #define SCRIPT_MAX         ((size_t)4 << 20)
@@ -370,17 +369,6 @@ out:
 
 /* ---- running gnuplot ---- */
 
-/* The last non-empty line of text, for error messages. */
-static void last_line(const char *text, size_t len, char *out, size_t size)
-{
-    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
-        len--;
-    size_t start = len;
-    while (start && text[start - 1] != '\n')
-        start--;
-    snprintf(out, size, "%.*s", (int)(len - start), text + start);
-}
-
 /*
  * Run gnuplot with args (NULL-terminated) in dir, stdin from /dev/null,
  * stdout and stderr into out. Returns 0 on exit status 0, else -1 with err.
@@ -415,7 +403,9 @@ static int run_gnuplot(const char *dir, const char *const *args, struct buf *out
     int status = res.wstatus;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         char line[300];
-        last_line(out->data ? out->data : "", out->len, line, sizeof(line));
+        const char *at;
+        size_t n = str_last_line(out->data ? out->data : "", out->len, &at);
+        snprintf(line, sizeof(line), "%.*s", (int)n, at);
         if (WIFEXITED(status))
             return err_set(err, RN_ERR_ENV, "gnuplot %s/%s failed (exit %d): %s", dir, argv[n - 1],
                            WEXITSTATUS(status), line),

@@ -34,6 +34,7 @@
 #include "exec/ports.h"
 #include "exec/proc.h"
 #include "exec/ready.h"
+#include "strutil.h"
 #include "timeutil.h"
 #include "xalloc.h"
 
@@ -471,18 +472,6 @@ static const ext_set *extractor(struct run_ctx *c, size_t vi, struct err *err)
     return c->ext[vi];
 }
 
-/* The last non-empty line of text (heap), "" if none. */
-static char *last_line(const char *text)
-{
-    size_t end = strlen(text);
-    while (end && (text[end - 1] == '\n' || text[end - 1] == ' '))
-        end--;
-    size_t start = end;
-    while (start && text[start - 1] != '\n')
-        start--;
-    return xstrndup(text + start, end - start > 160 ? 160 : end - start);
-}
-
 /* Judge the point from its client log (analysis/judge.c): metrics into
  * row, and on an ok status so far, the verdict. Returns the final status. */
 static const char *judge(struct run_ctx *c, size_t pi, const char *log_path, const char *status,
@@ -595,9 +584,12 @@ static const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row
             char how[96];
             proc_describe_status(client.wstatus, how, sizeof(how));
             char *tail = proc_log_tail(&client, 5);
-            char *line = last_line(tail);
-            buf_printf(&cause, "client %s%s%s%s", how, *line ? " ('" : "", line, *line ? "')" : "");
-            free(line);
+            const char *line;
+            size_t n = str_last_line(tail, strlen(tail), &line);
+            if (n > 160)
+                n = 160;
+            buf_printf(&cause, "client %s%s%.*s%s", how, n ? " ('" : "", (int)n, line,
+                       n ? "')" : "");
             free(tail);
             status = RES_FAILED;
         }

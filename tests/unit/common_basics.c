@@ -86,6 +86,29 @@ TEST(suggest_close_names)
     CHECK_INT(str_distance("kitten", "sitting"), 3);
 }
 
+/* The span str_last_line finds, as a string (at most 127 bytes). */
+static const char *last_line_of(const char *text, size_t len)
+{
+    static char out[128];
+    const char *line;
+    size_t n = str_last_line(text, len, &line);
+    CHECK(line >= text && line + n <= text + len);
+    snprintf(out, sizeof(out), "%.*s", (int)n, line);
+    return out;
+}
+
+TEST(last_non_empty_line)
+{
+    const char *tail = "a\nb\nsweep: unknown option '--x'\n\n";
+    CHECK_STR(last_line_of(tail, strlen(tail)), "sweep: unknown option '--x'");
+    CHECK_STR(last_line_of("", 0), "");
+    CHECK_STR(last_line_of("\n \r\n", 4), "");
+    CHECK_STR(last_line_of("only", 4), "only");
+    const char *crlf = "x\r\nerror: bad  \r\n";
+    CHECK_STR(last_line_of(crlf, strlen(crlf)), "error: bad");
+    CHECK_STR(last_line_of("one\ntwo\nthree", 8), "two"); /* len bounds it, no NUL needed */
+}
+
 TEST(sha256_known_vectors)
 {
     char hex[65];

@@ -1,8 +1,7 @@
 /*
  * Unit tests for the pieces of runner/exec/run.c that judge a point without
- * processes: the measurement invariants, keeping old client logs, and the
- * last line of a log tail. (The run loop itself is exercised end to end by
- * tests/integration/run_*.sh.)
+ * processes: the measurement invariants and keeping old client logs. (The
+ * run loop itself is exercised end to end by tests/integration/run_*.sh.)
  */
 #include "exec/run.c"
 
@@ -119,16 +118,6 @@ TEST(old_logs_are_kept)
     free(one);
     free(two);
     free(log);
-}
-
-TEST(last_line_of_a_tail)
-{
-    char *s = last_line("a\nb\nsweep: unknown option '--x'\n\n");
-    CHECK_STR(s, "sweep: unknown option '--x'");
-    free(s);
-    s = last_line("");
-    CHECK_STR(s, "");
-    free(s);
 }
 
 /* ---- the server steps of the loop, on a context built from YAML ---- */
