@@ -159,3 +159,18 @@ char *path_join(const char *dir, const char *name)
         return xasprintf("%s%s", dir, name);
     return xasprintf("%s/%s", dir, name);
 }
+
+const char *path_base(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+char *path_stem(const char *path, const char *ext)
+{
+    const char *base = path_base(path);
+    size_t n = strlen(base), e = strlen(ext);
+    if (n > e && memcmp(base + n - e, ext, e) == 0)
+        n -= e;
+    return xstrndup(base, n);
+}

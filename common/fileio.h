@@ -29,5 +29,12 @@ int mkdir_p(const char *path, mode_t mode, struct err *err, int code);
 int path_exists(const char *path);
 /* Join a directory and a name into a fresh heap string. */
 char *path_join(const char *dir, const char *name);
+/* The last component of path: what follows its last '/' (a pointer into
+ * path, "" when path ends with '/'), or path itself when it has none. The
+ * folder part is then path[0 .. base - path), its '/' included. */
+const char *path_base(const char *path);
+/* path_base(path) without the extension ext (".gguf", ".log") when it ends
+ * with it and has something before it; a fresh heap string. */
+char *path_stem(const char *path, const char *ext);
 
 #endif

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "text/chat.h"
+#include "fileio.h"
 #include "fp4.h"
 #include "log.h"
 #include "serve/prom.h"
@@ -125,12 +126,7 @@ fail:
 /* "models/x.Q4_1.gguf" -> "x.Q4_1" */
 static char *model_id_of(const char *path)
 {
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    size_t n = strlen(base);
-    if (n > 5 && strcmp(base + n - 5, ".gguf") == 0)
-        n -= 5;
-    return xstrndup(base, n);
+    return path_stem(path, ".gguf");
 }
 
 /* Defaults: 16 slots and the model's context up to 2048 positions (the KV

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "fp4.h"
 #include "log.h"
 #include "rng.h"
@@ -706,8 +707,7 @@ srv *srv_new(const struct srv_opts *o, struct met *met, struct err *err)
     s->host = xstrdup(o->host);
     s->model_id = xstrdup(o->model_id);
     s->model_path = xstrdup(o->model_path);
-    const char *slash = strrchr(o->model_path, '/');
-    s->model_base = xstrdup(slash ? slash + 1 : o->model_path);
+    s->model_base = xstrdup(path_base(o->model_path));
     s->model_ids[0] = s->model_id;
     s->model_ids[1] = s->model_path;
     s->model_ids[2] = s->model_base;

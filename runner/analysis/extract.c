@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "fileio.h"
 #include "sweep.h"
 #include "strutil.h"
 #include "xalloc.h"
@@ -655,12 +656,8 @@ static long group_num(pcre2_code *re, pcre2_match_data *md, const char *name, in
 
 int ext_tag(const char *regex, const char *path, long *concurrency, long *prompts, struct err *err)
 {
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    size_t len = strlen(base);
-    if (len > 4 && strcmp(base + len - 4, ".log") == 0)
-        len -= 4;
-    char *name = xstrndup(base, len);
+    char *name = path_stem(path, ".log");
+    size_t len = strlen(name);
     struct matcher m;
     int rc = 0;
     *concurrency = *prompts = -1;

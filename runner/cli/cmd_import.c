@@ -32,7 +32,6 @@
 #include "version.h"
 #include "xalloc.h"
 
-
 static const char synopsis[] =
     "LOG... --out RUN_DIR [--preset NAME] [--pattern NAME=REGEX]... [--tag-regex REGEX] "
     "[--variant NAME]";
@@ -177,9 +176,9 @@ static int write_manifest(const struct import_args *a, struct item *items, size_
     if (!json_is_object(root)) {
         json_decref(root);
         root = json_object();
-        const char *base = strrchr(a->out, '/');
+        const char *base = path_base(a->out);
         json_object_set_new(root, "sweep_version", json_string(BUILD_VERSION));
-        json_object_set_new(root, "experiment", json_string(base && base[1] ? base + 1 : a->out));
+        json_object_set_new(root, "experiment", json_string(*base ? base : a->out));
         json_object_set_new(root, "start", json_string(stamp));
     }
     json_object_set_new(root, "end", json_string(stamp));

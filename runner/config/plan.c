@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "sweep.h"
+#include "fileio.h"
 #include "sha256.h"
 #include "strutil.h"
 #include "config/tmpl.h"
@@ -465,9 +466,9 @@ static bool executable(const char *path)
 
 char *plan_find_bundled_engine(const char *self_exe)
 {
-    const char *slash = self_exe ? strrchr(self_exe, '/') : NULL;
-    if (slash) {
-        char *p = xasprintf("%.*s/fp4serve", (int)(slash - self_exe), self_exe);
+    const char *base = self_exe ? path_base(self_exe) : NULL;
+    if (base && base != self_exe) { /* beside sweep: the folder keeps its '/' */
+        char *p = xasprintf("%.*sfp4serve", (int)(base - self_exe), self_exe);
         if (executable(p))
             return p;
         free(p);

@@ -141,21 +141,20 @@ static int preflight(struct run_ctx *c, struct err *err)
 /* results/<name>/latest -> <stamp>, replaced atomically. */
 static void update_latest(const char *run_dir)
 {
-    char *copy = xstrdup(run_dir);
-    char *slash = strrchr(copy, '/');
-    if (slash) {
-        *slash = '\0';
-        char *link = path_join(copy, "latest");
-        char *tmp = xasprintf("%s.tmp.%ld", link, (long)getpid());
+    const char *base = path_base(run_dir);
+    if (base == run_dir)
+        return;
+    char *dir = xstrndup(run_dir, (size_t)(base - run_dir) - 1);
+    char *link = path_join(dir, "latest");
+    char *tmp = xasprintf("%s.tmp.%ld", link, (long)getpid());
+    unlink(tmp);
+    if (symlink(base, tmp) != 0 || rename(tmp, link) != 0) {
+        log_warn("%s: cannot update the link: %s", link, strerror(errno));
         unlink(tmp);
-        if (symlink(slash + 1, tmp) != 0 || rename(tmp, link) != 0) {
-            log_warn("%s: cannot update the link: %s", link, strerror(errno));
-            unlink(tmp);
-        }
-        free(tmp);
-        free(link);
     }
-    free(copy);
+    free(tmp);
+    free(link);
+    free(dir);
 }
 
 /* Create the run folder and everything that exists before the first

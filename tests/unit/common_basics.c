@@ -109,6 +109,27 @@ TEST(last_non_empty_line)
     CHECK_STR(last_line_of("one\ntwo\nthree", 8), "two"); /* len bounds it, no NUL needed */
 }
 
+TEST(path_base_and_stem)
+{
+    CHECK_STR(path_base("models/x.Q4_1.gguf"), "x.Q4_1.gguf");
+    CHECK_STR(path_base("plain"), "plain");
+    CHECK_STR(path_base("results/run/"), "");
+    const char *p = "/sweep";
+    CHECK(path_base(p) == p + 1); /* the folder part is "/" */
+    char *s = path_stem("models/x.Q4_1.gguf", ".gguf");
+    CHECK_STR(s, "x.Q4_1");
+    free(s);
+    s = path_stem("logs/sweep_c4_p16.log", ".log");
+    CHECK_STR(s, "sweep_c4_p16");
+    free(s);
+    s = path_stem("dir/.log", ".log"); /* nothing before the extension: kept */
+    CHECK_STR(s, ".log");
+    free(s);
+    s = path_stem("a.txt", ".log");
+    CHECK_STR(s, "a.txt");
+    free(s);
+}
+
 TEST(sha256_known_vectors)
 {
     char hex[65];
