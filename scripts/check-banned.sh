@@ -8,7 +8,7 @@ files=$(git ls-files '*.c' '*.h' '*.cu' '*.cuh' 2>/dev/null)
 bad=0
 hits=$(grep -Hn -E '\b(sprintf|vsprintf|strcpy|strcat|strncpy|strtok|gets|atoi|atol|atof|system|popen)[[:space:]]*\(' $files | grep -v 'allow:')
 if [ -n "$hits" ]; then
-    echo "banned calls (see STYLE.md):"
+    echo "banned calls (see docs/style.md):"
     echo "$hits"
     bad=1
 fi

@@ -63,9 +63,7 @@ const char *const *metric_names(void)
 
 void mset_init(struct metric_set *s)
 {
-    s->m = NULL;
-    s->n = 0;
-    s->cap = 0;
+    *s = (struct metric_set){0};
 }
 
 void mset_release(struct metric_set *s)

@@ -4,6 +4,11 @@
  * REPORT.md. `sweep run` calls report_build after the last point (and after
  * an interrupt, on what was measured); `sweep plot` calls it after
  * re-extracting points.csv from the saved logs.
+ *
+ * The report is a function of the run folder alone: it reads the files the
+ * run has just written (points.csv, experiment.yaml, manifest.json) through
+ * store/rundir.c rather than taking the run's memory, so `sweep run` and a
+ * later `sweep plot` cannot write different reports for the same folder.
  */
 #ifndef RUNNER_REPORT_H
 #define RUNNER_REPORT_H

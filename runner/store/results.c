@@ -59,9 +59,7 @@ void res_point_release(struct res_point *p)
 
 void res_table_init(struct res_table *t)
 {
-    t->rows = NULL;
-    t->n = 0;
-    t->cap = 0;
+    *t = (struct res_table){0};
 }
 
 void res_table_release(struct res_table *t)
