@@ -183,13 +183,9 @@ static int write_fit_json(const struct report *r, struct err *err)
     for (size_t i = 0; i < r->variants.n; i++)
         json_object_set_new(vs, r->variants.v[i], variant_json(r, i));
     json_object_set_new(root, "variants", vs);
-    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-    json_decref(root);
     char *path = path_join(r->dir, "fit.json");
-    char *with_nl = xasprintf("%s\n", text ? text : "{}");
-    int rc = file_write_atomic(path, with_nl, strlen(with_nl), err, RN_ERR_ENV);
-    free(text);
-    free(with_nl);
+    int rc = rundir_write_json(path, root, JSON_REAL_PRECISION(10), err);
+    json_decref(root);
     free(path);
     return rc;
 }

@@ -235,12 +235,8 @@ static int write_manifest(const struct import_args *a, struct item *items, size_
                                (json_int_t)items[i].p, "concurrency_from", items[i].c_from));
         free(abs);
     }
-    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    int rc = rundir_write_json(path, root, 0, err);
     json_decref(root);
-    char *with_nl = xasprintf("%s\n", text ? text : "{}");
-    int rc = file_write_atomic(path, with_nl, strlen(with_nl), err, RN_ERR_ENV);
-    free(with_nl);
-    free(text);
     free(path);
     return rc;
 }

@@ -16,6 +16,7 @@
 #include "sweep.h"
 #include "fileio.h"
 #include "exec/gpu.h"
+#include "store/rundir.h"
 #include "timeutil.h"
 #include "version.h"
 #include "xalloc.h"
@@ -247,13 +248,5 @@ void man_finish(struct manifest *m, int exit_status, size_t n_ok, size_t n_faile
 /* Indented, in insertion order, with a final newline: easy to diff. */
 int man_save(const struct manifest *m, const char *path, struct err *err)
 {
-    char *text = json_dumps(m->root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    if (!text)
-        return err_set(err, RN_ERR_ENV, "%s: cannot serialise the manifest", path), -1;
-    size_t len = strlen(text);
-    char *with_nl = xasprintf("%s\n", text);
-    free(text);
-    int rc = file_write_atomic(path, with_nl, len + 1, err, RN_ERR_ENV);
-    free(with_nl);
-    return rc;
+    return rundir_write_json(path, m->root, 0, err);
 }

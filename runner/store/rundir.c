@@ -418,13 +418,21 @@ int rundir_save_overrides(const char *dir, const char *preset, const struct ext_
         json_object_set_new(pats, patterns[i].name, json_string(patterns[i].regex));
     if (reset && !preset && !n)
         json_object_del(root, "replot");
-    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    char *with_nl = xasprintf("%s\n", text ? text : "{}");
-    rc = file_write_atomic(path, with_nl, strlen(with_nl), err, RN_ERR_ENV);
-    free(with_nl);
-    free(text);
+    rc = rundir_write_json(path, root, 0, err);
     json_decref(root);
     free(path);
+    return rc;
+}
+
+int rundir_write_json(const char *path, const json_t *root, size_t extra_flags, struct err *err)
+{
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | extra_flags);
+    if (!text)
+        return err_set(err, RN_ERR_ENV, "%s: cannot serialise the JSON", path), -1;
+    char *with_nl = xasprintf("%s\n", text);
+    int rc = file_write_atomic(path, with_nl, strlen(with_nl), err, RN_ERR_ENV);
+    free(with_nl);
+    free(text);
     return rc;
 }
 

@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "err.h"
 #include "analysis/extract.h"
 #include "store/results.h"
@@ -105,6 +107,14 @@ bool rundir_parse_log_name(const char *base, long *c, long *p, long *r);
  */
 int rundir_scan_logs(const struct rundir *rd, struct rundir_log **out, size_t *n, struct err *err);
 void rundir_logs_free(struct rundir_log *logs, size_t n);
+
+/*
+ * Write root to path atomically as JSON for a run folder: indented, keys in
+ * insertion order, a final newline (easy to diff); extra_flags adds jansson
+ * dump flags such as JSON_REAL_PRECISION(10). Returns 0, or -1 with err set
+ * (RN_ERR_ENV).
+ */
+int rundir_write_json(const char *path, const json_t *root, size_t extra_flags, struct err *err);
 
 /* The open-loop rate variant ran at in req/s (0: closed loop, or not known). */
 double rundir_rate(const struct rundir *rd, const char *variant);
