@@ -19,7 +19,6 @@
 # C = 1000 rather than 1024: the fakeserver's libmicrohttpd refuses sockets
 # numbered FD_SETSIZE (1024) or higher, which 1024 client connections reach.
 . tests/lib.sh
-. tests/integration/loadgen.inc
 
 concs=${BENCH_CONCS:-1 64 256 1000}
 tools=${BENCH_TOOLS:-sweep sglang vllm}
@@ -122,10 +121,10 @@ for c in $concs; do
         mkdir -p "$(dirname "$log")"
         run_tool "$t" "$c" "$nsmall" "$log.half"
         cpu_half=$cpu_run
-        ok_half=$(metric 'Successful requests:' "$log.half")
+        ok_half=$(bench_value 'Successful requests:' "$log.half")
         curl -s -X POST "$url/stats/reset" >/dev/null
         run_tool "$t" "$c" "$nreq" "$log"
-        ok=$(metric 'Successful requests:' "$log")
+        ok=$(bench_value 'Successful requests:' "$log")
         if [ -z "$ok" ]; then
             printf '%-6s %-12s %6s  failed (exit %s), see %s\n' "$c" "$t" "$nreq" "$rc" "$log"
             continue
@@ -133,9 +132,9 @@ for c in $concs; do
         s_tpot=$(truth median_tpot_ms)
         s_ttft=$(truth median_ttft_ms)
         s_p99=$(truth p99_ttft_ms)
-        tpot=$(metric 'Median TPOT (ms):' "$log")
-        ttft=$(metric 'Median TTFT (ms):' "$log")
-        p99=$(metric 'P99 TTFT (ms):' "$log")
+        tpot=$(bench_value 'Median TPOT (ms):' "$log")
+        ttft=$(bench_value 'Median TTFT (ms):' "$log")
+        p99=$(bench_value 'P99 TTFT (ms):' "$log")
         cpu_tok=$(awk -v a="$cpu_half" -v b="$cpu_run" -v t="$(( (ok - ${ok_half:-0}) * out_len ))" \
             'BEGIN { printf "%.1f", (t > 0 ? (b - a) * 1e6 / t : 0) }')
         cpu_of[$t,$c]=$cpu_tok

@@ -37,17 +37,7 @@ check_eq "one series only: exit 2" "$?" 2
 "$SWEEP" compare "$T_TMP/runA:default" "$T_TMP/runB:nvfp4" >/dev/null 2>&1
 check_eq "RUN_DIR:VARIANT specs work" "$?" 0
 
-cat >"$T_TMP/exp.yaml" <<'YAML'
-name: estimate
-server:
-  engine: command
-  command: [my-server, --port, "${port}"]
-bench:
-  tool: command
-  command: [my-client, -c, "${concurrency}", -n, "${prompts}"]
-  output_len: 128
-  grid: ["1:8", "16:48", "64:96"]
-YAML
+make_experiment offline "$T_TMP/exp.yaml" NAME=estimate GRID='["1:8", "16:48", "64:96"]'
 "$SWEEP" check "$T_TMP/exp.yaml" --from "$T_TMP/runA" >"$T_TMP/check.out" 2>&1
 check_eq "check --from exits 0" "$?" 0
 sed -n '/time estimate/,$p' "$T_TMP/check.out"

@@ -34,17 +34,8 @@ check "and is named" grep -qF "pattern 'evil' (^(a+)+\$): match limit exceeded" 
 # a run folder with only experiment.yaml and logs
 run="$T_TMP/run"
 mkdir -p "$run/mxfp4" "$run/nvfp4"
-cat >"$run/experiment.yaml" <<'YAML'
-name: rebuild
+make_experiment offline "$run/experiment.yaml" NAME=rebuild GRID='["1:8", "8:24", "16:48"]' EXTRA="$(cat <<'YAML'
 description: two variants, rebuilt from their logs
-server:
-  engine: command
-  command: [my-server, --port, "${port}"]
-bench:
-  tool: command
-  command: [my-client, -c, "${concurrency}", -n, "${prompts}"]
-  output_len: 128
-  grid: ["1:8", "8:24", "16:48"]
 metrics:
   preset: sglang
   patterns:
@@ -54,6 +45,7 @@ variants:
   - {name: mxfp4}
   - {name: nvfp4}
 YAML
+)"
 cp $fix/scaling-a/sweep_c1-n8.log "$run/mxfp4/c1-n8.log"
 cp $fix/scaling-a/sweep_8_24.log "$run/mxfp4/c8-n24.log"
 cp $fix/scaling-a/sweep_16:48.log "$run/mxfp4/c16-n48.log"

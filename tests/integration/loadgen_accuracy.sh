@@ -5,7 +5,6 @@
 # the achieved Concurrency within 5% of C. Step time a + b*N with a = 20 ms,
 # b = 0.5 ms keeps C = 64 at 52 ms per step.
 . tests/lib.sh
-. tests/integration/loadgen.inc
 
 start_fake --prefill-ms 15 --step-a-ms 20 --step-b-ms 0.5
 for c in 1 16 64; do
@@ -14,18 +13,18 @@ for c in 1 16 64; do
     curl -s -X POST "$url/stats/reset" >/dev/null
     bench -c "$c" -n "$n" --input-len 64 --output-len 32 --warmup 0 --jsonl "$T_TMP/c$c.jsonl"
     check_eq "c=$c: exit status" "$rc" 0
-    check_eq "c=$c: all $n requests succeeded" "$(metric 'Successful requests:' "$T_TMP/out")" "$n"
+    check_eq "c=$c: all $n requests succeeded" "$(bench_value 'Successful requests:' "$T_TMP/out")" "$n"
     check_eq "c=$c: server saw exactly the measured requests" "$(truth completed)" "$n"
-    tpot=$(metric 'Median TPOT (ms):' "$T_TMP/out")
-    ttft=$(metric 'Median TTFT (ms):' "$T_TMP/out")
-    conc=$(metric 'Concurrency:' "$T_TMP/out")
+    tpot=$(bench_value 'Median TPOT (ms):' "$T_TMP/out")
+    ttft=$(bench_value 'Median TTFT (ms):' "$T_TMP/out")
+    conc=$(bench_value 'Concurrency:' "$T_TMP/out")
     t_tpot=$(truth median_tpot_ms)
     t_ttft=$(truth median_ttft_ms)
     check "c=$c: median TPOT $tpot ms within 3% of the server's $t_tpot" within "$tpot" "$t_tpot" 0.03 rel
     check "c=$c: median TTFT $ttft ms within 2 ms of the server's $t_ttft" within "$ttft" "$t_ttft" 2
     check "c=$c: Concurrency $conc within 5% of $c" within "$conc" "$c" 0.05 rel
-    check_eq "c=$c: peak concurrent requests" "$(metric 'Peak concurrent requests:' "$T_TMP/out")" "$c"
-    check_eq "c=$c: tokens from usage" "$(metric 'Total generated tokens:' "$T_TMP/out")" $((n * 32))
+    check_eq "c=$c: peak concurrent requests" "$(bench_value 'Peak concurrent requests:' "$T_TMP/out")" "$c"
+    check_eq "c=$c: tokens from usage" "$(bench_value 'Total generated tokens:' "$T_TMP/out")" $((n * 32))
     check_eq "c=$c: one JSON line per request" "$(wc -l <"$T_TMP/c$c.jsonl")" "$n"
 done
 

@@ -2,7 +2,6 @@
 # server as single, verbatim argv elements (fakeserver --print-argv writes
 # them to server.log) and nothing is ever run by a shell.
 . tests/lib.sh
-. tests/runlib.sh
 cd "$T_TMP" || exit 1
 
 hostile='$(id); touch pwned1'

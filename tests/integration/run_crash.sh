@@ -2,28 +2,10 @@
 # recorded failed with the signal named, the server is restarted (a new pid),
 # point 3 runs ok, nothing is lost, and no process is left behind.
 . tests/lib.sh
-. tests/runlib.sh
 cd "$T_TMP" || exit 1
 
-cat >crash.yaml <<YAML
-name: crash
-server:
-  engine: command
-  command: ["$FAKESERVER", --port, "\${port}", --pid-file, "$T_TMP/server.pid"]
-  flags: {step-a-ms: 5, step-b-ms: 1, prefill-ms: 5}
-  ready: {path: /health, timeout_s: 30}
-  stop: {grace_s: 5}
-bench:
-  tool: command
-  command: $(miniclient_cmd)
-  input_len: 8
-  output_len: 64
-  warmup: 0
-  timeout_s: 60
-  grid: ["1:4", "2:8", "4:8"]
-metrics:
-  preset: sglang
-YAML
+make_experiment fakeserver crash.yaml NAME=crash PIDFILE="$T_TMP/server.pid" EXTRA="metrics:
+  preset: sglang"
 
 "$SWEEP" run crash.yaml --out run >out.txt 2>err.txt &
 sp=$!

@@ -5,27 +5,10 @@
 # lines. A second SIGINT skips the stop grace period. A
 # SIGKILLed sweep takes its server down with it (parent-death signal).
 . tests/lib.sh
-. tests/runlib.sh
 cd "$T_TMP" || exit 1
 
 write_exp() { # FILE EXTRA_FAKESERVER_FLAGS GRACE_S
-    cat >"$1" <<YAML
-name: interrupt
-server:
-  engine: command
-  command: ["$FAKESERVER", --port, "\${port}", --pid-file, "$T_TMP/$1.pid"$2]
-  flags: {step-a-ms: 5, step-b-ms: 1, prefill-ms: 5}
-  ready: {path: /health, timeout_s: 30}
-  stop: {grace_s: $3}
-bench:
-  tool: command
-  command: $(miniclient_cmd)
-  input_len: 8
-  output_len: 64
-  warmup: 0
-  timeout_s: 60
-  grid: ["1:4", "2:8", "4:8"]
-YAML
+    make_experiment fakeserver "$1" NAME=interrupt PIDFILE="$T_TMP/$1.pid" SERVER_ARGS="$2" GRACE_S="$3"
 }
 
 # --- one SIGINT, then resume ---

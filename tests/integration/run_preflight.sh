@@ -3,29 +3,18 @@
 # a results folder that cannot be written (exit 3 each, no server spawned);
 # bad usage (exit 2); and --dry-run, which prints the plan and starts nothing.
 . tests/lib.sh
-. tests/runlib.sh
 cd "$T_TMP" || exit 1
 
-write_exp() { # FILE SERVER_COMMAND_LIST [EXTRA_SERVER_LINES]
-    cat >"$1" <<YAML
-name: preflight
-server:
-  engine: command
-  command: $2
-$3
-  ready: {path: /health, timeout_s: 30}
-bench:
-  tool: command
-  command: $(miniclient_cmd)
-  output_len: 4
-  warmup: 0
-  grid: ["1:1"]
-YAML
+write_exp() { # FILE [EXTRA_SERVER_LINES [KEY=VALUE...]]
+    local f=$1 lines=${2:-}
+    shift
+    [ $# -gt 0 ] && shift
+    make_experiment fakeserver "$f" NAME=preflight PIDFILE="$T_TMP/started.pid" SERVER_LINES="$lines" \
+        OUTPUT_LEN=4 GRID='["1:1"]' "$@"
 }
-fs_cmd="[\"$FAKESERVER\", --port, \"\${port}\", --pid-file, \"$T_TMP/started.pid\"]"
 
 # missing model path
-write_exp model.yaml "$fs_cmd" "  model: $T_TMP/no-such-model.gguf"
+write_exp model.yaml "  model: $T_TMP/no-such-model.gguf"
 "$SWEEP" run model.yaml --out run-model >out.txt 2>err.txt
 check_eq "missing model: exit 3" "$?" 3
 check "missing model: the message names the path" grep -q "$T_TMP/no-such-model.gguf" err.txt
@@ -34,13 +23,13 @@ check "missing model: no results folder" test ! -e run-model
 
 # an empty model file
 : >empty.bin
-write_exp empty.yaml "$fs_cmd" "  model: $T_TMP/empty.bin"
+write_exp empty.yaml "  model: $T_TMP/empty.bin"
 "$SWEEP" run empty.yaml --out run-empty >out.txt 2>err.txt
 check_eq "empty model file: exit 3" "$?" 3
 check "empty model file: no server was started" test ! -e started.pid
 
 # missing server binary
-write_exp bin.yaml "[\"$T_TMP/no-such-server\", --port, \"\${port}\"]"
+write_exp bin.yaml "" FAKESERVER="$T_TMP/no-such-server"
 "$SWEEP" run bin.yaml --out run-bin >out.txt 2>err.txt
 check_eq "missing binary: exit 3" "$?" 3
 check "missing binary: the message names it" grep -q "no-such-server" err.txt
@@ -51,7 +40,7 @@ port=$(free_port)
 "$FAKESERVER" --port "$port" 2>/dev/null &
 track_pid $!
 wait_http "http://127.0.0.1:$port/health" 5 || fail "the squatter did not come up"
-write_exp port.yaml "$fs_cmd" "  port: $port"
+write_exp port.yaml "  port: $port"
 start=$(date +%s%N)
 "$SWEEP" run port.yaml --out run-port >out.txt 2>err.txt
 rc=$?
@@ -63,7 +52,7 @@ check "port in use: refused in $ms ms (< 1000)" test "$ms" -lt 1000
 
 # results folder not writable (a path under a regular file)
 : >afile
-write_exp out.yaml "$fs_cmd"
+write_exp out.yaml
 "$SWEEP" run out.yaml --out afile/run >out.txt 2>err.txt
 check_eq "results folder not writable: exit 3" "$?" 3
 check "results folder not writable: says so" grep -q "results folder not writable" err.txt

@@ -4,27 +4,11 @@
 # out-of-memory at start is named; a server that ignores SIGTERM is killed
 # after the grace period; a point past bench.timeout_s is marked timeout.
 . tests/lib.sh
-. tests/runlib.sh
 cd "$T_TMP" || exit 1
 
 write_exp() { # FILE EXTRA_FAKESERVER_ARGS READY_TIMEOUT_S GRACE_S POINT_TIMEOUT_S OUTPUT_LEN
-    cat >"$1" <<YAML
-name: ready
-server:
-  engine: command
-  command: ["$FAKESERVER", --port, "\${port}", --pid-file, "$T_TMP/$1.pid"$2]
-  flags: {step-a-ms: 5, step-b-ms: 1, prefill-ms: 5}
-  ready: {path: /health, timeout_s: $3}
-  stop: {grace_s: $4}
-bench:
-  tool: command
-  command: $(miniclient_cmd)
-  input_len: 8
-  output_len: $6
-  warmup: 0
-  timeout_s: $5
-  grid: ["1:2"]
-YAML
+    make_experiment fakeserver "$1" NAME=ready PIDFILE="$T_TMP/$1.pid" SERVER_ARGS="$2" \
+        READY_S="$3" GRACE_S="$4" TIMEOUT_S="$5" OUTPUT_LEN="$6" GRID='["1:2"]'
 }
 elapsed_ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 

@@ -8,7 +8,6 @@
 # settings, so the same point keys: b still gets rows of its own.
 # ($$$$ in the YAML is the shell's $$: sweep reads $$ as a literal $.)
 . tests/lib.sh
-. tests/runlib.sh
 cd "$T_TMP" || exit 1
 
 mkdir bin
@@ -26,27 +25,15 @@ exit 0
 SH
 chmod +x bin/nvidia-smi
 
-cat >stale.yaml <<YAML
-name: stale
-server:
-  engine: command
-  command: [sh, -c, 'echo \$\$\$\$ >>"\$0"; exec "\$@"', "$T_TMP/pids", "$FAKESERVER", --pid-file, "$T_TMP/server.pid", --port, "\${port}"]
-  flags: {step-a-ms: 2, step-b-ms: 1, prefill-ms: 2}
-  ready: {path: /health, timeout_s: 30}
-bench:
-  tool: command
-  command: $(miniclient_cmd)
-  input_len: 8
-  output_len: 8
-  warmup: 0
-  grid: ["1:2", "2:4"]
-metrics:
+# sh records each server's pid in $T_TMP/pids, then becomes the fakeserver
+make_experiment fakeserver stale.yaml NAME=stale PIDFILE="$T_TMP/server.pid" \
+    WRAP="sh, -c, 'echo \$\$\$\$ >>\"\$0\"; exec \"\$@\"', \"$T_TMP/pids\", " \
+    STEP_A=2 PREFILL=2 OUTPUT_LEN=8 GRID='["1:2", "2:4"]' EXTRA="metrics:
   preset: sglang
 variants:
   - name: a
-    bench: {grid: ["1:2"]}
-  - name: b
-YAML
+    bench: {grid: [\"1:2\"]}
+  - name: b"
 
 t0=$(date +%s)
 PATH="$T_TMP/bin:$PATH" "$SWEEP" run stale.yaml --out run >out.txt 2>err.txt

@@ -3,27 +3,12 @@
 # already-complete run folder with --resume starts nothing, and neither does
 # one after a variant was renamed (its rows take the new name).
 . tests/lib.sh
-. tests/runlib.sh
 cd "$T_TMP" || exit 1
 
-cat >v.yaml <<YAML
-name: variants
-server:
-  engine: command
-  command: ["$FAKESERVER", --port, "\${port}", --pid-file, "$T_TMP/\${variant}.pid"]
-  flags: {step-a-ms: 4, step-b-ms: 1, prefill-ms: 2}
-  ready: {path: /health, timeout_s: 30}
-bench:
-  tool: command
-  command: $(miniclient_cmd)
-  input_len: 8
-  output_len: 16
-  warmup: 0
-  grid: ["1:2", "4:4"]
-variants:
+make_experiment fakeserver v.yaml NAME=variants PIDFILE="$T_TMP/\${variant}.pid" STEP_A=4 PREFILL=2 \
+    OUTPUT_LEN=16 GRID='["1:2", "4:4"]' EXTRA="variants:
   - {name: fast}
-  - {name: slow, server: {flags: {step-a-ms: 12}}}
-YAML
+  - {name: slow, server: {flags: {step-a-ms: 12}}}"
 
 "$SWEEP" run v.yaml --only slow --out run >out.txt 2>err.txt
 check_eq "--only slow: exit 0" "$?" 0

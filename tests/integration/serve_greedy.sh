@@ -4,7 +4,6 @@
 # synthetic model, and on SmolLM2 (completions and chat) when it is present.
 # Seeded sampling gives the same text alone and inside the batch.
 . tests/lib.sh
-. tests/integration/serve.inc
 
 # run_model MODEL N PROMPTS...: the checks above for one model.
 run_model() {

@@ -5,7 +5,6 @@
 # keep-alive connections, which are closed at the timeout; a second server
 # on the same port exits at once; SIGTERM ends streams and exits 0.
 . tests/lib.sh
-. tests/integration/serve.inc
 
 model=$(tiny_model)
 

@@ -10,7 +10,6 @@
 # tiny model's step (about 30 us) is below the noise of HTTP and the
 # client, so its two regimes cannot be told apart by timing.
 . tests/lib.sh
-. tests/integration/serve.inc
 
 # ---- sweep bench against fp4serve: the stream as a benchmark client reads it ----
 start_serve "$(tiny_model)" --threads 2 --ctx 512 || { fail "server start"; finish; exit 1; }
@@ -76,7 +75,7 @@ check "server log: fp4serve ran per-request decode" grep -q 'decode per-request'
 # three repeats (other load only ever slows a point down). Load from other
 # processes comes in bursts that can last a whole variant, so when the
 # signatures fail the sweep runs once more and the second run decides.
-col() { # RUN VARIANT C METRIC: the best of the repeats in points.csv
+best_col() { # RUN VARIANT C METRIC: the best of the repeats in points.csv
     awk -F, -v v="$2" -v c="$3" -v m="$4" 'NR == 1 { for (i = 1; i <= NF; i++) k[$i] = i; next }
         $1 == v && $2 == c && $k[m] > best { best = $k[m] } END { print best }' "$1/points.csv"
 }
@@ -84,8 +83,8 @@ ge() { awk -v a="${1:-0}" -v b="${2:-0}" -v r="$3" 'BEGIN { exit !(b > 0 && a >=
 # signatures RUN: prints the numbers, fails when a signature is missing
 signatures() {
     local r=$1 bat1 bat8 per1 per8 b_bat b_per
-    bat1=$(col "$r" batched 1 output_throughput) bat8=$(col "$r" batched 8 output_throughput)
-    per1=$(col "$r" per-request 1 output_throughput) per8=$(col "$r" per-request 8 output_throughput)
+    bat1=$(best_col "$r" batched 1 output_throughput) bat8=$(best_col "$r" batched 8 output_throughput)
+    per1=$(best_col "$r" per-request 1 output_throughput) per8=$(best_col "$r" per-request 8 output_throughput)
     b_bat=$(jq -r '.variants.batched.b' "$r/fit.json")
     b_per=$(jq -r '.variants["per-request"].b' "$r/fit.json")
     echo "output tok/s: batched C=1 $bat1, C=8 $bat8; per-request C=1 $per1, C=8 $per8"
