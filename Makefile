@@ -5,6 +5,7 @@
 #   make test            build, scan for banned calls, run every test (unit, cases,
 #                        fuzz replay, integration)
 #   make bench           benchmarks (ratios measured side by side, never pass/fail)
+#   make check-gpu       the CUDA backend on a GPU (tests/gpu/check.sh; skips without one)
 #   make fuzz            libFuzzer on every fuzz target (FUZZ_SECONDS each)
 #   make models          fetch SmolLM2-135M-Instruct Q4_1 into models/
 #   make check           banned-function scan
@@ -100,7 +101,7 @@ TOOLS      := $(patsubst tests/tools/%.c,$(BUILD)/bin/%,$(wildcard tests/tools/*
 RUNNER_LIBS = $(RUNNER_PC_LIBS) $(LDLIBS)
 ENGINE_LIBS = $(ENGINE_PC_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
-.PHONY: all run test bench fuzz models check format install clean help FORCE
+.PHONY: all run test bench check-gpu fuzz models check format install clean help FORCE
 all: $(SWEEP) $(FP4SERVE) $(FAKESERVER) $(TOOLS)
 
 # ---- compile rules ----
@@ -204,6 +205,9 @@ test: all $(UNIT_BIN) $(FUZZ_BIN)
 
 bench: all $(BENCH_BIN)
 	@BUILD=$(BUILD) sh tests/bench/run.sh
+
+check-gpu:
+	@BUILD=$(BUILD) bash tests/gpu/check.sh
 
 fuzz:
 	$(MAKE) BUILD=$(BUILD)/libfuzzer CC=clang SAN=address,undefined \

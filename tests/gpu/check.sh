@@ -1,27 +1,36 @@
 #!/bin/bash
-# device_cuda.sh: everything a session with a GPU checks of the CUDA
-# backend, in one go: build with nvcc (or fall back to binaries carried
+# check.sh (`make check-gpu`): everything a session with a GPU checks of the
+# CUDA backend, in one go: build with nvcc (or fall back to binaries carried
 # from a build machine), the host decoder tests, the CPU-parity tests, a
 # compute-sanitizer pass over two of them, then `fp4serve bench --device
 # cuda` at batch 1, 16, 64, 256 (native Q4_1, then NVFP4 and MXFP4
 # requantized at load), --decode per-request, and the CPU backend at
-# batch 1 and 16 in the same run for ratios. Not part of `make bench`
-# (it needs a GPU). Uses models/SmolLM2-135M-Instruct.Q4_1.gguf when
-# present, else a synthetic model of the same shape (fp4serve synth).
+# batch 1 and 16 in the same run for ratios. Not part of `make test` or
+# `make bench`. Without a GPU (`nvidia-smi -L` fails or lists none), or when
+# fp4serve was built without CUDA, it prints one "check-gpu: skipped" line
+# and exits 0. Uses models/SmolLM2-135M-Instruct.Q4_1.gguf when present,
+# else a synthetic model of the same shape (fp4serve synth).
 # Knobs: BUILD (build), JOBS (nproc), PP (128), TG (64), LOGDIR ($OUT or
-# /tmp: the build log), SANITIZE (1). Exit status: non-zero when the build
-# or a test fails. A machine without the build's Debian packages (and no
-# network) cannot run make; carry build/bin/fp4serve, build/tests/engine_cuda
-# and build/tests/engine_cudadec from a machine with nvcc and they are used.
+# $BUILD/gpu-logs: the build log), SANITIZE (1). Exit status: non-zero when
+# the build or a test fails. A machine without the build's Debian packages
+# (and no network) cannot run make; carry build/bin/fp4serve,
+# build/tests/engine_cuda and build/tests/engine_cudadec from a machine with
+# nvcc and they are used.
 set -u
 BUILD=${BUILD:-build}
 JOBS=${JOBS:-$(nproc)}
 PP=${PP:-128}
 TG=${TG:-64}
-LOGDIR=${LOGDIR:-${OUT:-/tmp}}
+LOGDIR=${LOGDIR:-${OUT:-$BUILD/gpu-logs}}
 SANITIZE=${SANITIZE:-1}
 FP4SERVE=$BUILD/bin/fp4serve
 status=0
+
+# skip LINE: say why nothing runs, in one line, and exit 0.
+skip() { echo "check-gpu: skipped: $*"; exit 0; }
+command -v nvidia-smi >/dev/null || skip "no GPU (no nvidia-smi on PATH)"
+gpus=$(nvidia-smi -L 2>&1) || skip "no GPU (nvidia-smi -L: $(echo "$gpus" | head -n 1))"
+echo "$gpus" | grep -q '^GPU ' || skip "no GPU (nvidia-smi -L lists none)"
 mkdir -p "$LOGDIR"
 
 section() { echo; echo "== $*"; }
@@ -47,6 +56,11 @@ else
     fi
 fi
 "$FP4SERVE" --version
+tiny=${TMPDIR:-/tmp}/check-gpu-tiny-$$.gguf
+"$FP4SERVE" synth --preset tiny --seed 1 -o "$tiny" >/dev/null 2>&1
+probe=$("$FP4SERVE" generate --model "$tiny" --device cuda --prompt hi -n 1 2>&1)
+rm -f "$tiny"
+case "$probe" in *"built without CUDA"*) skip "fp4serve was built without CUDA (no nvcc at build time)" ;; esac
 
 section "decoders on the host (engine_cudadec)"
 "$BUILD/tests/engine_cudadec" || status=1
