@@ -12,19 +12,8 @@
 
 #include "xalloc.h"
 
-int file_read_all(const char *path, struct buf *out, struct err *err, int code)
+int file_read_fd(int fd, const char *path, struct buf *out, struct err *err, int code)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        err_set(err, code, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    int rc = -1;
-    struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-        err_set(err, code, "%s: is a directory", path);
-        goto out;
-    }
     for (;;) {
         /* read at most the room left under the cap; once full, one more
          * byte tells a file of exactly max bytes from a longer one */
@@ -35,20 +24,35 @@ int file_read_all(const char *path, struct buf *out, struct err *err, int code)
         if (n > 0 && !want) {
             out->toobig = true;
             err_set(err, code, "%s: larger than the %zu-byte limit", path, out->max);
-            goto out;
+            return -1;
         }
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            err_set(err, code, "%s: %s", path, strerror(errno));
-            goto out;
+            int e = errno;
+            err_set(err, code, "%s: %s", path, strerror(e));
+            errno = e;
+            return -1;
         }
         if (n == 0)
-            break;
+            return 0;
         buf_commit(out, (size_t)n);
     }
-    rc = 0;
-out:
+}
+
+int file_read_all(const char *path, struct buf *out, struct err *err, int code)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        err_set(err, code, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = -1;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+        err_set(err, code, "%s: is a directory", path);
+    else
+        rc = file_read_fd(fd, path, out, err, code);
     close(fd);
     return rc;
 }

@@ -14,6 +14,11 @@
 /* Read all of path into out (which must be buf_init'ed; its cap applies).
  * Returns 0, or -1 with "path: reason" in err (code `code`). */
 int file_read_all(const char *path, struct buf *out, struct err *err, int code);
+/* The reading half of file_read_all, on an fd the caller opened (and
+ * closes): appends up to out's cap, then -1 with out->toobig set if more
+ * follows; on a read error -1 with errno left as the read's. path only
+ * names the file in err. */
+int file_read_fd(int fd, const char *path, struct buf *out, struct err *err, int code);
 /* Replace path with data[0..len) atomically: write path.tmp.PID, fsync,
  * rename over path, fsync the directory. Returns 0 or -1 with err set. */
 int file_write_atomic(const char *path, const void *data, size_t len, struct err *err, int code);

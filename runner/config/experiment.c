@@ -31,6 +31,7 @@
 #include "analysis/extract.h"
 #include "analysis/metric.h"
 #include "store/results.h"
+#include "fileio.h"
 #include "strutil.h"
 #include "config/tmpl.h"
 #include "xalloc.h"
@@ -1182,9 +1183,11 @@ int exp_load_file(const char *path, struct experiment *exp, struct err *err)
 {
     struct buf b;
     struct stat st;
+    struct err rd; /* file_read_fd's error, reworded below */
     int rc = -1;
     memset(exp, 0, sizeof(*exp));
-    buf_init(&b, EXP_MAX_FILE_BYTES + 1); /* one byte over the limit tells "too big" */
+    buf_init(&b, EXP_MAX_FILE_BYTES);
+    err_init(&rd);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         err_set(err, E, "%s: cannot open the experiment file: %s", path, strerror(errno));
@@ -1199,26 +1202,15 @@ int exp_load_file(const char *path, struct experiment *exp, struct err *err)
                 (long long)st.st_size);
         goto out;
     }
-    /* the size check above is a fast path; this read enforces the cap on
-     * anything (pipes, /proc files) that does not report its size */
-    for (;;) {
-        size_t room = b.max - b.len, want = room < 65536 ? room : 65536;
-        char *dst = want ? buf_reserve(&b, want) : NULL;
-        if (!dst) {
+    /* the size check above is a fast path; the capped read enforces the
+     * limit on anything (pipes, /proc files) that does not report its size */
+    if (file_read_fd(fd, path, &b, &rd, E) != 0) {
+        if (b.toobig)
             err_set(err, E, "%s: the file is over 1 MiB; experiment files are limited to 1 MiB",
                     path);
-            goto out;
-        }
-        ssize_t got = read(fd, dst, want);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
+        else
             err_set(err, E, "%s: read failed: %s", path, strerror(errno));
-            goto out;
-        }
-        if (got == 0)
-            break;
-        buf_commit(&b, (size_t)got);
+        goto out;
     }
     rc = exp_load_string(path, b.data ? b.data : "", b.len, exp, err);
 out:
