@@ -11,7 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../engine/text/tokenizer.c" /* statics: spec_from_gguf, byte_map_init */
+/* The source, not the header: the tests reach its statics (spec_from_gguf, byte_map_init). */
+#include "text/tokenizer.c"
 
 #include "fileio.h"
 #include "format/synth.h"

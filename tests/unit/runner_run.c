@@ -3,6 +3,7 @@
  * processes: the measurement invariants and keeping old client logs. (The
  * run loop itself is exercised end to end by tests/integration/run_*.sh.)
  */
+/* The source, not the header: the tests reach its statics (keep_old_log, server_start). */
 #include "exec/run.c"
 
 #include <arpa/inet.h>
