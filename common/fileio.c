@@ -170,6 +170,17 @@ const char *path_base(const char *path)
     return slash ? slash + 1 : path;
 }
 
+char *path_dir_name(const char *dir)
+{
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/')
+        len--;
+    size_t start = len;
+    while (start && dir[start - 1] != '/')
+        start--;
+    return xstrndup(dir + start, len - start);
+}
+
 char *path_stem(const char *path, const char *ext)
 {
     const char *base = path_base(path);

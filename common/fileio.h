@@ -38,6 +38,9 @@ char *path_join(const char *dir, const char *name);
  * path, "" when path ends with '/'), or path itself when it has none. The
  * folder part is then path[0 .. base - path), its '/' included. */
 const char *path_base(const char *path);
+/* The name of the folder dir, trailing '/' ignored ("runs/a/" -> "a",
+ * "/" -> ""); a fresh heap string. */
+char *path_dir_name(const char *dir);
 /* path_base(path) without the extension ext (".gguf", ".log") when it ends
  * with it and has something before it; a fresh heap string. */
 char *path_stem(const char *path, const char *ext);

@@ -87,23 +87,12 @@ static bool is_dir(const char *p)
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static char *base_name(const char *dir)
-{
-    size_t len = strlen(dir);
-    while (len > 1 && dir[len - 1] == '/')
-        len--;
-    size_t start = len;
-    while (start && dir[start - 1] != '/')
-        start--;
-    return xstrndup(dir + start, len - start);
-}
-
 static void add_series(struct cmp_set *c, size_t run, const char *variant, bool with_variant)
 {
     c->s = xrealloc(c->s, (c->n_s + 1) * sizeof(*c->s));
     struct cmp_series *s = &c->s[c->n_s++];
     memset(s, 0, sizeof(*s));
-    char *base = base_name(c->runs[run].dir);
+    char *base = path_dir_name(c->runs[run].dir);
     s->label = with_variant ? xasprintf("%s:%s", base, variant) : xstrdup(base);
     s->run = run;
     s->variant = xstrdup(variant);

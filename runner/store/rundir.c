@@ -311,13 +311,7 @@ int rundir_open(const char *dir, struct rundir *rd, struct err *err)
         return -1;
     }
     rd->dir = xstrdup(dir);
-    size_t len = strlen(dir);
-    while (len > 1 && dir[len - 1] == '/')
-        len--;
-    size_t start = len;
-    while (start && dir[start - 1] != '/')
-        start--;
-    rd->name = xstrndup(dir + start, len - start);
+    rd->name = path_dir_name(dir);
     rd->description = xstrdup("");
     rd->fit_x = xstrdup("concurrency");
     rd->fit_y = xstrdup("median_tpot_ms");

@@ -109,7 +109,7 @@ TEST(last_non_empty_line)
     CHECK_STR(last_line_of("one\ntwo\nthree", 8), "two"); /* len bounds it, no NUL needed */
 }
 
-TEST(path_base_and_stem)
+TEST(path_base_stem_and_dir_name)
 {
     CHECK_STR(path_base("models/x.Q4_1.gguf"), "x.Q4_1.gguf");
     CHECK_STR(path_base("plain"), "plain");
@@ -128,6 +128,13 @@ TEST(path_base_and_stem)
     s = path_stem("a.txt", ".log");
     CHECK_STR(s, "a.txt");
     free(s);
+    static const char *const dirs[][2] = {
+        {"results/run/", "run"}, {"results/run", "run"}, {"run//", "run"}, {"/", ""}, {"a", "a"}};
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        s = path_dir_name(dirs[i][0]);
+        CHECK_STR(s, dirs[i][1]);
+        free(s);
+    }
 }
 
 TEST(sha256_known_vectors)
