@@ -11,16 +11,22 @@ void err_init(struct err *e)
     e->msg[0] = '\0';
 }
 
-int err_set(struct err *e, int code, const char *fmt, ...)
+int err_vset(struct err *e, int code, const char *fmt, va_list ap)
 {
     if (e->code)
         return e->code;
     e->code = code;
+    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+    return code;
+}
+
+int err_set(struct err *e, int code, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+    int rc = err_vset(e, code, fmt, ap);
     va_end(ap);
-    return code;
+    return rc;
 }
 
 void err_prefix(struct err *e, const char *fmt, ...)

@@ -6,6 +6,7 @@
 #ifndef COMMON_ERR_H
 #define COMMON_ERR_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 struct err {
@@ -18,6 +19,8 @@ void err_init(struct err *e);
  * returns the code that is now set. A failing function still returns -1
  * (or NULL): `return err_set(err, CODE, "..."), -1;` (docs/style.md). */
 int err_set(struct err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* err_set with a va_list, for printf-style wrappers of err_set. */
+int err_vset(struct err *e, int code, const char *fmt, va_list ap);
 /* Prefix the existing message with "prefix: " (e.g. a file name). */
 void err_prefix(struct err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

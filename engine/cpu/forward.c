@@ -224,32 +224,32 @@ static void attn_combine(struct model *m, int r, float *scratch)
         }
 }
 
+/* True when no matrix before mats[i] has its type: only the first of each
+ * type owns an activation slot, the later ones read it. */
+static bool first_of_type(const struct q_matrix *const *mats, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (mats[j]->type == mats[i]->type)
+            return false;
+    return true;
+}
+
 /* Set the shapes of the activation buffers feeding mats[0..n) (one per
  * distinct type; later matrices of the same type share the first one's). */
 static void shape_group(struct run_state *rs, int first, const struct q_matrix *const *mats, int n,
                         int rows)
 {
-    for (int i = 0; i < n; i++) {
-        int same = -1;
-        for (int j = 0; j < i; j++)
-            if (mats[j]->type == mats[i]->type)
-                same = j;
-        if (same < 0)
+    for (int i = 0; i < n; i++)
+        if (first_of_type(mats, i))
             q_act_shape(&rs->act[first + i], mats[i]->type, rows, mats[i]->cols);
-    }
 }
 
 static void prep_group(struct run_state *rs, int first, const struct q_matrix *const *mats, int n,
                        const float *x, int64_t ldx, int64_t r0, int64_t r1)
 {
-    for (int i = 0; i < n; i++) {
-        int same = -1;
-        for (int j = 0; j < i; j++)
-            if (mats[j]->type == mats[i]->type)
-                same = j;
-        if (same < 0)
+    for (int i = 0; i < n; i++)
+        if (first_of_type(mats, i))
             q_act_prepare_rows(&rs->act[first + i], x, ldx, r0, r1);
-    }
 }
 
 static const struct q_act *act_for(const struct run_state *rs, int first,

@@ -25,12 +25,10 @@ static int failf(struct err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int failf(struct err *e, int code, const char *fmt, ...)
 {
-    char msg[sizeof(e->msg)];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    err_vset(e, code, fmt, ap);
     va_end(ap);
-    err_set(e, code, "%s", msg);
     return -1;
 }
 

@@ -22,12 +22,10 @@
 static void note_mistake(struct err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note_mistake(struct err *e, const char *fmt, ...)
 {
-    char msg[sizeof(e->msg)];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    err_vset(e, FP_ERR_USAGE, fmt, ap);
     va_end(ap);
-    err_set(e, FP_ERR_USAGE, "%s", msg);
 }
 
 /* A tensor as described by the caller; its data is written at save time,
