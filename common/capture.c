@@ -43,7 +43,7 @@ static void drain(int fd, struct buf *out, double deadline_ms, bool *timed_out)
 }
 
 int capture_run(const char *const *argv, const struct capture_opts *opts, struct buf *out,
-                  struct capture_result *res)
+                struct capture_result *res)
 {
     res->wstatus = -1;
     res->timed_out = false;

@@ -31,7 +31,7 @@ struct capture_result {
  * errno value when it could not start (ENOENT: no such program).
  */
 int capture_run(const char *const *argv, const struct capture_opts *opts, struct buf *out,
-                  struct capture_result *res);
+                struct capture_result *res);
 
 /* Exit code of a finished spawn: WEXITSTATUS when it exited, else -1
  * (killed, timed out). */

@@ -35,9 +35,11 @@ long http_get(const char *url, long connect_ms, long timeout_ms, struct buf *bod
     char errbuf[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, connect_ms < timeout_ms ? connect_ms : timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                     connect_ms < timeout_ms ? connect_ms : timeout_ms);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(c, CURLOPT_PROXY, ""); /* never through a proxy, whatever the environment says */
+    curl_easy_setopt(c, CURLOPT_PROXY,
+                     ""); /* never through a proxy, whatever the environment says */
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_sink);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);

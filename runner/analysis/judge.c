@@ -31,8 +31,8 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
             buf_printf(cause, "%s", e.msg);
     } else if (client_ok) {
         /* labels that match do not make the requests behind them successful */
-        *ok = !ext_check_invariants(metrics, spec->concurrency, spec->prompts,
-                                    spec->request_rate, cause);
+        *ok = !ext_check_invariants(metrics, spec->concurrency, spec->prompts, spec->request_rate,
+                                    cause);
     }
     buf_release(&text);
     return 0;

@@ -84,4 +84,3 @@ char *cause_of_exit(const struct proc *p, const char *who)
     free(tail);
     return out;
 }
-

@@ -16,8 +16,7 @@
 
 int gpu_pids(const char *nvsmi, pid_t *out, size_t max)
 {
-    const char *argv[] = {nvsmi, "--query-compute-apps=pid", "--format=csv,noheader,nounits",
-                          NULL};
+    const char *argv[] = {nvsmi, "--query-compute-apps=pid", "--format=csv,noheader,nounits", NULL};
     struct capture_opts opts = {.timeout_ms = GPU_QUERY_MS};
     struct capture_result res;
     struct buf text;
@@ -44,7 +43,6 @@ int gpu_pids(const char *nvsmi, pid_t *out, size_t max)
     buf_release(&text);
     return n;
 }
-
 
 int gpu_describe(struct strvec *out)
 {

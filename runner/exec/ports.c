@@ -69,4 +69,3 @@ long port_free(const char *host)
     freeaddrinfo(res);
     return port;
 }
-

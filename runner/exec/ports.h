@@ -5,7 +5,6 @@
 #ifndef RUNNER_PORTS_H
 #define RUNNER_PORTS_H
 
-
 /*
  * Probe host:port with connect(): 1 when something accepts connections
  * there, 0 when nothing does (refused or unreachable within 500 ms).

@@ -62,7 +62,7 @@ static void nap(struct proc *p, double ms, const proc_stop_flag *stop)
 }
 
 enum ready_result ready_wait(struct proc *p, const char *url, double timeout_s,
-                              const proc_stop_flag *stop, struct err *err)
+                             const proc_stop_flag *stop, struct err *err)
 {
     double start = clock_ms();
     double deadline = start + timeout_s * 1000.0;
@@ -116,4 +116,3 @@ enum ready_result ready_wait(struct proc *p, const char *url, double timeout_s,
     buf_release(&body);
     return result;
 }
-

@@ -10,7 +10,7 @@
 
 /* How the readiness wait ended. */
 enum ready_result {
-    READY_OK = 0,       /* the ready path answered 200 */
+    READY_OK = 0,          /* the ready path answered 200 */
     READY_EXITED = 1,      /* the process exited first (err says how, with the log tail's cause) */
     READY_TIMEOUT = 2,     /* timeout_s passed (err says what the last probe saw) */
     READY_INTERRUPTED = 3, /* *stop became nonzero */
@@ -25,6 +25,6 @@ enum ready_result {
  * tail with proc_log_tail). Code in err: RN_ERR_ENV.
  */
 enum ready_result ready_wait(struct proc *p, const char *url, double timeout_s,
-                              const proc_stop_flag *stop, struct err *err);
+                             const proc_stop_flag *stop, struct err *err);
 
 #endif

@@ -101,8 +101,8 @@ TEST(missing_program_is_enoent)
 
 TEST(output_past_the_cap_is_dropped)
 {
-    const char *argv[] = {"sh", "-c", "i=0; while [ $i -lt 100 ]; do echo 0123456789; i=$((i+1)); done",
-                          NULL};
+    const char *argv[] = {"sh", "-c",
+                          "i=0; while [ $i -lt 100 ]; do echo 0123456789; i=$((i+1)); done", NULL};
     struct capture_opts opts = {.timeout_ms = 5000};
     struct capture_result res;
     struct buf out;
