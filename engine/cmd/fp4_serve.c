@@ -39,7 +39,7 @@ struct serve_args {
 struct engine {
     struct serve_args *a;
     srv *http;
-    struct met met;
+    struct prom met;
     pthread_t main_thread;
     atomic_int state; /* 0 loading, 1 ready, 2 failed */
     struct err err;

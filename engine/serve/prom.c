@@ -12,17 +12,17 @@
 /* The statuses fp4serve sends, each its own label value; anything else
  * (a status MHD sent itself, say) lands in the last one, "other". */
 static const int statuses[PROM_N_STATUS] = {200, 400, 404, 405, 413, 414,
-                                           431, 500, 503, 408, 429, 0 /* other */};
+                                            431, 500, 503, 408, 429, 0 /* other */};
 static const char *const route_names[PROM_N_ROUTES] = {"completions", "chat_completions", "health",
-                                                      "models",      "metrics",          "other"};
+                                                       "models",      "metrics",          "other"};
 static const char *const finish_names[PROM_N_FINISH] = {"stop", "length", "cancelled", "aborted"};
 
-void prom_init(struct met *m)
+void prom_init(struct prom *m)
 {
     memset(m, 0, sizeof(*m));
 }
 
-void prom_response(struct met *m, enum prom_route route, int status)
+void prom_response(struct prom *m, enum prom_route route, int status)
 {
     int k = PROM_N_STATUS - 1;
     for (int i = 0; i < PROM_N_STATUS - 1; i++)
@@ -48,27 +48,27 @@ struct counter {
 
 static const struct counter counters[] = {
     {"fp4serve_prompt_tokens_total", "Prompt tokens of admitted requests.",
-     offsetof(struct met, prompt_tokens), 1},
+     offsetof(struct prom, prompt_tokens), 1},
     {"fp4serve_generation_tokens_total", "Tokens sampled (end-of-generation tokens included).",
-     offsetof(struct met, generated_tokens), 1},
+     offsetof(struct prom, generated_tokens), 1},
     {"fp4serve_steps_total", "Model steps (one forward pass over the running batch).",
-     offsetof(struct met, steps), 1},
+     offsetof(struct prom, steps), 1},
     {"fp4serve_step_sequences_total", "Sequences summed over steps (mean batch = this / steps).",
-     offsetof(struct met, step_seqs), 1},
+     offsetof(struct prom, step_seqs), 1},
     {"fp4serve_decode_tokens_total", "Decode rows summed over steps.",
-     offsetof(struct met, decode_rows), 1},
+     offsetof(struct prom, decode_rows), 1},
     {"fp4serve_prefill_tokens_total", "Prompt tokens run through the model.",
-     offsetof(struct met, prefill_rows), 1},
-    {"fp4serve_step_seconds_total", "Wall time of model steps.", offsetof(struct met, step_ns),
+     offsetof(struct prom, prefill_rows), 1},
+    {"fp4serve_step_seconds_total", "Wall time of model steps.", offsetof(struct prom, step_ns),
      1e-9},
-    {"fp4serve_connections_total", "Connections accepted.", offsetof(struct met, connections), 1},
+    {"fp4serve_connections_total", "Connections accepted.", offsetof(struct prom, connections), 1},
 };
 
 /* The exposition is rebuilt on every scrape from the atomics; counters a
  * reader can divide (steps, sequences, seconds) are exported raw, and the
  * two means (batch size, step time) are also given as gauges for people
  * reading /metrics by eye. */
-void prom_render(const struct met *m, const struct prom_gauges *g, struct buf *out)
+void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *out)
 {
     buf_puts(out, "# HELP fp4serve_requests_total HTTP responses by route and status.\n"
                   "# TYPE fp4serve_requests_total counter\n");

@@ -36,9 +36,9 @@ enum prom_finish {
 /* HTTP statuses kept apart; others are counted under "other". */
 #define PROM_N_STATUS 12
 
-struct met {
+struct prom {
     atomic_uint_least64_t responses[PROM_N_ROUTES][PROM_N_STATUS]; /* by route and status */
-    atomic_uint_least64_t finished[PROM_N_FINISH];                /* generations by reason */
+    atomic_uint_least64_t finished[PROM_N_FINISH];                 /* generations by reason */
     atomic_uint_least64_t prompt_tokens;    /* prompt tokens of admitted requests */
     atomic_uint_least64_t generated_tokens; /* sampled tokens (EOG included) */
     atomic_uint_least64_t steps;            /* model steps */
@@ -63,10 +63,10 @@ struct prom_gauges {
     int ready;         /* 1 once the model is loaded */
 };
 
-void prom_init(struct met *m);
+void prom_init(struct prom *m);
 /* Count one response of route with HTTP status. */
-void prom_response(struct met *m, enum prom_route route, int status);
+void prom_response(struct prom *m, enum prom_route route, int status);
 /* Append the Prometheus text (format 0.0.4) to out. */
-void prom_render(const struct met *m, const struct prom_gauges *g, struct buf *out);
+void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *out);
 
 #endif

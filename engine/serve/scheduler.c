@@ -79,7 +79,7 @@ struct sched_req {
 struct sched {
     struct model *m;
     const tok_vocab *v;
-    struct met *met;
+    struct prom *met;
     struct sched_opts o;
     int max_batch, ctx;
     pthread_t thread;
@@ -580,7 +580,7 @@ static int step(sched *s)
             finish(s, s->run[0], PROM_FIN_ABORTED, NULL, 0);
         return -1;
     }
-    struct met *met = s->met;
+    struct prom *met = s->met;
     atomic_fetch_add_explicit(&met->step_ns, clock_ns() - t0, memory_order_relaxed);
     atomic_fetch_add_explicit(&met->steps, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&met->step_seqs, (uint64_t)n, memory_order_relaxed);
@@ -653,7 +653,7 @@ static void *loop(void *arg)
 
 /* ---- lifecycle ---- */
 
-sched *sched_new(struct model *m, const tok_vocab *v, const struct sched_opts *o, struct met *met,
+sched *sched_new(struct model *m, const tok_vocab *v, const struct sched_opts *o, struct prom *met,
                  struct err *err)
 {
     sched *s = xcalloc(1, sizeof(*s));

@@ -89,7 +89,7 @@ void sched_req_counts(sched_req *r, long *prompt, long *generated);
  * receives the counters. Returns NULL with err set when the thread cannot
  * start.
  */
-sched *sched_new(struct model *m, const tok_vocab *v, const struct sched_opts *o, struct met *met,
+sched *sched_new(struct model *m, const tok_vocab *v, const struct sched_opts *o, struct prom *met,
                  struct err *err);
 
 /*

@@ -35,7 +35,7 @@ struct srv {
     struct srv_opts o;
     char *host, *model_id, *model_path, *model_base; /* owned copies */
     const char *model_ids[4];                        /* accepted "model" values */
-    struct met *met;
+    struct prom *met;
     struct MHD_Daemon *d;
     int lfd; /* listening socket until quiesced, else -1 */
     int port;
@@ -699,7 +699,7 @@ fail:
  * listening socket (so bind errors are ours to word), per-connection idle
  * timeout, a connection limit, and our callbacks for connection open/close
  * (TCP_NODELAY, gauges) and request completion (cancellation). */
-srv *srv_new(const struct srv_opts *o, struct met *met, struct err *err)
+srv *srv_new(const struct srv_opts *o, struct prom *met, struct err *err)
 {
     srv *s = xcalloc(1, sizeof(*s));
     s->o = *o;

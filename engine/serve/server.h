@@ -53,7 +53,7 @@ struct srv_engine {
  * HTTP thread. A taken port or a bad address fails at once with FP_ERR_ADDR
  * and a message that says which. met receives the HTTP counters.
  */
-srv *srv_new(const struct srv_opts *o, struct met *met, struct err *err);
+srv *srv_new(const struct srv_opts *o, struct prom *met, struct err *err);
 /* The port actually bound (useful with port 0). */
 int srv_port(const srv *s);
 /* The model is loaded: serve completions with e (copied). */

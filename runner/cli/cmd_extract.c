@@ -17,7 +17,6 @@
 #include "opts.h"
 #include "xalloc.h"
 
-
 static const char synopsis[] =
     "LOG... [--preset NAME] [--pattern NAME=REGEX]... [--require NAME]...";
 static const char summary[] =

@@ -140,8 +140,8 @@ int lg_probe(const char *base_url, double timeout_s, struct lg_server_info *info
     buf_init(&body, (size_t)1 << 20);
     char *url = http_join_url(base_url, "/v1/models");
     char why[CURL_ERROR_SIZE] = "";
-    long status = http_get(url, (long)(timeout_s * 1000), (long)(timeout_s * 1000), &body, why,
-                           sizeof(why));
+    long status =
+        http_get(url, (long)(timeout_s * 1000), (long)(timeout_s * 1000), &body, why, sizeof(why));
     if (status == 0) {
         err_set(err, RN_ERR_ENV, "cannot reach the server at '%s': %s", url, why);
         goto out;

@@ -145,7 +145,8 @@ static int want_scalar(struct dctx *c, const struct schema_key *k, const struct 
 }
 
 /* Strings are capped so that 64 variants of a 1 MiB file stay small in memory. */
-static int check_length(struct dctx *c, const struct schema_key *k, const struct ynode *n, size_t max)
+static int check_length(struct dctx *c, const struct schema_key *k, const struct ynode *n,
+                        size_t max)
 {
     if (n->len <= max)
         return 0;
@@ -287,7 +288,8 @@ static int decode_number(struct dctx *c, const struct schema_key *k, const struc
 }
 
 /* The node must be a map or a list (kind), of at most SCHEMA_MAX_ITEMS entries. */
-static int want_kind(struct dctx *c, const struct schema_key *k, const struct ynode *n, enum ykind kind)
+static int want_kind(struct dctx *c, const struct schema_key *k, const struct ynode *n,
+                     enum ykind kind)
 {
     if (n->kind != kind)
         return cerr(c, n->line, n->col, "'%s' wants %s, got %s", k->path,
@@ -513,10 +515,12 @@ static int grid_entry_map(struct dctx *c, const struct ynode *it, long *conc, lo
                     cn ? "prompts" : "concurrency");
     if (cn->kind != Y_SCALAR || parse_count(cn->text, cn->len, SCHEMA_MAX_CONC, conc) != 0)
         return cerr(c, cn->line, cn->col,
-                    "bad grid entry: concurrency must be a whole number from 1 to %d", SCHEMA_MAX_CONC);
+                    "bad grid entry: concurrency must be a whole number from 1 to %d",
+                    SCHEMA_MAX_CONC);
     if (pn->kind != Y_SCALAR || parse_count(pn->text, pn->len, SCHEMA_MAX_PROMPTS, prompts) != 0)
         return cerr(c, pn->line, pn->col,
-                    "bad grid entry: prompts must be a whole number from 1 to %ld", SCHEMA_MAX_PROMPTS);
+                    "bad grid entry: prompts must be a whole number from 1 to %ld",
+                    SCHEMA_MAX_PROMPTS);
     return 0;
 }
 
@@ -658,7 +662,8 @@ static int unknown_key(struct dctx *c, const char *path, const struct ynode *key
         return cerr(c, key->line, key->col, "unknown key '%s'%s (did you mean '%s'?)", q, where,
                     hint);
     for (size_t i = 0; i < schema_n_keys; i++) /* a key put in the wrong section */
-        if (strcmp(schema_leaf(schema_keys[i].path), key->text) == 0 && schema_keys[i].path[0] != 'v')
+        if (strcmp(schema_leaf(schema_keys[i].path), key->text) == 0 &&
+            schema_keys[i].path[0] != 'v')
             return cerr(c, key->line, key->col, "unknown key '%s'%s (did you mean '%s'?)", q, where,
                         schema_keys[i].path);
     char known[400];

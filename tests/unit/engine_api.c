@@ -456,7 +456,7 @@ TEST(stop_holds_only_prefixes)
 
 TEST(metrics_text)
 {
-    struct met m;
+    struct prom m;
     prom_init(&m);
     prom_response(&m, PROM_COMPLETIONS, 200);
     prom_response(&m, PROM_COMPLETIONS, 400);

@@ -251,7 +251,7 @@ TEST(batch_matches_reference)
 {
     setup();
     struct model *m = load(4, 256, 7);
-    struct met met;
+    struct prom met;
     prom_init(&met);
     struct err err;
     err_init(&err);
@@ -336,7 +336,7 @@ static void run_one(const int32_t *prompt, int n_prompt, int max_tokens, bool ig
                     sched_req **keep)
 {
     struct model *m = load(2, 256, 16);
-    struct met met;
+    struct prom met;
     prom_init(&met);
     struct err err;
     err_init(&err);
@@ -412,7 +412,7 @@ TEST(cancel_frees_slot)
 {
     setup();
     struct model *m = load(2, 256, 16);
-    struct met met;
+    struct prom met;
     prom_init(&met);
     struct err err;
     err_init(&err);
@@ -457,7 +457,7 @@ TEST(stop_aborts_streams)
 {
     setup();
     struct model *m = load(1, 256, 16);
-    struct met met;
+    struct prom met;
     prom_init(&met);
     struct err err;
     err_init(&err);
@@ -501,7 +501,7 @@ TEST(cancelled_while_queued_leaves_the_queue)
 {
     setup();
     struct model *m = load(1, 256, 16);
-    struct met met;
+    struct prom met;
     prom_init(&met);
     struct err err;
     err_init(&err);
