@@ -262,7 +262,8 @@ const struct schema_key schema_keys[] = {
      .doc = "charts to draw against concurrency"},
 };
 const size_t schema_n_keys = sizeof(schema_keys) / sizeof(schema_keys[0]);
-_Static_assert(sizeof(schema_keys) / sizeof(schema_keys[0]) <= SCHEMA_MAX_KEYS, "raise SCHEMA_MAX_KEYS");
+_Static_assert(sizeof(schema_keys) / sizeof(schema_keys[0]) <= SCHEMA_MAX_KEYS,
+               "raise SCHEMA_MAX_KEYS");
 
 const struct schema_key *schema_find(const char *path)
 {
@@ -286,7 +287,8 @@ bool schema_is_child(const struct schema_key *k, const char *path)
     return strncmp(k->path, path, n) == 0 && k->path[n] == '.' && !strchr(k->path + n + 1, '.');
 }
 
-char *schema_base(const struct schema_key *k, const struct experiment *exp, const struct exp_variant *var)
+char *schema_base(const struct schema_key *k, const struct experiment *exp,
+                  const struct exp_variant *var)
 {
     return (k->flags & KF_VAR) ? (char *)var : (char *)exp;
 }
@@ -345,7 +347,7 @@ static const struct schema_key *when_key(const struct schema_key *k)
 }
 
 bool schema_when_holds(const struct schema_key *k, const struct experiment *exp,
-                   const struct exp_variant *var)
+                       const struct exp_variant *var)
 {
     const struct schema_key *s = when_key(k);
     int have = *(const int *)(schema_base(s, exp, var) + s->off);
@@ -353,11 +355,12 @@ bool schema_when_holds(const struct schema_key *k, const struct experiment *exp,
 }
 
 void schema_when_now(const struct schema_key *k, const struct experiment *exp,
-                 const struct exp_variant *var, char *out, size_t size)
+                     const struct exp_variant *var, char *out, size_t size)
 {
     char name[32];
     const struct schema_key *s = when_key(k);
     const char *eq = strchr(k->when, '=');
-    schema_choice_name(s->choices, *(const int *)(schema_base(s, exp, var) + s->off), name, sizeof(name));
+    schema_choice_name(s->choices, *(const int *)(schema_base(s, exp, var) + s->off), name,
+                       sizeof(name));
     snprintf(out, size, "%.*s is %s", (int)(eq - k->when), k->when, name);
 }

@@ -80,7 +80,8 @@ const char *schema_leaf(const char *path);
 /* true when k sits directly below section path ("" is the top level). */
 bool schema_is_child(const struct schema_key *k, const char *path);
 /* Where k's field lives: in var (KF_VAR keys) or in exp. */
-char *schema_base(const struct schema_key *k, const struct experiment *exp, const struct exp_variant *var);
+char *schema_base(const struct schema_key *k, const struct experiment *exp,
+                  const struct exp_variant *var);
 /* Index of text among "a|b|c", or -1. */
 int schema_choice_index(const char *choices, const char *text);
 /* The i-th choice of "a|b|c", written into out. */
@@ -89,9 +90,9 @@ const char *schema_choice_name(const char *choices, int i, char *out, size_t siz
 const char *schema_choices_list(const char *choices, char *out, size_t size);
 /* Does k's `when` condition (a sibling enum has a given choice) hold? */
 bool schema_when_holds(const struct schema_key *k, const struct experiment *exp,
-                   const struct exp_variant *var);
+                       const struct exp_variant *var);
 /* "engine is bundled": the sibling named by k's condition and its value now. */
 void schema_when_now(const struct schema_key *k, const struct experiment *exp,
-                 const struct exp_variant *var, char *out, size_t size);
+                     const struct exp_variant *var, char *out, size_t size);
 
 #endif

@@ -27,9 +27,9 @@
 
 extern char **environ;
 
-#define TAIL_READ_BYTES  ((long long)64 << 10) /* how much of a log end we look at */
-#define POLL_SLICE_MS    20                    /* reap/group poll interval while stopping */
-#define GROUP_GONE_MS    1000                  /* wait for zombies to clear after SIGKILL */
+#define TAIL_READ_BYTES ((long long)64 << 10) /* how much of a log end we look at */
+#define POLL_SLICE_MS   20                    /* reap/group poll interval while stopping */
+#define GROUP_GONE_MS   1000                  /* wait for zombies to clear after SIGKILL */
 
 void proc_init(struct proc *p)
 {
@@ -205,7 +205,7 @@ static int pidfd_for(pid_t pid)
 }
 
 int proc_spawn(struct proc *p, const struct strvec *argv, const struct strvec *env_add,
-              const char *log_path, struct err *err)
+               const char *log_path, struct err *err)
 {
     int rc = -1, log_fd = -1, null_fd = -1, pipe_fd[2] = {-1, -1};
     char **envp = NULL;
@@ -329,7 +329,7 @@ static bool has_exited(const struct proc *p)
 }
 
 void proc_wait_any(struct proc *const *procs, size_t n, double timeout_ms,
-                  const proc_stop_flag *stop)
+                   const proc_stop_flag *stop)
 {
     struct pollfd pfd[8];
     double end = clock_ms() + timeout_ms;
@@ -387,7 +387,7 @@ static bool group_gone(pid_t pgid)
 }
 
 int proc_stop(struct proc *p, double grace_s, const proc_stop_flag *stop,
-             struct proc_stop_info *info)
+              struct proc_stop_info *info)
 {
     struct proc_stop_info local = {0};
     if (!info)
@@ -600,4 +600,3 @@ char *proc_log_tail(const struct proc *p, int max_lines)
     buf_release(&b);
     return out;
 }
-

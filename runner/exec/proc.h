@@ -74,7 +74,7 @@ char *proc_resolve_program(const char *prog, struct err *err);
  * (RN_ERR_ENV: program not found or not executable, log not writable).
  */
 int proc_spawn(struct proc *p, const struct strvec *argv, const struct strvec *env_add,
-              const char *log_path, struct err *err);
+               const char *log_path, struct err *err);
 
 /* Non-blocking: true while the child has not exited (reaps it once it has). */
 bool proc_alive(struct proc *p);
@@ -85,7 +85,7 @@ bool proc_alive(struct proc *p);
  * Uses pidfds when the kernel has them, else sleeps in short slices.
  */
 void proc_wait_any(struct proc *const *procs, size_t n, double timeout_ms,
-                  const proc_stop_flag *stop);
+                   const proc_stop_flag *stop);
 
 /*
  * Stop p's process group: SIGTERM, then poll up to grace_s (cut short when
@@ -95,7 +95,7 @@ void proc_wait_any(struct proc *const *procs, size_t n, double timeout_ms,
  * Fills *info when given. Returns 0 when the group is empty, -1 otherwise.
  */
 int proc_stop(struct proc *p, double grace_s, const proc_stop_flag *stop,
-             struct proc_stop_info *info);
+              struct proc_stop_info *info);
 
 /*
  * SIGKILL every child of this process that is not one of keep[0..n) (pids)

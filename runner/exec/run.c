@@ -57,12 +57,12 @@ struct run_ctx {
     char *manifest_path; /* owned: run_dir/manifest.json */
     struct res_table table;
     struct manifest man;
-    ext_set **ext;          /* per variant, compiled on first use */
+    ext_set **ext;      /* per variant, compiled on first use */
     struct proc server; /* the running server, if server.pid */
-    size_t server_vi;       /* its variant */
-    long server_starts;     /* servers started this session (restarts included) */
-    bool env_failure;       /* a server never became healthy or its port was taken */
-    bool fatal;             /* results could not be saved: stop at once */
+    size_t server_vi;   /* its variant */
+    long server_starts; /* servers started this session (restarts included) */
+    bool env_failure;   /* a server never became healthy or its port was taken */
+    bool fatal;         /* results could not be saved: stop at once */
     size_t n_ok, n_failed, n_skipped;
     bool *attempted; /* per plan point: run (or failed to run) in this session */
     double *took_s;  /* per plan point: client seconds when it ended ok, else < 0 */
@@ -107,8 +107,7 @@ static int preflight(struct run_ctx *c, struct err *err)
         const struct exp_server *s = &pv->v->server;
         /* plan_build checked and fingerprinted the model a moment ago */
         if (pv->model_problem)
-            return err_set(err, RN_ERR_ENV, "variant '%s': %s", pv->v->name, pv->model_problem),
-                   -1;
+            return err_set(err, RN_ERR_ENV, "variant '%s': %s", pv->v->name, pv->model_problem), -1;
         char *prog = proc_resolve_program(pv->server_argv.n ? pv->server_argv.v[0] : "", err);
         if (!prog) {
             err_prefix(err, "variant '%s': server", pv->v->name);

@@ -20,7 +20,6 @@
 #include "timeutil.h"
 #include "xalloc.h"
 
-
 /* DESIGN.md defaults for metrics.require and analysis.fit. */
 static const char *const default_require[] = {"output_throughput", "median_tpot_ms"};
 static const char *const default_plots[] = {"throughput", "tpot", "ttft"};
@@ -545,4 +544,3 @@ double rundir_rate(const struct rundir *rd, const char *variant)
             return rd->v[i].request_rate;
     return 0;
 }
-

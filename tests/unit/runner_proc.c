@@ -1,9 +1,10 @@
 /*
  * Unit tests for runner/exec/ (proc.c, ready.c, cause.c, ports.c, gpu.c):
- * spawning into a process group with the output in a log, exec failures, stop with grace and SIGKILL (group
- * empty afterwards), strays that left the group, the port probe, the
- * readiness poll against a small in-process HTTP responder, and the
- * cause of death read from a log tail. Real processes throughout.
+ * spawning into a process group with the output in a log, exec failures,
+ * stop with grace and SIGKILL (group empty afterwards), strays that left
+ * the group, the port probe, the readiness poll against a small in-process
+ * HTTP responder, and the cause of death read from a log tail. Real
+ * processes throughout.
  */
 #include <arpa/inet.h>
 #include <errno.h>
