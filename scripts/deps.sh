@@ -8,13 +8,16 @@ set -u
 # pkg-config module or command -> Debian package
 need_pc="yaml-0.1:libyaml-dev libcurl:libcurl4-openssl-dev libpcre2-8:libpcre2-dev
 jansson:libjansson-dev libmicrohttpd:libmicrohttpd-dev"
-need_cmd="pkg-config:pkg-config gnuplot:gnuplot-nox curl:curl cc:gcc make:make python3:python3"
+need_cmd="pkg-config:pkg-config gnuplot:gnuplot-nox curl:curl cc:gcc make:make python3:python3
+ssh:openssh-client ssh-keygen:openssh-client"
 
 missing=""
 for pair in $need_cmd; do
     cmd=${pair%%:*} pkg=${pair#*:}
     command -v "$cmd" >/dev/null 2>&1 || missing="$missing $pkg"
 done
+# sshd (the ssh executor's test starts one of its own) is in /usr/sbin, off a user's PATH
+[ -x /usr/sbin/sshd ] || missing="$missing openssh-server"
 if command -v pkg-config >/dev/null 2>&1; then
     for pair in $need_pc; do
         mod=${pair%%:*} pkg=${pair#*:}

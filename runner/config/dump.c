@@ -61,6 +61,8 @@ static const char *schema_type(const struct schema_key *k, char *out, size_t siz
     case K_CHOICELIST:
         snprintf(out, size, "list of: %s", schema_choices_list(k->choices, list, sizeof(list)));
         return out;
+    case K_STRLIST:
+        return "list of strings";
     case K_FLAGS:
         return "map of flag: template";
     case K_ENV:
@@ -304,8 +306,9 @@ static void em_section(struct em *m, struct view *c, const char *path)
         if ((k->flags & KF_ONLY) && !schema_when_holds(k, c->exp, c->var))
             continue;
         /* a template left out in the file stays out (model with engine: command) */
-        if (k->type == K_TMPL && !*(char **)(schema_base(k, c->exp, c->var) + k->off))
-            continue; /* an optional string that was not given (model, engine: command) */
+        if ((k->type == K_TMPL || k->type == K_STR) &&
+            !*(char **)(schema_base(k, c->exp, c->var) + k->off))
+            continue; /* an optional string that was not given (model, identity) */
         em_str(m, schema_leaf(k->path), false);
         em_value(m, c, k);
     }
@@ -349,6 +352,7 @@ static void em_value(struct em *m, struct view *c, const struct schema_key *k)
     case K_TMPLLIST:
     case K_METRICLIST:
     case K_CHOICELIST:
+    case K_STRLIST:
         em_list(m, (const struct strvec *)(base + k->off));
         break;
     case K_FLAGS:

@@ -784,6 +784,7 @@ static int decode_value(struct dctx *c, const struct schema_key *k, const struct
     case K_TMPLLIST:
     case K_METRICLIST:
     case K_CHOICELIST:
+    case K_STRLIST:
         return decode_list(c, k, n);
     case K_FLAGS:
     case K_ENV:
@@ -1075,6 +1076,12 @@ void exp_release(struct experiment *exp)
     free(exp->fit_x);
     free(exp->fit_y);
     strvec_release(&exp->plots);
+    free(exp->executor.host);
+    free(exp->executor.identity);
+    free(exp->executor.workdir);
+    free(exp->executor.sweep);
+    free(exp->executor.engine);
+    strvec_release(&exp->executor.options);
     memset(exp, 0, sizeof(*exp));
 }
 

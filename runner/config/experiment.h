@@ -31,6 +31,24 @@ enum exp_tool {
     EXP_TOOL_COMMAND, /* bench.command argv, any client */
 };
 
+/* Where the servers and clients run (executor.kind). */
+enum exp_exec_kind {
+    EXP_EXEC_LOCAL, /* on this machine */
+    EXP_EXEC_SSH,   /* on executor.host, through the system ssh (exec/ssh.c) */
+};
+
+/* The executor: section, experiment-level (variants cannot override it). */
+struct exp_executor {
+    enum exp_exec_kind kind; /* default local */
+    char *host;              /* ssh: [user@]host as ssh takes it */
+    long port;               /* ssh: default 22 */
+    char *identity;          /* ssh: private key file (ssh -i), NULL: ssh's own choice */
+    char *workdir;           /* ssh: the remote folder processes run in, default "." (home) */
+    char *sweep;             /* ssh: the sweep program there (builtin client), default "sweep" */
+    char *engine;            /* ssh: fp4serve there (engine: bundled), default "fp4serve" */
+    struct strvec options;   /* ssh: extra arguments before the host, e.g. -o K=V, -F FILE */
+};
+
 /* A key: value pair from a map such as server.flags or server.env. */
 struct exp_kv {
     char *key;   /* owned */
@@ -103,6 +121,7 @@ struct experiment {
     char *fit_x;         /* analysis.fit.x, default "concurrency" */
     char *fit_y;         /* analysis.fit.y, default "median_tpot_ms" */
     struct strvec plots; /* chart names, default throughput, tpot, ttft */
+    struct exp_executor executor;
 };
 
 /*

@@ -558,6 +558,9 @@ static int plan_model(struct plan *p, struct plan_variant *pv, struct err *err)
         err_prefix(err, "variant '%s'", pv->v->name);
         return -1;
     }
+    /* on a remote host the model is checked there, by the executor's preflight */
+    if (p->exp->executor.kind != EXP_EXEC_LOCAL)
+        return 0;
     /* not an error here: `check` warns, `run` refuses before starting anything */
     err_init(&merr);
     if (plan_check_model(pv->model_path, &pv->model_fp, &merr) != 0)
@@ -599,6 +602,14 @@ static int check_only(const struct experiment *exp, const struct plan_opts *opts
     return rc;
 }
 
+char *plan_remote_run_dir(const struct experiment *exp, const char *run_dir)
+{
+    char *base = path_dir_name(run_dir);
+    char *dir = xasprintf("sweep-runs/%s/%s", exp->name, base);
+    free(base);
+    return dir;
+}
+
 int plan_build(const struct experiment *exp, const struct plan_opts *opts, struct plan *p,
                struct err *err)
 {
@@ -606,6 +617,18 @@ int plan_build(const struct experiment *exp, const struct plan_opts *opts, struc
     p->exp = exp;
     p->run_dir = opts->run_dir ? xstrdup(opts->run_dir) : NULL;
     p->self_exe = xstrdup(opts->self_exe ? opts->self_exe : "sweep");
+    const char *engine = opts->bundled_engine;
+    if (exp->executor.kind == EXP_EXEC_SSH) {
+        /* everything runs on the remote host: its programs, its run folder */
+        free(p->self_exe);
+        p->self_exe = xstrdup(exp->executor.sweep);
+        engine = exp->executor.engine;
+        if (p->run_dir) {
+            char *remote = plan_remote_run_dir(exp, p->run_dir);
+            free(p->run_dir);
+            p->run_dir = remote;
+        }
+    }
     if (check_only(exp, opts, err) != 0)
         return -1;
 
@@ -622,8 +645,7 @@ int plan_build(const struct experiment *exp, const struct plan_opts *opts, struc
     }
     /* the engine is looked up once, and only when a variant needs it */
     if (need_engine) {
-        p->engine = opts->bundled_engine ? xstrdup(opts->bundled_engine)
-                                         : plan_find_bundled_engine(p->self_exe);
+        p->engine = engine ? xstrdup(engine) : plan_find_bundled_engine(p->self_exe);
         if (!p->engine)
             return err_set(err, RN_ERR_ENV,
                            "the bundled engine 'fp4serve' was not found (looked next to '%s', in "
@@ -718,12 +740,20 @@ void plan_print(FILE *f, const struct plan *p)
      * reader can paste them (nothing here is ever run through a shell) */
     fprintf(f, "experiment '%s' from %s\n", exp->name, exp->path);
     fprintf(f, "run folder: %s\n", p->run_dir ? p->run_dir : PLAN_RUN_DIR " (made by sweep run)");
+    if (exp->executor.kind == EXP_EXEC_SSH)
+        fprintf(f,
+                "executor:   ssh to %s port %ld, in %s (the run folder above is there; logs "
+                "come back to the local one)\n",
+                exp->executor.host, exp->executor.port, exp->executor.workdir);
     for (size_t vi = 0; vi < p->n_variants; vi++) {
         const struct plan_variant *pv = &p->variants[vi];
         const struct exp_server *s = &pv->v->server;
         fprintf(f, "\nvariant '%s'\n", pv->v->name);
         if (!pv->model_path)
             fprintf(f, "  model:  (none: engine: command)\n");
+        else if (exp->executor.kind == EXP_EXEC_SSH)
+            fprintf(f, "  model:  %s  (on %s: checked there before anything starts)\n",
+                    pv->model_path, exp->executor.host);
         else if (pv->model_problem)
             fprintf(f, "  model:  %s  (warning: %s)\n", pv->model_path, pv->model_problem);
         else if (pv->model_fp.size)

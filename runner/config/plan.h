@@ -127,9 +127,18 @@ struct plan_opts {
  * option). Returns 0, or -1 with err set (unknown --only variant,
  * expansion errors: RN_ERR_USAGE; bundled engine binary not found, no free
  * port: RN_ERR_ENV).
+ * Under executor: ssh the programs are the remote ones (executor.sweep and
+ * executor.engine, not searched here), ${run_dir} is the remote run folder
+ * (plan_remote_run_dir) and the model is not checked here (the executor
+ * checks it on the host).
  */
 int plan_build(const struct experiment *exp, const struct plan_opts *opts, struct plan *p,
                struct err *err);
+
+/* The run folder on a remote host (executor: ssh), relative to its work
+ * folder: "sweep-runs/NAME/BASE" where BASE is run_dir's last component,
+ * so a resumed run finds the same one. Heap string. */
+char *plan_remote_run_dir(const struct experiment *exp, const char *run_dir);
 
 /* Re-expand variant vi's server argv, url and client argvs for a new port
  * (after the planned one was taken). Keys do not change. */

@@ -37,6 +37,7 @@ enum schema_type {
     K_TMPLLIST,   /* struct strvec of templates */
     K_METRICLIST, /* struct strvec of metric names */
     K_CHOICELIST, /* struct strvec, each one of choices */
+    K_STRLIST,    /* struct strvec of plain strings (no templates) */
     K_FLAGS,      /* struct exp_kv * (+ count at off_n): --key value */
     K_ENV,        /* struct exp_kv * (+ count at off_n): NAME=value */
     K_PATTERNS,   /* struct exp_pattern * (+ count at off_n) */

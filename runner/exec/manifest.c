@@ -150,6 +150,23 @@ static json_t *variant_object(const struct plan *p, size_t vi)
     return o;
 }
 
+/* Where the servers and clients ran: {"kind": "local"}, or for ssh the
+ * host, port, work folder and the run folder there. */
+static json_t *executor_object(const struct plan *p)
+{
+    const struct exp_executor *e = &p->exp->executor;
+    json_t *o = json_object();
+    json_object_set_new(o, "kind", json_string(e->kind == EXP_EXEC_SSH ? "ssh" : "local"));
+    if (e->kind == EXP_EXEC_SSH) {
+        json_object_set_new(o, "host", json_string(e->host));
+        json_object_set_new(o, "port", json_integer(e->port));
+        json_object_set_new(o, "workdir", json_string(e->workdir));
+        if (p->run_dir)
+            json_object_set_new(o, "run_dir", json_string(p->run_dir));
+    }
+    return o;
+}
+
 void man_init(struct manifest *m, const struct plan *p, int argc, char **argv,
               const char *previous_path)
 {
@@ -190,6 +207,7 @@ void man_init(struct manifest *m, const struct plan *p, int argc, char **argv,
     for (size_t v = 0; v < p->n_variants; v++)
         json_array_append_new(variants, variant_object(p, v));
     json_object_set_new(session, "variants", variants);
+    json_object_set_new(session, "executor", executor_object(p));
     json_array_append_new(sessions, session);
     json_object_set_new(root, "sessions", sessions);
 
@@ -197,6 +215,7 @@ void man_init(struct manifest *m, const struct plan *p, int argc, char **argv,
     json_object_set(root, "start", json_object_get(session, "start"));
     json_object_set_new(root, "end", json_null());
     json_object_set(root, "variants", variants);
+    json_object_set(root, "executor", json_object_get(session, "executor"));
     /* Keep what other commands recorded (sweep plot's "replot", sweep
      * import's "imported"): every earlier top-level key not set above. */
     const char *key;

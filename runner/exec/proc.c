@@ -35,12 +35,15 @@ void proc_init(struct proc *p)
 {
     memset(p, 0, sizeof(*p));
     p->pidfd = -1;
+    p->stdin_w = -1;
 }
 
 void proc_release(struct proc *p)
 {
     if (p->pidfd >= 0)
         close(p->pidfd);
+    if (p->stdin_w >= 0)
+        close(p->stdin_w);
     free(p->log_path);
     proc_init(p);
 }
@@ -207,7 +210,7 @@ static int pidfd_for(pid_t pid)
 int proc_spawn(struct proc *p, const struct strvec *argv, const struct strvec *env_add,
                const char *log_path, struct err *err)
 {
-    int rc = -1, log_fd = -1, null_fd = -1, pipe_fd[2] = {-1, -1};
+    int rc = -1, log_fd = -1, null_fd = -1, pipe_fd[2] = {-1, -1}, in_fd[2] = {-1, -1};
     char **envp = NULL;
     char *path = NULL;
 
@@ -226,7 +229,8 @@ int proc_spawn(struct proc *p, const struct strvec *argv, const struct strvec *e
         goto out;
     }
     null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (null_fd < 0 || pipe2(pipe_fd, O_CLOEXEC) != 0) {
+    if (null_fd < 0 || pipe2(pipe_fd, O_CLOEXEC) != 0 ||
+        (p->stdin_pipe && pipe2(in_fd, O_CLOEXEC) != 0)) {
         err_set(err, RN_ERR_ENV, "cannot prepare to start '%s': %s", argv->v[0], strerror(errno));
         goto out;
     }
@@ -239,7 +243,7 @@ int proc_spawn(struct proc *p, const struct strvec *argv, const struct strvec *e
         .path = path,
         .argv = argv->v,
         .envp = envp,
-        .fd_in = null_fd,
+        .fd_in = p->stdin_pipe ? in_fd[0] : null_fd,
         .fd_out = log_fd,
         .fd_err = log_fd,
         .report_fd = pipe_fd[1],
@@ -270,6 +274,8 @@ int proc_spawn(struct proc *p, const struct strvec *argv, const struct strvec *e
     p->log_path = xstrdup(log_path);
     p->log_offset = offset;
     p->started_ns = clock_ns();
+    p->stdin_w = in_fd[1];
+    in_fd[1] = -1;
     rc = 0;
 out:
     if (log_fd >= 0)
@@ -280,6 +286,9 @@ out:
         close(pipe_fd[0]);
     if (pipe_fd[1] >= 0)
         close(pipe_fd[1]);
+    for (int i = 0; i < 2; i++)
+        if (in_fd[i] >= 0)
+            close(in_fd[i]);
     free(envp);
     free(path);
     return rc;

@@ -30,6 +30,10 @@ struct proc {
     char *log_path;       /* owned: where stdout and stderr go */
     long long log_offset; /* log size in bytes at spawn: its own output starts here */
     uint64_t started_ns;  /* CLOCK_MONOTONIC at spawn */
+    bool stdin_pipe;      /* set before proc_spawn: stdin is a pipe we hold open, not
+                             /dev/null (the ssh executor: its EOF stops the remote side) */
+    int stdin_w;          /* the write end of that pipe, -1 when none; nothing is written,
+                             closing it is the signal; proc_release closes it */
 };
 
 /* What proc_stop did, for logs and tests. */
@@ -66,7 +70,8 @@ char *proc_resolve_program(const char *prog, struct err *err);
 /*
  * Start argv (argv->v[0] resolved like execvp) as a new process group:
  * fork, setpgid, PR_SET_PDEATHSIG(SIGTERM) with a getppid check, default
- * signal dispositions and an empty mask, stdin from /dev/null, stdout and
+ * signal dispositions and an empty mask, stdin from /dev/null (or, with
+ * p->stdin_pipe, a pipe whose write end stays in p->stdin_w), stdout and
  * stderr appended to log_path (created 0644), environment = ours plus
  * env_add ("NAME=value", overriding). If exec fails, the child writes the
  * reason to the log and exits 127. p must be fresh (proc_init); on

@@ -30,6 +30,7 @@
 #include "analysis/report.h"
 #include "store/results.h"
 #include "exec/cause.h"
+#include "exec/executor.h"
 #include "exec/gpu.h"
 #include "exec/ports.h"
 #include "exec/proc.h"
@@ -58,6 +59,7 @@ struct run_ctx {
     struct res_table table;
     struct manifest man;
     ext_set **ext;      /* per variant, compiled on first use */
+    struct executor ex; /* where servers and clients run (local, ssh) */
     struct proc server; /* the running server, if server.pid */
     size_t server_vi;   /* its variant */
     long server_starts; /* servers started this session (restarts included) */
@@ -102,6 +104,8 @@ static char *default_run_dir(const struct experiment *exp)
  * written: model paths, programs, fixed ports. Returns 0 or -1 (err). */
 static int preflight(struct run_ctx *c, struct err *err)
 {
+    if (c->ex.kind != EXP_EXEC_LOCAL) /* the same checks, made on the remote host */
+        return exec_preflight(&c->ex, &c->plan, err);
     for (size_t vi = 0; vi < c->plan.n_variants; vi++) {
         struct plan_variant *pv = &c->plan.variants[vi];
         const struct exp_server *s = &pv->v->server;
@@ -193,10 +197,27 @@ fail:
 
 /* ---- the server ---- */
 
-/* "http://HOST:PORT/health" for the variant's current port. */
-static char *ready_url(const struct plan_variant *pv)
+/* "http://HOST:PORT/health" for the variant's current port, as polled from
+ * here (through a forward under ssh). NULL with err set. */
+static char *ready_url(struct run_ctx *c, const struct plan_variant *pv, struct err *err)
 {
-    return xasprintf("%s%s", pv->url, pv->v->server.ready_path);
+    return exec_ready_url(&c->ex, pv, err);
+}
+
+/* The variant's folder in the remote run folder (made before a remote
+ * start, for ${run_dir} and the builtin client's records); NULL for local. */
+static char *remote_dir(const struct run_ctx *c, const struct exp_variant *v)
+{
+    if (c->ex.kind == EXP_EXEC_LOCAL || !c->plan.run_dir)
+        return NULL;
+    return path_join(c->plan.run_dir, v->name);
+}
+
+/* Children of ours that are neither server nor client: the ssh master. */
+static void kill_strays(const struct run_ctx *c)
+{
+    pid_t keep = exec_pid(&c->ex);
+    proc_kill_strays(&keep, keep ? 1 : 0);
 }
 
 /* The last lines of a server's log on stderr, indented with "  | ", after
@@ -233,13 +254,13 @@ static void server_stop(struct run_ctx *c)
     c->stale[0] = c->server.pid;
     c->n_stale = 1 + proc_group_members(c->server.pid, c->stale + 1, STALE_MAX - 1);
     struct proc_stop_info info;
-    if (proc_stop(&c->server, s->stop_grace_s, c->stop, &info) != 0)
+    if (exec_stop(&c->ex, &c->server, s->stop_grace_s, c->stop, &info) != 0)
         log_error("server process group %ld is not empty after SIGKILL", (long)c->server.pid);
     else if (info.escalated)
         prog_note(&c->prog, "sweep: server (pid %ld) ignored SIGTERM for %.1f s; killed",
                   (long)c->server.pid, info.elapsed_s);
     proc_release(&c->server);
-    proc_kill_strays(NULL, 0);
+    kill_strays(c);
 }
 
 /* The first process of the last server's group that still runs, or that
@@ -341,7 +362,8 @@ static int server_start(struct run_ctx *c, size_t vi, struct err *err)
         c->start_stale = err->code != RN_ERR_INTERRUPTED;
         return -1;
     }
-    if (port_in_use(s->host, pv->port)) {
+    /* under ssh the port is the remote host's: a taken one fails the start */
+    if (c->ex.kind == EXP_EXEC_LOCAL && port_in_use(s->host, pv->port)) {
         if (s->port != 0)
             return err_set(err, RN_ERR_ENV, "port %ld in use on %s (server.port is fixed)",
                            pv->port, s->host),
@@ -367,9 +389,15 @@ static int server_start(struct run_ctx *c, size_t vi, struct err *err)
     c->server_vi = vi;
     int rc = -1;
     char *url = NULL;
-    if (proc_spawn(&c->server, &pv->server_argv, &pv->server_env, log, err) != 0)
+    char *rdir = remote_dir(c, pv->v);
+    int spawned = exec_spawn(&c->ex, &c->server, &pv->server_argv, &pv->server_env, log, rdir,
+                             s->stop_grace_s, err);
+    free(rdir);
+    if (spawned != 0)
         goto out;
-    url = ready_url(pv);
+    url = ready_url(c, pv, err);
+    if (!url)
+        goto out;
     prog_note(&c->prog, "sweep: variant '%s': server started (pid %ld), waiting for %s",
               pv->v->name, (long)c->server.pid, url);
     double t0 = clock_ms();
@@ -404,10 +432,11 @@ static int server_ensure(struct run_ctx *c, size_t vi, struct err *err)
                   c->plan.variants[vi].v->name);
     if (c->server.pid && c->server_vi == vi) {
         if (proc_alive(&c->server)) {
-            char *url = ready_url(&c->plan.variants[vi]);
             struct err e2;
             err_init(&e2);
-            enum ready_result r = ready_wait(&c->server, url, HEALTH_RECHECK_S, c->stop, &e2);
+            char *url = ready_url(c, &c->plan.variants[vi], &e2);
+            enum ready_result r =
+                url ? ready_wait(&c->server, url, HEALTH_RECHECK_S, c->stop, &e2) : READY_EXITED;
             free(url);
             if (r == READY_OK)
                 return 0;
@@ -524,7 +553,11 @@ static const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row
     struct proc client;
     proc_init(&client);
     double t0 = clock_ms();
-    if (proc_spawn(&client, &pp->client_argv, NULL, log, &err) != 0) {
+    char *rdir = remote_dir(c, v);
+    int spawned =
+        exec_spawn(&c->ex, &client, &pp->client_argv, NULL, log, rdir, CLIENT_GRACE_S, &err);
+    free(rdir);
+    if (spawned != 0) {
         buf_printf(&cause, "client did not start: %s", err.msg);
         status = RES_FAILED;
         goto out;
@@ -554,8 +587,10 @@ static const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row
     }
     if (why == DONE && !proc_alive(&c->server))
         why = SERVER_DIED;
-    proc_stop(&client, CLIENT_GRACE_S, c->stop, NULL);
+    exec_stop(&c->ex, &client, CLIENT_GRACE_S, c->stop, NULL);
     row->wall_s = (clock_ms() - t0) / 1000.0;
+    if (why == DONE)
+        exec_point_done(&c->ex, &c->plan, pp, log);
 
     switch (why) {
     case SERVER_DIED: {
@@ -877,6 +912,7 @@ static int finish(struct run_ctx *c)
 static void ctx_release(struct run_ctx *c)
 {
     server_stop(c);
+    exec_close(&c->ex);
     if (c->ext)
         for (size_t i = 0; i < c->plan.n_variants; i++)
             ext_free(c->ext[i]);
@@ -946,7 +982,7 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
         plan_print(stdout, &c->plan);
         goto out;
     }
-    if (preflight(c, &err) != 0)
+    if (exec_open(&c->ex, &c->exp, c->stop, &err) != 0 || preflight(c, &err) != 0)
         goto fail;
     if (o->resume_dir && path_exists(c->csv_path) &&
         res_table_load(c->csv_path, &c->table, &err) != 0)
@@ -985,7 +1021,7 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
         run_variant(c, vi, todo);
     server_stop(c);
     /* descendants that escaped a client's process group (setsid) came to us */
-    proc_kill_strays(NULL, 0);
+    kill_strays(c);
     status = finish(c);
     goto out;
 fail:

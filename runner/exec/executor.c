@@ -1,0 +1,87 @@
+/*
+ * executor: the local/ssh switch (see executor.h). Local is proc.c and the
+ * plan's own URL; ssh is exec/ssh.c. Nothing here knows how either works.
+ */
+#include "exec/executor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "fileio.h"
+#include "log.h"
+#include "exec/ssh.h"
+#include "xalloc.h"
+
+int exec_open(struct executor *ex, const struct experiment *exp, proc_stop_flag *stop,
+              struct err *err)
+{
+    memset(ex, 0, sizeof(*ex));
+    ex->kind = exp->executor.kind;
+    if (ex->kind != EXP_EXEC_SSH)
+        return 0;
+    ex->ssh = ssh_open(&exp->executor, stop, err);
+    return ex->ssh ? 0 : -1;
+}
+
+void exec_close(struct executor *ex)
+{
+    ssh_close(ex->ssh);
+    ex->ssh = NULL;
+}
+
+pid_t exec_pid(const struct executor *ex)
+{
+    return ex->ssh ? ssh_master_pid(ex->ssh) : 0;
+}
+
+int exec_preflight(struct executor *ex, const struct plan *p, struct err *err)
+{
+    return ex->ssh ? ssh_preflight(ex->ssh, p, err) : 0;
+}
+
+int exec_spawn(struct executor *ex, struct proc *p, const struct strvec *argv,
+               const struct strvec *env_add, const char *log_path, const char *remote_dir,
+               double grace_s, struct err *err)
+{
+    if (ex->ssh)
+        return ssh_spawn(ex->ssh, p, argv, env_add, log_path, remote_dir, grace_s, err);
+    return proc_spawn(p, argv, env_add, log_path, err);
+}
+
+int exec_stop(struct executor *ex, struct proc *p, double grace_s, const proc_stop_flag *stop,
+              struct proc_stop_info *info)
+{
+    if (ex->ssh)
+        return ssh_stop(ex->ssh, p, grace_s, stop, info);
+    return proc_stop(p, grace_s, stop, info);
+}
+
+char *exec_ready_url(struct executor *ex, const struct plan_variant *pv, struct err *err)
+{
+    if (!ex->ssh)
+        return xasprintf("%s%s", pv->url, pv->v->server.ready_path);
+    long port = ssh_forward(ex->ssh, pv->v->server.host, pv->port, err);
+    if (port < 0)
+        return NULL;
+    return xasprintf("http://127.0.0.1:%ld%s", port, pv->v->server.ready_path);
+}
+
+void exec_point_done(struct executor *ex, const struct plan *p, const struct plan_point *pp,
+                     const char *log_path)
+{
+    const struct exp_variant *v = p->variants[pp->variant].v;
+    if (!ex->ssh || v->bench.tool != EXP_TOOL_BUILTIN || !p->run_dir)
+        return;
+    /* plan.c names the records RUN_DIR/VARIANT/STEM.jsonl after the log */
+    char *stem = path_stem(pp->log_name, ".log");
+    char *remote = xasprintf("%s/%s/%s.jsonl", p->run_dir, v->name, stem);
+    size_t n = strlen(log_path);
+    char *local = xasprintf("%.*s.jsonl", (int)(n > 4 ? n - 4 : n), log_path);
+    struct err err;
+    err_init(&err);
+    if (ssh_fetch(ex->ssh, remote, local, &err) != 0)
+        log_warn("%s; the per-request records stay on the remote host", err.msg);
+    free(local);
+    free(remote);
+    free(stem);
+}

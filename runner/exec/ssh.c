@@ -1,0 +1,601 @@
+/*
+ * ssh: the ssh executor (see ssh.h): the master connection, the remote
+ * wrapper scripts and the commands that ride on the connection (checks,
+ * forwards, copies). Every ssh is run from an argv vector; the one string
+ * that a remote shell parses is built by ssh_run_line/remote_line from
+ * words quoted by shq_word, never pasted.
+ */
+#include "exec/ssh.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "capture.h"
+#include "fileio.h"
+#include "log.h"
+#include "strutil.h"
+#include "sweep.h"
+#include "timeutil.h"
+#include "xalloc.h"
+#include "exec/ports.h"
+#include "exec/shquote.h"
+
+#define CONNECT_WAIT_S  60.0   /* the master must be up by then (ConnectTimeout is 15 s) */
+#define CHECK_POLL_MS   100.0  /* between two `ssh -O check` */
+#define SHORT_CMD_MS    30000  /* a check, a forward, the preflight */
+#define FETCH_MS        300000 /* copying one point's records back */
+#define FETCH_MAX_BYTES ((size_t)1 << 30)
+#define REMOTE_SLACK_S  5.0 /* after the remote grace period, for the wrapper to finish */
+#define CTL_MAX                                                                                    \
+    86 /* bytes in the control path: sun_path is 104..108, and ssh                                 \
+          adds ".XXXXXXXXXXXXXXXX" while it creates the socket */
+
+/*
+ * The remote wrapper of a server or client. $1 work folder, $2 grace in
+ * whole seconds, $3 a folder to make first ("" none), then NAME=value
+ * entries up to "--", then the argv. fd 3 keeps the ssh channel's stdin:
+ * the watcher reads it until end of file (sweep closed its end, the local
+ * ssh died or the connection dropped) and then stops the program's group.
+ * The program runs under setsid, so its pid is its process group id, and
+ * gets neither fd 3 nor stdin. When it ends by itself, what is left of its
+ * group goes too, and the wrapper exits with its status. `kill -- -PGID`
+ * is not for dash: a negative pid follows the signal directly. A stop that
+ * comes before setsid made the group signals the pid alone.
+ */
+static const char run_script[] =
+    "wd=$1 grace=$2 dir=$3\n"
+    "shift 3\n"
+    "exec 3<&0 </dev/null\n"
+    "cd -- \"$wd\" || exit 125\n"
+    "if [ -n \"$dir\" ]; then mkdir -p -- \"$dir\" || exit 125; fi\n"
+    "while [ \"$#\" -gt 0 ] && [ \"$1\" != -- ]; do export \"$1\"; shift; done\n"
+    "shift\n"
+    "setsid \"$@\" 3<&- &\n"
+    "p=$!\n"
+    "reap() {\n"
+    "  g=-$p\n"
+    "  kill -TERM \"$g\" 2>/dev/null || { g=$p; kill -TERM \"$p\" 2>/dev/null; } || return 0\n"
+    "  n=0\n"
+    "  while kill -0 \"$g\" 2>/dev/null && [ \"$n\" -lt \"$grace\" ]; do\n"
+    "    sleep 1; n=$((n + 1))\n"
+    "  done\n"
+    "  kill -KILL \"$g\" 2>/dev/null\n"
+    "  return 0\n"
+    "}\n"
+    "{ while read -r _; do :; done <&3; reap; } >/dev/null 2>&1 &\n"
+    "w=$!\n"
+    "exec 3<&-\n"
+    "wait \"$p\"\n"
+    "rc=$?\n"
+    "kill \"$w\" 2>/dev/null\n"
+    "reap\n"
+    "if [ \"$rc\" -gt 128 ]; then echo \"sweep: the remote program was ended by signal "
+    "$((rc - 128))\" >&2; fi\n"
+    "exit \"$rc\"\n";
+
+/* A short command in the work folder: $1 the folder, then the argv. */
+static const char cmd_script[] = "cd -- \"$1\" || exit 125\nshift\nexec \"$@\"\n";
+
+/*
+ * The preflight checks, run in the work folder: one "LABEL<TAB>problem"
+ * line per problem, nothing when all is well. Arguments: triples of a kind
+ * (m: model path, p: program), the label for messages and the path.
+ */
+static const char check_script[] =
+    "command -v setsid >/dev/null 2>&1 ||\n"
+    "  printf '%s\\t%s\\n' remote \"program 'setsid' (util-linux): not found in PATH\"\n"
+    "while [ \"$#\" -ge 3 ]; do\n"
+    "  k=$1 v=$2 f=$3\n"
+    "  shift 3\n"
+    "  case $k in\n"
+    "  m) if [ ! -e \"$f\" ]; then printf '%s\\t%s\\n' \"$v\" \"model path '$f': not found\"\n"
+    "     elif [ ! -r \"$f\" ]; then printf '%s\\t%s\\n' \"$v\" \"model path '$f': not "
+    "readable\"; fi ;;\n"
+    "  p) case $f in\n"
+    "     */*) if [ ! -f \"$f\" ] || [ ! -x \"$f\" ]; then\n"
+    "            printf '%s\\t%s\\n' \"$v\" \"program '$f': not an executable file\"; fi ;;\n"
+    "     *) command -v \"$f\" >/dev/null 2>&1 ||\n"
+    "          printf '%s\\t%s\\n' \"$v\" \"program '$f': not found in PATH\" ;;\n"
+    "     esac ;;\n"
+    "  esac\n"
+    "done\n";
+
+struct ssh_conn {
+    const struct exp_executor *cfg; /* borrowed */
+    proc_stop_flag *stop;
+    char *dir;          /* owned: our temporary folder (control socket, master log) */
+    char *ctl;          /* owned: dir/c, the ControlPath */
+    char *log;          /* owned: dir/master.log, the master's stderr */
+    struct proc master; /* the ControlMaster, running while the connection is up */
+    char *fwd;          /* owned: the forward in place ("127.0.0.1:LP:HOST:PORT"), or NULL */
+    char *fwd_to;       /* owned: its target "HOST PORT" */
+    long fwd_port;      /* its local port */
+};
+
+/* ---- argv and the remote command line ---- */
+
+/* [ssh -S CTL -o ControlMaster=.. OPTIONS -p PORT (-i ID) -o BatchMode=yes ...]:
+ * ours that must hold first (ssh keeps the first value of an option), then
+ * the user's, then defaults the user may have overridden. */
+static void base_argv(const struct ssh_conn *s, bool master, struct strvec *a)
+{
+    const struct exp_executor *cfg = s->cfg;
+    strvec_push(a, "ssh");
+    strvec_push(a, "-S");
+    strvec_push(a, s->ctl);
+    strvec_push(a, "-o");
+    strvec_push(a, master ? "ControlMaster=yes" : "ControlMaster=no");
+    if (master) {
+        strvec_push(a, "-o");
+        strvec_push(a, "ControlPersist=no");
+    }
+    strvec_extend(a, &cfg->options);
+    strvec_push(a, "-p");
+    strvec_pushf(a, "%ld", cfg->port);
+    if (cfg->identity) {
+        strvec_push(a, "-i");
+        strvec_push(a, cfg->identity);
+        strvec_push(a, "-o");
+        strvec_push(a, "IdentitiesOnly=yes");
+    }
+    strvec_push(a, "-o");
+    strvec_push(a, "BatchMode=yes"); /* never a password prompt: sweep has no terminal to give */
+    if (master) {
+        /* a dead link is noticed in 15 s; the master then exits, which ends
+         * every channel and so (through the wrappers) every remote program */
+        strvec_push(a, "-o");
+        strvec_push(a, "ConnectTimeout=15");
+        strvec_push(a, "-o");
+        strvec_push(a, "ServerAliveInterval=5");
+        strvec_push(a, "-o");
+        strvec_push(a, "ServerAliveCountMax=3");
+    }
+}
+
+/* "exec /bin/sh -c SCRIPT NAME PARAMS..." quoted into out (fresh). */
+static int remote_line(const char *script, const char *name, const struct strvec *params,
+                       struct buf *out, struct err *err)
+{
+    struct strvec words;
+    strvec_init(&words);
+    strvec_push(&words, "exec");
+    strvec_push(&words, "/bin/sh");
+    strvec_push(&words, "-c");
+    strvec_push(&words, script);
+    strvec_push(&words, name);
+    strvec_extend(&words, params);
+    buf_init(out, SSH_REMOTE_MAX);
+    int rc = shq_words(out, &words);
+    strvec_release(&words);
+    if (rc != 0)
+        return err_set(err, RN_ERR_ENV,
+                       "the remote command line would be over %zu KiB (argv and environment "
+                       "together); shorten them",
+                       SSH_REMOTE_MAX >> 10),
+               -1;
+    return 0;
+}
+
+int ssh_run_line(const char *workdir, double grace_s, const char *remote_dir,
+                 const struct strvec *env_add, const struct strvec *argv, struct buf *out,
+                 struct err *err)
+{
+    buf_init(out, SSH_REMOTE_MAX); /* released by the caller whatever happens */
+    struct strvec params;
+    strvec_init(&params);
+    strvec_push(&params, workdir);
+    strvec_pushf(&params, "%ld", (long)ceil(grace_s > 0 ? grace_s : 0));
+    strvec_push(&params, remote_dir ? remote_dir : "");
+    int rc = -1;
+    for (size_t i = 0; env_add && i < env_add->n; i++) {
+        /* the wrapper exports these: a name that is not one would be an error there */
+        const char *e = env_add->v[i];
+        size_t n = strcspn(e, "=");
+        bool ok = n > 0 && e[n] == '=' && !isdigit((unsigned char)e[0]);
+        for (size_t j = 0; ok && j < n; j++)
+            ok = isalnum((unsigned char)e[j]) || e[j] == '_';
+        if (!ok) {
+            err_set(err, RN_ERR_USAGE, "environment entry '%.40s' is not NAME=value", e);
+            goto out;
+        }
+        strvec_push(&params, e);
+    }
+    strvec_push(&params, "--");
+    strvec_extend(&params, argv);
+    rc = remote_line(run_script, "sweep-remote", &params, out, err);
+out:
+    strvec_release(&params);
+    return rc;
+}
+
+/* ---- short commands on the connection ---- */
+
+/* Run base_argv + extra + [host] (+ the remote line when given) to its end,
+ * its stdout and stderr into out (fresh, capped at max). Returns the exit
+ * code, or -1 (killed, timed out, could not start). */
+static int run_short(const struct ssh_conn *s, const char *const *extra, const char *line,
+                     struct buf *out, size_t max, double timeout_ms, bool with_stderr)
+{
+    struct strvec a;
+    strvec_init(&a);
+    base_argv(s, false, &a);
+    for (size_t i = 0; extra && extra[i]; i++)
+        strvec_push(&a, extra[i]);
+    strvec_push(&a, s->cfg->host);
+    if (line)
+        strvec_push(&a, line);
+    buf_init(out, max);
+    struct capture_opts opts = {.with_stderr = with_stderr, .timeout_ms = timeout_ms};
+    struct capture_result res;
+    int code = capture_run((const char *const *)strvec_argv(&a), &opts, out, &res) == 0
+                   ? capture_exit_code(&res)
+                   : -1;
+    strvec_release(&a);
+    return code;
+}
+
+/* argv run in the work folder through cmd_script; as run_short. */
+static int run_in_workdir(const struct ssh_conn *s, const struct strvec *argv, struct buf *out,
+                          size_t max, double timeout_ms, bool with_stderr, struct err *err)
+{
+    struct strvec params;
+    strvec_init(&params);
+    strvec_push(&params, s->cfg->workdir);
+    strvec_extend(&params, argv);
+    struct buf line;
+    int rc = remote_line(cmd_script, "sweep-remote", &params, &line, err);
+    strvec_release(&params);
+    if (rc != 0) {
+        buf_release(&line);
+        buf_init(out, 1);
+        return -1;
+    }
+    static const char *const extra[] = {"-T", NULL};
+    int code = run_short(s, extra, line.data, out, max, timeout_ms, with_stderr);
+    buf_release(&line);
+    return code;
+}
+
+/* The last non-empty line of text (at most 200 bytes), for messages. */
+static char *last_line(const char *text)
+{
+    const char *line = "";
+    size_t n = text ? str_last_line(text, strlen(text), &line) : 0;
+    return xasprintf("%.*s", (int)(n > 200 ? 200 : n), line);
+}
+
+/* ---- the connection ---- */
+
+/* mkdtemp under $TMPDIR when the control path stays short enough there,
+ * else under /tmp. */
+static char *make_dir(struct err *err)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp || strlen(tmp) + strlen("/sweep-ssh-XXXXXX/c") > CTL_MAX)
+        tmp = "/tmp";
+    char *dir = xasprintf("%s/sweep-ssh-XXXXXX", tmp);
+    if (!mkdtemp(dir)) {
+        err_set(err, RN_ERR_ENV, "cannot make a folder for the ssh control socket in %s: %s", tmp,
+                strerror(errno));
+        free(dir);
+        return NULL;
+    }
+    return dir;
+}
+
+/* Start the master and wait until `ssh -O check` answers. */
+static int connect_master(struct ssh_conn *s, struct err *err)
+{
+    struct strvec a;
+    strvec_init(&a);
+    base_argv(s, true, &a);
+    strvec_push(&a, "-N");
+    strvec_push(&a, "-T");
+    strvec_push(&a, s->cfg->host);
+    proc_init(&s->master);
+    int rc = proc_spawn(&s->master, &a, NULL, s->log, err);
+    strvec_release(&a);
+    if (rc != 0)
+        return -1;
+    double end = clock_ms() + CONNECT_WAIT_S * 1000.0;
+    static const char *const check[] = {"-O", "check", NULL};
+    for (;;) {
+        struct buf out;
+        int code = run_short(s, check, NULL, &out, 4096, SHORT_CMD_MS, true);
+        buf_release(&out);
+        if (code == 0)
+            return 0;
+        if (!proc_alive(&s->master)) {
+            char how[96];
+            proc_describe_status(s->master.wstatus, how, sizeof(how));
+            char *tail = proc_log_tail(&s->master, 5);
+            char *line = last_line(tail);
+            err_set(err, RN_ERR_ENV, "ssh to '%s' port %ld: cannot connect (ssh %s%s%s%s)",
+                    s->cfg->host, s->cfg->port, how, *line ? ": '" : "", line, *line ? "'" : "");
+            free(line);
+            free(tail);
+            break;
+        }
+        if (s->stop && *s->stop) {
+            err_set(err, RN_ERR_INTERRUPTED, "interrupted");
+            break;
+        }
+        if (clock_ms() >= end) {
+            err_set(err, RN_ERR_ENV, "ssh to '%s' port %ld: no connection after %.0f s",
+                    s->cfg->host, s->cfg->port, CONNECT_WAIT_S);
+            break;
+        }
+        sleep_ms(CHECK_POLL_MS, s->stop);
+    }
+    proc_stop(&s->master, 1.0, NULL, NULL);
+    proc_release(&s->master);
+    return -1;
+}
+
+struct ssh_conn *ssh_open(const struct exp_executor *cfg, proc_stop_flag *stop, struct err *err)
+{
+    char *prog = proc_resolve_program("ssh", err);
+    if (!prog) {
+        err_prefix(err, "executor: ssh");
+        return NULL;
+    }
+    free(prog);
+    char *dir = make_dir(err);
+    if (!dir)
+        return NULL;
+    struct ssh_conn *s = xcalloc(1, sizeof(*s));
+    s->cfg = cfg;
+    s->stop = stop;
+    s->dir = dir;
+    s->ctl = path_join(dir, "c");
+    s->log = path_join(dir, "master.log");
+    proc_init(&s->master);
+    if (connect_master(s, err) != 0) {
+        ssh_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+void ssh_close(struct ssh_conn *s)
+{
+    if (!s)
+        return;
+    /* the master's end closes every channel: a wrapper still running
+     * remotely sees end of file and stops its program */
+    if (s->master.pid)
+        proc_stop(&s->master, 2.0, NULL, NULL);
+    proc_release(&s->master);
+    if (s->ctl)
+        unlink(s->ctl);
+    if (s->log)
+        unlink(s->log);
+    if (s->dir)
+        rmdir(s->dir);
+    free(s->fwd);
+    free(s->fwd_to);
+    free(s->ctl);
+    free(s->log);
+    free(s->dir);
+    free(s);
+}
+
+pid_t ssh_master_pid(const struct ssh_conn *s)
+{
+    return s && s->master.pid && !s->master.reaped ? s->master.pid : 0;
+}
+
+/* The master died (the link dropped, someone killed it): start a new one,
+ * so the next server start is not refused for an old loss. */
+static int ensure_master(struct ssh_conn *s, struct err *err)
+{
+    if (proc_alive(&s->master))
+        return 0;
+    char how[96];
+    proc_describe_status(s->master.wstatus, how, sizeof(how));
+    log_warn("the ssh connection to '%s' ended (ssh %s); connecting again", s->cfg->host, how);
+    proc_stop(&s->master, 1.0, NULL, NULL);
+    proc_release(&s->master);
+    free(s->fwd); /* forwards went with it */
+    free(s->fwd_to);
+    s->fwd = s->fwd_to = NULL;
+    return connect_master(s, err);
+}
+
+/* ---- preflight ---- */
+
+/* Append a check triple unless the same one is there already. */
+static void add_check(struct strvec *sv, const char *kind, const char *label, const char *path)
+{
+    for (size_t i = 0; i + 2 < sv->n; i += 3)
+        if (strcmp(sv->v[i], kind) == 0 && strcmp(sv->v[i + 2], path) == 0)
+            return;
+    strvec_push(sv, kind);
+    strvec_push(sv, label);
+    strvec_push(sv, path);
+}
+
+int ssh_preflight(struct ssh_conn *s, const struct plan *p, struct err *err)
+{
+    struct strvec argv;
+    strvec_init(&argv);
+    strvec_push(&argv, "/bin/sh");
+    strvec_push(&argv, "-c");
+    strvec_push(&argv, check_script);
+    strvec_push(&argv, "sweep-check");
+    for (size_t vi = 0; vi < p->n_variants; vi++) {
+        const struct plan_variant *pv = &p->variants[vi];
+        char *label = xasprintf("variant '%s'", pv->v->name);
+        char *srv = xasprintf("variant '%s': server", pv->v->name);
+        if (pv->model_path)
+            add_check(&argv, "m", label, pv->model_path);
+        if (pv->server_argv.n)
+            add_check(&argv, "p", srv, pv->server_argv.v[0]);
+        free(label);
+        free(srv);
+    }
+    for (size_t pi = 0; pi < p->n_points; pi++) {
+        const struct plan_point *pp = &p->points[pi];
+        char *cli = xasprintf("variant '%s': bench client", p->variants[pp->variant].v->name);
+        if (pp->client_argv.n)
+            add_check(&argv, "p", cli, pp->client_argv.v[0]);
+        free(cli);
+    }
+    struct buf out;
+    int code = run_in_workdir(s, &argv, &out, 1 << 20, SHORT_CMD_MS, true, err);
+    strvec_release(&argv);
+    int rc = -1;
+    if (code == 125) {
+        err_set(err, RN_ERR_ENV, "on host '%s': work folder '%s': not found or not a folder",
+                s->cfg->host, s->cfg->workdir);
+    } else if (code != 0) {
+        char *line = last_line(out.data);
+        if (!err->code)
+            err_set(err, RN_ERR_ENV, "on host '%s': the checks did not run (exit %d%s%s%s)",
+                    s->cfg->host, code, *line ? ": '" : "", line, *line ? "'" : "");
+        free(line);
+    } else {
+        /* the first "LABEL<TAB>problem" line, if any */
+        const char *tab = out.data ? strchr(out.data, '\t') : NULL;
+        if (tab) {
+            const char *start = tab;
+            while (start > out.data && start[-1] != '\n')
+                start--;
+            size_t end = strcspn(tab + 1, "\n");
+            err_set(err, RN_ERR_ENV, "%.*s: on host '%s': %.*s%s%s%s", (int)(tab - start), start,
+                    s->cfg->host, (int)end, tab + 1,
+                    strcmp(s->cfg->workdir, ".") ? " (work folder '" : "",
+                    strcmp(s->cfg->workdir, ".") ? s->cfg->workdir : "",
+                    strcmp(s->cfg->workdir, ".") ? "')" : "");
+        } else {
+            rc = 0;
+        }
+    }
+    buf_release(&out);
+    return rc;
+}
+
+/* ---- servers and clients ---- */
+
+int ssh_spawn(struct ssh_conn *s, struct proc *p, const struct strvec *argv,
+              const struct strvec *env_add, const char *log_path, const char *remote_dir,
+              double grace_s, struct err *err)
+{
+    if (ensure_master(s, err) != 0)
+        return -1;
+    struct buf line;
+    if (ssh_run_line(s->cfg->workdir, grace_s, remote_dir, env_add, argv, &line, err) != 0) {
+        buf_release(&line);
+        return -1;
+    }
+    struct strvec a;
+    strvec_init(&a);
+    base_argv(s, false, &a);
+    strvec_push(&a, "-T");
+    strvec_push(&a, s->cfg->host);
+    strvec_push(&a, line.data);
+    buf_release(&line);
+    p->stdin_pipe = true; /* the wrapper's stop signal: end of file on it */
+    int rc = proc_spawn(p, &a, NULL, log_path, err);
+    strvec_release(&a);
+    return rc;
+}
+
+int ssh_stop(struct ssh_conn *s, struct proc *p, double grace_s, const proc_stop_flag *stop,
+             struct proc_stop_info *info)
+{
+    (void)s;
+    if (p->pid && p->stdin_w >= 0) {
+        /* end of file for the remote watcher: SIGTERM to the group there,
+         * SIGKILL after grace_s, and the wrapper (so our ssh) exits once the
+         * group is gone */
+        close(p->stdin_w);
+        p->stdin_w = -1;
+        double end = clock_ms() + (grace_s + REMOTE_SLACK_S) * 1000.0;
+        struct proc *w[1] = {p};
+        while (proc_alive(p) && clock_ms() < end && !(stop && *stop >= 2))
+            proc_wait_any(w, 1, 100, NULL);
+    }
+    /* the local ssh (normally gone by now; after a hurry or a hung link it
+     * is killed, and the remote side still cleans up when the channel ends) */
+    return proc_stop(p, grace_s < 1.0 ? grace_s : 1.0, stop, info);
+}
+
+long ssh_forward(struct ssh_conn *s, const char *host, long port, struct err *err)
+{
+    if (ensure_master(s, err) != 0)
+        return -1;
+    char *to = xasprintf("%s %ld", host, port);
+    if (s->fwd && strcmp(s->fwd_to, to) == 0) {
+        free(to);
+        return s->fwd_port;
+    }
+    struct buf out;
+    if (s->fwd) {
+        const char *const cancel[] = {"-O", "cancel", "-L", s->fwd, NULL};
+        run_short(s, cancel, NULL, &out, 4096, SHORT_CMD_MS, true);
+        buf_release(&out);
+        free(s->fwd);
+        free(s->fwd_to);
+        s->fwd = s->fwd_to = NULL;
+    }
+    bool v6 = strchr(host, ':') != NULL;
+    int code = -1;
+    char *why = NULL;
+    /* a free port may be taken between the look and the forward: try again */
+    for (int tries = 0; tries < 5 && code != 0; tries++) {
+        long lport = port_free("127.0.0.1");
+        if (lport < 0)
+            continue;
+        char *spec =
+            xasprintf("127.0.0.1:%ld:%s%s%s:%ld", lport, v6 ? "[" : "", host, v6 ? "]" : "", port);
+        const char *const fwd[] = {"-O", "forward", "-L", spec, NULL};
+        code = run_short(s, fwd, NULL, &out, 4096, SHORT_CMD_MS, true);
+        if (code == 0) {
+            s->fwd = spec;
+            s->fwd_to = to;
+            s->fwd_port = lport;
+            to = NULL;
+        } else {
+            free(why);
+            why = last_line(out.data);
+            free(spec);
+        }
+        buf_release(&out);
+    }
+    free(to);
+    if (code != 0)
+        err_set(err, RN_ERR_ENV, "ssh to '%s': cannot forward a local port to %s:%ld (%s)",
+                s->cfg->host, host, port, why && *why ? why : "no free local port");
+    free(why);
+    return code == 0 ? s->fwd_port : -1;
+}
+
+int ssh_fetch(struct ssh_conn *s, const char *remote_path, const char *local_path, struct err *err)
+{
+    if (ensure_master(s, err) != 0)
+        return -1;
+    struct strvec argv;
+    strvec_init(&argv);
+    strvec_push(&argv, "cat");
+    strvec_push(&argv, "--");
+    strvec_push(&argv, remote_path);
+    struct buf out;
+    int code = run_in_workdir(s, &argv, &out, FETCH_MAX_BYTES, FETCH_MS, false, err);
+    strvec_release(&argv);
+    int rc = -1;
+    if (code != 0 || out.toobig) {
+        if (!err->code)
+            err_set(err, RN_ERR_ENV, "on host '%s': cannot copy '%s' back (%s)", s->cfg->host,
+                    remote_path, out.toobig ? "over 1 GiB" : "cat failed");
+    } else {
+        rc = file_write_atomic(local_path, out.data ? out.data : "", out.len, err, RN_ERR_ENV);
+    }
+    buf_release(&out);
+    return rc;
+}

@@ -1,0 +1,232 @@
+# exec_ssh.sh: executor: {kind: ssh} against a real sshd that this test
+# starts on 127.0.0.1 (a free port, host and user keys made here). A
+# two-variant fakeserver experiment run through ssh into a separate remote
+# work folder gives the same rows (keys included) as the same file run
+# locally, with every log back in the local run folder; the builtin client's
+# per-request records come back too; killing the ssh master mid-point
+# leaves no fakeserver (nor wrapper, nor ssh) running; a missing remote
+# model, a missing remote program and an unreachable host are exit 3 before
+# any server starts.
+. tests/lib.sh
+cd "$T_TMP" || exit 1
+mkdir tmp
+export TMPDIR="$T_TMP/tmp" # where sweep makes its ssh control folder
+
+# on any exit, a failed check included: nothing of this test may outlive it
+# (the remote side is this machine, so its processes are findable here)
+ssh_cleanup() {
+    for f in /proc/[0-9]*/cmdline; do
+        pid=${f#/proc/} pid=${pid%/cmdline}
+        [ "$pid" = "$$" ] && continue
+        line=$( (tr '\0' ' ' <"$f") 2>/dev/null) || continue
+        case "$line" in *"$T_TMP/"*) kill -KILL "$pid" 2>/dev/null ;; esac
+    done
+    t_cleanup
+}
+trap ssh_cleanup EXIT
+
+SSHD=/usr/sbin/sshd # sshd re-executes itself, so it wants an absolute path
+if [ ! -x "$SSHD" ] || ! command -v ssh >/dev/null 2>&1 || ! command -v ssh-keygen >/dev/null 2>&1; then
+    echo "skipped: sshd or ssh is not installed (scripts/deps.sh installs openssh-server and openssh-client)"
+    finish
+    exit
+fi
+# sshd checks for its privilege separation folder even in this test setup
+[ -d /run/sshd ] || mkdir -p /run/sshd 2>/dev/null
+if [ ! -d /run/sshd ]; then
+    echo "skipped: /run/sshd (sshd's privilege separation folder) is missing and cannot be made"
+    finish
+    exit
+fi
+
+# ---- an sshd of our own ----
+mkdir keys remote
+ssh-keygen -q -t ed25519 -N '' -C sweep-test-host -f keys/host
+ssh-keygen -q -t ed25519 -N '' -C sweep-test-user -f keys/user
+cp keys/user.pub keys/authorized_keys
+PORT=$(free_port)
+USER_AT="$(id -un)@127.0.0.1"
+cat >sshd_config <<EOF
+Port $PORT
+ListenAddress 127.0.0.1
+HostKey $T_TMP/keys/host
+PidFile $T_TMP/sshd.pid
+AuthorizedKeysFile $T_TMP/keys/authorized_keys
+StrictModes no
+UsePAM no
+PermitRootLogin yes
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+AllowTcpForwarding yes
+LogLevel ERROR
+EOF
+"$SSHD" -D -e -f "$T_TMP/sshd_config" 2>sshd.log &
+track_pid $!
+# our client side: only this known_hosts, no user or system configuration
+echo "[127.0.0.1]:$PORT $(cat keys/host.pub)" >known_hosts
+cat >ssh_config <<EOF
+UserKnownHostsFile $T_TMP/known_hosts
+GlobalKnownHostsFile /dev/null
+StrictHostKeyChecking yes
+EOF
+up=no
+for _ in $(seq 100); do
+    if ssh -F ssh_config -i keys/user -o BatchMode=yes -p "$PORT" "$USER_AT" true 2>/dev/null; then
+        up=yes
+        break
+    fi
+    sleep 0.1
+done
+check_eq "the test's sshd accepts our key" "$up" yes
+if [ "$up" != yes ]; then
+    cat sshd.log
+    finish
+    exit
+fi
+
+EXECUTOR="executor:
+  kind: ssh
+  host: \"$USER_AT\"
+  port: $PORT
+  identity: \"$T_TMP/keys/user\"
+  workdir: \"$T_TMP/remote\"
+  sweep: \"$SWEEP\"
+  options: [-F, \"$T_TMP/ssh_config\"]"
+VARIANTS="variants:
+  - {name: a}
+  - {name: b, server: {flags: {step-a-ms: 6}}}"
+
+# ---- the same two-variant experiment, here and over ssh ----
+make_experiment fakeserver local.yaml NAME=ssh PIDFILE="$T_TMP/pid.\${variant}" STEP_A=3 PREFILL=1 \
+    OUTPUT_LEN=8 GRID='["1:2", "2:4"]' EXTRA="$VARIANTS"
+make_experiment fakeserver ssh.yaml NAME=ssh PIDFILE="$T_TMP/pid.\${variant}" STEP_A=3 PREFILL=1 \
+    OUTPUT_LEN=8 GRID='["1:2", "2:4"]' EXTRA="$VARIANTS
+$EXECUTOR"
+"$SWEEP" check ssh.yaml >check.txt 2>&1
+check_eq "sweep check accepts the ssh executor" "$?" 0
+check "sweep check names the host" grep -q "ssh to $USER_AT port $PORT" check.txt
+
+"$SWEEP" run local.yaml --out lrun >lout.txt 2>lerr.txt
+check_eq "local run: exit 0" "$?" 0
+rm -f pid.a pid.b
+"$SWEEP" run ssh.yaml --out srun >sout.txt 2>serr.txt
+rc=$?
+check_eq "ssh run: exit 0" "$rc" 0
+[ "$rc" = 0 ] || cat serr.txt
+check_eq "ssh run: all rows ok" "$(col srun status | tr '\n' ' ')" "ok ok ok ok "
+for c in variant concurrency prompts key log; do
+    check_eq "ssh run: column $c as in the local run" "$(col srun $c | tr '\n' ' ')" \
+        "$(col lrun $c | tr '\n' ' ')"
+done
+check "ssh run: the servers ran (their pid files, written remotely)" test -s pid.a -a -s pid.b
+check "ssh run: server logs came back while it ran" grep -q "starting server for variant 'b'" srun/b/server.log
+check "ssh run: the server's own output is in the local server.log" \
+    sh -c "test \$(grep -vc '^==== sweep' srun/a/server.log) -gt 0"
+check "ssh run: client logs came back (metrics were read from them)" test -s srun/a/c2-n4.log
+check "ssh run: the step times differ between the variants as locally" awk -v a="$(col srun median_tpot_ms 1)" \
+    -v b="$(col srun median_tpot_ms 3)" 'BEGIN { exit !(b > a + 1) }'
+check_eq "ssh run: no log was left in the remote work folder" "$(find remote -name '*.log' | wc -l)" 0
+check "ssh run: manifest records the executor" grep -q '"kind": "ssh"' srun/manifest.json
+check_eq "ssh run: no fakeserver, wrapper or ssh left" "$(procs_with "$T_TMP/pid.")" 0
+check_eq "ssh run: no ssh master left" "$(procs_with "$T_TMP/ssh_config")" 0
+check_eq "ssh run: the control socket folder is gone" "$(ls tmp | wc -l)" 0
+
+"$SWEEP" check srun/experiment.yaml >/dev/null 2>&1
+check_eq "ssh run: experiment.yaml (executor included) reads back" "$?" 0
+check "ssh run: experiment.yaml keeps the executor" grep -q "kind: ssh" srun/experiment.yaml
+
+# resuming the complete run starts nothing
+rm -f pid.a pid.b
+"$SWEEP" run ssh.yaml --resume srun >sout.txt 2>serr.txt
+check_eq "ssh resume of a complete run: exit 0" "$?" 0
+check "ssh resume of a complete run: no server started" test ! -e pid.a -a ! -e pid.b
+
+# ---- the builtin client: its records come back from the remote run folder ----
+cat >b.yaml <<YAML
+name: sshb
+server:
+  engine: command
+  command: ["$FAKESERVER", --port, "\${port}"]
+  flags: {step-a-ms: 2, step-b-ms: 1, prefill-ms: 1}
+bench: {input_len: 8, output_len: 8, warmup: 0, grid: ["1:3"]}
+$EXECUTOR
+YAML
+"$SWEEP" run b.yaml --out brun >bout.txt 2>berr.txt
+rc=$?
+check_eq "builtin client over ssh: exit 0" "$rc" 0
+[ "$rc" = 0 ] || cat berr.txt
+check_eq "builtin client over ssh: its 3 request records came back" "$(wc -l <brun/default/c1-n3.jsonl 2>/dev/null)" 3
+
+# ---- killing the ssh master mid-point: nothing is left on the remote side ----
+make_experiment fakeserver k.yaml NAME=sshkill PIDFILE="$T_TMP/pid.k" STEP_A=20 PREFILL=1 \
+    OUTPUT_LEN=64 GRID='["1:400"]' EXTRA="$EXECUTOR"
+"$SWEEP" run k.yaml --out krun >kout.txt 2>kerr.txt &
+sweep_pid=$!
+track_pid $sweep_pid
+wait_file pid.k 30
+wait_file krun/default/c1-n400.log 30
+sleep 0.5
+fpid=$(cat pid.k 2>/dev/null)
+master=""
+for f in /proc/[0-9]*/cmdline; do
+    line=$( (tr '\0' ' ' <"$f") 2>/dev/null) || continue
+    case "$line" in *ControlMaster=yes*"$T_TMP/ssh_config"*) master=${f#/proc/} master=${master%/cmdline} ;; esac
+done
+check "the fakeserver runs mid-point (pid $fpid)" kill -0 "$fpid"
+check "the ssh master was found (pid $master)" test -n "$master"
+kill -KILL "$master" 2>/dev/null
+gone=no
+for _ in $(seq 150); do
+    if ! kill -0 "$fpid" 2>/dev/null; then
+        gone=yes
+        break
+    fi
+    sleep 0.1
+done
+check_eq "master killed: the remote fakeserver is gone" "$gone" yes
+wait $sweep_pid
+check_eq "master killed: the point failed (exit 1)" "$?" 1
+check_eq "master killed: its row is failed" "$(col krun status)" failed
+check_eq "master killed: no fakeserver, wrapper or ssh left" "$(procs_with "$T_TMP/pid.")" 0
+
+# ---- Ctrl-C mid-point: exit 130, the remote server and client stopped ----
+rm -f pid.k
+"$SWEEP" run k.yaml --out irun >iout.txt 2>ierr.txt &
+sweep_pid=$!
+track_pid $sweep_pid
+wait_file pid.k 30
+wait_file irun/default/c1-n400.log 30
+sleep 0.5
+fpid=$(cat pid.k 2>/dev/null)
+kill -INT $sweep_pid
+wait $sweep_pid
+check_eq "Ctrl-C: exit 130" "$?" 130
+check_eq "Ctrl-C: the point is interrupted" "$(col irun status)" interrupted
+check "Ctrl-C: the remote fakeserver is gone once sweep has exited" sh -c "! kill -0 $fpid 2>/dev/null"
+check_eq "Ctrl-C: no fakeserver, wrapper or ssh left" "$(procs_with "$T_TMP/pid.")" 0
+check_eq "Ctrl-C: no ssh master left" "$(procs_with "$T_TMP/ssh_config")" 0
+
+# ---- preflight on the remote host: exit 3 before any server starts ----
+rm -f pid.a pid.b
+make_experiment fakeserver m.yaml NAME=sshmodel PIDFILE="$T_TMP/pid.\${variant}" \
+    SERVER_LINES="  model: models/missing.gguf" EXTRA="$EXECUTOR"
+"$SWEEP" run m.yaml --out mrun >mout.txt 2>merr.txt
+check_eq "missing remote model: exit 3" "$?" 3
+check "missing remote model: names host and path" \
+    grep -q "on host '$USER_AT': model path 'models/missing.gguf': not found" merr.txt
+check "missing remote model: no server started, no run folder" test ! -e pid.default -a ! -e mrun
+mkdir -p remote/models
+: >remote/models/present.gguf
+make_experiment fakeserver p.yaml NAME=sshprog PIDFILE="$T_TMP/pid.\${variant}" \
+    WRAP='"/nonexistent/wrapper", ' EXTRA="$EXECUTOR"
+"$SWEEP" run p.yaml --out prun >pout.txt 2>perr.txt
+check_eq "missing remote program: exit 3" "$?" 3
+check "missing remote program: names host and program" \
+    grep -q "on host '$USER_AT': program '/nonexistent/wrapper'" perr.txt
+sed "s/port: $PORT/port: $(free_port)/" ssh.yaml >down.yaml
+"$SWEEP" run down.yaml --out drun >dout.txt 2>derr.txt
+check_eq "unreachable host: exit 3" "$?" 3
+check "unreachable host: says it cannot connect" grep -q "cannot connect" derr.txt
+check_eq "no process left" "$(procs_with "$T_TMP/pid.")" 0
+finish
