@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "http.h"
 #include "log.h"
+#include "exec/ports.h"
 #include "exec/ssh.h"
 #include "xalloc.h"
 
@@ -17,8 +19,10 @@ int exec_open(struct executor *ex, const struct experiment *exp, proc_stop_flag 
 {
     memset(ex, 0, sizeof(*ex));
     ex->kind = exp->executor.kind;
+    ex->where = "";
     if (ex->kind != EXP_EXEC_SSH)
         return 0;
+    ex->where = xasprintf(" on host '%s'", exp->executor.host);
     ex->ssh = ssh_open(&exp->executor, stop, err);
     return ex->ssh ? 0 : -1;
 }
@@ -27,6 +31,9 @@ void exec_close(struct executor *ex)
 {
     ssh_close(ex->ssh);
     ex->ssh = NULL;
+    if (ex->where && *ex->where)
+        free((char *)ex->where);
+    ex->where = "";
 }
 
 pid_t exec_pid(const struct executor *ex)
@@ -64,6 +71,29 @@ char *exec_ready_url(struct executor *ex, const struct plan_variant *pv, struct 
     if (port < 0)
         return NULL;
     return xasprintf("http://127.0.0.1:%ld%s", port, pv->v->server.ready_path);
+}
+
+bool exec_port_in_use(struct executor *ex, const struct plan_variant *pv, long port)
+{
+    const struct exp_server *s = &pv->v->server;
+    if (!ex->ssh)
+        return port_in_use(s->host, port);
+    struct err err;
+    err_init(&err);
+    long local = ssh_forward(ex->ssh, s->host, port, &err);
+    if (local < 0)
+        return false; /* no forward, no probe: the start will say what is wrong */
+    /* through a forward, "nothing listens there" is a closed connection,
+     * not a refused one; only an HTTP answer proves a listener */
+    char *url = xasprintf("http://127.0.0.1:%ld%s", local, s->ready_path);
+    long status = http_get(url, 500, 1500, NULL, NULL, 0);
+    free(url);
+    return status > 0;
+}
+
+long exec_port_free(struct executor *ex, const char *host)
+{
+    return port_free(ex->ssh ? "127.0.0.1" : host);
 }
 
 void exec_point_done(struct executor *ex, const struct plan *p, const struct plan_point *pp,

@@ -20,6 +20,7 @@ struct ssh_conn;
 struct executor {
     enum exp_exec_kind kind;
     struct ssh_conn *ssh; /* owned: the connection, kind ssh only */
+    const char *where;    /* for messages: "" or " on host 'me@gpu-box'" (owned when not "") */
 };
 
 /*
@@ -79,6 +80,17 @@ int exec_stop(struct executor *ex, struct proc *p, double grace_s, const proc_st
  * NULL with err set (RN_ERR_ENV).
  */
 char *exec_ready_url(struct executor *ex, const struct plan_variant *pv, struct err *err);
+
+/*
+ * Is port taken where variant pv's server would listen? Local: a listener
+ * on server.host (port_in_use). ssh: something answers HTTP at server.host
+ * and port on the remote host (probed through a forward); a listener that
+ * does not speak HTTP is not seen, and the server's start fails instead.
+ */
+bool exec_port_in_use(struct executor *ex, const struct plan_variant *pv, long port);
+/* A port to try instead of a taken auto port: port_free(host) locally; for
+ * ssh one free here (the remote side is checked by exec_port_in_use). */
+long exec_port_free(struct executor *ex, const char *host);
 
 /*
  * After point pp ran with the builtin client: under ssh its per-request

@@ -362,16 +362,15 @@ static int server_start(struct run_ctx *c, size_t vi, struct err *err)
         c->start_stale = err->code != RN_ERR_INTERRUPTED;
         return -1;
     }
-    /* under ssh the port is the remote host's: a taken one fails the start */
-    if (c->ex.kind == EXP_EXEC_LOCAL && port_in_use(s->host, pv->port)) {
+    if (exec_port_in_use(&c->ex, pv, pv->port)) {
         if (s->port != 0)
-            return err_set(err, RN_ERR_ENV, "port %ld in use on %s (server.port is fixed)",
-                           pv->port, s->host),
+            return err_set(err, RN_ERR_ENV, "port %ld in use on %s%s (server.port is fixed)",
+                           pv->port, s->host, c->ex.where),
                    -1;
         long port = -1;
         for (int tries = 0; tries < 5 && port < 0; tries++) {
-            port = port_free(s->host);
-            if (port > 0 && port_in_use(s->host, port))
+            port = exec_port_free(&c->ex, s->host);
+            if (port > 0 && exec_port_in_use(&c->ex, pv, port))
                 port = -1;
         }
         if (port < 0)

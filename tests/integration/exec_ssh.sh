@@ -224,6 +224,18 @@ make_experiment fakeserver p.yaml NAME=sshprog PIDFILE="$T_TMP/pid.\${variant}" 
 check_eq "missing remote program: exit 3" "$?" 3
 check "missing remote program: names host and program" \
     grep -q "on host '$USER_AT': program '/nonexistent/wrapper'" perr.txt
+# a fixed port that a server on the host answers on already
+other=$(free_port)
+"$FAKESERVER" --port "$other" --pid-file "$T_TMP/other.pid" >other.log 2>&1 &
+track_pid $!
+wait_http "http://127.0.0.1:$other/health" 10
+make_experiment fakeserver f.yaml NAME=sshport PIDFILE="$T_TMP/pid.\${variant}" \
+    SERVER_LINES="  port: $other" EXTRA="$EXECUTOR"
+"$SWEEP" run f.yaml --out frun >fout.txt 2>ferr.txt
+check_eq "fixed port taken on the host: exit 3" "$?" 3
+check "fixed port taken on the host: says so, naming the host" \
+    grep -q "port $other in use on 127.0.0.1 on host '$USER_AT' (server.port is fixed)" ferr.txt
+check "fixed port taken on the host: our server never started" test ! -e pid.default
 sed "s/port: $PORT/port: $(free_port)/" ssh.yaml >down.yaml
 "$SWEEP" run down.yaml --out drun >dout.txt 2>derr.txt
 check_eq "unreachable host: exit 3" "$?" 3
