@@ -37,8 +37,11 @@
 
 /*
  * The remote wrapper of a server or client. $1 work folder, $2 grace in
- * whole seconds, $3 a folder to make first ("" none), then NAME=value
- * entries up to "--", then the argv. fd 3 keeps the ssh channel's stdin:
+ * whole seconds, $3 a folder to make first ("" none), $4 the length of the
+ * environment script that comes first on stdin (`export 'NAME=value'`
+ * lines, each word from shq_word: values such as tokens never appear in a
+ * command line that `ps` shows, here or there), then the argv. dd with
+ * bs=1 reads exactly that much and no byte more. fd 3 keeps the ssh channel's stdin:
  * the watcher reads it until end of file (sweep closed its end, the local
  * ssh died or the connection dropped) and then stops the program's group.
  * The program runs under setsid, so its pid is its process group id, and
@@ -48,13 +51,15 @@
  * comes before setsid made the group signals the pid alone.
  */
 static const char run_script[] =
-    "wd=$1 grace=$2 dir=$3\n"
-    "shift 3\n"
+    "wd=$1 grace=$2 dir=$3 envlen=$4\n"
+    "shift 4\n"
     "exec 3<&0 </dev/null\n"
+    "if [ \"$envlen\" -gt 0 ]; then\n"
+    "  e=$(dd bs=1 count=\"$envlen\" <&3 2>/dev/null) || exit 125\n"
+    "  eval \"$e\"\n"
+    "fi\n"
     "cd -- \"$wd\" || exit 125\n"
     "if [ -n \"$dir\" ]; then mkdir -p -- \"$dir\" || exit 125; fi\n"
-    "while [ \"$#\" -gt 0 ] && [ \"$1\" != -- ]; do export \"$1\"; shift; done\n"
-    "shift\n"
     "setsid \"$@\" 3<&- &\n"
     "p=$!\n"
     "reap() {\n"
@@ -183,14 +188,12 @@ static int remote_line(const char *script, const char *name, const struct strvec
 
 int ssh_run_line(const char *workdir, double grace_s, const char *remote_dir,
                  const struct strvec *env_add, const struct strvec *argv, struct buf *out,
-                 struct err *err)
+                 struct buf *env_out, struct err *err)
 {
-    buf_init(out, SSH_REMOTE_MAX); /* released by the caller whatever happens */
+    buf_init(out, SSH_REMOTE_MAX); /* both released by the caller whatever happens */
+    buf_init(env_out, SSH_ENV_MAX);
     struct strvec params;
     strvec_init(&params);
-    strvec_push(&params, workdir);
-    strvec_pushf(&params, "%ld", (long)ceil(grace_s > 0 ? grace_s : 0));
-    strvec_push(&params, remote_dir ? remote_dir : "");
     int rc = -1;
     for (size_t i = 0; env_add && i < env_add->n; i++) {
         /* the wrapper exports these: a name that is not one would be an error there */
@@ -203,9 +206,16 @@ int ssh_run_line(const char *workdir, double grace_s, const char *remote_dir,
             err_set(err, RN_ERR_USAGE, "environment entry '%.40s' is not NAME=value", e);
             goto out;
         }
-        strvec_push(&params, e);
+        if (buf_puts(env_out, "export ") != 0 || shq_word(env_out, e) != 0 ||
+            buf_putc(env_out, '\n') != 0) {
+            err_set(err, RN_ERR_ENV, "the server environment is over %zu KiB", SSH_ENV_MAX >> 10);
+            goto out;
+        }
     }
-    strvec_push(&params, "--");
+    strvec_push(&params, workdir);
+    strvec_pushf(&params, "%ld", (long)ceil(grace_s > 0 ? grace_s : 0));
+    strvec_push(&params, remote_dir ? remote_dir : "");
+    strvec_pushf(&params, "%zu", env_out->len);
     strvec_extend(&params, argv);
     rc = remote_line(run_script, "sweep-remote", &params, out, err);
 out:
@@ -214,6 +224,21 @@ out:
 }
 
 /* ---- short commands on the connection ---- */
+
+/* write(2) until all of data went, retrying on EINTR. 0 or -1 (errno). */
+static int write_all(int fd, const char *data, size_t len)
+{
+    while (len) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
 
 /* Run base_argv + extra + [host] (+ the remote line when given) to its end,
  * its stdout and stderr into out (fresh, capped at max). Returns the exit
@@ -488,9 +513,10 @@ int ssh_spawn(struct ssh_conn *s, struct proc *p, const struct strvec *argv,
 {
     if (ensure_master(s, err) != 0)
         return -1;
-    struct buf line;
-    if (ssh_run_line(s->cfg->workdir, grace_s, remote_dir, env_add, argv, &line, err) != 0) {
+    struct buf line, env;
+    if (ssh_run_line(s->cfg->workdir, grace_s, remote_dir, env_add, argv, &line, &env, err) != 0) {
         buf_release(&line);
+        buf_release(&env);
         return -1;
     }
     struct strvec a;
@@ -500,9 +526,13 @@ int ssh_spawn(struct ssh_conn *s, struct proc *p, const struct strvec *argv,
     strvec_push(&a, s->cfg->host);
     strvec_push(&a, line.data);
     buf_release(&line);
-    p->stdin_pipe = true; /* the wrapper's stop signal: end of file on it */
+    p->stdin_pipe = true; /* the environment, then the wrapper's stop signal: end of file */
     int rc = proc_spawn(p, &a, NULL, log_path, err);
     strvec_release(&a);
+    /* a failed write (ssh already gone) shows as the start failing */
+    if (rc == 0 && env.len && write_all(p->stdin_w, env.data, env.len) != 0)
+        log_warn("cannot pass the environment to the remote side: %s", strerror(errno));
+    buf_release(&env);
     return rc;
 }
 

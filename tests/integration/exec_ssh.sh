@@ -160,7 +160,8 @@ check_eq "builtin client over ssh: its 3 request records came back" "$(wc -l <br
 
 # ---- killing the ssh master mid-point: nothing is left on the remote side ----
 make_experiment fakeserver k.yaml NAME=sshkill PIDFILE="$T_TMP/pid.k" STEP_A=20 PREFILL=1 \
-    OUTPUT_LEN=64 GRID='["1:400"]' EXTRA="$EXECUTOR"
+    OUTPUT_LEN=64 GRID='["1:400"]' SERVER_LINES="  env: {SWEEP_TEST_TOKEN: \"tok-s3cr3t 'x'\"}" \
+    EXTRA="$EXECUTOR"
 "$SWEEP" run k.yaml --out krun >kout.txt 2>kerr.txt &
 sweep_pid=$!
 track_pid $sweep_pid
@@ -174,6 +175,8 @@ for f in /proc/[0-9]*/cmdline; do
     case "$line" in *ControlMaster=yes*"$T_TMP/ssh_config"*) master=${f#/proc/} master=${master%/cmdline} ;; esac
 done
 check "the fakeserver runs mid-point (pid $fpid)" kill -0 "$fpid"
+check "server.env reached the remote server" grep -qa "SWEEP_TEST_TOKEN=tok-s3cr3t 'x'" "/proc/$fpid/environ"
+check_eq "server.env values are in no command line (ps)" "$(procs_with tok-s3cr3t)" 0
 check "the ssh master was found (pid $master)" test -n "$master"
 kill -KILL "$master" 2>/dev/null
 gone=no

@@ -31,12 +31,13 @@ static int run_wrapped(const char *workdir, double grace_s, const char *dir,
                        const struct strvec *env, const struct strvec *argv, double stop_after_ms,
                        char **out)
 {
-    struct buf line;
+    struct buf line, envs;
     struct err err;
     err_init(&err);
     *out = xstrdup("");
-    if (ssh_run_line(workdir, grace_s, dir, env, argv, &line, &err) != 0) {
+    if (ssh_run_line(workdir, grace_s, dir, env, argv, &line, &envs, &err) != 0) {
         buf_release(&line);
+        buf_release(&envs);
         return -2;
     }
     struct strvec sh;
@@ -53,6 +54,8 @@ static int run_wrapped(const char *workdir, double grace_s, const char *dir,
     int status = -1;
     if (proc_spawn(&p, &sh, NULL, log, &err) != 0)
         goto out;
+    /* what ssh_spawn does: the environment script first, on the held stdin */
+    CHECK_INT(write(p.stdin_w, envs.data ? envs.data : "", envs.len), (long long)envs.len);
     double t0 = clock_ms();
     while (proc_alive(&p) && clock_ms() - t0 < 20000) {
         if (stop_after_ms >= 0 && p.stdin_w >= 0 && clock_ms() - t0 >= stop_after_ms) {
@@ -72,6 +75,7 @@ static int run_wrapped(const char *workdir, double grace_s, const char *dir,
     }
     buf_release(&b);
 out:
+    buf_release(&envs);
     proc_release(&p);
     strvec_release(&sh);
     free(log);
@@ -107,13 +111,14 @@ TEST(environment_workdir_dir_and_exit_status)
     strvec_init(&env);
     strvec_init(&argv);
     strvec_push(&env, "A=x y");
-    strvec_push(&env, "B=$HOME'`");
+    strvec_push(&env, "B=$HOME'`\nline 2\n");
+    strvec_push(&env, "HF_TOKEN=secret-in-env");
     strvec_push(&argv, "sh");
     strvec_push(&argv, "-c");
     strvec_push(&argv, "printf '%s|%s|' \"$A\" \"$B\"; pwd; test -d made/here; exit 7");
     char *out;
     CHECK_INT(run_wrapped(wd, 1, "made/here", &env, &argv, -1, &out), 7);
-    char *want = xasprintf("x y|$HOME'`|%s\n", wd);
+    char *want = xasprintf("x y|$HOME'`\nline 2\n|%s\n", wd);
     CHECK_STR(out, want);
     free(want);
     free(out);
@@ -123,6 +128,25 @@ TEST(environment_workdir_dir_and_exit_status)
     made = test_tmp_path("made");
     rmdir(made);
     free(made);
+    strvec_release(&env);
+    strvec_release(&argv);
+}
+
+TEST(environment_values_stay_out_of_the_command_line)
+{
+    struct strvec env, argv;
+    strvec_init(&env);
+    strvec_init(&argv);
+    strvec_push(&env, "HF_TOKEN=hf_s3cr3t");
+    strvec_push(&argv, "true");
+    struct buf line, envs;
+    struct err err;
+    err_init(&err);
+    CHECK_INT(ssh_run_line("/", 1, NULL, &env, &argv, &line, &envs, &err), 0);
+    CHECK(strstr(line.data, "hf_s3cr3t") == NULL);
+    CHECK_STR(envs.data, "export 'HF_TOKEN=hf_s3cr3t'\n");
+    buf_release(&line);
+    buf_release(&envs);
     strvec_release(&env);
     strvec_release(&argv);
 }
@@ -209,22 +233,24 @@ TEST(bad_environment_entry_and_length_are_refused)
     strvec_init(&argv);
     strvec_push(&argv, "true");
     strvec_push(&env, "1A=x");
-    struct buf line;
+    struct buf line, envs;
     struct err err;
     err_init(&err);
-    CHECK_INT(ssh_run_line("/", 1, NULL, &env, &argv, &line, &err), -1);
+    CHECK_INT(ssh_run_line("/", 1, NULL, &env, &argv, &line, &envs, &err), -1);
     CHECK_INT(err.code, RN_ERR_USAGE);
     buf_release(&line);
+    buf_release(&envs);
     strvec_release(&env);
     char *big = xcalloc(SSH_REMOTE_MAX + 1, 1);
     memset(big, 'x', SSH_REMOTE_MAX);
     strvec_push(&argv, big);
     free(big);
     err_init(&err);
-    CHECK_INT(ssh_run_line("/", 1, NULL, NULL, &argv, &line, &err), -1);
+    CHECK_INT(ssh_run_line("/", 1, NULL, NULL, &argv, &line, &envs, &err), -1);
     CHECK_INT(err.code, RN_ERR_ENV);
     CHECK(strstr(err.msg, "KiB") != NULL);
     buf_release(&line);
+    buf_release(&envs);
     strvec_release(&argv);
 }
 
