@@ -24,6 +24,7 @@ static const struct command commands[] = {
     {"plot", cmd_plot, "re-extract a run from its saved logs, refit, redraw every chart"},
     {"compare", cmd_compare, "compare runs or variants side by side, with ratios and charts"},
     {"import", cmd_import, "make a run from existing benchmark logs"},
+    {"status", cmd_status, "the state of a run's SLURM tasks (executor: slurm)"},
 };
 
 static void usage(FILE *f)

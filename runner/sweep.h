@@ -23,5 +23,6 @@ int cmd_extract(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_import(int argc, char **argv);
+int cmd_status(int argc, char **argv);
 
 #endif

@@ -9,15 +9,18 @@ set -u
 need_pc="yaml-0.1:libyaml-dev libcurl:libcurl4-openssl-dev libpcre2-8:libpcre2-dev
 jansson:libjansson-dev libmicrohttpd:libmicrohttpd-dev"
 need_cmd="pkg-config:pkg-config gnuplot:gnuplot-nox curl:curl cc:gcc make:make python3:python3
-ssh:openssh-client ssh-keygen:openssh-client"
+ssh:openssh-client ssh-keygen:openssh-client sbatch:slurm-client munge:munge"
 
 missing=""
 for pair in $need_cmd; do
     cmd=${pair%%:*} pkg=${pair#*:}
     command -v "$cmd" >/dev/null 2>&1 || missing="$missing $pkg"
 done
-# sshd (the ssh executor's test starts one of its own) is in /usr/sbin, off a user's PATH
-[ -x /usr/sbin/sshd ] || missing="$missing openssh-server"
+# daemons the executor tests start of their own (sshd; munged, slurmctld,
+# slurmd) are in /usr/sbin, off a user's PATH
+for pair in sshd:openssh-server munged:munge slurmctld:slurmctld slurmd:slurmd; do
+    [ -x "/usr/sbin/${pair%%:*}" ] || missing="$missing ${pair#*:}"
+done
 if command -v pkg-config >/dev/null 2>&1; then
     for pair in $need_pc; do
         mod=${pair%%:*} pkg=${pair#*:}

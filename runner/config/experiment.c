@@ -43,6 +43,7 @@ struct dctx;
 /* Section finishers (defined below), run once a section's keys and defaults are in. */
 static int finish_bench(struct dctx *c, const struct ynode *map, int line, int col);
 static int finish_metrics(struct dctx *c, const struct ynode *map, int line, int col);
+static int finish_executor(struct dctx *c, const struct ynode *map, int line, int col);
 
 /* Cross-key checks run after a section is decoded (and its defaults set). */
 static const struct {
@@ -51,6 +52,7 @@ static const struct {
 } finishers[] = {
     {"bench", finish_bench},
     {"metrics", finish_metrics},
+    {"executor", finish_executor},
 };
 
 /* Decoding state for one pass over one tree. */
@@ -908,6 +910,19 @@ static int finish_metrics(struct dctx *c, const struct ynode *map, int line, int
     return 0;
 }
 
+/* executor: options are ssh's or sbatch's, so a local executor has none. */
+static int finish_executor(struct dctx *c, const struct ynode *map, int line, int col)
+{
+    const struct ynode *opts = ytree_get(map, "options");
+    if (!c->full_exp || c->exp->executor.kind != EXP_EXEC_LOCAL || !opts ||
+        (opts->kind == Y_SEQ && opts->n == 0))
+        return 0;
+    (void)line;
+    (void)col;
+    return cerr(c, opts->line, opts->col,
+                "'executor.options' only applies when kind is ssh or slurm, but kind is local");
+}
+
 /* Pass A: the variants list; each entry's name, and its top-level keys. */
 static int decode_variants(struct dctx *c, const struct schema_key *k, const struct ynode *n)
 {
@@ -1082,6 +1097,10 @@ void exp_release(struct experiment *exp)
     free(exp->executor.sweep);
     free(exp->executor.engine);
     strvec_release(&exp->executor.options);
+    free(exp->executor.partition);
+    free(exp->executor.gres);
+    free(exp->executor.time);
+    free(exp->executor.account);
     memset(exp, 0, sizeof(*exp));
 }
 

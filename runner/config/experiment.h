@@ -35,6 +35,7 @@ enum exp_tool {
 enum exp_exec_kind {
     EXP_EXEC_LOCAL, /* on this machine */
     EXP_EXEC_SSH,   /* on executor.host, through the system ssh (exec/ssh.c) */
+    EXP_EXEC_SLURM, /* each variant one task of a SLURM job array (exec/slurm.c) */
 };
 
 /* The executor: section, experiment-level (variants cannot override it). */
@@ -46,7 +47,12 @@ struct exp_executor {
     char *workdir;           /* ssh: the remote folder processes run in, default "." (home) */
     char *sweep;             /* ssh: the sweep program there (builtin client), default "sweep" */
     char *engine;            /* ssh: fp4serve there (engine: bundled), default "fp4serve" */
-    struct strvec options;   /* ssh: extra arguments before the host, e.g. -o K=V, -F FILE */
+    struct strvec options;   /* ssh: extra arguments before the host, e.g. -o K=V, -F FILE;
+                                slurm: extra sbatch arguments */
+    char *partition;         /* slurm: sbatch --partition, NULL: the cluster's default */
+    char *gres;              /* slurm: sbatch --gres ("gpu:1"), NULL: none */
+    char *time;              /* slurm: sbatch --time ("01:00:00"), NULL: the partition's */
+    char *account;           /* slurm: sbatch --account, NULL: the user's default */
 };
 
 /* A key: value pair from a map such as server.flags or server.env. */

@@ -745,6 +745,11 @@ void plan_print(FILE *f, const struct plan *p)
                 "executor:   ssh to %s port %ld, in %s (the run folder above is there; logs "
                 "come back to the local one)\n",
                 exp->executor.host, exp->executor.port, exp->executor.workdir);
+    else if (exp->executor.kind == EXP_EXEC_SLURM)
+        fprintf(f,
+                "executor:   slurm, one job array task per variant with points to run "
+                "(partition %s; the run folder must be shared with the nodes)\n",
+                exp->executor.partition ? exp->executor.partition : "default");
     for (size_t vi = 0; vi < p->n_variants; vi++) {
         const struct plan_variant *pv = &p->variants[vi];
         const struct exp_server *s = &pv->v->server;

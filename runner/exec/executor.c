@@ -20,6 +20,19 @@ int exec_open(struct executor *ex, const struct experiment *exp, proc_stop_flag 
     memset(ex, 0, sizeof(*ex));
     ex->kind = exp->executor.kind;
     ex->where = "";
+    if (ex->kind == EXP_EXEC_SLURM) {
+        /* the submitter's own tools; the tasks run sweep itself */
+        static const char *const tools[] = {"sbatch", "squeue", "scancel", NULL};
+        for (size_t i = 0; tools[i]; i++) {
+            char *prog = proc_resolve_program(tools[i], err);
+            if (!prog) {
+                err_prefix(err, "executor: slurm");
+                return -1;
+            }
+            free(prog);
+        }
+        return 0;
+    }
     if (ex->kind != EXP_EXEC_SSH)
         return 0;
     ex->where = xasprintf(" on host '%s'", exp->executor.host);

@@ -156,7 +156,10 @@ static json_t *executor_object(const struct plan *p)
 {
     const struct exp_executor *e = &p->exp->executor;
     json_t *o = json_object();
-    json_object_set_new(o, "kind", json_string(e->kind == EXP_EXEC_SSH ? "ssh" : "local"));
+    json_object_set_new(o, "kind",
+                        json_string(e->kind == EXP_EXEC_SSH     ? "ssh"
+                                    : e->kind == EXP_EXEC_SLURM ? "slurm"
+                                                                : "local"));
     if (e->kind == EXP_EXEC_SSH) {
         json_object_set_new(o, "host", json_string(e->host));
         json_object_set_new(o, "port", json_integer(e->port));
@@ -250,6 +253,21 @@ void man_server_started(struct manifest *m, const struct plan *p, size_t vi, lon
     json_object_set_new(o, "url", json_string(p->variants[vi].url));
     json_object_set_new(o, "ready_s", ready_s >= 0 ? json_real(ready_s) : json_null());
     json_array_append_new(starts, o);
+}
+
+void man_slurm_job(struct manifest *m, const char *job, const char *const *variants, size_t n)
+{
+    json_t *e = json_object_get(m->session, "executor");
+    if (!e)
+        return;
+    json_object_set_new(e, "job", json_string(job));
+    json_t *tasks = json_object();
+    for (size_t i = 0; i < n; i++) {
+        char id[96];
+        snprintf(id, sizeof(id), "%s_%zu", job, i);
+        json_object_set_new(tasks, variants[i], json_string(id));
+    }
+    json_object_set_new(e, "tasks", tasks);
 }
 
 void man_finish(struct manifest *m, int exit_status, size_t n_ok, size_t n_failed, bool interrupted)

@@ -41,6 +41,10 @@ void man_release(struct manifest *m);
 void man_server_started(struct manifest *m, const struct plan *p, size_t vi, long pid,
                         double ready_s);
 
+/* Record a SLURM job array: its id, and variants[i] as task JOB_i (in the
+ * session's "executor" object). */
+void man_slurm_job(struct manifest *m, const char *job, const char *const *variants, size_t n);
+
 /* Record the end: wall time, exit status and the point counts. */
 void man_finish(struct manifest *m, int exit_status, size_t n_ok, size_t n_failed,
                 bool interrupted);

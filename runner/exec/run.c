@@ -31,6 +31,7 @@
 #include "store/results.h"
 #include "exec/cause.h"
 #include "exec/executor.h"
+#include "exec/slurm.h"
 #include "exec/gpu.h"
 #include "exec/ports.h"
 #include "exec/proc.h"
@@ -104,7 +105,7 @@ static char *default_run_dir(const struct experiment *exp)
  * written: model paths, programs, fixed ports. Returns 0 or -1 (err). */
 static int preflight(struct run_ctx *c, struct err *err)
 {
-    if (c->ex.kind != EXP_EXEC_LOCAL) /* the same checks, made on the remote host */
+    if (c->ex.kind == EXP_EXEC_SSH) /* the same checks, made on the remote host */
         return exec_preflight(&c->ex, &c->plan, err);
     for (size_t vi = 0; vi < c->plan.n_variants; vi++) {
         struct plan_variant *pv = &c->plan.variants[vi];
@@ -118,7 +119,8 @@ static int preflight(struct run_ctx *c, struct err *err)
             return -1;
         }
         free(prog);
-        if (s->port != 0 && port_in_use(s->host, s->port))
+        /* under slurm a fixed port is the node's, unknown here */
+        if (s->port != 0 && c->ex.kind == EXP_EXEC_LOCAL && port_in_use(s->host, s->port))
             return err_set(err, RN_ERR_ENV,
                            "variant '%s': port %ld in use on %s (server.port is fixed: stop "
                            "what listens there, or use port: auto)",
@@ -947,6 +949,10 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
     if (exp_load_file(o->exp_path, &c->exp, &err) != 0)
         goto fail;
     c->have_exp = true;
+    /* a task of the slurm executor runs its variant here, on its node */
+    const char *forced = getenv(SLURM_TASK_ENV);
+    if (forced && strcmp(forced, "local") == 0)
+        c->exp.executor.kind = EXP_EXEC_LOCAL;
     bool fresh_default = !o->out_dir && !o->resume_dir;
     if (o->resume_dir) {
         char *csv = path_join(o->resume_dir, "points.csv");
@@ -1016,7 +1022,27 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
                   c->n_skipped, c->plan.n_points, c->run_dir, n_run);
     prog_note(&c->prog, "sweep: run folder %s", c->run_dir);
 
-    for (size_t vi = 0; vi < c->plan.n_variants && !stopping(c) && !c->fatal; vi++)
+    if (c->ex.kind == EXP_EXEC_SLURM) {
+        struct slurm_run sr = {
+            .plan = &c->plan,
+            .run_dir = c->run_dir,
+            .self_exe = o->self_exe,
+            .table = &c->table,
+            .csv_path = c->csv_path,
+            .man = &c->man,
+            .manifest_path = c->manifest_path,
+            .prog = &c->prog,
+            .stop = c->stop,
+        };
+        if (slurm_run(&sr, &err) != 0 && err.code != RN_ERR_INTERRUPTED) {
+            log_error("%s", err.msg);
+            c->env_failure = true;
+        }
+        c->n_ok = sr.n_ok;
+        c->n_failed = sr.n_failed;
+    }
+    for (size_t vi = 0;
+         vi < c->plan.n_variants && c->ex.kind != EXP_EXEC_SLURM && !stopping(c) && !c->fatal; vi++)
         run_variant(c, vi, todo);
     server_stop(c);
     /* descendants that escaped a client's process group (setsid) came to us */
