@@ -9,7 +9,9 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +32,13 @@
 #define SHORT_CMD_MS    30000  /* a check, a forward, the preflight */
 #define FETCH_MS        300000 /* copying one point's records back */
 #define FETCH_MAX_BYTES ((size_t)1 << 30)
-#define REMOTE_SLACK_S  5.0 /* after the remote grace period, for the wrapper to finish */
-#define CTL_MAX                                                                                    \
-    86 /* bytes in the control path: sun_path is 104..108, and ssh                                 \
-          adds ".XXXXXXXXXXXXXXXX" while it creates the socket */
+#define REMOTE_SLACK_S  5.0    /* after the remote grace period, for the wrapper to finish */
+#define HB_EVERY_MS     2000.0 /* a heartbeat byte to each remote wrapper this often ... */
+#define HB_TIMEOUT_S    15     /* ... which stops its program after this long without one */
+#define HB_MAX          16     /* wrappers at once (a server and a client in practice) */
+/* bytes in the control path: sun_path is 104..108, and ssh adds
+ * ".XXXXXXXXXXXXXXXX" while it creates the socket */
+#define CTL_MAX 86
 
 /*
  * The remote wrapper of a server or client. $1 work folder, $2 grace in
@@ -41,18 +46,23 @@
  * environment script that comes first on stdin (`export 'NAME=value'`
  * lines, each word from shq_word: values such as tokens never appear in a
  * command line that `ps` shows, here or there), then the argv. dd with
- * bs=1 reads exactly that much and no byte more. fd 3 keeps the ssh channel's stdin:
+ * bs=1 reads exactly that much and no byte more. $5 the heartbeat timeout
+ * in seconds (0: none). fd 3 keeps the ssh channel's stdin:
  * the watcher reads it until end of file (sweep closed its end, the local
  * ssh died or the connection dropped) and then stops the program's group.
  * The program runs under setsid, so its pid is its process group id, and
- * gets neither fd 3 nor stdin. When it ends by itself, what is left of its
+ * gets neither fd 3 nor stdin. With a heartbeat the watcher also stops it
+ * when no byte came for that long: a link that died without closing (a
+ * cable, a suspended laptop) gives no end of file until TCP gives up,
+ * hours later, and the GPU server must not run on that long. When it
+ * ends by itself, what is left of its
  * group goes too, and the wrapper exits with its status. `kill -- -PGID`
  * is not for dash: a negative pid follows the signal directly. A stop that
  * comes before setsid made the group signals the pid alone.
  */
 static const char run_script[] =
-    "wd=$1 grace=$2 dir=$3 envlen=$4\n"
-    "shift 4\n"
+    "wd=$1 grace=$2 dir=$3 envlen=$4 hb=$5\n"
+    "shift 5\n"
     "exec 3<&0 </dev/null\n"
     "if [ \"$envlen\" -gt 0 ]; then\n"
     "  e=$(dd bs=1 count=\"$envlen\" <&3 2>/dev/null) || exit 125\n"
@@ -72,7 +82,12 @@ static const char run_script[] =
     "  kill -KILL \"$g\" 2>/dev/null\n"
     "  return 0\n"
     "}\n"
-    "{ while read -r _; do :; done <&3; reap; } >/dev/null 2>&1 &\n"
+    "if [ \"$hb\" -gt 0 ]; then\n"
+    "  { while b=$(timeout \"$hb\" dd bs=1 count=1 <&3 2>/dev/null) && [ -n \"$b\" ]; do :; done\n"
+    "    reap; } >/dev/null 2>&1 &\n"
+    "else\n"
+    "  { while read -r _; do :; done <&3; reap; } >/dev/null 2>&1 &\n"
+    "fi\n"
     "w=$!\n"
     "exec 3<&-\n"
     "wait \"$p\"\n"
@@ -92,8 +107,10 @@ static const char cmd_script[] = "cd -- \"$1\" || exit 125\nshift\nexec \"$@\"\n
  * (m: model path, p: program), the label for messages and the path.
  */
 static const char check_script[] =
-    "command -v setsid >/dev/null 2>&1 ||\n"
-    "  printf '%s\\t%s\\n' remote \"program 'setsid' (util-linux): not found in PATH\"\n"
+    "for t in setsid timeout dd; do\n"
+    "  command -v \"$t\" >/dev/null 2>&1 ||\n"
+    "    printf '%s\\t%s\\n' remote \"program '$t' (util-linux, coreutils): not found in PATH\"\n"
+    "done\n"
     "while [ \"$#\" -ge 3 ]; do\n"
     "  k=$1 v=$2 f=$3\n"
     "  shift 3\n"
@@ -120,7 +137,77 @@ struct ssh_conn {
     char *fwd;          /* owned: the forward in place ("127.0.0.1:LP:HOST:PORT"), or NULL */
     char *fwd_to;       /* owned: its target "HOST PORT" */
     long fwd_port;      /* its local port */
+    /* the heartbeat thread: one byte every HB_EVERY_MS into each running
+     * wrapper's stdin (hb_fd: our dups of the procs' stdin_w, hb_of: those) */
+    pthread_t hb_thread;
+    bool hb_started;
+    bool hb_quit;
+    pthread_mutex_t hb_mu;
+    pthread_cond_t hb_cv;
+    int hb_fd[HB_MAX];
+    int hb_of[HB_MAX];
+    size_t hb_n;
 };
+
+/* ---- heartbeat ---- */
+
+static void *hb_main(void *arg)
+{
+    struct ssh_conn *s = arg;
+    pthread_mutex_lock(&s->hb_mu);
+    while (!s->hb_quit) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        long long ns = until.tv_nsec + (long long)(HB_EVERY_MS * 1e6);
+        until.tv_sec += (time_t)(ns / 1000000000LL);
+        until.tv_nsec = (long)(ns % 1000000000LL);
+        pthread_cond_timedwait(&s->hb_cv, &s->hb_mu, &until);
+        /* non-blocking: a full pipe (ssh stuck) or a gone reader changes nothing */
+        for (size_t i = 0; i < s->hb_n && !s->hb_quit; i++) {
+            ssize_t w = write(s->hb_fd[i], ".", 1);
+            (void)w;
+        }
+    }
+    pthread_mutex_unlock(&s->hb_mu);
+    return NULL;
+}
+
+/* Start sending heartbeats to the wrapper whose stdin is fd (a dup of it
+ * is kept, so the thread never writes to a number reused for a file). */
+static void hb_add(struct ssh_conn *s, int fd)
+{
+    int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (dup_fd < 0)
+        return;
+    fcntl(dup_fd, F_SETFL, fcntl(dup_fd, F_GETFL) | O_NONBLOCK);
+    pthread_mutex_lock(&s->hb_mu);
+    if (s->hb_n < HB_MAX) {
+        s->hb_fd[s->hb_n] = dup_fd;
+        s->hb_of[s->hb_n++] = fd;
+        dup_fd = -1;
+    }
+    pthread_mutex_unlock(&s->hb_mu);
+    if (dup_fd >= 0) {
+        log_warn("more than %d remote programs at once: one gets no heartbeat", HB_MAX);
+        close(dup_fd);
+    }
+}
+
+/* Stop the heartbeats for fd and close our dup: from now on, closing fd
+ * is end of file for the wrapper. */
+static void hb_remove(struct ssh_conn *s, int fd)
+{
+    pthread_mutex_lock(&s->hb_mu);
+    for (size_t i = 0; i < s->hb_n; i++)
+        if (s->hb_of[i] == fd) {
+            close(s->hb_fd[i]);
+            s->hb_fd[i] = s->hb_fd[s->hb_n - 1];
+            s->hb_of[i] = s->hb_of[s->hb_n - 1];
+            s->hb_n--;
+            break;
+        }
+    pthread_mutex_unlock(&s->hb_mu);
+}
 
 /* ---- argv and the remote command line ---- */
 
@@ -187,8 +274,8 @@ static int remote_line(const char *script, const char *name, const struct strvec
 }
 
 int ssh_run_line(const char *workdir, double grace_s, const char *remote_dir,
-                 const struct strvec *env_add, const struct strvec *argv, struct buf *out,
-                 struct buf *env_out, struct err *err)
+                 const struct strvec *env_add, const struct strvec *argv, long heartbeat_s,
+                 struct buf *out, struct buf *env_out, struct err *err)
 {
     buf_init(out, SSH_REMOTE_MAX); /* both released by the caller whatever happens */
     buf_init(env_out, SSH_ENV_MAX);
@@ -216,6 +303,7 @@ int ssh_run_line(const char *workdir, double grace_s, const char *remote_dir,
     strvec_pushf(&params, "%ld", (long)ceil(grace_s > 0 ? grace_s : 0));
     strvec_push(&params, remote_dir ? remote_dir : "");
     strvec_pushf(&params, "%zu", env_out->len);
+    strvec_pushf(&params, "%ld", heartbeat_s > 0 ? heartbeat_s : 0);
     strvec_extend(&params, argv);
     rc = remote_line(run_script, "sweep-remote", &params, out, err);
 out:
@@ -380,10 +468,16 @@ struct ssh_conn *ssh_open(const struct exp_executor *cfg, proc_stop_flag *stop, 
     s->ctl = path_join(dir, "c");
     s->log = path_join(dir, "master.log");
     proc_init(&s->master);
+    pthread_mutex_init(&s->hb_mu, NULL);
+    pthread_cond_init(&s->hb_cv, NULL);
     if (connect_master(s, err) != 0) {
         ssh_close(s);
         return NULL;
     }
+    if (pthread_create(&s->hb_thread, NULL, hb_main, s) == 0)
+        s->hb_started = true;
+    else
+        log_warn("no heartbeat thread: a remote program outlives a silently dead link");
     return s;
 }
 
@@ -391,6 +485,17 @@ void ssh_close(struct ssh_conn *s)
 {
     if (!s)
         return;
+    if (s->hb_started) {
+        pthread_mutex_lock(&s->hb_mu);
+        s->hb_quit = true;
+        pthread_cond_signal(&s->hb_cv);
+        pthread_mutex_unlock(&s->hb_mu);
+        pthread_join(s->hb_thread, NULL);
+    }
+    for (size_t i = 0; i < s->hb_n; i++)
+        close(s->hb_fd[i]);
+    pthread_cond_destroy(&s->hb_cv);
+    pthread_mutex_destroy(&s->hb_mu);
     /* the master's end closes every channel: a wrapper still running
      * remotely sees end of file and stops its program */
     if (s->master.pid)
@@ -514,7 +619,8 @@ int ssh_spawn(struct ssh_conn *s, struct proc *p, const struct strvec *argv,
     if (ensure_master(s, err) != 0)
         return -1;
     struct buf line, env;
-    if (ssh_run_line(s->cfg->workdir, grace_s, remote_dir, env_add, argv, &line, &env, err) != 0) {
+    if (ssh_run_line(s->cfg->workdir, grace_s, remote_dir, env_add, argv, HB_TIMEOUT_S, &line, &env,
+                     err) != 0) {
         buf_release(&line);
         buf_release(&env);
         return -1;
@@ -532,6 +638,8 @@ int ssh_spawn(struct ssh_conn *s, struct proc *p, const struct strvec *argv,
     /* a failed write (ssh already gone) shows as the start failing */
     if (rc == 0 && env.len && write_all(p->stdin_w, env.data, env.len) != 0)
         log_warn("cannot pass the environment to the remote side: %s", strerror(errno));
+    if (rc == 0) /* after the environment: no byte may come before it */
+        hb_add(s, p->stdin_w);
     buf_release(&env);
     return rc;
 }
@@ -539,7 +647,8 @@ int ssh_spawn(struct ssh_conn *s, struct proc *p, const struct strvec *argv,
 int ssh_stop(struct ssh_conn *s, struct proc *p, double grace_s, const proc_stop_flag *stop,
              struct proc_stop_info *info)
 {
-    (void)s;
+    if (p->stdin_w >= 0)
+        hb_remove(s, p->stdin_w);
     if (p->pid && p->stdin_w >= 0) {
         /* end of file for the remote watcher: SIGTERM to the group there,
          * SIGKILL after grace_s, and the wrapper (so our ssh) exits once the

@@ -49,10 +49,13 @@ int ssh_fetch(struct ssh_conn *s, const char *remote_path, const char *local_pat
 
 /*
  * The remote command line that runs argv under the wrapper: "exec /bin/sh
- * -c SCRIPT sweep-remote WORKDIR GRACE DIR ENVLEN ARGV..." with every word
+ * -c SCRIPT sweep-remote WORKDIR GRACE DIR ENVLEN HEARTBEAT ARGV..." with
+ * every word
  * through shq_word (shquote.h), into out; and into env_out the ENVLEN
  * bytes the wrapper reads from its stdin first: one "export 'NAME=value'"
- * line per env_add entry (so values stay out of any command line). Both
+ * line per env_add entry (so values stay out of any command line). With
+ * heartbeat_s > 0 the wrapper also stops the program when no byte came on
+ * its stdin for that long (ssh_spawn's thread sends one every 2 s). Both
  * buffers are initialised here and released by the caller. Exposed for
  * the unit tests. Returns 0, or -1 when the line would pass SSH_REMOTE_MAX
  * or the environment SSH_ENV_MAX bytes (err set, RN_ERR_ENV) or an env
@@ -61,7 +64,7 @@ int ssh_fetch(struct ssh_conn *s, const char *remote_path, const char *local_pat
 #define SSH_REMOTE_MAX ((size_t)100 << 10) /* bytes; one argv string may hold 128 KiB */
 #define SSH_ENV_MAX    ((size_t)8 << 20)   /* bytes of the environment script */
 int ssh_run_line(const char *workdir, double grace_s, const char *remote_dir,
-                 const struct strvec *env_add, const struct strvec *argv, struct buf *out,
-                 struct buf *env_out, struct err *err);
+                 const struct strvec *env_add, const struct strvec *argv, long heartbeat_s,
+                 struct buf *out, struct buf *env_out, struct err *err);
 
 #endif

@@ -193,6 +193,36 @@ check_eq "master killed: the point failed (exit 1)" "$?" 1
 check_eq "master killed: its row is failed" "$(col krun status)" failed
 check_eq "master killed: no fakeserver, wrapper or ssh left" "$(procs_with "$T_TMP/pid.")" 0
 
+# ---- a link that dies silently (the master frozen: no end of file, no
+# bytes): the heartbeat timeout stops the remote server all the same ----
+rm -f pid.k
+"$SWEEP" run k.yaml --out frozen >zout.txt 2>zerr.txt &
+sweep_pid=$!
+track_pid $sweep_pid
+wait_file pid.k 30
+wait_file frozen/default/c1-n400.log 30
+sleep 0.5
+fpid=$(cat pid.k 2>/dev/null)
+master=""
+for f in /proc/[0-9]*/cmdline; do
+    line=$( (tr '\0' ' ' <"$f") 2>/dev/null) || continue
+    case "$line" in *ControlMaster=yes*"$T_TMP/ssh_config"*) master=${f#/proc/} master=${master%/cmdline} ;; esac
+done
+kill -STOP "$master"
+gone=no
+for _ in $(seq 300); do
+    if ! kill -0 "$fpid" 2>/dev/null; then
+        gone=yes
+        break
+    fi
+    sleep 0.1
+done
+check_eq "frozen link: the remote fakeserver is gone within the heartbeat timeout" "$gone" yes
+kill -KILL "$master"
+wait $sweep_pid
+check_eq "frozen link: the point failed (exit 1)" "$?" 1
+check_eq "frozen link: no fakeserver, wrapper or ssh left" "$(procs_with "$T_TMP/pid.")" 0
+
 # ---- Ctrl-C mid-point: exit 130, the remote server and client stopped ----
 rm -f pid.k
 "$SWEEP" run k.yaml --out irun >iout.txt 2>ierr.txt &

@@ -27,6 +27,8 @@
 /* Run the wrapper line for argv (env, dir) as `sh -c LINE` with a held
  * stdin; when stop_after_ms >= 0 close stdin then. Returns the exit status
  * (-1 if it did not end within 20 s) and the output in *out (caller frees). */
+static long heartbeat_s; /* run_wrapped's heartbeat timeout (0: none) */
+
 static int run_wrapped(const char *workdir, double grace_s, const char *dir,
                        const struct strvec *env, const struct strvec *argv, double stop_after_ms,
                        char **out)
@@ -35,7 +37,7 @@ static int run_wrapped(const char *workdir, double grace_s, const char *dir,
     struct err err;
     err_init(&err);
     *out = xstrdup("");
-    if (ssh_run_line(workdir, grace_s, dir, env, argv, &line, &envs, &err) != 0) {
+    if (ssh_run_line(workdir, grace_s, dir, env, argv, heartbeat_s, &line, &envs, &err) != 0) {
         buf_release(&line);
         buf_release(&envs);
         return -2;
@@ -142,7 +144,7 @@ TEST(environment_values_stay_out_of_the_command_line)
     struct buf line, envs;
     struct err err;
     err_init(&err);
-    CHECK_INT(ssh_run_line("/", 1, NULL, &env, &argv, &line, &envs, &err), 0);
+    CHECK_INT(ssh_run_line("/", 1, NULL, &env, &argv, 0, &line, &envs, &err), 0);
     CHECK(strstr(line.data, "hf_s3cr3t") == NULL);
     CHECK_STR(envs.data, "export 'HF_TOKEN=hf_s3cr3t'\n");
     buf_release(&line);
@@ -213,6 +215,26 @@ TEST(sigterm_ignored_means_sigkill_after_grace)
     strvec_release(&argv);
 }
 
+TEST(no_heartbeat_stops_the_group_though_stdin_stays_open)
+{
+    /* a link that died silently: the channel stays open, no byte comes */
+    struct strvec argv;
+    strvec_init(&argv);
+    strvec_push(&argv, "sh");
+    strvec_push(&argv, "-c");
+    strvec_push(&argv, "sleep 100 & echo $$ $!; wait");
+    char *out;
+    heartbeat_s = 1;
+    double t0 = clock_ms();
+    int st = run_wrapped("/", 1, NULL, NULL, &argv, -1, &out);
+    heartbeat_s = 0;
+    CHECK_MSG(st != -1, "the wrapper kept running without heartbeats");
+    CHECK_MSG(clock_ms() - t0 >= 900, "it stopped before the heartbeat timeout");
+    CHECK_MSG(gone_after(out, 2000), "leader or worker still runs: '%s'", out);
+    free(out);
+    strvec_release(&argv);
+}
+
 TEST(stop_at_once_still_stops)
 {
     struct strvec argv;
@@ -236,7 +258,7 @@ TEST(bad_environment_entry_and_length_are_refused)
     struct buf line, envs;
     struct err err;
     err_init(&err);
-    CHECK_INT(ssh_run_line("/", 1, NULL, &env, &argv, &line, &envs, &err), -1);
+    CHECK_INT(ssh_run_line("/", 1, NULL, &env, &argv, 0, &line, &envs, &err), -1);
     CHECK_INT(err.code, RN_ERR_USAGE);
     buf_release(&line);
     buf_release(&envs);
@@ -246,7 +268,7 @@ TEST(bad_environment_entry_and_length_are_refused)
     strvec_push(&argv, big);
     free(big);
     err_init(&err);
-    CHECK_INT(ssh_run_line("/", 1, NULL, NULL, &argv, &line, &envs, &err), -1);
+    CHECK_INT(ssh_run_line("/", 1, NULL, NULL, &argv, 0, &line, &envs, &err), -1);
     CHECK_INT(err.code, RN_ERR_ENV);
     CHECK(strstr(err.msg, "KiB") != NULL);
     buf_release(&line);
