@@ -4,7 +4,9 @@
  * runs them on a remote host through the system ssh (exec/ssh.c) while the
  * run loop, the logs and the results stay here. run.c calls these instead
  * of proc_spawn/proc_stop for the server and the clients, so the run loop
- * is the same for both.
+ * is the same for both. slurm does not go through here past exec_open
+ * (which checks sbatch, squeue and scancel): run.c hands the whole run to
+ * exec/slurm.c, whose tasks run locally on their nodes.
  */
 #ifndef RUNNER_EXECUTOR_H
 #define RUNNER_EXECUTOR_H

@@ -60,7 +60,7 @@ struct run_ctx {
     struct res_table table;
     struct manifest man;
     ext_set **ext;      /* per variant, compiled on first use */
-    struct executor ex; /* where servers and clients run (local, ssh) */
+    struct executor ex; /* where servers and clients run (local, ssh; slurm: the tasks) */
     struct proc server; /* the running server, if server.pid */
     size_t server_vi;   /* its variant */
     long server_starts; /* servers started this session (restarts included) */

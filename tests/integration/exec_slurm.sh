@@ -127,6 +127,15 @@ check_eq "sweep status: exit 0" "$?" 0
 check "sweep status: each variant's task and its end state" \
     sh -c "grep -q 'a .*${job}_0  *COMPLETED' status.txt && grep -q 'b .*${job}_1  *COMPLETED' status.txt"
 check_eq "array run: squeue is empty" "$(squeue -h | wc -l)" 0
+"$SWEEP" plot run --no-preview >plot.txt 2>&1
+check_eq "array run: sweep plot rebuilds it from the merged logs" "$?" 0
+check_eq "array run: sweep plot keeps the 4 rows" "$(rows run)" 4
+
+# a partition the cluster does not have: sbatch's refusal is exit 3
+sed 's/partition: sweeptest/partition: nosuchpartition/' s.yaml >bad.yaml
+"$SWEEP" run bad.yaml --out badrun >bout.txt 2>berr.txt
+check_eq "sbatch refuses: exit 3" "$?" 3
+check "sbatch refuses: its message is shown" grep -q "sbatch refused the job array.*partition" berr.txt
 
 # ---- scancel of one task mid-run: its variant fails naming the state ----
 make_experiment fakeserver c.yaml NAME=slurmt PIDFILE="$T_TMP/pid.\${variant}" STEP_A=3 PREFILL=1 \
