@@ -30,6 +30,7 @@
 #include "analysis/report.h"
 #include "store/results.h"
 #include "exec/cause.h"
+#include "exec/cgroup.h"
 #include "exec/gpu.h"
 #include "exec/ports.h"
 #include "exec/proc.h"
@@ -75,6 +76,7 @@ struct run_ctx {
     bool start_stale; /* the last server_start failed on one of them */
     char *nvsmi;      /* owned: nvidia-smi's path, NULL without it */
     bool nvsmi_looked;
+    struct cg_base cg; /* a cgroup per server and client (cg_open); zeroed: none */
 };
 
 /* Ctrl-C (or SIGTERM/SIGHUP) arrived: finish the current step, start none. */
@@ -306,6 +308,18 @@ static int stale_wait(struct run_ctx *c, struct err *err)
     return 0;
 }
 
+/* A cgroup for the next child (role "server" or "client"), or NULL; the
+ * first mkdir that fails is said once and process groups carry on. */
+static char *new_cgroup(struct run_ctx *c, const char *role)
+{
+    char *why;
+    char *dir = cg_create(&c->cg, role, &why);
+    if (why)
+        prog_note(&c->prog, "sweep: %s; using process groups only", why);
+    free(why);
+    return dir;
+}
+
 /* Write one line to server.log before a start, so restarts are visible. */
 static void mark_server_log(const char *log, const struct plan_variant *pv, long start_no)
 {
@@ -364,6 +378,7 @@ static int server_start(struct run_ctx *c, size_t vi, struct err *err)
     c->server_starts++;
     mark_server_log(log, pv, c->server_starts);
     proc_init(&c->server);
+    c->server.cg_dir = new_cgroup(c, "server");
     c->server_vi = vi;
     int rc = -1;
     char *url = NULL;
@@ -523,6 +538,7 @@ static const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row
     err_init(&err);
     struct proc client;
     proc_init(&client);
+    client.cg_dir = new_cgroup(c, "client");
     double t0 = clock_ms();
     if (proc_spawn(&client, &pp->client_argv, NULL, log, &err) != 0) {
         buf_printf(&cause, "client did not start: %s", err.msg);
@@ -882,6 +898,7 @@ static void ctx_release(struct run_ctx *c)
             ext_free(c->ext[i]);
     free(c->ext);
     free(c->nvsmi);
+    cg_close(&c->cg);
     free(c->attempted);
     free(c->took_s);
     if (c->have_manifest)
@@ -946,6 +963,12 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
         plan_print(stdout, &c->plan);
         goto out;
     }
+    /* Before preflight: a leftover of a killed sweep may hold the port. */
+    if (cg_open(&c->cg, NULL, NULL) != 0)
+        log_warn("cgroup v2 not usable (%s); processes that leave their group (setsid) may "
+                 "outlive a SIGKILLed sweep",
+                 c->cg.why);
+    cg_clean_leftovers(&c->cg);
     if (preflight(c, &err) != 0)
         goto fail;
     if (o->resume_dir && path_exists(c->csv_path) &&
