@@ -269,6 +269,21 @@ size_t cg_pids(const char *dir, pid_t *out, size_t max)
     return n;
 }
 
+bool cg_has_pid(const char *dir, pid_t pid)
+{
+    char *path = path_join(dir, "cgroup.procs");
+    FILE *f = fopen(path, "re");
+    free(path);
+    if (!f)
+        return false;
+    long got;
+    bool found = false;
+    while (!found && fscanf(f, "%ld", &got) == 1)
+        found = got == (long)pid;
+    fclose(f);
+    return found;
+}
+
 size_t cg_signal(const char *dir, int sig)
 {
     pid_t pids[PIDS_MAX];

@@ -53,6 +53,9 @@ char *cg_create(struct cg_base *b, const char *role, char **why);
  * kernel), at most max of them. Returns how many; 0 if unreadable. */
 size_t cg_pids(const char *dir, pid_t *out, size_t max);
 
+/* True when pid is in cgroup dir itself (its cgroup.procs lists it). */
+bool cg_has_pid(const char *dir, pid_t pid);
+
 /* Send sig to every process in cgroup dir. Returns how many were sent. */
 size_t cg_signal(const char *dir, int sig);
 

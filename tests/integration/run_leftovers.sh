@@ -6,7 +6,9 @@
 # the subreaper dies with sweep); the next `sweep run` names them (pid,
 # command line, the log in the old run folder), kills them and removes the
 # dead sweep's cgroups. Skipped, with the reason, when no writable cgroup2
-# hierarchy holds this shell's cgroup.
+# hierarchy holds this shell's cgroup. Also: SIGINT leaves no helper and no
+# cgroup; a leftover that holds a fixed port is gone before the next run's
+# preflight checks the port.
 . tests/lib.sh
 cd "$T_TMP" || exit 1
 
@@ -106,6 +108,64 @@ check_eq "next run: no helper of the killed sweep left" \
     "$(procs_with "$T_TMP/server-helper 1000")$(procs_with "$T_TMP/client-helper 1001")" 00
 check "next run: the dead sweep's cgroups are gone" sh -c "! ls -d '$cgdir'/sweep-$sp-* 2>/dev/null"
 check_eq "next run: no helper of its own left" "$(procs_with "$T_TMP/server-helper")" 0
+
+# --- SIGINT: the helpers go with their point and server, the cgroups too ---
+write_exp e.yaml 2000 '["1:4"]'
+"$SWEEP" run e.yaml --out rune >oute.txt 2>erre.txt &
+sp=$!
+track_pid $sp
+n=0
+while [ "$(procs_with "$T_TMP/client-helper 1001")" = 0 ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n + 1)); done
+check_eq "SIGINT: both helpers run" \
+    "$(procs_with "$T_TMP/server-helper 1000")$(procs_with "$T_TMP/client-helper 1001")" 11
+kill -INT $sp
+wait $sp
+check_eq "SIGINT: exit status 130" "$?" 130
+check_eq "SIGINT: no helper left" \
+    "$(procs_with "$T_TMP/server-helper")$(procs_with "$T_TMP/client-helper")" 00
+check "SIGINT: its cgroups were removed" sh -c "! ls -d '$cgdir'/sweep-$sp-* 2>/dev/null"
+
+# --- a leftover that holds a fixed port: the server's wrapper starts the
+# --- real server with setsid; after kill -9 it keeps the port. The next run
+# --- kills it before its preflight, which would refuse the port otherwise ---
+port=$(free_port)
+write_port_exp() { # OUTPUT_LEN
+    cat >d.yaml <<EOF
+name: leftport
+server:
+  engine: command
+  command: [sh, -c, 'setsid "\$0" "\$@" & exec sleep 1000', "$FAKESERVER", --port, "\${port}", --pid-file, "$T_TMP/d.yaml.pid"]
+  port: $port
+  ready: {path: /health, timeout_s: 30}
+bench:
+  tool: command
+  command: ["$MINICLIENT", --url, "\${url}", -c, "\${concurrency}", -n, "\${prompts}", --input-len, "\${input_len}", --output-len, "\${output_len}"]
+  input_len: 8
+  output_len: $1
+  warmup: 0
+  grid: ["1:1"]
+EOF
+}
+write_port_exp 2000
+"$SWEEP" run d.yaml --out rund1 >outd1.txt 2>errd1.txt &
+sp=$!
+track_pid $sp
+wait_file rund1/default/c1-n1.log 60 || fail "port: the point never started"
+kill -KILL $sp
+wait $sp 2>/dev/null
+check_eq "port: after kill -9 the setsid'd server still runs" "$(procs_with "$T_TMP/d.yaml.pid")" 1
+check "port: and still listens on $port" curl -fs -o /dev/null "http://127.0.0.1:$port/health"
+write_port_exp 16
+"$SWEEP" run d.yaml --out rund2 >outd2.txt 2>errd2.txt
+rc=$?
+cat errd2.txt
+check_eq "port: the next run is not refused (exit status 0)" "$rc" 0
+check "port: it named the old server" grep -qF "(output to $T_TMP/rund1/default/server.log)" errd2.txt
+check "port: no 'port in use'" sh -c "! grep -q 'in use' errd2.txt"
+check "port: the setsid'd server is known as ours (its cgroup), not 'another server'" \
+    sh -c "! grep -q 'not in the process group' errd2.txt"
+check_eq "port: no server left" "$(procs_with "$T_TMP/d.yaml.pid")" 0
+
 # a failing run may leave helpers: kill them by pid, as the fixed sweep would
-for p in $(pgrep -f "^$T_TMP/(server|client)-helper "); do kill -KILL "$p"; done
+for p in $(pgrep -f "^$T_TMP/(server|client)-helper |$T_TMP/d.yaml.pid"); do kill -KILL "$p"; done
 finish

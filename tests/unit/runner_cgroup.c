@@ -380,4 +380,54 @@ TEST(spawn_without_a_usable_cgroup_falls_back)
     free(log);
 }
 
+TEST(kill_without_cgroup_kill_signals_each_pid)
+{
+    /* before Linux 5.14 there is no cgroup.kill: each listed pid gets
+     * SIGKILL (a plain folder stands in for the cgroup) */
+    pid_t child = fork();
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    char text[32];
+    snprintf(text, sizeof(text), "%ld\n", (long)child);
+    free(tmp_file("cgroup.procs", text));
+    CHECK(cg_has_pid(tmpdir, child));
+    CHECK(!cg_has_pid(tmpdir, child + 1));
+    cg_kill(tmpdir);
+    int st = 0;
+    CHECK(waitpid(child, &st, 0) == child && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    char *procs = path_join(tmpdir, "cgroup.procs");
+    unlink(procs);
+    free(procs);
+}
+
+TEST(failed_spawn_removes_its_cgroup)
+{
+    /* a program that does not exist: nothing starts, and the cgroup made
+     * for it does not stay behind */
+    struct cg_base b;
+    if (!real_base(&b, "failed_spawn_removes_its_cgroup"))
+        return;
+    struct strvec argv;
+    strvec_init(&argv);
+    strvec_push(&argv, "/nonexistent/server");
+    char *log = tmp_file("nostart.log", "");
+    struct proc p;
+    struct err e;
+    err_init(&e);
+    proc_init(&p);
+    p.cg_dir = cg_create(&b, "server", NULL);
+    char *dir = xstrdup(p.cg_dir ? p.cg_dir : "");
+    CHECK(access(dir, F_OK) == 0);
+    CHECK_INT(proc_spawn(&p, &argv, NULL, log, &e), -1);
+    CHECK_MSG(access(dir, F_OK) != 0, "%s stayed", dir);
+    CHECK(p.cg_dir == NULL);
+    proc_release(&p);
+    strvec_release(&argv);
+    free(log);
+    free(dir);
+    cg_close(&b);
+}
+
 TEST_MAIN()
