@@ -426,10 +426,12 @@ static bool all_gone(const struct proc *p)
     return group_gone(p->pid) && (!p->cg_dir || cg_populated(p->cg_dir) != 1);
 }
 
-/* Send sig to the group and to every member of the cgroup. */
+/* Send sig to the group and to every member of the cgroup. A group that
+ * is gone is not signalled: its id might name someone else's group now. */
 static void signal_all(const struct proc *p, int sig)
 {
-    killpg(p->pid, sig);
+    if (!group_gone(p->pid))
+        killpg(p->pid, sig);
     if (p->cg_dir) {
         if (sig == SIGKILL)
             cg_kill(p->cg_dir);
