@@ -327,7 +327,9 @@ TEST(leftovers_of_a_dead_sweep_are_killed_live_ones_kept)
     pid_t s_reused = sleeper_in(reused, "321");
     pid_t s_live = live ? sleeper_in(live, "322") : 0;
     pid_t s_other = sleeper_in(other, "323");
-    CHECK_INT(cg_clean_leftovers(&b), 2);
+    /* 2 here; more if an earlier run of a test died and left its own */
+    size_t killed = cg_clean_leftovers(&b);
+    CHECK_MSG(killed >= 2, "%zu processes killed, want 2", killed);
     /* the killed ones are our children here: reap them to see them gone */
     int st;
     CHECK(waitpid(s_gone, &st, 0) == s_gone && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
