@@ -114,9 +114,16 @@ int cmd_check(int argc, char **argv)
     } else if (rc != 0) {
         fprintf(stderr, "sweep check: %s\n", err.msg);
         rc = RN_ERR_USAGE;
+    } else if (a.schema && (pos.n || a.only.n || a.from)) {
+        fprintf(stderr, "sweep check: --schema takes no experiment file, --only or --from "
+                        "(see --help)\n");
+        rc = RN_ERR_USAGE;
     } else if (a.schema) {
         exp_print_schema(stdout);
         rc = RN_OK;
+    } else if (a.from && !*a.from) {
+        fprintf(stderr, "sweep check: option '--from' must not be empty\n");
+        rc = RN_ERR_USAGE;
     } else if (pos.n != 1) {
         fprintf(stderr, "sweep check: want one experiment file, got %zu (see --help)\n", pos.n);
         rc = RN_ERR_USAGE;
