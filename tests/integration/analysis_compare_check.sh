@@ -47,4 +47,38 @@ check "a total is printed" grep -Eq '^  total +[0-9.]+ s' "$T_TMP/check.out"
 "$SWEEP" check "$T_TMP/exp.yaml" --from "$T_TMP/nowhere" >/dev/null 2>"$T_TMP/check.err"
 check_eq "check --from a folder without points.csv: exit 3" "$?" 3
 check "names the folder" grep -q "nowhere: no points.csv there" "$T_TMP/check.err"
+
+# a run whose step time falls with concurrency: the formula reads "a - b·N"
+# (never "+ -"), the slope is flagged, and a point where the line is below
+# zero is "?" (not "0.0 s"), left out of a total printed as a lower bound
+csv_head=variant,concurrency,prompts,repeat,status,key,cause,log,started,wall_s,median_tpot_ms,median_ttft_ms
+mkdir -p "$T_TMP/falling" "$T_TMP/allfailed"
+{
+    echo "$csv_head"
+    echo "default,1,8,1,ok,,,default/c1-n8.log,,,50,100"
+    echo "default,8,24,1,ok,,,default/c8-n24.log,,,40,90"
+    echo "default,16,48,1,ok,,,default/c16-n48.log,,,30,80"
+} >"$T_TMP/falling/points.csv"
+"$SWEEP" check "$T_TMP/exp.yaml" --from "$T_TMP/falling" >"$T_TMP/fall.out" 2>&1
+check_eq "check --from a falling fit exits 0" "$?" 0
+sed -n '/time estimate/,$p' "$T_TMP/fall.out"
+check "the formula reads 51.1 - 1.33·N" grep -q 'step = 51.1 - 1.33·N ms, TTFT = 101.1 - 1.33·N ms' "$T_TMP/fall.out"
+check "no '+ -' anywhere" sh -c "! grep -q '+ -' '$T_TMP/fall.out'"
+check "the falling slope is flagged" grep -q "the step time falls as concurrency rises" "$T_TMP/fall.out"
+check "C=64 (line below zero) is '?', not 0.0 s" grep -Eq '^  default +c64-n96.log +\? +\(the fit predicts a step time <= 0 at C=64\)' "$T_TMP/fall.out"
+check "no point is estimated at 0.0 s" sh -c "! grep -q ' 0.0 s' '$T_TMP/fall.out'"
+check "the total is a lower bound" grep -Eq '^  total +>= +[0-9.]+ s .*1 point\(s\) not estimated' "$T_TMP/fall.out"
+
+# no ok point: said in words, exit 3 like a folder without points.csv, and
+# no half-printed estimate
+{
+    echo "$csv_head"
+    echo "default,1,8,1,failed,,server died,default/c1-n8.log,,,,"
+    echo "default,8,24,1,failed,,server died,default/c8-n24.log,,,,"
+} >"$T_TMP/allfailed/points.csv"
+"$SWEEP" check "$T_TMP/exp.yaml" --from "$T_TMP/allfailed" >"$T_TMP/nook.out" 2>"$T_TMP/nook.err"
+check_eq "check --from a run without ok points: exit 3" "$?" 3
+cat "$T_TMP/nook.err"
+check "says there is no ok point" grep -q "allfailed: no ok point in points.csv (2 rows), so there is no time estimate" "$T_TMP/nook.err"
+check "prints no empty estimate" sh -c "! grep -q 'time estimate from' '$T_TMP/nook.out'"
 finish
