@@ -169,6 +169,15 @@ int est_print_plan(FILE *f, const struct plan *plan, const char *run_dir, struct
                     "concurrencies are not reliable\n",
                     plan->variants[v].v->name, m->b_ms);
     }
+    /* columns as wide as the longest variant and log name (variant names
+     * may be 64 characters; both are ASCII, so bytes are columns) */
+    int wv = 12, wl = 18;
+    for (size_t i = 0; i < plan->n_points; i++) {
+        int nv = (int)strlen(plan->variants[plan->points[i].variant].v->name);
+        int nl = (int)strlen(plan->points[i].log_name);
+        wv = nv > wv ? nv : wv;
+        wl = nl > wl ? nl : wl;
+    }
     double total = 0;
     size_t unknown = 0;
     for (size_t i = 0; i < plan->n_points; i++) {
@@ -178,22 +187,22 @@ int est_print_plan(FILE *f, const struct plan *plan, const char *run_dir, struct
         double s = est_point_s(&models[pp->variant], &ep);
         char dur[16];
         if (isnan(s)) {
-            fprintf(f, "  %-12s %-18s %10s    (the fit predicts a step time <= 0 at C=%ld)\n",
-                    pv->v->name, pp->log_name, "?", pp->concurrency);
+            fprintf(f, "  %-*s %-*s %10s    (the fit predicts a step time <= 0 at C=%ld)\n", wv,
+                    pv->v->name, wl, pp->log_name, "?", pp->concurrency);
             unknown++;
             continue;
         }
         est_format(s, dur, sizeof(dur));
-        fprintf(f, "  %-12s %-18s %10.1f s  (%s)\n", pv->v->name, pp->log_name, s, dur);
+        fprintf(f, "  %-*s %-*s %10.1f s  (%s)\n", wv, pv->v->name, wl, pp->log_name, s, dur);
         total += s;
     }
     char dur[16];
     est_format(total, dur, sizeof(dur));
     if (unknown)
-        fprintf(f, "  %-28s >= %10.1f s  (%s; %zu point(s) not estimated)\n", "total", total, dur,
-                unknown);
+        fprintf(f, "  %-*s >= %10.1f s  (%s; %zu point(s) not estimated)\n", wv + wl - 2, "total",
+                total, dur, unknown);
     else
-        fprintf(f, "  %-31s %10.1f s  (%s)\n", "total", total, dur);
+        fprintf(f, "  %-*s %10.1f s  (%s)\n", wv + wl + 1, "total", total, dur);
     rc = 0;
 out:
     res_table_release(&t);

@@ -37,6 +37,32 @@ check_eq "one series only: exit 2" "$?" 2
 "$SWEEP" compare "$T_TMP/runA:default" "$T_TMP/runB:nvfp4" >/dev/null 2>&1
 check_eq "RUN_DIR:VARIANT specs work" "$?" 0
 
+# values with a spread ("1267.38±46.49": '±' is two bytes, one column) and a
+# run named in wide characters: every row of each terminal table is as wide
+# on screen as its header, and has as many columns
+h=variant,concurrency,prompts,repeat,status,key,cause,log,started,wall_s,output_throughput,median_tpot_ms
+mkdir -p "$T_TMP/rep-a" "$T_TMP/测试"
+{
+    echo "$h"
+    echo "default,1,8,1,ok,,,default/c1-n8.log,,,14.05,71"
+    echo "default,1,8,2,ok,,,default/c1-n8-r2.log,,,14.85,70"
+    echo "default,8,24,1,ok,,,default/c8-n24.log,,,1234.5,286"
+    echo "default,8,24,2,ok,,,default/c8-n24-r2.log,,,1300.25,280"
+} >"$T_TMP/rep-a/points.csv"
+sed 's/,14\./,15./; s/,12/,22/; s/,13/,23/' "$T_TMP/rep-a/points.csv" >"$T_TMP/测试/points.csv"
+"$SWEEP" compare "$T_TMP/rep-a" "$T_TMP/测试" >"$T_TMP/rep.out" 2>&1
+check_eq "compare of repeated runs exits 0" "$?" 0
+cat "$T_TMP/rep.out"
+check "cells carry a spread" grep -q '1267.38±46.49' "$T_TMP/rep.out"
+# one column per character: '±' and each CJK character (two columns on
+# screen) replaced by that many ASCII bytes
+sed 's/±/+/g; s/测/WW/g; s/试/WW/g' "$T_TMP/rep.out" | awk '
+    /^ +C +/ { hw = length($0); hn = NF; next }
+    hw && /^ +[0-9]+ / { rows++; if (length($0) != hw || NF != hn) { bad++; print "misaligned: " $0 } }
+    /^$/ { hw = 0 }
+    END { exit !(rows >= 4 && bad == 0) }'
+check "every table row lines up with its header" [ $? -eq 0 ]
+
 make_experiment offline "$T_TMP/exp.yaml" NAME=estimate GRID='["1:8", "16:48", "64:96"]'
 "$SWEEP" check "$T_TMP/exp.yaml" --from "$T_TMP/runA" >"$T_TMP/check.out" 2>&1
 check_eq "check --from exits 0" "$?" 0
