@@ -416,6 +416,7 @@ int proc_stop(struct proc *p, double grace_s, const proc_stop_flag *stop,
     /* 2. Whatever is left (SIGTERM ignored, or a second Ctrl-C): SIGKILL. */
     if (!group_gone(p->pid)) {
         info->escalated = true;
+        info->hurried = stop && *stop >= 2;
         killpg(p->pid, SIGKILL);
     }
     /* Zombies keep the group alive until reaped; those reparented to init
