@@ -74,16 +74,12 @@ static void raise_fd_limit(long concurrency)
 
 /*
  * The flags opts.h cannot check: --url must be an http(s) base URL with a
- * host (and no query or fragment, since paths are appended to it),
- * --endpoint a path, and no string may be empty. A mistake here is a usage
- * error (2), found before anything is sent, never "cannot reach" (3).
+ * host (and no query or fragment, since paths are appended to it), and
+ * --endpoint a path. A mistake here is a usage error (2), found before
+ * anything is sent, never "cannot reach" (3).
  */
-static int check_flags(const char *url, const char *endpoint, const char *const *strs,
-                       const char *const *names, size_t n_strs, struct err *err)
+static int check_flags(const char *url, const char *endpoint, struct err *err)
 {
-    for (size_t i = 0; i < n_strs; i++)
-        if (strs[i] && !*strs[i])
-            return err_set(err, RN_ERR_USAGE, "option '--%s' must not be empty", names[i]), -1;
     CURLU *u = curl_url();
     char *scheme = NULL, *host = NULL, *port = NULL, *query = NULL, *fragment = NULL;
     bool ok = u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
@@ -204,10 +200,8 @@ int cmd_bench(int argc, char **argv)
                 !url               ? "--url"
                 : !cfg.concurrency ? "-c"
                                    : "-n");
-    const char *strs[] = {model, cfg.prompt_text, jsonl, cfg.endpoint};
-    const char *names[] = {"model", "prompt-text", "jsonl", "endpoint"};
     if (prc == 0 && !err.code)
-        check_flags(url, cfg.endpoint, strs, names, 4, &err);
+        check_flags(url, cfg.endpoint, &err);
     if (err.code) {
         fprintf(stderr, "sweep bench: %s\n", err.msg);
         return err.code;

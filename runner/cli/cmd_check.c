@@ -123,9 +123,6 @@ int cmd_check(int argc, char **argv)
     } else if (a.schema) {
         exp_print_schema(stdout);
         rc = RN_OK;
-    } else if (a.from && !*a.from) {
-        fprintf(stderr, "sweep check: option '--from' must not be empty\n");
-        rc = RN_ERR_USAGE;
     } else if (pos.n != 1) {
         fprintf(stderr, "sweep check: want one experiment file, got %zu (see --help)\n", pos.n);
         rc = RN_ERR_USAGE;

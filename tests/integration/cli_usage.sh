@@ -65,6 +65,7 @@ bench_usage "--url empty" --url '' -c 1 -n 1
 bench_usage "--endpoint not a path" --url http://127.0.0.1:1 -c 1 -n 1 --endpoint v1/completions
 bench_usage "--model empty" --url http://127.0.0.1:1 -c 1 -n 1 --model ''
 bench_usage "--jsonl empty" --url http://127.0.0.1:1 -c 1 -n 1 --jsonl ''
+bench_usage "--prompt-text empty" --url http://127.0.0.1:1 -c 1 -n 1 --prompt-text=
 bench_usage "-c not a number" --url http://127.0.0.1:1 -c 1x -n 1
 bench_usage "-c 0" --url http://127.0.0.1:1 -c 0 -n 1
 bench_usage "--request-rate nan" --url http://127.0.0.1:1 -c 1 -n 1 --request-rate nan
@@ -76,6 +77,29 @@ check "the bad URL message names --url and the value" \
 port=$(free_port)
 "$SWEEP" bench --url "http://127.0.0.1:$port" -c 1 -n 1 --connect-timeout 1 >/dev/null 2>&1
 check_eq "bench: a valid URL with no server is still exit 3" "$?" 3
+
+# '' is never a value or an argument: "--out ''" made compare write
+# /compare.md and /plots/ (the empty folder joined with a name). Each case
+# here fails before anything could be written, whatever the binary.
+usage_err() { # DESC ARGS...: exit 2 and a message naming the emptiness
+    desc=$1
+    shift
+    "$SWEEP" "$@" >out 2>err </dev/null
+    rc=$?
+    if [ "$rc" -eq 2 ] && grep -q "must not be empty\|empty argument ''" err; then
+        ok "$desc: exit 2 ($(head -n 1 err))"
+    else
+        fail "$desc: want exit 2 naming the empty value; got $rc: $(head -n 1 err)"
+    fi
+}
+usage_err "compare --out ''" compare "$T_TMP/none-a" "$T_TMP/none-b" --out ''
+usage_err "import --out ''" import "$T_TMP/none.log" --out ''
+usage_err "run --out '' --dry-run" run "$T_TMP/none.yaml" --out '' --dry-run
+usage_err "run --resume ''" run "$T_TMP/none.yaml" --resume ''
+usage_err "extract --pattern ''" extract --pattern '' "$T_TMP/none.log"
+usage_err "plot ''" plot ''
+usage_err "check ''" check ''
+usage_err "compare '' B" compare '' "$T_TMP/none-b"
 
 # check: conflicting or empty flags are usage errors too
 "$SWEEP" check --schema x.yaml >/dev/null 2>err
