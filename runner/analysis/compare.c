@@ -164,6 +164,38 @@ out:
     return rc;
 }
 
+/* Every --metric must be a column of some run: one no run has would make a
+ * table of "n/a" and exit 0. The message offers the closest column. */
+static int check_metrics(const struct cmp_set *c, const struct strvec *metrics, struct err *err)
+{
+    struct strvec have = STRVEC_INIT;
+    int rc = 0;
+    for (size_t r = 0; r < c->n_runs; r++)
+        for (size_t k = 0; k < c->runs[r].t.n; k++) {
+            const struct metric_set *ms = &c->runs[r].t.rows[k].metrics;
+            for (size_t j = 0; j < ms->n; j++)
+                if (strvec_find(&have, ms->m[j].name) < 0)
+                    strvec_push(&have, ms->m[j].name);
+        }
+    for (size_t i = 0; i < metrics->n && rc == 0; i++) {
+        if (strvec_find(&have, metrics->v[i]) >= 0)
+            continue;
+        /* a strvec ends with NULL, as str_suggest wants */
+        const char *hint = have.n ? str_suggest(metrics->v[i], (const char *const *)have.v) : NULL;
+        if (hint)
+            err_set(err, RN_ERR_USAGE, "--metric '%s': no run has it (did you mean '%s'?)",
+                    metrics->v[i], hint);
+        else
+            err_set(err, RN_ERR_USAGE,
+                    "--metric '%s': no run has it (the columns of points.csv after wall_s are "
+                    "the metrics)",
+                    metrics->v[i]);
+        rc = -1;
+    }
+    strvec_release(&have);
+    return rc;
+}
+
 int cmp_load(const char *const *specs, size_t n, const struct strvec *metrics, struct cmp_set *c,
              struct err *err)
 {
@@ -193,8 +225,10 @@ int cmp_load(const char *const *specs, size_t n, const struct strvec *metrics, s
     rundir_release(&first);
     for (size_t i = 0; i < c->n_s; i++)
         sum_fit(&c->runs[c->s[i].run].t, c->s[i].variant, c->fit_x, c->fit_y, &c->s[i].fit);
-    /* metrics: as asked, else the defaults some series has */
+    /* metrics: as asked (each one some run has), else the defaults some series has */
     if (metrics && metrics->n) {
+        if (check_metrics(c, metrics, err) != 0)
+            goto fail;
         strvec_copy(&c->metrics, metrics);
     } else {
         for (size_t m = 0; m < sizeof(default_metrics) / sizeof(default_metrics[0]); m++)

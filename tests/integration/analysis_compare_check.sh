@@ -36,6 +36,11 @@ check "names the variant and what the run has" grep -q "no variant 'nosuch' in p
 check_eq "one series only: exit 2" "$?" 2
 "$SWEEP" compare "$T_TMP/runA:default" "$T_TMP/runB:nvfp4" >/dev/null 2>&1
 check_eq "RUN_DIR:VARIANT specs work" "$?" 0
+# a --metric no run has is a usage error, not a table of n/a with exit 0
+"$SWEEP" compare "$T_TMP/runA" "$T_TMP/runB" --metric median_tpot >"$T_TMP/m.out" 2>"$T_TMP/m.err"
+check_eq "--metric no run has: exit 2" "$?" 2
+check "names it and the closest column" grep -q "\-\-metric 'median_tpot': no run has it (did you mean 'median_tpot_ms'?)" "$T_TMP/m.err"
+check "prints no table" sh -c "! grep -q 'n/a' '$T_TMP/m.out'"
 
 # values with a spread ("1267.38±46.49": '±' is two bytes, one column) and a
 # run named in wide characters: every row of each terminal table is as wide
