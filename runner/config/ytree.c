@@ -272,6 +272,13 @@ int ytree_parse(const char *name, const char *text, size_t len, int max_depth, s
      * lets later ones through as if they were not there. One anywhere else
      * is refused: it is invisible. Editors do not show the first, so
      * positions count from after it. */
+    if (len >= 2 && (memcmp(text, "\xff\xfe", 2) == 0 || memcmp(text, "\xfe\xff", 2) == 0)) {
+        err_set(err, code,
+                "%s:1:1: the file is UTF-16 (it starts with a UTF-16 byte order mark); save it "
+                "as UTF-8",
+                name);
+        goto out;
+    }
     if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
         text += 3;
         len -= 3;

@@ -648,7 +648,14 @@ TEST(file_limits)
     CHECK_STR(load_err("name: \"a\\0b\"\n"), "t.yaml:1:7: NUL character in a string");
     CHECK_STR(load_err("\xff\xfe"
                        "n\0a\0"),
-              "t.yaml:1:1: not valid UTF-8 YAML text: invalid leading UTF-8 octet (byte 0xff)");
+              "t.yaml:1:1: the file is UTF-16 (it starts with a UTF-16 byte order mark); save it "
+              "as UTF-8");
+    CHECK_STR(load_err("\xfe\xff"
+                       "\0n\0a"),
+              "t.yaml:1:1: the file is UTF-16 (it starts with a UTF-16 byte order mark); save it "
+              "as UTF-8");
+    CHECK_STR(load_err("name: \xff\n"),
+              "t.yaml:1:7: not valid UTF-8 YAML text: invalid leading UTF-8 octet (byte 0xff)");
     CHECK_STR(load_err("name: x\n[a]: 1\n"), "t.yaml:2:1: map keys must be strings, not a list");
     CHECK_STR(load_err("name: !custom x\n"),
               "t.yaml:1:7: YAML tag '!custom' is not allowed (only core tags such as !!str)");
