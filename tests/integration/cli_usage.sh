@@ -41,6 +41,13 @@ for c in $commands; do
     done
 done
 
+# ---- unknown flags and bad numbers are usage errors (2) in every command ----
+for c in $commands; do
+    "$SWEEP" "$c" --no-such-flag "$T_TMP/none" >/dev/null 2>err </dev/null
+    check_eq "sweep $c --no-such-flag: exit 2" "$?" 2
+    check "sweep $c --no-such-flag: named" grep -q "unknown option '--no-such-flag'" err
+done
+
 # ---- bad values are usage errors (2), before anything is contacted ----
 # bench_usage DESC ARGS...: exit 2, one line on stderr, and no request sent
 bench_usage() {
