@@ -8,12 +8,14 @@
 #include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include "sweep.h"
 #include "err.h"
+#include "http.h"
 #include "client/lgreport.h"
 #include "client/loadgen.h"
 #include "opts.h"
@@ -232,7 +234,9 @@ int cmd_bench(int argc, char **argv)
 
     /* "#" lines before the block say what was run; no preset pattern
      * matches them (SGLang prints its own set of such lines there too) */
-    printf("#sweep bench %s: %s%s\n", BUILD_VERSION, url, cfg.endpoint);
+    char *target = http_join_url(url, cfg.endpoint); /* as requested: one '/' between */
+    printf("#sweep bench %s: %s\n", BUILD_VERSION, target);
+    free(target);
     printf("#model: %s\n", cfg.model ? cfg.model : "(none given; the field is left out)");
     if (cfg.prompt_text)
         printf("#prompt: fixed text of %zu bytes\n", strlen(cfg.prompt_text));

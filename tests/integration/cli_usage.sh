@@ -108,6 +108,14 @@ usage_err "plot ''" plot ''
 usage_err "check ''" check ''
 usage_err "compare '' B" compare '' "$T_TMP/none-b"
 
+# a base URL with a trailing '/' works, and the header names the URL that
+# was requested (it printed "...//v1/completions")
+start_fake
+"$SWEEP" bench --url "$url/" -c 1 -n 2 --output-len 2 --warmup 0 >bench.out 2>bench.err
+check_eq "bench --url with a trailing '/': exit 0" "$?" 0
+check "the header names $url/v1/completions" grep -qx "#sweep bench .*: $url/v1/completions" bench.out
+stop_fake
+
 # check: conflicting or empty flags are usage errors too
 "$SWEEP" check --schema x.yaml >/dev/null 2>err
 check_eq "check --schema with a file: exit 2" "$?" 2
