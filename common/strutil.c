@@ -96,3 +96,35 @@ const char *str_suggest(const char *word, const char *const *candidates)
     unsigned limit = len / 3 > 1 ? (unsigned)(len / 3) : 1;
     return best && best_d <= limit ? best : NULL;
 }
+
+/* Columns of code point u: 0 combining, 2 wide, else 1 (a short table,
+ * enough for labels and numbers; not a full wcwidth). */
+static size_t cp_width(unsigned long u)
+{
+    if ((u >= 0x300 && u <= 0x36f) || (u >= 0x200b && u <= 0x200f) || u == 0xfeff)
+        return 0;
+    if ((u >= 0x1100 && u <= 0x115f) || (u >= 0x2e80 && u <= 0xa4cf && u != 0x303f) ||
+        (u >= 0xac00 && u <= 0xd7a3) || (u >= 0xf900 && u <= 0xfaff) ||
+        (u >= 0xfe30 && u <= 0xfe4f) || (u >= 0xff00 && u <= 0xff60) ||
+        (u >= 0xffe0 && u <= 0xffe6) || (u >= 0x1f300 && u <= 0x1f64f) ||
+        (u >= 0x1f900 && u <= 0x1f9ff) || (u >= 0x20000 && u <= 0x3fffd))
+        return 2;
+    return 1;
+}
+
+size_t str_display_width(const char *s)
+{
+    size_t w = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned long u = *p;
+        int more = u >= 0xf0 ? 3 : u >= 0xe0 ? 2 : u >= 0xc0 ? 1 : 0;
+        if (more)
+            u &= 0x3fu >> more;
+        p++;
+        for (; more > 0 && (*p & 0xc0) == 0x80; more--, p++)
+            u = u << 6 | (*p & 0x3fu);
+        w += more ? 1 : cp_width(u); /* a cut-short sequence: one column, as terminals show */
+    }
+    return w;
+}

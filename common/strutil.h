@@ -25,5 +25,9 @@ unsigned str_distance(const char *a, const char *b);
 /* The candidate closest to word if its distance is small enough to be a
  * plausible typo (<= max(1, len/3)), else NULL. candidates ends with NULL. */
 const char *str_suggest(const char *word, const char *const *candidates);
+/* Terminal columns UTF-8 text takes: one per character ("±", "²" are one
+ * column but two bytes), two for East Asian wide ones and emoji, none for
+ * combining marks. For padding table cells; printf's widths count bytes. */
+size_t str_display_width(const char *s);
 
 #endif

@@ -430,8 +430,10 @@ static void fit_words(struct buf *b, const struct report *r, const struct fit_an
     const struct metric_def *d = metric_find(r->fit_y);
     const char *unit = d && d->unit[0] ? d->unit : "";
     bool step = sum_is_step_metric(r->fit_y);
-    buf_printf(b, "%s = %.1f + %.2f·N%s%s (%zu points at %zu concurrency levels). ", r->fit_y,
-               fa->line.a, fa->line.b, unit[0] ? " " : "", unit, fa->line.n, fa->n_x);
+    char fml[128];
+    buf_printf(b, "%s = %s%s%s (%zu points at %zu concurrency levels). ", r->fit_y,
+               fit_formula(fa->line.a, fa->line.b, 1, 2, "N", fml, sizeof(fml)), unit[0] ? " " : "",
+               unit, fa->line.n, fa->n_x);
     if (step && fa->line.b > 0) {
         buf_printf(b,
                    "Each added request adds %.1f ms per decode step; ceiling %.1f tok/s; "
@@ -600,8 +602,9 @@ static void summary_lines(const struct report *r)
             printf("fit %s: none (%s)\n", r->variants.v[vi], fa->reason);
             continue;
         }
-        printf("fit %s: %s = %.1f + %.2f·N (R² %.3f)", r->variants.v[vi], r->fit_y, fa->line.a,
-               fa->line.b, fa->line.r2);
+        char fml[128];
+        printf("fit %s: %s = %s (R² %.3f)", r->variants.v[vi], r->fit_y,
+               fit_formula(fa->line.a, fa->line.b, 1, 2, "N", fml, sizeof(fml)), fa->line.r2);
         if (isfinite(fa->ceiling))
             printf("; ceiling %.1f tok/s", fa->ceiling);
         if (fa->n_regime)

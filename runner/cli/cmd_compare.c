@@ -9,6 +9,7 @@
 
 #include "sweep.h"
 #include "analysis/compare.h"
+#include "fileio.h"
 #include "log.h"
 #include "opts.h"
 
@@ -55,7 +56,10 @@ int cmd_compare(int argc, char **argv)
     if (out) {
         if (cmp_write(&c, out, &err) != 0)
             goto fail;
-        printf("\nwrote %s/compare.md and charts in %s/plots/\n", out, out);
+        char *md = path_join(out, "compare.md"), *plots = path_join(out, "plots");
+        printf("\nwrote %s and charts in %s/\n", md, plots);
+        free(md);
+        free(plots);
     }
     rc = RN_OK;
     goto out;

@@ -33,8 +33,8 @@
 #include "xalloc.h"
 
 static const char synopsis[] =
-    "LOG... --out RUN_DIR [--preset NAME] [--pattern NAME=REGEX]... [--tag-regex REGEX] "
-    "[--variant NAME]";
+    "LOG... --out RUN_DIR [--preset NAME] [--pattern NAME=REGEX]... [--require NAME]...\n"
+    "       [--tag-regex REGEX] [--variant NAME] [--no-preview]";
 static const char summary[] =
     "Make a run folder from benchmark logs made outside sweep. Concurrency and prompts come\n"
     "from each log's own lines ('Max request concurrency:', 'Successful requests:' + 'Failed\n"

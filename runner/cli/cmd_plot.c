@@ -23,7 +23,8 @@
 #include "store/rundir.h"
 #include "xalloc.h"
 
-static const char synopsis[] = "RUN_DIR [--preset NAME] [--pattern NAME=REGEX]...";
+static const char synopsis[] =
+    "RUN_DIR [--preset NAME] [--pattern NAME=REGEX]... [--reset] [--no-preview] [-q]";
 static const char summary[] =
     "Re-extract every point of a run from its saved client logs (nothing is rerun), rewrite\n"
     "points.csv (the previous one is kept as points.csv.bak), refit, redraw every chart and\n"

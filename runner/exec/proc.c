@@ -472,6 +472,7 @@ int proc_stop(struct proc *p, double grace_s, const proc_stop_flag *stop,
      *    and cgroup.kill for the cgroup. */
     if (!all_gone(p)) {
         info->escalated = true;
+        info->hurried = stop && *stop >= 2;
         signal_all(p, SIGKILL);
     }
     /* Zombies keep the group alive until reaped; those reparented to init

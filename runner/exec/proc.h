@@ -39,6 +39,7 @@ struct proc {
 struct proc_stop_info {
     double elapsed_s;   /* from SIGTERM until the group was empty */
     bool escalated;     /* SIGKILL was needed */
+    bool hurried;       /* ... because of a second interrupt, not the grace running out */
     bool group_emptied; /* killpg(pgid, 0) reported ESRCH (and the cgroup, if any, held
                            no process) before the 1 s deadline */
 };

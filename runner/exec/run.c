@@ -237,6 +237,9 @@ static void server_stop(struct run_ctx *c)
     struct proc_stop_info info;
     if (proc_stop(&c->server, s->stop_grace_s, c->stop, &info) != 0)
         log_error("server process group %ld is not empty after SIGKILL", (long)c->server.pid);
+    else if (info.hurried) /* its grace was cut short: it did not ignore anything */
+        prog_note(&c->prog, "sweep: second interrupt: server (pid %ld) killed without waiting",
+                  (long)c->server.pid);
     else if (info.escalated)
         prog_note(&c->prog, "sweep: server (pid %ld) ignored SIGTERM for %.1f s; killed",
                   (long)c->server.pid, info.elapsed_s);

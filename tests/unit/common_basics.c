@@ -189,6 +189,38 @@ TEST(opts_parse_and_errors)
     strvec_release(&pats);
 }
 
+/* '' is never a value: a path would become "/" once joined. */
+TEST(opts_refuse_empty_values)
+{
+    const char *out = NULL;
+    struct strvec pos = STRVEC_INIT, pats = STRVEC_INIT;
+    const struct opt opts[] = {
+        {"out", 'o', OPT_STR, &out, "DIR", "folder", 0, 0},
+        {"pattern", 0, OPT_LIST, &pats, "NAME=RE", "extra pattern", 0, 0},
+    };
+    struct err e;
+    char *a1[] = {"--out", ""}, *a2[] = {"--out="}, *a3[] = {"-o", ""}, *a4[] = {"--pattern", ""};
+    char *a5[] = {"run", ""}, *a6[] = {"--", ""};
+    char **cases[] = {a1, a2, a3, a4};
+    int argc[] = {2, 1, 2, 2};
+    const char *want[] = {"option '--out' must not be empty", "option '--out' must not be empty",
+                          "option '--out' must not be empty",
+                          "option '--pattern' must not be empty"};
+    for (int i = 0; i < 4; i++) {
+        err_init(&e);
+        CHECK_INT(opt_parse(argc[i], cases[i], opts, 2, &pos, &e, 2), -1);
+        CHECK_STR(e.msg, want[i]);
+        CHECK_INT(e.code, 2);
+    }
+    err_init(&e);
+    CHECK_INT(opt_parse(2, a5, opts, 2, &pos, &e, 2), -1);
+    CHECK_STR(e.msg, "empty argument '' (a file or folder name was expected)");
+    err_init(&e);
+    CHECK_INT(opt_parse(2, a6, opts, 2, &pos, &e, 2), -1);
+    strvec_release(&pos);
+    strvec_release(&pats);
+}
+
 /* An integer option's range is printed as integers, every digit. */
 TEST(opts_range_message_is_exact)
 {
