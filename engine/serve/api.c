@@ -60,9 +60,17 @@ static const char *json_type_name(const json_t *v)
     }
 }
 
-/* ---- readers, one per field ---- */
-
 /* ---- the field readers share these: a type check, then a range check ---- */
+
+/* v is the string s, byte for byte. Strings may hold "\u0000" (valid JSON,
+ * JSON_ALLOW_NUL), so a C string compare would take "user\u0000x" for
+ * "user": every string is compared with its length. */
+static bool json_str_is(const json_t *v, const char *s)
+{
+    size_t n = strlen(s);
+    return json_is_string(v) && json_string_length(v) == n &&
+           memcmp(json_string_value(v), s, n) == 0;
+}
 
 /* A JSON boolean; 0/1 are refused (clients that send them mean something
  * else more often than not, and OpenAI refuses them too). */
@@ -106,13 +114,13 @@ static int f_model(const json_t *v, struct api_request *r, const struct api_limi
     if (lim && lim->model_ids) {
         bool known = false;
         for (size_t i = 0; lim->model_ids[i] && !known; i++)
-            known = strcmp(lim->model_ids[i], s) == 0;
+            known = json_str_is(v, lim->model_ids[i]);
         if (!known)
             return api_error_set(e, 404, "not_found_error", "model",
                                  "model '%.200s' does not exist (this server serves '%.200s')", s,
                                  lim->model_ids[0] ? lim->model_ids[0] : "");
     }
-    r->model = xstrndup(s, n);
+    r->model = xmemdup0(s, n);
     return 0;
 }
 
@@ -160,7 +168,7 @@ static int f_prompt(const json_t *v, struct api_request *r, const struct api_lim
             return read_ids(v, r, lim, "prompt[0]", e);
     }
     if (json_is_string(v)) {
-        r->prompt = xstrndup(json_string_value(v), json_string_length(v));
+        r->prompt = xmemdup0(json_string_value(v), json_string_length(v));
         r->prompt_len = json_string_length(v);
         return 0;
     }
@@ -185,7 +193,7 @@ static int read_content(const json_t *c, size_t i, struct api_message *m, struct
     }
     if (json_is_string(c)) {
         m->content_len = json_string_length(c);
-        m->content = xstrndup(json_string_value(c), m->content_len);
+        m->content = xmemdup0(json_string_value(c), m->content_len);
         return 0;
     }
     if (!json_is_array(c))
@@ -201,7 +209,7 @@ static int read_content(const json_t *c, size_t i, struct api_message *m, struct
             buf_release(&b);
             return BAD(e, param, "'%s[%zu]' must be an object with a 'type'", param, k);
         }
-        if (strcmp(json_string_value(type), "text") != 0) {
+        if (!json_str_is(type, "text")) {
             buf_release(&b);
             return BAD(e, param, "'%s[%zu]': content of type '%.40s' is not supported (text only)",
                        param, k, json_string_value(type));
@@ -249,7 +257,7 @@ static int f_messages(const json_t *v, struct api_request *r, const struct api_l
         const char *rs = json_string_value(role);
         bool known = false;
         for (size_t k = 0; k < sizeof(roles) / sizeof(roles[0]) && !known; k++)
-            known = strcmp(rs, roles[k]) == 0;
+            known = json_str_is(role, roles[k]);
         if (!known)
             return BAD(e, param,
                        "'%s' is '%.40s' (expected system, user, assistant, developer or tool)",
@@ -343,7 +351,7 @@ static int add_stop(struct api_request *r, const json_t *s, const char *where, s
         return BAD(e, "stop", "'%s' is an empty string", where);
     if (n > API_MAX_STOP_LEN)
         return BAD(e, "stop", "'%s' is %zu bytes long (at most %d)", where, n, API_MAX_STOP_LEN);
-    r->stop[r->n_stop] = xstrndup(json_string_value(s), n);
+    r->stop[r->n_stop] = xmemdup0(json_string_value(s), n);
     r->stop_len[r->n_stop++] = n;
     return 0;
 }
@@ -465,8 +473,7 @@ static bool is_never(const json_t *v)
 }
 static bool is_text_format(const json_t *v)
 {
-    const json_t *t = json_object_get(v, "type");
-    return json_is_object(v) && json_is_string(t) && strcmp(json_string_value(t), "text") == 0;
+    return json_is_object(v) && json_str_is(json_object_get(v, "type"), "text");
 }
 
 struct refused {
@@ -510,6 +517,34 @@ static void request_defaults(struct api_request *r, enum api_kind kind)
     r->top_p = 1.0;
 }
 
+/* What jansson refused, in words a client can act on. Three refusals are
+ * of valid JSON, and say so rather than "malformed": a duplicate key (named
+ * in param; jansson's text ends "near '\"key\"'"), "\u0000" inside a key
+ * (jansson cannot hold one), and a number outside 64 bits or a double. */
+static int json_refusal(struct api_error *e, const json_error_t *je)
+{
+    enum json_error_code code = json_error_code(je);
+    if (code == json_error_duplicate_key) {
+        const char *near = strstr(je->text, "near '\"");
+        char key[48] = "";
+        if (near) {
+            near += 7;
+            size_t n = strlen(near);
+            if (n >= 2 && near[n - 1] == '\'' && near[n - 2] == '"')
+                snprintf(key, sizeof(key), "%.*s", (int)(n - 2), near);
+        }
+        return BAD(e, key, "duplicate key '%s' at line %d, column %d (give each field once)", key,
+                   je->line, je->column);
+    }
+    if (code == json_error_null_byte_in_key)
+        return BAD(e, "", "an object key holds \\u0000 at line %d, column %d (not supported)",
+                   je->line, je->column);
+    if (code == json_error_numeric_overflow)
+        return BAD(e, "", "a number out of range at line %d, column %d: %s", je->line, je->column,
+                   je->text);
+    return BAD(e, "", "malformed JSON at line %d, column %d: %s", je->line, je->column, je->text);
+}
+
 int api_parse(const char *body, size_t len, enum api_kind kind, const struct api_limits *lim,
               struct api_request *out, struct api_error *e)
 {
@@ -525,10 +560,13 @@ int api_parse(const char *body, size_t len, enum api_kind kind, const struct api
         return BAD(e, "", "the request body is not valid UTF-8 (byte %zu of %zu)", bad, len);
     json_error_t je;
     /* duplicate keys are refused: which of two "max_tokens" wins differs
-     * between parsers, and the answer should not depend on that */
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+     * between parsers, and the answer should not depend on that. "\u0000"
+     * in a string is valid JSON (a byte-level vocabulary can emit it, and
+     * a client may send it back): allowed, and every string is then used
+     * with its length, never as a C string. */
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root)
-        return BAD(e, "", "malformed JSON at line %d, column %d: %s", je.line, je.column, je.text);
+        return json_refusal(e, &je);
     int rc = -1;
     if (!json_is_object(root)) {
         BAD(e, "", "the request body must be a JSON object (got %s)", json_type_name(root));

@@ -107,6 +107,31 @@ TEST(chat_messages)
     api_request_release(&r);
 }
 
+/* "\u0000" is valid JSON: a prompt, a message, a stop string may hold it,
+ * and each keeps its full length (a byte-level vocabulary can emit NUL, and
+ * a client may send such text back). */
+TEST(nul_in_strings_is_kept)
+{
+    struct api_request r;
+    struct api_error e;
+    CHECK_INT(parse("{\"prompt\":\"a\\u0000b\",\"stop\":\"\\u0000z\"}", API_COMPLETION, &r, &e), 0);
+    CHECK_INT(r.prompt_len, 3);
+    CHECK(r.prompt && memcmp(r.prompt, "a\0b", 4) == 0);
+    CHECK_INT(r.n_stop, 1);
+    CHECK_INT(r.stop_len[0], 2);
+    CHECK(r.stop && memcmp(r.stop[0], "\0z", 3) == 0);
+    api_request_release(&r);
+    CHECK_INT(
+        parse(
+            "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"\\u0000\\u0000\"},"
+            "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"x\\u0000\"}]}]}",
+            API_CHAT, &r, &e),
+        0);
+    CHECK_INT(r.messages[0].content_len, 2);
+    CHECK_INT(r.messages[1].content_len, 2);
+    api_request_release(&r);
+}
+
 /* Refusals: body, endpoint, then the status, field and a piece of the message. */
 struct bad {
     const char *body;
@@ -122,8 +147,24 @@ static const struct bad bad_cases[] = {
     {"{\"prompt\":\"x\"", API_COMPLETION, 400, "", "malformed JSON"},
     {"[1,2]", API_COMPLETION, 400, "", "must be a JSON object (got an array)"},
     {"{\"prompt\":\"\xff\"}", API_COMPLETION, 400, "", "not valid UTF-8 (byte 11 of 14)"},
-    {"{\"prompt\":\"a\\u0000b\"}", API_COMPLETION, 400, "", "malformed JSON"},
-    {"{\"prompt\":\"x\",\"prompt\":\"y\"}", API_COMPLETION, 400, "", "duplicate"},
+    {"{\"prompt\":\"x\",\"prompt\":\"y\"}", API_COMPLETION, 400, "prompt",
+     "duplicate key 'prompt' at line 1, column 22"},
+    {"{\"prompt\":\"x\",\"a\\u0000b\":1}", API_COMPLETION, 400, "", "an object key holds \\u0000"},
+    /* a lone surrogate is no character: jansson refuses it, and so do we */
+    {"{\"prompt\":\"\\ud800\"}", API_COMPLETION, 400, "", "malformed JSON at line 1, column 18"},
+    {"{\"prompt\":\"x\",\"max_tokens\":12345678901234567890}", API_COMPLETION, 400, "",
+     "a number out of range at line 1, column 47: too big integer"},
+    /* NUL-safe comparisons: "\u0000" does not end a string early */
+    {"{\"prompt\":\"x\",\"model\":\"tiny\\u0000x\"}", API_COMPLETION, 404, "model",
+     "does not exist"},
+    {"{\"messages\":[{\"role\":\"user\\u0000x\",\"content\":\"x\"}]}", API_CHAT, 400,
+     "messages[0].role", "expected system, user"},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\\u0000x\",\"text\":\"a\"}]}]"
+     "}",
+     API_CHAT, 400, "messages[0].content", "is not supported (text only)"},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+     "\"text\\u0000\"}}",
+     API_CHAT, 400, "response_format", "not supported"},
     {"{}", API_COMPLETION, 400, "prompt", "'prompt' is missing"},
     {"{\"prompt\":5}", API_COMPLETION, 400, "prompt", "must be a string or an array"},
     {"{\"prompt\":[]}", API_COMPLETION, 400, "prompt", "empty array"},
@@ -260,6 +301,24 @@ TEST(stream_chunks)
     CHECK_INT(json_integer_value(json_object_get(u, "total_tokens")), 5);
     json_decref(j);
     CHECK_STR(rest, "data: [DONE]\n\n");
+    buf_release(&b);
+}
+
+/* Text holding NUL bytes leaves escaped, and parses back to the same bytes. */
+TEST(nul_text_is_streamed_escaped)
+{
+    struct buf b;
+    buf_init(&b, 1 << 16);
+    struct api_resp rp = {.kind = API_CHAT, .id = "chatcmpl-1", .created = 5, .model = "m"};
+    CHECK_INT(api_sse_chunk(&b, &rp, "a\0b", 3, true, NULL), 0);
+    CHECK(strstr(b.data, "\"content\":\"a\\u0000b\"") != NULL);
+    json_error_t je;
+    json_t *j = json_loadb(b.data + 6, b.len - 8, JSON_ALLOW_NUL, &je);
+    json_t *c = json_object_get(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta"), "content");
+    CHECK(json_is_string(c) && json_string_length(c) == 3 &&
+          memcmp(json_string_value(c), "a\0b", 3) == 0);
+    json_decref(j);
     buf_release(&b);
 }
 
