@@ -402,6 +402,12 @@ static int f_stream_options(const json_t *v, struct api_request *r, const struct
     if (!json_is_object(v))
         return BAD(e, "stream_options", "'stream_options' must be an object (got %s)",
                    json_type_name(v));
+    /* vLLM's usage on every chunk would change the stream */
+    const json_t *cu = json_object_get(v, "continuous_usage_stats");
+    if (cu && !json_is_null(cu) && !json_is_false(cu))
+        return BAD(e, "stream_options.continuous_usage_stats",
+                   "'stream_options.continuous_usage_stats' is not supported by this server (only "
+                   "false)");
     const json_t *u = json_object_get(v, "include_usage");
     if (u && !json_is_null(u))
         return read_bool(u, "stream_options.include_usage", &r->include_usage, e);
@@ -475,6 +481,25 @@ static bool is_text_format(const json_t *v)
 {
     return json_is_object(v) && json_str_is(json_object_get(v, "type"), "text");
 }
+static bool is_true(const json_t *v)
+{
+    return json_is_true(v);
+}
+/* tool_choice / function_call without tools: "none", or "auto" (which
+ * with no tools chooses none) */
+static bool is_no_tool(const json_t *v)
+{
+    return json_str_is(v, "none") || json_str_is(v, "auto");
+}
+static bool is_text_only(const json_t *v)
+{
+    return json_is_array(v) && json_array_size(v) == 1 && json_str_is(json_array_get(v, 0), "text");
+}
+/* llama.cpp's top_n_sigma is off at -1 (and any value <= 0) */
+static bool is_off_sigma(const json_t *v)
+{
+    return json_is_number(v) && json_number_value(v) <= 0;
+}
 
 struct refused {
     const char *name;
@@ -482,7 +507,12 @@ struct refused {
     const char *what; /* the default we accept, for the message */
 };
 
+/* Every field of OpenAI's completions and chat completions, vLLM's extra
+ * parameters, llama.cpp's and SGLang's sampling fields that would change
+ * the answer: refused by name unless null or the value that does nothing.
+ * engine/README.md shows this table (tests/unit/engine_api.c checks it). */
 static const struct refused refused[] = {
+    /* OpenAI */
     {"n", is_one, "1"},
     {"best_of", is_one, "1"},
     {"echo", is_false_or_zero, "false"},
@@ -491,18 +521,153 @@ static const struct refused refused[] = {
     {"suffix", is_empty, "\"\""},
     {"presence_penalty", is_zero, "0"},
     {"frequency_penalty", is_zero, "0"},
-    {"repetition_penalty", is_one_num, "1"},
-    {"min_p", is_zero, "0"},
     {"logit_bias", is_empty, "{}"},
     {"tools", is_empty, "[]"},
+    {"tool_choice", is_no_tool, "\"none\" or \"auto\" (no tools)"},
     {"functions", is_empty, "[]"},
+    {"function_call", is_no_tool, "\"none\" or \"auto\" (no functions)"},
     {"response_format", is_text_format, "{\"type\": \"text\"}"},
+    {"modalities", is_text_only, "[\"text\"]"},
+    {"audio", is_never, "null"},
+    {"prediction", is_never, "null"},
+    {"reasoning_effort", is_never, "null"},
+    {"verbosity", is_never, "null"},
+    {"web_search_options", is_never, "null"},
     /* vLLM's extensions (ignore_eos and top_k are read, above) */
+    {"use_beam_search", is_false, "false"},
+    {"length_penalty", is_one_num, "1"},
+    {"early_stopping", is_false, "false"},
+    {"repetition_penalty", is_one_num, "1"},
+    {"min_p", is_zero, "0"},
+    {"typical_p", is_one_num, "1"},
     {"min_tokens", is_zero, "0"},
     {"include_stop_str_in_output", is_false, "false"},
     {"stop_token_ids", is_empty, "[]"},
+    /* control tokens are rendered as their text (llama.cpp's way) */
+    {"skip_special_tokens", is_false, "false"},
+    {"spaces_between_special_tokens", is_false, "false"},
+    {"truncate_prompt_tokens", is_never, "null"},
     {"prompt_logprobs", is_never, "null"},
+    {"allowed_token_ids", is_never, "null"},
+    {"bad_words", is_empty, "[]"},
+    {"guided_json", is_never, "null"},
+    {"guided_regex", is_never, "null"},
+    {"guided_choice", is_never, "null"},
+    {"guided_grammar", is_never, "null"},
+    {"guided_decoding_backend", is_never, "null"},
+    {"guided_whitespace_pattern", is_never, "null"},
+    {"structural_tag", is_never, "null"},
+    {"structured_outputs", is_never, "null"},
+    {"logits_processors", is_never, "null"},
+    {"vllm_xargs", is_never, "null"},
+    {"add_generation_prompt", is_true, "true"},
+    {"continue_final_message", is_false, "false"},
+    {"add_special_tokens", is_false, "false"},
+    {"chat_template", is_never, "null"},
+    {"chat_template_kwargs", is_never, "null"},
+    {"documents", is_never, "null"},
+    {"mm_processor_kwargs", is_never, "null"},
+    {"kv_transfer_params", is_never, "null"},
+    /* llama.cpp's /completion fields that its OpenAI routes also read */
+    {"n_predict", is_never, "null (use max_tokens)"},
+    {"tfs_z", is_one_num, "1"},
+    {"mirostat", is_zero, "0"},
+    {"repeat_penalty", is_one_num, "1"},
+    {"dynatemp_range", is_zero, "0"},
+    {"xtc_probability", is_zero, "0"},
+    {"dry_multiplier", is_zero, "0"},
+    {"top_n_sigma", is_off_sigma, "-1"},
+    {"n_probs", is_zero, "0"},
+    {"min_keep", is_zero, "0"},
+    {"grammar", is_empty, "\"\""},
+    {"json_schema", is_never, "null"},
+    {"samplers", is_never, "null"},
+    {"t_max_predict_ms", is_zero, "0"},
+    /* SGLang's */
+    {"regex", is_never, "null"},
+    {"ebnf", is_never, "null"},
+    {"no_stop_trim", is_false, "false"},
+    {"stop_regex", is_never, "null"},
+    {"custom_logit_processor", is_never, "null"},
+    {"custom_params", is_never, "null"},
+    {"sampling_seed", is_never, "null (use seed)"},
+    {"lora_path", is_never, "null"},
+    {"return_hidden_states", is_false, "false"},
 };
+
+/* Fields that do not change the answer: taken and ignored without a word.
+ * Any other unknown field is ignored too (as vLLM does), but named in a
+ * warning in the server's log (api_request.ignored). */
+static const char *const harmless[] = {
+    "user",                       /* OpenAI: end-user id, for abuse tracking */
+    "metadata",                   /* OpenAI: tags for stored completions */
+    "store",                      /* OpenAI: keep the completion for evals */
+    "service_tier",               /* OpenAI: billing tier */
+    "parallel_tool_calls",        /* OpenAI: only with tools, which are refused */
+    "prompt_cache_key",           /* OpenAI: cache routing hint */
+    "safety_identifier",          /* OpenAI: end-user id */
+    "request_id",                 /* vLLM: id for its logs */
+    "priority",                   /* vLLM: queue order, not the text */
+    "cache_salt",                 /* vLLM: prefix-cache isolation */
+    "return_tokens_as_token_ids", /* vLLM: logprobs form; logprobs are refused */
+    "include_reasoning",          /* vLLM: reasoning models only */
+    "cache_prompt",               /* llama.cpp: prefix reuse */
+    "id_slot",                    /* llama.cpp: KV slot choice */
+    "separate_reasoning",         /* SGLang: reasoning models only */
+};
+
+/* For engine/README.md's table and its test. */
+const char *api_field(size_t i, const char **what)
+{
+    static char buf[96];
+    size_t n_read = sizeof(fields) / sizeof(fields[0]);
+    size_t n_refused = sizeof(refused) / sizeof(refused[0]);
+    size_t n_harmless = sizeof(harmless) / sizeof(harmless[0]);
+    if (i < n_read) {
+        *what = "read";
+        return fields[i].name;
+    }
+    i -= n_read;
+    if (i < n_refused) {
+        snprintf(buf, sizeof(buf), "refused unless %s", refused[i].what);
+        *what = buf;
+        return refused[i].name;
+    }
+    i -= n_refused;
+    if (i < n_harmless) {
+        *what = "accepted, no effect";
+        return harmless[i];
+    }
+    return NULL;
+}
+
+/* Is key one of the names above? (The tables themselves: api_field's
+ * buffer is for documentation, not for the HTTP thread.) */
+static bool known_field(const char *key)
+{
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        if (strcmp(fields[i].name, key) == 0)
+            return true;
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+        if (strcmp(refused[i].name, key) == 0)
+            return true;
+    for (size_t i = 0; i < sizeof(harmless) / sizeof(harmless[0]); i++)
+        if (strcmp(harmless[i], key) == 0)
+            return true;
+    return false;
+}
+
+/* Note an unknown field in r->ignored ("a, b"; cut, with "...", when full). */
+static void note_ignored(struct api_request *r, const char *key)
+{
+    size_t len = strlen(r->ignored);
+    if (len + 6 >= sizeof(r->ignored)) {
+        if (len && strcmp(r->ignored + len - 3, "...") != 0)
+            snprintf(r->ignored + len, sizeof(r->ignored) - len, "...");
+        return;
+    }
+    snprintf(r->ignored + len, sizeof(r->ignored) - len - 4, "%s'%s'", len ? ", " : "", key);
+}
 
 /* ---- the parser ---- */
 
@@ -575,10 +740,17 @@ int api_parse(const char *body, size_t len, enum api_kind kind, const struct api
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         const json_t *v = json_object_get(root, refused[i].name);
         if (v && !json_is_null(v) && !refused[i].is_default(v)) {
-            BAD(e, refused[i].name, "'%s' is not supported by this server (only %s)",
+            BAD(e, refused[i].name, "field '%s' is not supported by this server (only %s)",
                 refused[i].name, refused[i].what);
             goto out;
         }
+    }
+    const char *key;
+    const json_t *val;
+    json_object_foreach(root, key, val)
+    {
+        if (!known_field(key))
+            note_ignored(out, key);
     }
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         if (!(fields[i].kinds & (1u << kind)))

@@ -367,6 +367,8 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
     enum MHD_Result rc;
     if (api_parse(c->body.data ? c->body.data : "", c->body.len, kind, &lim, &q, &e) != 0)
         return respond_error(c, &e, false);
+    if (q.ignored[0]) /* as vLLM does: served, and said once per request */
+        log_warn("%s: ignored unknown fields %s", c->route->path, q.ignored);
     const char *pparam = kind == API_CHAT ? "messages" : "prompt";
     /* Tokenizing runs on the HTTP thread: text that cannot fit the context
      * (no token is longer than max_piece bytes) is refused unread, which

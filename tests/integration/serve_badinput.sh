@@ -65,6 +65,16 @@ bad 400 invalid_request_error prompt "'prompt[1]' is token id 512, outside [0, 5
     --data-binary '{"prompt":[1,512]}'
 bad 400 invalid_request_error n "'n' is not supported by this server (only 1)" $C "${J[@]}" \
     --data-binary '{"prompt":"hi","n":2}'
+# fields that change the answer are refused by name, not ignored
+bad 400 invalid_request_error typical_p "field 'typical_p' is not supported by this server (only 1)" \
+    $C "${J[@]}" --data-binary '{"prompt":"hi","typical_p":0.5}'
+bad 400 invalid_request_error tool_choice "field 'tool_choice' is not supported by this server" \
+    /v1/chat/completions "${J[@]}" \
+    --data-binary '{"messages":[{"role":"user","content":"x"}],"tool_choice":"required"}'
+# unknown fields are ignored (as vLLM does) and named in the log
+check_eq "an unknown field is ignored" \
+    "$(post $C '{"prompt":"hi","max_tokens":1,"frobnicate":7}' | jq .usage.completion_tokens)" "1"
+check "the ignored field is named in the log" grep -q "ignored unknown fields 'frobnicate'" "$SRV_LOG"
 bad 400 invalid_request_error messages "'messages' is missing" /v1/chat/completions "${J[@]}" \
     --data-binary '{"prompt":"hi"}'
 bad 400 invalid_request_error "messages[0].role" "'messages[0].role' is 'robot'" /v1/chat/completions \

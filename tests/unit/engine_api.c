@@ -256,6 +256,124 @@ TEST(refusals)
     }
 }
 
+/* Every field the server refuses is refused by name when given anything
+ * but its default (a string is no field's default), on both endpoints. */
+TEST(every_refused_field_is_named)
+{
+    const char *what, *name;
+    size_t n = 0;
+    for (size_t i = 0; (name = api_field(i, &what)) != NULL; i++) {
+        if (strncmp(what, "refused", 7) != 0)
+            continue;
+        n++;
+        char body[256], msg[128];
+        snprintf(body, sizeof(body),
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"%s\":\"x\"}", name);
+        snprintf(msg, sizeof(msg), "'%s' is not supported by this server (only ", name);
+        struct api_request r;
+        struct api_error e;
+        CHECK_MSG(parse(body, API_CHAT, &r, &e) == -1, "%s: accepted", name);
+        CHECK_MSG(strcmp(e.param, name) == 0, "%s: param '%s'", name, e.param);
+        CHECK_MSG(strstr(e.msg, msg) != NULL, "%s: message '%s'", name, e.msg);
+        snprintf(body, sizeof(body), "{\"prompt\":\"x\",\"%s\":\"x\"}", name);
+        CHECK_MSG(parse(body, API_COMPLETION, &r, &e) == -1, "%s: accepted by completions", name);
+    }
+    CHECK_MSG(n >= 60, "only %zu refused fields", n);
+}
+
+/* The values that change the answer, and their defaults, which pass. */
+TEST(refused_values_and_defaults)
+{
+    static const char *const bad[] = {
+        "\"typical_p\":0.5",
+        "\"tool_choice\":\"required\"",
+        "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}",
+        "\"use_beam_search\":true",
+        "\"min_p\":0.05",
+        "\"repetition_penalty\":1.1",
+        "\"guided_choice\":[\"a\"]",
+        "\"skip_special_tokens\":true",
+        "\"reasoning_effort\":\"low\"",
+        "\"top_n_sigma\":1",
+        "\"modalities\":[\"text\",\"audio\"]",
+        "\"stream_options\":{\"continuous_usage_stats\":true}"};
+    static const char *const good[] = {"\"typical_p\":1",
+                                       "\"tool_choice\":\"none\"",
+                                       "\"tool_choice\":\"auto\"",
+                                       "\"function_call\":null",
+                                       "\"skip_special_tokens\":false",
+                                       "\"add_generation_prompt\":true",
+                                       "\"top_n_sigma\":-1",
+                                       "\"modalities\":[\"text\"]",
+                                       "\"length_penalty\":1.0",
+                                       "\"guided_json\":null",
+                                       "\"bad_words\":[]",
+                                       "\"use_beam_search\":false"};
+    char body[256];
+    struct api_request r;
+    struct api_error e;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(body, sizeof(body), "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s}",
+                 bad[i]);
+        CHECK_MSG(parse(body, API_CHAT, &r, &e) == -1 && strstr(e.msg, "is not supported"),
+                  "%s: accepted (%s)", bad[i], e.msg);
+    }
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        snprintf(body, sizeof(body), "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s}",
+                 good[i]);
+        CHECK_MSG(parse(body, API_CHAT, &r, &e) == 0, "%s: refused: %s", good[i], e.msg);
+        CHECK_MSG(r.ignored[0] == '\0', "%s: listed as ignored: %s", good[i], r.ignored);
+        api_request_release(&r);
+    }
+}
+
+/* Harmless fields pass quietly; unknown ones pass too, but are named. */
+TEST(unknown_fields_are_ignored_and_named)
+{
+    struct api_request r;
+    struct api_error e;
+    CHECK_INT(parse("{\"prompt\":\"x\",\"user\":\"u\",\"metadata\":{\"a\":\"b\"},\"store\":false,"
+                    "\"priority\":3,\"frobnicate\":1,\"zz\":null}",
+                    API_COMPLETION, &r, &e),
+              0);
+    CHECK_STR(r.ignored, "'frobnicate', 'zz'");
+    api_request_release(&r);
+    char body[4096];
+    size_t n = (size_t)snprintf(body, sizeof(body), "{\"prompt\":\"x\"");
+    for (int i = 0; i < 60; i++)
+        n += (size_t)snprintf(body + n, sizeof(body) - n, ",\"unknown_field_%02d\":1", i);
+    snprintf(body + n, sizeof(body) - n, "}");
+    CHECK_INT(parse(body, API_COMPLETION, &r, &e), 0);
+    size_t len = strlen(r.ignored);
+    CHECK_MSG(len < sizeof(r.ignored) && len > 3 && strcmp(r.ignored + len - 3, "...") == 0,
+              "ignored list not cut with '...': %s", r.ignored);
+    api_request_release(&r);
+}
+
+/* engine/README.md's field table is this server's: one row per field,
+ * "| `name` | what |", in the parser's order. */
+TEST(readme_field_table_matches)
+{
+    FILE *f = fopen("engine/README.md", "r");
+    CHECK_MSG(f != NULL, "engine/README.md: cannot open (run from the repository root)");
+    if (!f)
+        return;
+    static char text[1 << 17];
+    size_t len = fread(text, 1, sizeof(text) - 1, f);
+    text[len] = '\0';
+    fclose(f);
+    const char *what, *name, *at = text;
+    for (size_t i = 0; (name = api_field(i, &what)) != NULL; i++) {
+        char row[192];
+        snprintf(row, sizeof(row), "| `%s` | %s |\n", name, what);
+        const char *p = strstr(at, row);
+        CHECK_MSG(p != NULL, "engine/README.md lacks (in order) the row: %.*s",
+                  (int)strlen(row) - 1, row);
+        if (p)
+            at = p + strlen(row);
+    }
+}
+
 /* ---- responses parse back as the JSON they claim to be ---- */
 
 static json_t *load_event(const char *s, size_t n, const char **rest)
