@@ -8,6 +8,7 @@
 #include "serve/api.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,22 @@ static int read_bool(const json_t *v, const char *name, bool *out, struct api_er
     return 0;
 }
 
+/* A number as the client wrote it, as far as a double can tell: the
+ * shortest of %.15g and %.17g that reads back to the same value, so that
+ * 2.0000001 is not quoted as "2" next to a limit of 2. */
+static const char *num_text(const json_t *v, char *buf, size_t cap)
+{
+    if (json_is_integer(v)) {
+        snprintf(buf, cap, "%lld", (long long)json_integer_value(v));
+        return buf;
+    }
+    double d = json_number_value(v);
+    snprintf(buf, cap, "%.15g", d);
+    if (strtod(buf, NULL) != d)
+        snprintf(buf, cap, "%.17g", d);
+    return buf;
+}
+
 /* A number in [lo, hi], or (lo, hi] when lo_open. Written as !(d >= lo) so
  * that a NaN (jansson cannot produce one, but a future parser might) is
  * refused rather than slipping through both comparisons. */
@@ -91,9 +108,10 @@ static int read_number(const json_t *v, const char *name, double lo, double hi, 
     if (!json_is_number(v))
         return BAD(e, name, "'%s' must be a number (got %s)", name, json_type_name(v));
     double d = json_number_value(v);
+    char t[40];
     if (!(lo_open ? d > lo : d >= lo) || !(d <= hi))
-        return BAD(e, name, "'%s' is %g; it must be in %s%g, %g]", name, d, lo_open ? "(" : "[", lo,
-                   hi);
+        return BAD(e, name, "'%s' is %s; it must be in %s%g, %g]", name, num_text(v, t, sizeof(t)),
+                   lo_open ? "(" : "[", lo, hi);
     *out = d;
     return 0;
 }
@@ -272,8 +290,9 @@ static int f_messages(const json_t *v, struct api_request *r, const struct api_l
 
 /* max_tokens / max_completion_tokens: an integer >= 1. Whether it fits
  * the context is decided later, when the prompt's token count is known
- * (server.c); huge values are kept (clamped to 2^40 to stay in a long)
- * so that the error can quote what the client asked for. */
+ * (server.c); huge values are kept as sent, so that the error can quote
+ * what the client asked for, under the name it used. */
+_Static_assert(sizeof(long) >= sizeof(json_int_t), "max_tokens holds any JSON integer");
 static int read_max_tokens(const json_t *v, const char *name, struct api_request *r,
                            struct api_error *e)
 {
@@ -282,7 +301,8 @@ static int read_max_tokens(const json_t *v, const char *name, struct api_request
     json_int_t t = json_integer_value(v);
     if (t < 1)
         return BAD(e, name, "'%s' is %lld; it must be at least 1", name, (long long)t);
-    r->max_tokens = t > (json_int_t)1 << 40 ? (long)1 << 40 : (long)t;
+    r->max_tokens = (long)t;
+    r->max_tokens_field = name;
     return 0;
 }
 
@@ -321,9 +341,13 @@ static int f_top_k(const json_t *v, struct api_request *r, const struct api_limi
     if (!json_is_integer(v))
         return BAD(e, "top_k", "'top_k' must be an integer (got %s)", json_type_name(v));
     json_int_t k = json_integer_value(v);
-    if (k < -1 || k > 1 << 30)
+    if (k < -1)
         return BAD(e, "top_k", "'top_k' is %lld; use -1 or 0 for off, or a positive count",
                    (long long)k);
+    /* any count from the vocabulary size up keeps every token */
+    if (k > INT_MAX)
+        return BAD(e, "top_k", "'top_k' is %lld; it must be at most %d (-1 or 0 = off)",
+                   (long long)k, INT_MAX);
     r->top_k = k < 0 ? 0 : (int)k;
     return 0;
 }
@@ -444,10 +468,6 @@ static const struct field fields[] = {
  * Silently ignoring them would be fail-open: a client asking for n=4 or a
  * repetition penalty would get an answer that looks right and is not. */
 
-static bool is_one(const json_t *v)
-{
-    return json_is_integer(v) && json_integer_value(v) == 1;
-}
 static bool is_zero(const json_t *v)
 {
     return json_is_number(v) && json_number_value(v) == 0;
@@ -513,8 +533,8 @@ struct refused {
  * engine/README.md shows this table (tests/unit/engine_api.c checks it). */
 static const struct refused refused[] = {
     /* OpenAI */
-    {"n", is_one, "1"},
-    {"best_of", is_one, "1"},
+    {"n", is_one_num, "1"},
+    {"best_of", is_one_num, "1"},
     {"echo", is_false_or_zero, "false"},
     {"logprobs", is_false, "null or false"},
     {"top_logprobs", is_zero, "0"},
@@ -682,11 +702,52 @@ static void request_defaults(struct api_request *r, enum api_kind kind)
     r->top_p = 1.0;
 }
 
+/* A number that fits neither a 64-bit integer nor a double: quoted as
+ * sent, under the key it belongs to ("'max_tokens' is 1e999..."). jansson
+ * stops right after the number (je->position); the key is found by
+ * walking back over it, the ':' and the quoted key. A key with escapes, or
+ * a number inside an array, is not named. */
+static int number_overflow(struct api_error *e, const json_error_t *je, const char *body,
+                           size_t len)
+{
+    size_t end = je->position >= 0 && (size_t)je->position <= len ? (size_t)je->position : 0;
+    size_t start = end;
+    while (start > 0 && strchr("0123456789+-.eE", body[start - 1]) && body[start - 1])
+        start--;
+    size_t p = start;
+    while (p > 0 && strchr(" \t\r\n", body[p - 1]) && body[p - 1])
+        p--;
+    char key[48] = "";
+    if (p > 0 && body[p - 1] == ':') {
+        p--;
+        while (p > 0 && strchr(" \t\r\n", body[p - 1]) && body[p - 1])
+            p--;
+        size_t kend = p;
+        if (kend > 0 && body[kend - 1] == '"') {
+            size_t k = kend - 1;
+            while (k > 0 && body[k - 1] != '"' && body[k - 1] != '\\')
+                k--;
+            if (k > 0 && body[k - 1] == '"' && kend - 1 - k < sizeof(key))
+                snprintf(key, sizeof(key), "%.*s", (int)(kend - 1 - k), body + k);
+        }
+    }
+    int n = (int)(end - start < 64 ? end - start : 64);
+    bool real = memchr(body + start, '.', end - start) || memchr(body + start, 'e', end - start) ||
+                memchr(body + start, 'E', end - start);
+    const char *limit =
+        real ? "a number must fit in a double" : "an integer must be in [-2^63, 2^63 - 1]";
+    if (key[0])
+        return BAD(e, key, "'%s' is %.*s%s, out of range (%s) at line %d, column %d", key, n,
+                   body + start, end - start > 64 ? "..." : "", limit, je->line, je->column);
+    return BAD(e, "", "the number %.*s%s at line %d, column %d is out of range (%s)", n,
+               body + start, end - start > 64 ? "..." : "", je->line, je->column, je->text);
+}
+
 /* What jansson refused, in words a client can act on. Three refusals are
  * of valid JSON, and say so rather than "malformed": a duplicate key (named
  * in param; jansson's text ends "near '\"key\"'"), "\u0000" inside a key
  * (jansson cannot hold one), and a number outside 64 bits or a double. */
-static int json_refusal(struct api_error *e, const json_error_t *je)
+static int json_refusal(struct api_error *e, const json_error_t *je, const char *body, size_t len)
 {
     enum json_error_code code = json_error_code(je);
     if (code == json_error_duplicate_key) {
@@ -705,8 +766,7 @@ static int json_refusal(struct api_error *e, const json_error_t *je)
         return BAD(e, "", "an object key holds \\u0000 at line %d, column %d (not supported)",
                    je->line, je->column);
     if (code == json_error_numeric_overflow)
-        return BAD(e, "", "a number out of range at line %d, column %d: %s", je->line, je->column,
-                   je->text);
+        return number_overflow(e, je, body, len);
     return BAD(e, "", "malformed JSON at line %d, column %d: %s", je->line, je->column, je->text);
 }
 
@@ -731,7 +791,7 @@ int api_parse(const char *body, size_t len, enum api_kind kind, const struct api
      * with its length, never as a C string. */
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root)
-        return json_refusal(e, &je);
+        return json_refusal(e, &je, body, len);
     int rc = -1;
     if (!json_is_object(root)) {
         BAD(e, "", "the request body must be a JSON object (got %s)", json_type_name(root));

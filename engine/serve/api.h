@@ -44,14 +44,16 @@ struct api_request {
     size_t n_prompt_ids;          /* entries of prompt_ids (>= 1 when given) */
     struct api_message *messages; /* chat: (n_messages) */
     size_t n_messages;
-    long max_tokens;    /* >= 1, or -1 when absent or null (= the rest of the context) */
-    double temperature; /* [0, 2]; 0 = greedy; default 1 */
-    double top_p;       /* (0, 1]; default 1 */
-    int top_k;          /* 0 = off (-1 is read as 0); default 0 */
-    uint64_t seed;      /* sampling seed */
-    bool has_seed;      /* seed was given (else the server picks one) */
-    char **stop;        /* (n_stop) stop strings, each non-empty */
-    size_t *stop_len;   /* (n_stop) their byte lengths */
+    long max_tokens; /* >= 1 as sent, or -1 when absent or null (= the rest of the context) */
+    const char *max_tokens_field; /* "max_tokens" or "max_completion_tokens" (static), the
+                                     field that set max_tokens; NULL when absent */
+    double temperature;           /* [0, 2]; 0 = greedy; default 1 */
+    double top_p;                 /* (0, 1]; default 1 */
+    int top_k;                    /* 0 = off (-1 is read as 0); default 0 */
+    uint64_t seed;                /* sampling seed */
+    bool has_seed;                /* seed was given (else the server picks one) */
+    char **stop;                  /* (n_stop) stop strings, each non-empty */
+    size_t *stop_len;             /* (n_stop) their byte lengths */
     size_t n_stop;
     bool ignore_eos;    /* keep going past end-of-generation tokens */
     bool stream;        /* answer as server-sent events */

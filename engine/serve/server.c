@@ -400,10 +400,11 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
     long room = en->n_ctx - (long)n_ids;
     long max_tokens = q.max_tokens < 0 ? room : q.max_tokens;
     if (max_tokens > room) {
-        api_error_set(&e, 400, "invalid_request_error", "max_tokens",
+        const char *mname = q.max_tokens_field ? q.max_tokens_field : "max_tokens";
+        api_error_set(&e, 400, "invalid_request_error", mname,
                       "this model's context is %d tokens; the request has %zu prompt tokens "
-                      "plus %ld max_tokens (at most %ld fit)",
-                      en->n_ctx, n_ids, max_tokens, room);
+                      "plus %ld %s (at most %ld fit)",
+                      en->n_ctx, n_ids, max_tokens, mname, room);
         goto refused;
     }
     /* ids: a per-process salt mixed with a counter, unique within a run

@@ -50,6 +50,16 @@ bad 400 invalid_request_error max_tokens \
     $C "${J[@]}" --data-binary '{"prompt":"hi","max_tokens":2147483647}'
 bad 400 invalid_request_error max_tokens "plus 256 max_tokens (at most 255 fit)" $C "${J[@]}" \
     --data-binary '{"prompt":"hi","max_tokens":256}'
+# huge values are quoted as sent (not clamped to 2^40), under the name they came with
+bad 400 invalid_request_error max_tokens "plus 1099511627777 max_tokens (at most 255 fit)" $C \
+    "${J[@]}" --data-binary '{"prompt":"hi","max_tokens":1099511627777}'
+bad 400 invalid_request_error max_completion_tokens \
+    "plus 9223372036854775807 max_completion_tokens (at most" /v1/chat/completions "${J[@]}" \
+    --data-binary '{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":9223372036854775807}'
+bad 400 invalid_request_error top_k "'top_k' is 2147483648; it must be at most 2147483647" $C \
+    "${J[@]}" --data-binary '{"prompt":"hi","top_k":2147483648}'
+bad 400 invalid_request_error seed "'seed' is 18446744073709551616, out of range" $C "${J[@]}" \
+    --data-binary '{"prompt":"hi","seed":18446744073709551616}'
 long=$(printf 'tokens and more %.0s' $(seq 1 120))
 for stream in false true; do
     bad 400 exceed_context_size_error prompt "which leaves no room in the context of 256 tokens" $C \

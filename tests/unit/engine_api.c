@@ -52,6 +52,25 @@ TEST(completion_fields)
     api_request_release(&r);
 }
 
+/* max_tokens is kept as sent, whatever its size, with the name it came
+ * under, so that the context error can quote both (server.c). */
+TEST(max_tokens_kept_as_sent)
+{
+    struct api_request r;
+    struct api_error e;
+    CHECK_INT(parse("{\"prompt\":\"x\",\"max_tokens\":1099511627777}", API_COMPLETION, &r, &e), 0);
+    CHECK_INT(r.max_tokens, 1099511627777LL);
+    CHECK_STR(r.max_tokens_field, "max_tokens");
+    api_request_release(&r);
+    CHECK_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                    "\"max_completion_tokens\":9223372036854775807}",
+                    API_CHAT, &r, &e),
+              0);
+    CHECK_INT(r.max_tokens, 9223372036854775807LL);
+    CHECK_STR(r.max_tokens_field, "max_completion_tokens");
+    api_request_release(&r);
+}
+
 TEST(defaults)
 {
     struct api_request r;
@@ -152,8 +171,23 @@ static const struct bad bad_cases[] = {
     {"{\"prompt\":\"x\",\"a\\u0000b\":1}", API_COMPLETION, 400, "", "an object key holds \\u0000"},
     /* a lone surrogate is no character: jansson refuses it, and so do we */
     {"{\"prompt\":\"\\ud800\"}", API_COMPLETION, 400, "", "malformed JSON at line 1, column 18"},
-    {"{\"prompt\":\"x\",\"max_tokens\":12345678901234567890}", API_COMPLETION, 400, "",
-     "a number out of range at line 1, column 47: too big integer"},
+    /* numbers past 64 bits or a double: quoted as sent, under their key */
+    {"{\"prompt\":\"x\",\"max_tokens\":12345678901234567890}", API_COMPLETION, 400, "max_tokens",
+     "'max_tokens' is 12345678901234567890, out of range (an integer must be in [-2^63, 2^63 - 1]) "
+     "at line 1, column 47"},
+    {"{\"prompt\":\"x\", \"seed\" :  -99999999999999999999}", API_COMPLETION, 400, "seed",
+     "'seed' is -99999999999999999999, out of range"},
+    {"{\"prompt\":\"x\",\"temperature\":1e999}", API_COMPLETION, 400, "temperature",
+     "'temperature' is 1e999, out of range (a number must fit in a double)"},
+    {"{\"prompt\":\"x\",\"stop\":[1e999]}", API_COMPLETION, 400, "",
+     "the number 1e999 at line 1, column 27 is out of range"},
+    /* a value just past a limit is quoted as sent, not rounded onto it */
+    {"{\"prompt\":\"x\",\"temperature\":2.0000001}", API_COMPLETION, 400, "temperature",
+     "'temperature' is 2.0000001; it must be in [0, 2]"},
+    {"{\"prompt\":\"x\",\"top_p\":1.0000000000000002}", API_COMPLETION, 400, "top_p",
+     "'top_p' is 1.0000000000000002; it must be in (0, 1]"},
+    {"{\"prompt\":\"x\",\"top_k\":2147483648}", API_COMPLETION, 400, "top_k",
+     "'top_k' is 2147483648; it must be at most 2147483647 (-1 or 0 = off)"},
     /* NUL-safe comparisons: "\u0000" does not end a string early */
     {"{\"prompt\":\"x\",\"model\":\"tiny\\u0000x\"}", API_COMPLETION, 404, "model",
      "does not exist"},
