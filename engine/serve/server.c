@@ -537,8 +537,6 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
-/* The first call, when the headers are in: route and check limits. Returns
- * MHD_YES with a response queued when refusing. */
 /* The body framing rules of RFC 9112 §6 that libmicrohttpd leaves to us.
  * Each refusal closes the connection: after a framing error nothing on it
  * can be trusted to start a new request. */
@@ -580,6 +578,8 @@ static const char *origin_path(const char *url)
     return p ? p : "/";
 }
 
+/* The first call, when the headers are in: route and check limits. Returns
+ * MHD_YES with a response queued when refusing. */
 static enum MHD_Result first_call(struct call *c, const char *url, const char *method,
                                   const char *version, bool *refused)
 {
