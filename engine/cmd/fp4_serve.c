@@ -90,12 +90,6 @@ static void *load(void *arg)
         err_prefix(&e->err, "%s", a->model);
         goto fail;
     }
-    /* a longer context is allowed (the KV cache is ours to size) but the
-     * positions past the training context were never trained: say so */
-    if (e->m->ctx > e->m->cfg.n_ctx_train)
-        log_warn("--ctx %d is above the model's training context of %d tokens; positions past "
-                 "%d are untrained and output there may degrade",
-                 e->m->ctx, e->m->cfg.n_ctx_train, e->m->cfg.n_ctx_train);
     chat_template_init(&e->chat, tok_chat_template(e->vocab));
     struct sched_opts so = {.prefill_chunk = (int)a->prefill_chunk, .max_queue = (int)a->max_queue};
     e->sched = sched_new(e->m, e->vocab, &so, &e->met, &e->err);
