@@ -42,7 +42,7 @@ static void check_log(const char *preset, const char *path, const struct want *w
     load(path, &b);
     mset_init(&ms);
     CHECK_MSG(ext_new(preset, NULL, 0, &set, &e) == 0, "%s", e.msg);
-    CHECK_MSG(ext_run(set, b.data, b.len, &ms, &e) == 0, "%s", e.msg);
+    CHECK_MSG(ext_run(set, b.data, b.len, &ms, NULL, &e) == 0, "%s", e.msg);
     for (size_t i = 0; i < n; i++) {
         double v = NAN;
         CHECK_MSG(mset_get(&ms, want[i].name, &v), "%s: '%s' missing", path, want[i].name);
@@ -164,7 +164,7 @@ TEST(inf_not_set_negative_zero_crlf)
     load(FIX "sglang_inf_notset.log", &b);
     mset_init(&ms);
     ext_new("sglang", NULL, 0, &set, &e);
-    ext_run(set, b.data, b.len, &ms, &e);
+    ext_run(set, b.data, b.len, &ms, NULL, &e);
     double v = 1;
     CHECK(mset_get(&ms, "mean_itl_ms", &v) && v == 0 && !signbit(v));
     CHECK(!mset_get(&ms, "achieved_concurrency", NULL)); /* "not set" */
@@ -210,7 +210,7 @@ TEST(only_the_last_result_block_counts)
     err_init(&e);
     mset_init(&ms);
     CHECK(ext_new("sglang", NULL, 0, &set, &e) == 0);
-    CHECK(ext_run(set, text, strlen(text), &ms, &e) == 0);
+    CHECK(ext_run(set, text, strlen(text), &ms, NULL, &e) == 0);
     CHECK(mset_get(&ms, "successful_requests", &v) && v == 48);
     CHECK(mset_get(&ms, "output_throughput", &v) && v == 28.05);
     CHECK(!mset_get(&ms, "mean_ttft_ms", NULL));
@@ -233,7 +233,7 @@ TEST(user_patterns_override_and_add)
     load(FIX "sglang_newest.log", &b);
     mset_init(&ms);
     CHECK_MSG(ext_new("sglang", user, 2, &set, &e) == 0, "%s", e.msg);
-    CHECK(ext_run(set, b.data, b.len, &ms, &e) == 0);
+    CHECK(ext_run(set, b.data, b.len, &ms, NULL, &e) == 0);
     CHECK(mset_get(&ms, "median_tpot_ms", &v) && v == 61.02);
     CHECK(mset_get(&ms, "input_count", &v) && v == 12288);
     CHECK(mset_get(&ms, "p99_tpot_ms", &v) && v == 65.93);
@@ -257,11 +257,11 @@ TEST(require_names_missing_metric_and_regexes_tried)
     load(FIX "sglang_mid2025.log", &b);
     mset_init(&ms);
     ext_new("sglang", NULL, 0, &set, &e);
-    ext_run(set, b.data, b.len, &ms, &e);
+    ext_run(set, b.data, b.len, &ms, NULL, &e);
     strvec_push(&req, "output_throughput");
     strvec_push(&req, "median_tpot_ms");
     strvec_push(&req, "goodput");
-    CHECK(ext_require(set, &ms, &req, &e) == -1);
+    CHECK(ext_require(set, &ms, NULL, &req, &e) == -1);
     CHECK_INT(e.code, RN_ERR_POINTS);
     CHECK_MSG(strstr(e.msg, "missing required metric 'median_tpot_ms' (tried /^Median TPOT"), "%s",
               e.msg);
@@ -274,7 +274,7 @@ TEST(require_names_missing_metric_and_regexes_tried)
     err_init(&e);
     strvec_release(&req);
     strvec_push(&req, "output_throughput");
-    CHECK(ext_require(set, &ms, &req, &e) == 0);
+    CHECK(ext_require(set, &ms, NULL, &req, &e) == 0);
     strvec_release(&req);
     strvec_release(&miss);
     mset_release(&ms);
@@ -302,7 +302,7 @@ TEST(runaway_regex_fails_fast_naming_the_pattern)
     CHECK_MSG(ext_new(NULL, user, 1, &set, &e) == 0, "%s", e.msg);
     const char *one = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab\n";
     double t0 = now_s();
-    CHECK(ext_run(set, one, strlen(one), &ms, &e) == -1);
+    CHECK(ext_run(set, one, strlen(one), &ms, NULL, &e) == -1);
     CHECK_MSG(strstr(e.msg, "pattern 'evil' (^(a+)+$): match limit exceeded"), "%s", e.msg);
     CHECK_MSG(now_s() - t0 < 2.0, "took %.2f s", now_s() - t0);
 
@@ -312,7 +312,7 @@ TEST(runaway_regex_fails_fast_naming_the_pattern)
         buf_puts(&many, "aaaaaaaaaaaaaaaaaX\n");
     err_init(&e);
     t0 = now_s();
-    CHECK(ext_run(set, many.data, many.len, &ms, &e) == -1);
+    CHECK(ext_run(set, many.data, many.len, &ms, NULL, &e) == -1);
     CHECK_MSG(strstr(e.msg, "pattern 'evil'") && strstr(e.msg, "exceeded"), "%s", e.msg);
     CHECK_MSG(now_s() - t0 < 5.0, "took %.2f s", now_s() - t0);
     buf_release(&many);
