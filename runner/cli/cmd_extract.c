@@ -115,13 +115,13 @@ int cmd_extract(int argc, char **argv)
             put_value(&out, ms.m[k].value);
         }
         buf_puts(&out, ms.n ? "\n  }" : "}");
-        if (ms.n == 0) {
-            log_error("%s: no metric matched (preset '%s'%s)", logs.v[i], preset,
-                      pattern_args.n ? " and the given patterns" : "");
+        if (require.n && ext_require(set, &ms, &info, &require, &e) != 0) {
+            log_error("%s: %s", logs.v[i], e.msg);
             if (rc == RN_OK)
                 rc = RN_ERR_POINTS;
-        } else if (ext_require(set, &ms, &info, &require, &e) != 0) {
-            log_error("%s: %s", logs.v[i], e.msg);
+        } else if (ms.n == 0) {
+            log_error("%s: no metric matched (preset '%s'%s)", logs.v[i], preset,
+                      pattern_args.n ? " and the given patterns" : "");
             if (rc == RN_OK)
                 rc = RN_ERR_POINTS;
         }
