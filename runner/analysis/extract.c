@@ -656,22 +656,27 @@ out:
     return rc;
 }
 
-/* After the last byte: the verdict on the log and its values. */
-static int scan_end(struct scan *s, struct metric_set *out, struct ext_info *info, struct err *err)
+/* After the last byte: the verdict on the log and its values. lenient
+ * (for ext_shape) reads a block that is not to be trusted anyway: the one
+ * the log ends inside, or the one with a metric twice (its first line). */
+static int scan_end(struct scan *s, struct metric_set *out, struct ext_info *info, bool lenient,
+                    struct err *err)
 {
     const ext_set *set = s->set;
     if (s->part.len || s->overlong) /* a last line without an end */
         end_line(s, s->part.data ? s->part.data : "", s->part.len);
     if (s->stopped)
         return -1;
-    if (s->in_block)
+    const struct region *used = s->have_last ? &s->last : &s->outside;
+    if (lenient && s->in_block)
+        used = &s->cur;
+    if (s->in_block && !lenient)
         return err_set(err, RN_ERR_POINTS,
                        "the result block opened at line %ld is not closed: the log ends inside "
                        "it (cut short?)",
                        s->cur.open_line),
                -1;
-    const struct region *used = s->have_last ? &s->last : &s->outside;
-    if (used->dup_a) {
+    if (used->dup_a && !lenient) {
         const char *name = set->e[used->dup_entry].name;
         if (s->have_last)
             err_set(err, RN_ERR_POINTS,
@@ -761,7 +766,7 @@ int ext_run(const ext_set *set, const char *text, size_t len, struct metric_set 
     struct scan s;
     scan_init(&s, set, err);
     scan_feed(&s, text ? text : "", text ? len : 0);
-    int rc = scan_end(&s, out, info, err);
+    int rc = scan_end(&s, out, info, false, err);
     scan_release(&s);
     return rc;
 }
@@ -773,7 +778,7 @@ int ext_run_file(const ext_set *set, const char *path, struct metric_set *out,
     scan_init(&s, set, err);
     int rc = scan_file(&s, path, err);
     if (rc == 0)
-        rc = scan_end(&s, out, info, err);
+        rc = scan_end(&s, out, info, false, err);
     scan_release(&s);
     return rc;
 }
@@ -931,13 +936,11 @@ static int shape(const char *text, size_t len, const char *path, struct ext_shap
     }
     if (!path)
         scan_feed(&s, text ? text : "", text ? len : 0);
-    if (scan_end(&s, &ms, NULL, &e2) != 0) {
-        if (e2.code != RN_ERR_POINTS) { /* a limit; a block not to be trusted says nothing */
-            err_set(err, e2.code, "%s", e2.msg);
-            goto out;
-        }
-        mset_release(&ms);
-        mset_init(&ms);
+    /* a block not to be trusted still says which point it was: the judge
+     * fails that point, naming why */
+    if (scan_end(&s, &ms, NULL, true, &e2) != 0) {
+        err_set(err, e2.code, "%s", e2.msg);
+        goto out;
     }
     double v, ok, failed = 0;
     if ((mset_get(&ms, "@conc", &v) || mset_get(&ms, "@conc_any", &v)) && isfinite(v) && v >= 1 &&

@@ -185,9 +185,10 @@ struct ext_shape {
 /*
  * Read the requested concurrency and the number of prompts from a log's own
  * lines (for `sweep import`): the block's row first, else the last such
- * line anywhere. Returns 0 (fields left at -1 where the log is silent, or
- * where its block cannot be trusted: a metric twice, a block not closed), or
- * -1 with err set when a limit stopped a match. ext_shape_file reads the
+ * line anywhere; a block that cannot be trusted (a metric twice, a block
+ * the log ends inside) is read all the same, since the judge will fail the
+ * point naming why. Returns 0 (fields left at -1 where the log is silent),
+ * or -1 with err set when a limit stopped a match. ext_shape_file reads the
  * file at path in chunks, and fails with "path: reason" (RN_ERR_ENV) when it
  * cannot be read.
  */

@@ -2,9 +2,10 @@
 # over 64 MiB is streamed (bounded memory) by `sweep extract`, `import` and
 # `plot`; one log that cannot be read fails its own point only (exit 3, the
 # others go on); a metric twice in one block and a block cut short are
-# errors naming the lines; warm-up blocks are noted in the point's cause;
-# '\r' progress bars do not hide rows; a --pattern that matches a
-# non-number quotes it; hex numbers are refused in logs and in points.csv.
+# errors naming the lines (an imported one is still its point, failed);
+# warm-up blocks are noted in the point's cause; '\r' progress bars do not
+# hide rows; a --pattern that matches a non-number quotes it; hex numbers
+# are refused in logs and in points.csv.
 . tests/lib.sh
 
 fix=tests/fixtures/logs
@@ -68,6 +69,18 @@ check "the 65 MiB log is copied whole" cmp -s "$T_TMP/logs/sweep_8_24.log" "$run
 check "and its point is ok" grep -q '^default,8,24,1,ok,' "$run/points.csv"
 check "a log with two blocks says so in its point's cause" \
     grep -q '^default,16,48,1,ok,.*2 result blocks, last used (line 42)' "$run/points.csv"
+
+# logs that cannot be trusted still become their points: failed, saying why
+mkdir "$T_TMP/bad"
+cp $fix/sglang_cut_short.log "$T_TMP/bad/cut_c1-n8.log"
+cp $fix/sglang_duplicate_row.log "$T_TMP/bad/dup_c1-n8.log"
+"$SWEEP" import "$T_TMP/bad" --out "$T_TMP/badrun" --no-preview >/dev/null 2>"$T_TMP/bad.err"
+check_eq "import: logs that cannot be trusted are failed points: exit 1" "$?" 1
+check "a block cut short: failed, naming its line" grep -q \
+    "^default,1,8,1,failed,,the result block opened at line 14 is not closed" "$T_TMP/badrun/points.csv"
+check "a row twice: failed, naming both lines" grep -q \
+    "^default,1,8,2,failed,,'median_tpot_ms' is printed twice in the result block opened at line 5: lines 29 and 31" \
+    "$T_TMP/badrun/points.csv"
 
 # ---- sweep plot: one log that cannot be read fails its own point ----
 rm "$run/default/c1-n8.log"
