@@ -536,6 +536,7 @@ static bool rule_matches(struct scan *s, const pcre2_code *re, const char *line,
 static void scan_line(struct scan *s, const char *line, size_t len)
 {
     const ext_set *set = s->set;
+    bool rule = false; /* a block's opening or closing line: no preset row */
     if (s->stopped)
         return;
     if (len && line[0] == '=') {
@@ -543,25 +544,22 @@ static void scan_line(struct scan *s, const char *line, size_t len)
             /* a block opened inside an open one: the open one never ended */
             region_clear(&s->cur, set->n);
             s->cur.open_line = s->line;
-            s->in_block = true;
-            return;
-        }
-        if (s->in_block && rule_matches(s, set->close_re, line, len)) {
+            s->in_block = rule = true;
+        } else if (s->in_block && rule_matches(s, set->close_re, line, len)) {
             struct region t = s->last;
             s->last = s->cur;
             s->cur = t;
             region_clear(&s->cur, set->n);
             s->in_block = false;
-            s->have_last = true;
+            s->have_last = rule = true;
             s->blocks++;
-            return;
         }
     }
     for (size_t i = 0; i < set->n; i++) {
         const struct entry *en = &set->e[i];
-        struct region *r = &s->all;
+        struct region *r = &s->all; /* user patterns see every line */
         if (en->in_block) {
-            if (en->lead && (!len || line[0] != en->lead))
+            if (rule || (en->lead && (!len || line[0] != en->lead)))
                 continue;
             r = s->in_block ? &s->cur : &s->outside;
         }
