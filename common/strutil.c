@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xalloc.h"
+
 int str_to_long(const char *s, long *out)
 {
     if (!s || !*s)
@@ -19,17 +21,60 @@ int str_to_long(const char *s, long *out)
     return 0;
 }
 
-int str_to_double(const char *s, double *out)
+/* Digits at s[*i..n), skipped; returns how many. */
+static size_t skip_digits(const char *s, size_t n, size_t *i)
 {
-    if (!s || !*s)
-        return -1;
+    size_t start = *i;
+    while (*i < n && s[*i] >= '0' && s[*i] <= '9')
+        (*i)++;
+    return *i - start;
+}
+
+int str_to_double_n(const char *s, size_t n, double *out)
+{
+    /* [+-] (digits [. digits] | . digits) [(e|E) [+-] digits], all of s */
+    size_t i = 0;
+    if (!s)
+        return errno = EINVAL, -1;
+    if (i < n && (s[i] == '+' || s[i] == '-'))
+        i++;
+    size_t digits = skip_digits(s, n, &i);
+    if (i < n && s[i] == '.') {
+        i++;
+        digits += skip_digits(s, n, &i);
+    }
+    if (!digits)
+        return errno = EINVAL, -1;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-'))
+            i++;
+        if (!skip_digits(s, n, &i))
+            return errno = EINVAL, -1;
+    }
+    if (i != n)
+        return errno = EINVAL, -1;
+    char small[64], *tmp = n < sizeof(small) ? small : xmalloc(n + 1);
+    memcpy(tmp, s, n);
+    tmp[n] = '\0';
     char *end;
     errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v))
-        return -1;
+    double v = strtod(tmp, &end);
+    int e = errno;
+    bool whole = end == tmp + n;
+    if (tmp != small)
+        free(tmp);
+    if (!whole) /* a locale whose decimal point is not '.' */
+        return errno = EINVAL, -1;
+    if (e == ERANGE || !isfinite(v))
+        return errno = ERANGE, -1;
     *out = v;
     return 0;
+}
+
+int str_to_double(const char *s, double *out)
+{
+    return str_to_double_n(s, s ? strlen(s) : 0, out);
 }
 
 bool str_starts_with(const char *s, const char *prefix)
