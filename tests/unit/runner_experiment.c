@@ -25,8 +25,7 @@ static int load(const char *text, struct experiment *e)
     struct err err;
     err_init(&err);
     int rc = exp_load_string("t.yaml", text, strlen(text), e, &err);
-    if (rc != 0)
-        fprintf(stderr, "unexpected load error: %s\n", err.msg);
+    CHECK_MSG(rc == 0, "unexpected load error: %s", err.msg);
     return rc;
 }
 
@@ -811,7 +810,7 @@ TEST(dump_round_trip)
                "  host: \"::1\"\n"
                "  port: 30001\n"
                "  flags: {on: true, off: false, n: 1.50, neg: -3, s: \"null\", e: \"\"}\n"
-               "  env: {A: \"0\", B: \"true\", C: \"\"}\n"
+               "  env: {A: \"0\", B: \"true\", C: \"\", D: \"0x10\", E: \".inf\", F: \"1_000\"}\n"
                "  ready: {path: /v1/models, timeout_s: 0.1}\n"
                "  stop: {grace_s: 2.5}\n"
                "bench:\n"
@@ -833,6 +832,25 @@ TEST(dump_round_trip)
                "  - {name: a, server: {flags: {quant: mxfp4, extra: x}}}\n"
                "  - {name: b, server: {engine: command, command: [s]}, bench: {grid: [\"7:7\"]}}\n"
                "  - {name: default}\n");
+}
+
+/* strings another YAML reader would take for numbers are dumped quoted */
+TEST(dump_quotes_number_like_strings)
+{
+    struct experiment e;
+    if (load("name: t\nbench: {grid: [\"1:8\"]}\n"
+             "server: {model: models/m.gguf, env: {A: \"0x10\", B: \".inf\", C: \"1_000\", D: "
+             "\"-.5\", E: \"x1\"}}\n",
+             &e) != 0)
+        return;
+    struct buf d;
+    buf_init(&d, 1 << 16);
+    exp_dump_yaml(&e, &d);
+    const char *want[] = {"A: \"0x10\"", "B: \".inf\"", "C: \"1_000\"", "D: \"-.5\"", "E: x1"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        CHECK_MSG(strstr(d.data, want[i]) != NULL, "dump lacks %s:\n%s", want[i], d.data);
+    buf_release(&d);
+    exp_release(&e);
 }
 
 /* ---- the schema ---- */
