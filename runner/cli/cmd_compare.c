@@ -4,11 +4,13 @@
  * ratio B/A, the fits side by side, and with --out compare.md plus
  * overlay and ratio charts. Nothing is rerun or re-extracted.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "sweep.h"
 #include "analysis/compare.h"
+#include "fileio.h"
 #include "log.h"
 #include "opts.h"
 
@@ -47,6 +49,18 @@ int cmd_compare(int argc, char **argv)
     if (specs.n == 0) {
         err_set(&err, RN_ERR_USAGE, "no run given (sweep compare RUN_A RUN_B)");
         goto fail;
+    }
+    if (out) { /* its plots/ would replace the run's charts of the same names */
+        char *csv = path_join(out, "points.csv");
+        bool is_run = path_exists(csv);
+        free(csv);
+        if (is_run) {
+            err_set(&err, RN_ERR_USAGE,
+                    "--out '%s' is a run folder (points.csv): its charts would be replaced; "
+                    "write the comparison to another folder",
+                    out);
+            goto fail;
+        }
     }
     if (cmp_load((const char *const *)specs.v, specs.n, &metrics, &c, &err) != 0)
         goto fail;

@@ -339,7 +339,7 @@ int cmd_import(int argc, char **argv)
     struct ext_pattern *user = NULL;
     ext_set *probe = NULL;
     size_t n = 0, failed = 0;
-    int rc = RN_ERR_USAGE;
+    int rc = RN_ERR_USAGE, lock_fd = -1;
     err_init(&err);
 
     int pr = opt_parse(argc, argv, opts, n_opts, &a.logs, &err, RN_ERR_USAGE);
@@ -401,6 +401,20 @@ int cmd_import(int argc, char **argv)
             items[j] = items[j - 1];
             items[j - 1] = tmp;
         }
+    /* own the folder before writing into it (no sweep run, plot or other
+     * import at the same time), and never mix logs into a sweep run's folder */
+    if (mkdir_p(a.out, 0755, &err, RN_ERR_ENV) != 0 || (lock_fd = rundir_lock(a.out, &err)) < 0)
+        goto fail;
+    char *yaml = path_join(a.out, "experiment.yaml");
+    bool is_run = path_exists(yaml);
+    free(yaml);
+    if (is_run) {
+        err_set(&err, RN_ERR_USAGE,
+                "--out '%s' holds a run made by 'sweep run' (experiment.yaml); imported logs "
+                "would be mixed into its points: import into a new folder",
+                a.out);
+        goto fail;
+    }
     char *vdir = path_join(a.out, a.variant);
     int mk = mkdir_p(vdir, 0755, &err, RN_ERR_ENV);
     free(vdir);
@@ -417,12 +431,18 @@ int cmd_import(int argc, char **argv)
     struct report_opts ro = {NULL, NULL, !a.no_preview && isatty(1), false};
     if (report_build(a.out, &ro, &err) != 0)
         goto fail;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        err_set(&err, RN_ERR_ENV, "the summary could not be written to stdout: %s",
+                strerror(errno));
+        goto fail;
+    }
     rc = failed ? RN_ERR_POINTS : RN_OK;
     goto out;
 fail:
     log_error("%s", err.msg);
     rc = err.code ? err.code : RN_ERR_USAGE;
 out:
+    rundir_unlock(lock_fd);
     for (size_t i = 0; i < n; i++) {
         buf_release(&items[i].text);
         free(items[i].rel);

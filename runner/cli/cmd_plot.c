@@ -6,6 +6,7 @@
  * is rerun. It also works when points.csv, fit.json and plots/ are gone:
  * the logs under RUN_DIR/<variant>/c<C>-n<P>[-r<R>].log are the truth.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,7 @@ int cmd_plot(int argc, char **argv)
     size_t n_logs = 0, missing_logs = 0;
     char *csv = NULL;
     bool rd_open = false;
+    int lock_fd = -1;
     int rc = RN_ERR_USAGE;
     err_init(&err);
     res_table_init(&t);
@@ -144,6 +146,10 @@ int cmd_plot(int argc, char **argv)
     if (rundir_open(dir, &rd, &err) != 0)
         goto fail;
     rd_open = true;
+    /* everything below rewrites the folder: no sweep run or other plot at the same time */
+    lock_fd = rundir_lock(dir, &err);
+    if (lock_fd < 0)
+        goto fail;
     /* check the overrides on a copy, then save them so later plots and
      * REPORT.md read the logs the same way */
     if ((preset || pattern_args.n) && rundir_override(&rd, preset, user, pattern_args.n, &err) != 0)
@@ -223,12 +229,18 @@ int cmd_plot(int argc, char **argv)
     struct report_opts ro = {NULL, NULL, !no_preview && !quiet && isatty(1), quiet};
     if (report_build(dir, &ro, &err) != 0)
         goto fail;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        err_set(&err, RN_ERR_ENV, "the summary could not be written to stdout: %s",
+                strerror(errno));
+        goto fail;
+    }
     rc = bad ? RN_ERR_POINTS : RN_OK;
     goto out;
 fail:
     log_error("%s", err.msg);
     rc = err.code ? err.code : RN_ERR_USAGE;
 out:
+    rundir_unlock(lock_fd);
     if (rd_open)
         rundir_release(&rd);
     rundir_logs_free(logs, n_logs);
