@@ -28,7 +28,8 @@ int cmd_compare(int argc, char **argv)
     const char *out = NULL;
     struct strvec metrics = STRVEC_INIT, specs = STRVEC_INIT;
     const struct opt opts[] = {
-        {"out", 'o', OPT_STR, &out, "DIR", "write compare.md and charts (DIR/plots/) here"},
+        {"out", 'o', OPT_STR, &out, "DIR",
+         "write compare.md and charts (DIR/plots/) here (not a run folder)"},
         {"metric", 0, OPT_LIST, &metrics, "NAME",
          "compare this metric (repeatable; default: throughput, TPOT, TTFT, ITL, E2E)"},
     };

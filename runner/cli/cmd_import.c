@@ -321,7 +321,8 @@ int cmd_import(int argc, char **argv)
     struct import_args a = {NULL,        "sglang",    NULL,        "default",
                             STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, false};
     const struct opt opts[] = {
-        {"out", 'o', OPT_STR, &a.out, "RUN_DIR", "the run folder to create (or add to)"},
+        {"out", 'o', OPT_STR, &a.out, "RUN_DIR",
+         "the run folder to create (or add to; not one made by sweep run)"},
         {"preset", 0, OPT_STR, &a.preset, "NAME", "label set: sglang (default) or vllm"},
         {"pattern", 0, OPT_LIST, &a.patterns, "NAME=REGEX",
          "add or replace a metric regex (one capture group; repeatable)"},
