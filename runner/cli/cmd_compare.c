@@ -13,6 +13,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "opts.h"
+#include "store/rundir.h"
 
 static const char synopsis[] =
     "RUN_DIR[:VARIANT] RUN_DIR[:VARIANT]... [--out DIR] [--metric NAME]...";
@@ -52,12 +53,13 @@ int cmd_compare(int argc, char **argv)
         goto fail;
     }
     if (out) { /* its plots/ would replace the run's charts of the same names */
-        char *csv = path_join(out, "points.csv");
-        bool is_run = path_exists(csv);
+        char *csv = path_join(out, "points.csv"), *lock = path_join(out, RUNDIR_LOCK_NAME);
+        bool is_run = path_exists(csv) || path_exists(lock); /* a run that just started */
         free(csv);
+        free(lock);
         if (is_run) {
             err_set(&err, RN_ERR_USAGE,
-                    "--out '%s' is a run folder (points.csv): its charts would be replaced; "
+                    "--out '%s' is a run folder: its charts would be replaced; "
                     "write the comparison to another folder",
                     out);
             goto fail;

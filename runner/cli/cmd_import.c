@@ -432,11 +432,6 @@ int cmd_import(int argc, char **argv)
     struct report_opts ro = {NULL, NULL, !a.no_preview && isatty(1), false};
     if (report_build(a.out, &ro, &err) != 0)
         goto fail;
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        err_set(&err, RN_ERR_ENV, "the summary could not be written to stdout: %s",
-                strerror(errno));
-        goto fail;
-    }
     rc = failed ? RN_ERR_POINTS : RN_OK;
     goto out;
 fail:

@@ -6,7 +6,6 @@
  * is rerun. It also works when points.csv, fit.json and plots/ are gone:
  * the logs under RUN_DIR/<variant>/c<C>-n<P>[-r<R>].log are the truth.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,11 +228,6 @@ int cmd_plot(int argc, char **argv)
     struct report_opts ro = {NULL, NULL, !no_preview && !quiet && isatty(1), quiet};
     if (report_build(dir, &ro, &err) != 0)
         goto fail;
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        err_set(&err, RN_ERR_ENV, "the summary could not be written to stdout: %s",
-                strerror(errno));
-        goto fail;
-    }
     rc = bad ? RN_ERR_POINTS : RN_OK;
     goto out;
 fail:

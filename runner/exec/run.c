@@ -849,6 +849,35 @@ static size_t adopt_renamed(struct run_ctx *c)
     return n;
 }
 
+/*
+ * --resume, once the folder's rows are loaded: an ok row of a variant in
+ * the plan, at a point the plan has, must have that point's key. The
+ * settings matched (resume_check), so a different key means what they
+ * name changed underneath: the model file's contents, an ${env:...} value.
+ * Rerunning some points would leave rows of two setups in one fit.
+ * Returns 0, or -1 with err (RN_ERR_USAGE).
+ */
+static int resume_keys_check(struct run_ctx *c, struct err *err)
+{
+    for (size_t pi = 0; pi < c->plan.n_points; pi++) {
+        const struct plan_point *pp = &c->plan.points[pi];
+        const struct plan_variant *pv = &c->plan.variants[pp->variant];
+        const struct res_point *row =
+            res_table_find(&c->table, pv->v->name, pp->concurrency, pp->prompts, pp->repeat);
+        if (!row || !row->status || strcmp(row->status, RES_OK) != 0 || !row->key || !*row->key ||
+            strcmp(row->key, pp->key) == 0)
+            continue;
+        return err_set(err, RN_ERR_USAGE,
+                       "--resume '%s': variant '%s' c=%ld n=%ld: the folder's row has key %s, "
+                       "the experiment now gives %s (same settings, so the model file%s%s or an "
+                       "${env:...} value changed); run into a new folder with --out",
+                       c->run_dir, pv->v->name, pp->concurrency, pp->prompts, row->key, pp->key,
+                       pv->model_path ? " " : "", pv->model_path ? pv->model_path : ""),
+               -1;
+    }
+    return 0;
+}
+
 /* Every point of variant vi that has no ok row yet, in plan order. */
 static size_t pending_points(struct run_ctx *c, size_t vi, size_t *todo)
 {
@@ -1012,7 +1041,7 @@ static int final_status(struct run_ctx *c, bool interrupted)
 /* After the loop (normal end or interrupt): close the manifest, build the
  * report from whatever points.csv holds, print the summary and, after an
  * interrupt, the resume command. An artifact that could not be written
- * (manifest.json, fit.json, a chart, REPORT.md, the summary) is an error:
+ * (manifest.json, fit.json, a chart, REPORT.md) is an error:
  * exit 3, unless the run was interrupted (130 says more). A missing
  * gnuplot only skips the charts (the report says so). Returns the exit
  * status. */
@@ -1046,10 +1075,7 @@ static int finish(struct run_ctx *c)
            c->n_failed, c->n_skipped, c->run_dir);
     if (interrupted)
         print_resume_hint(c);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        log_error("the summary could not be written to stdout: %s", strerror(errno));
-        unwritten = true;
-    }
+    fflush(stdout); /* a failure is main.c's: exit 3 for any command */
     if (unwritten && !interrupted)
         status = RN_ERR_ENV;
     return status;
@@ -1133,7 +1159,7 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
     if (preflight(c, &err) != 0 || own_folder(c, &err) != 0)
         goto fail;
     if (o->resume_dir && path_exists(c->csv_path) &&
-        res_table_load(c->csv_path, &c->table, &err) != 0)
+        (res_table_load(c->csv_path, &c->table, &err) != 0 || resume_keys_check(c, &err) != 0))
         goto fail;
     size_t n_renamed = adopt_renamed(c); /* saved with the table by prepare_folder */
     if (prepare_folder(c, fresh_default, &err) != 0)

@@ -39,8 +39,8 @@ struct run_opts {
  * the return; a folder another sweep holds is refused with RN_ERR_ENV, a
  * non-empty --out without force and a --resume folder of a different
  * experiment with RN_ERR_USAGE. An artifact that cannot be written
- * (points.csv, manifest.json, fit.json, charts, REPORT.md, the summary on
- * stdout) makes the status RN_ERR_ENV unless the run was interrupted.
+ * (points.csv, manifest.json, fit.json, charts, REPORT.md) makes the status
+ * RN_ERR_ENV unless the run was interrupted.
  * Messages go to stderr, the summary and resume hint to stdout.
  */
 int run_experiment(const struct run_opts *o, proc_stop_flag *stop);

@@ -4,9 +4,10 @@
 # holder's pid, and the server does not inherit the lock; a non-empty --out
 # is refused (exit 2) unless --force moves it into previous-N/; --resume
 # refuses a folder of another experiment (exit 2, naming the field) and
-# says what it adds; a result that cannot be written (fit.json, a chart,
-# REPORT.md, the summary on stdout, a full filesystem) is exit 3 with
-# points.csv left as it was.
+# says what it adds, and a folder whose rows no longer match their keys (the
+# model file changed); a result that cannot be written (fit.json, a chart,
+# REPORT.md, output on stdout, a full filesystem) is exit 3 with points.csv
+# left as it was; import and compare --out do not write into a run.
 . tests/lib.sh
 cd "$T_TMP" || exit 1
 
@@ -103,6 +104,16 @@ refused "another output_len" "bench.output_len differs" len.yaml
 exp var.yaml EXTRA="variants:
   - {name: slow, server: {flags: {step-a-ms: 12}}}"
 refused "the folder's variant dropped" "variant 'default' is not in" var.yaml
+printf 'weights one' >m.bin
+exp mod.yaml SERVER_LINES="  model: $T_TMP/m.bin"
+"$SWEEP" run mod.yaml --out modrun >o.txt 2>e.txt
+check_eq "a run with a model file: exit 0" "$?" 0
+cp modrun/points.csv mod-before.csv
+printf 'weights two' >m.bin
+"$SWEEP" run mod.yaml --resume modrun >o.txt 2>e.txt
+check_eq "resume after the model file changed: exit 2" "$?" 2
+check "resume after the model file changed: names the model" grep -q "the model file $T_TMP/m.bin" e.txt
+check "resume after the model file changed: points.csv untouched" cmp -s mod-before.csv modrun/points.csv
 mkdir bare
 cp res/points.csv bare/
 "$SWEEP" run f.yaml --resume bare >o.txt 2>e.txt
@@ -146,6 +157,10 @@ check_eq "summary to a full stdout: run exit 3" "$?" 3
 check "summary to a full stdout: said" grep -q "stdout" e.txt
 "$SWEEP" plot run --no-preview >/dev/full 2>e.txt
 check_eq "summary to a full stdout: plot exit 3" "$?" 3
+"$SWEEP" extract run/default/c1-n2.log >/dev/full 2>e.txt
+check_eq "JSON to a full stdout: extract exit 3" "$?" 3
+"$SWEEP" check f.yaml >/dev/full 2>e.txt
+check_eq "plan to a full stdout: check exit 3" "$?" 3
 SWEEP_GNUPLOT=/nonexistent/gnuplot "$SWEEP" run f.yaml --resume run >o.txt 2>e.txt
 check_eq "no gnuplot is not a write error for run: exit 0" "$?" 0
 check "no gnuplot: warned" grep -q "gnuplot not found" e.txt
@@ -179,5 +194,9 @@ cp run/plots/tpot.gp tpot-before.gp
 "$SWEEP" compare run empty --out run >o.txt 2>e.txt
 check_eq "compare --out a run folder: exit 2" "$?" 2
 check "compare --out a run folder: its charts untouched" cmp -s tpot-before.gp run/plots/tpot.gp
+mkdir starting
+: >starting/.sweep.lock
+"$SWEEP" compare run empty --out starting >o.txt 2>e.txt
+check_eq "compare --out a run that has only just started: exit 2" "$?" 2
 check_eq "no process left" "$(procs_with "$T_TMP/srv.pid")" 0
 finish
