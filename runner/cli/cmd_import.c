@@ -416,6 +416,11 @@ int cmd_import(int argc, char **argv)
                 a.out);
         goto fail;
     }
+    /* an earlier import's manifest.json that does not parse would be replaced */
+    struct rundir before;
+    if (rundir_open(a.out, &before, &err) != 0)
+        goto fail;
+    rundir_release(&before);
     char *vdir = path_join(a.out, a.variant);
     int mk = mkdir_p(vdir, 0755, &err, RN_ERR_ENV);
     free(vdir);

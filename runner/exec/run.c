@@ -200,8 +200,16 @@ static int resume_check(struct run_ctx *c, struct err *err)
     const struct experiment *now = &c->exp;
     char *path = path_join(dir, "experiment.yaml");
     struct experiment was;
+    struct rundir rd;
     bool *taken = NULL;
     int rc = -1;
+    /* a manifest.json that does not parse would be replaced, its earlier
+     * sessions lost: refuse it as rundir_open does (path:line:col) */
+    if (rundir_open(dir, &rd, err) != 0) {
+        err_prefix(err, "--resume '%s'", dir);
+        goto out_path;
+    }
+    rundir_release(&rd);
     if (!path_exists(path)) {
         err_set(err, RN_ERR_USAGE,
                 "--resume '%s': no experiment.yaml, so the folder cannot be checked to hold a "

@@ -114,6 +114,12 @@ printf 'weights two' >m.bin
 check_eq "resume after the model file changed: exit 2" "$?" 2
 check "resume after the model file changed: names the model" grep -q "the model file $T_TMP/m.bin" e.txt
 check "resume after the model file changed: points.csv untouched" cmp -s mod-before.csv modrun/points.csv
+cp -r res broken
+echo '{broken' >broken/manifest.json
+"$SWEEP" run f.yaml --resume broken >o.txt 2>e.txt
+check_eq "resume with a manifest.json that does not parse: exit 2" "$?" 2
+check "resume with a broken manifest.json: names it with its position" grep -q "broken/manifest.json:1:" e.txt
+check_eq "resume with a broken manifest.json: not replaced" "$(cat broken/manifest.json)" "{broken"
 mkdir bare
 cp res/points.csv bare/
 "$SWEEP" run f.yaml --resume bare >o.txt 2>e.txt
@@ -190,6 +196,12 @@ cp run/points.csv run-before.csv
 check_eq "import into a sweep run's folder: exit 2" "$?" 2
 check "import into a sweep run's folder: says why" grep -q "holds a run made by 'sweep run'" e.txt
 check "import into a sweep run's folder: points.csv untouched" cmp -s run-before.csv run/points.csv
+"$SWEEP" import c1-n4.log --out imp --no-preview >o.txt 2>e.txt
+check "import into a new folder works" test -s imp/manifest.json
+echo '[1' >imp/manifest.json
+"$SWEEP" import c1-n4.log --out imp --no-preview >o.txt 2>e.txt
+check_eq "import into a folder whose manifest.json does not parse: exit 2" "$?" 2
+check_eq "import: the broken manifest.json is not replaced" "$(cat imp/manifest.json)" "[1"
 cp run/plots/tpot.gp tpot-before.gp
 "$SWEEP" compare run empty --out run >o.txt 2>e.txt
 check_eq "compare --out a run folder: exit 2" "$?" 2
