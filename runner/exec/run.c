@@ -160,8 +160,8 @@ static void update_latest(const char *run_dir)
     free(dir);
 }
 
-/* How many points (grid entry x repeat) of now the folder's variant was
- * did not have. */
+/* How many points (grid entry x repeat) variant `now` has that `was`, the
+ * same variant in the folder's experiment.yaml, did not. */
 static size_t points_added(const struct exp_variant *was, const struct exp_variant *now)
 {
     size_t n = 0;
@@ -692,7 +692,7 @@ static const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row
     struct proc client;
     proc_init(&client);
     if (keep_old_log(log, &err) != 0) {
-        buf_printf(&cause, "client not started: %s", err.msg);
+        buf_printf(&cause, "client did not start: %s", err.msg);
         status = RES_FAILED;
         log_error("%s; stopping the run", err.msg);
         c->fatal = true; /* the folder does not take renames: nothing after this can be kept */
