@@ -113,6 +113,7 @@ int cmd_plot(int argc, char **argv)
     size_t n_logs = 0, missing_logs = 0, unreadable = 0;
     char *csv = NULL;
     bool rd_open = false;
+    int lock_fd = -1;
     int rc = RN_ERR_USAGE;
     err_init(&err);
     res_table_init(&t);
@@ -138,6 +139,10 @@ int cmd_plot(int argc, char **argv)
     if (rundir_open(dir, &rd, &err) != 0)
         goto fail;
     rd_open = true;
+    /* everything below rewrites the folder: no sweep run or other plot at the same time */
+    lock_fd = rundir_lock(dir, &err);
+    if (lock_fd < 0)
+        goto fail;
     /* check the overrides on a copy, then save them so later plots and
      * REPORT.md read the logs the same way */
     if ((preset || pattern_args.n) && rundir_override(&rd, preset, user, pattern_args.n, &err) != 0)
@@ -227,6 +232,7 @@ fail:
     log_error("%s", err.msg);
     rc = err.code ? err.code : RN_ERR_USAGE;
 out:
+    rundir_unlock(lock_fd);
     if (rd_open)
         rundir_release(&rd);
     rundir_logs_free(logs, n_logs);
