@@ -64,8 +64,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (strcmp(commands[i].name, name) == 0) {
-            int status =
-                help ? commands[i].fn(1, help_argv) : commands[i].fn(argc - 2, argv + 2);
+            int status = help ? commands[i].fn(1, help_argv) : commands[i].fn(argc - 2, argv + 2);
             /* a summary, result block or JSON that did not reach stdout (a
              * full disk, /dev/full) must not pass for a success */
             errno = 0;

@@ -1190,7 +1190,7 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
                  "outlive a SIGKILLed sweep",
                  c->cg.why);
     cg_clean_leftovers(&c->cg);
-    if (preflight(c, &err) != 0)
+    if (preflight(c, &err) != 0 || own_folder(c, &err) != 0)
         goto fail;
     if (o->resume_dir && path_exists(c->csv_path) &&
         (res_table_load(c->csv_path, &c->table, &err) != 0 || resume_keys_check(c, &err) != 0))
