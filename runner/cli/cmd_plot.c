@@ -136,6 +136,11 @@ int cmd_plot(int argc, char **argv)
     for (size_t i = 0; i < pattern_args.n; i++)
         if (ext_pattern_arg(pattern_args.v[i], &user[i], &err) != 0)
             goto fail;
+    /* a bad --preset or --pattern is a usage error, whatever the folder holds */
+    ext_set *probe = NULL;
+    if ((preset || pattern_args.n) && ext_new(preset, user, pattern_args.n, &probe, &err) != 0)
+        goto fail;
+    ext_free(probe);
     if (rundir_open(dir, &rd, &err) != 0)
         goto fail;
     rd_open = true;
