@@ -112,6 +112,111 @@ out:
     return rc;
 }
 
+#define COPY_CHUNK_BYTES 65536
+
+int file_copy_atomic(const char *src, const char *dst, struct err *err, int code)
+{
+    char *tmp = xasprintf("%s.tmp.%ld", dst, (long)getpid());
+    char *chunk = xmalloc(COPY_CHUNK_BYTES);
+    int rc = -1, out = -1;
+    struct stat st;
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0 || fstat(in, &st) != 0) {
+        err_set(err, code, "%s: %s", src, strerror(errno));
+        goto done;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        err_set(err, code, "%s: is a directory", src);
+        goto done;
+    }
+    out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) {
+        err_set(err, code, "%s: %s", tmp, strerror(errno));
+        goto done;
+    }
+    for (;;) {
+        ssize_t n = read(in, chunk, COPY_CHUNK_BYTES);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            err_set(err, code, "%s: %s", src, strerror(errno));
+            goto done;
+        }
+        if (n == 0)
+            break;
+        if (write_full(out, chunk, (size_t)n) != 0) {
+            err_set(err, code, "%s: %s", tmp, strerror(errno));
+            goto done;
+        }
+    }
+    if (fsync(out) != 0) {
+        err_set(err, code, "%s: %s", tmp, strerror(errno));
+        goto done;
+    }
+    close(out);
+    out = -1;
+    if (rename(tmp, dst) != 0) {
+        err_set(err, code, "%s: rename: %s", dst, strerror(errno));
+        goto done;
+    }
+    file_fsync_dir(dst);
+    rc = 0;
+done:
+    if (out >= 0)
+        close(out);
+    if (rc != 0)
+        unlink(tmp); /* ENOENT when it was never made */
+    if (in >= 0)
+        close(in);
+    free(chunk);
+    free(tmp);
+    return rc;
+}
+
+/* Read up to n bytes (fewer only at the end of the file); -1 on error. */
+static ssize_t read_full(int fd, char *p, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, p + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+int file_same(const char *a, const char *b)
+{
+    int fa = open(a, O_RDONLY | O_CLOEXEC), fb = open(b, O_RDONLY | O_CLOEXEC);
+    char *ca = xmalloc(COPY_CHUNK_BYTES), *cb = xmalloc(COPY_CHUNK_BYTES);
+    int same = 0;
+    struct stat sa, sb;
+    if (fa < 0 || fb < 0 || fstat(fa, &sa) != 0 || fstat(fb, &sb) != 0 || !S_ISREG(sa.st_mode) ||
+        !S_ISREG(sb.st_mode) || sa.st_size != sb.st_size)
+        goto out;
+    for (;;) {
+        ssize_t na = read_full(fa, ca, COPY_CHUNK_BYTES), nb = read_full(fb, cb, COPY_CHUNK_BYTES);
+        if (na < 0 || na != nb || memcmp(ca, cb, (size_t)na) != 0)
+            goto out;
+        if (na == 0)
+            break;
+    }
+    same = 1;
+out:
+    if (fa >= 0)
+        close(fa);
+    if (fb >= 0)
+        close(fb);
+    free(ca);
+    free(cb);
+    return same;
+}
+
 int file_append_sync(const char *path, const void *data, size_t len, struct err *err, int code)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

@@ -22,6 +22,13 @@ int file_read_fd(int fd, const char *path, struct buf *out, struct err *err, int
 /* Replace path with data[0..len) atomically: write path.tmp.PID, fsync,
  * rename over path, fsync the directory. Returns 0 or -1 with err set. */
 int file_write_atomic(const char *path, const void *data, size_t len, struct err *err, int code);
+/* Copy the file at src to dst atomically (as file_write_atomic), in 64 KiB
+ * chunks, so any size costs no memory. Returns 0, or -1 with "path: reason"
+ * in err (code `code`). */
+int file_copy_atomic(const char *src, const char *dst, struct err *err, int code);
+/* 1 when the files at a and b hold the same bytes; 0 when they differ or
+ * either cannot be read. Compared in chunks. */
+int file_same(const char *a, const char *b);
 /* Append data to path (created 0644 if missing) and fsync: for logs and CSV
  * rows that must survive a crash right after the call. */
 int file_append_sync(const char *path, const void *data, size_t len, struct err *err, int code);

@@ -41,6 +41,10 @@ static void unknown(const struct opt *opts, size_t n, const char *arg, size_t le
 
 static int set_value(const struct opt *o, const char *val, struct err *err, int code)
 {
+    /* no flag takes '': a path would become "/" once joined ("--out ''"
+     * wrote DIR/plots to /plots), a name or pattern would match nothing */
+    if (o->type != OPT_BOOL && !*val)
+        return err_set(err, code, "option '--%s' must not be empty", o->name), -1;
     switch (o->type) {
     case OPT_BOOL:
         *(bool *)o->dest = true;
@@ -92,6 +96,9 @@ int opt_parse(int argc, char **argv, const struct opt *opts, size_t n_opts,
         if (flags_done || a[0] != '-' || a[1] == '\0') {
             if (!positional)
                 return err_set(err, code, "unexpected argument '%s'", a), -1;
+            if (!*a) /* '' would become the current folder, or '/' once joined */
+                return err_set(err, code, "empty argument '' (a file or folder name was expected)"),
+                       -1;
             strvec_push(positional, a);
             continue;
         }

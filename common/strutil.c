@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xalloc.h"
+
 int str_to_long(const char *s, long *out)
 {
     if (!s || !*s)
@@ -19,17 +21,60 @@ int str_to_long(const char *s, long *out)
     return 0;
 }
 
-int str_to_double(const char *s, double *out)
+/* Digits at s[*i..n), skipped; returns how many. */
+static size_t skip_digits(const char *s, size_t n, size_t *i)
 {
-    if (!s || !*s)
-        return -1;
+    size_t start = *i;
+    while (*i < n && s[*i] >= '0' && s[*i] <= '9')
+        (*i)++;
+    return *i - start;
+}
+
+int str_to_double_n(const char *s, size_t n, double *out)
+{
+    /* [+-] (digits [. digits] | . digits) [(e|E) [+-] digits], all of s */
+    size_t i = 0;
+    if (!s)
+        return errno = EINVAL, -1;
+    if (i < n && (s[i] == '+' || s[i] == '-'))
+        i++;
+    size_t digits = skip_digits(s, n, &i);
+    if (i < n && s[i] == '.') {
+        i++;
+        digits += skip_digits(s, n, &i);
+    }
+    if (!digits)
+        return errno = EINVAL, -1;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-'))
+            i++;
+        if (!skip_digits(s, n, &i))
+            return errno = EINVAL, -1;
+    }
+    if (i != n)
+        return errno = EINVAL, -1;
+    char small[64], *tmp = n < sizeof(small) ? small : xmalloc(n + 1);
+    memcpy(tmp, s, n);
+    tmp[n] = '\0';
     char *end;
     errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v))
-        return -1;
+    double v = strtod(tmp, &end);
+    int e = errno;
+    bool whole = end == tmp + n;
+    if (tmp != small)
+        free(tmp);
+    if (!whole) /* a locale whose decimal point is not '.' */
+        return errno = EINVAL, -1;
+    if (e == ERANGE || !isfinite(v))
+        return errno = ERANGE, -1;
     *out = v;
     return 0;
+}
+
+int str_to_double(const char *s, double *out)
+{
+    return str_to_double_n(s, s ? strlen(s) : 0, out);
 }
 
 bool str_starts_with(const char *s, const char *prefix)
@@ -95,4 +140,36 @@ const char *str_suggest(const char *word, const char *const *candidates)
     size_t len = strlen(word);
     unsigned limit = len / 3 > 1 ? (unsigned)(len / 3) : 1;
     return best && best_d <= limit ? best : NULL;
+}
+
+/* Columns of code point u: 0 combining, 2 wide, else 1 (a short table,
+ * enough for labels and numbers; not a full wcwidth). */
+static size_t cp_width(unsigned long u)
+{
+    if ((u >= 0x300 && u <= 0x36f) || (u >= 0x200b && u <= 0x200f) || u == 0xfeff)
+        return 0;
+    if ((u >= 0x1100 && u <= 0x115f) || (u >= 0x2e80 && u <= 0xa4cf && u != 0x303f) ||
+        (u >= 0xac00 && u <= 0xd7a3) || (u >= 0xf900 && u <= 0xfaff) ||
+        (u >= 0xfe30 && u <= 0xfe4f) || (u >= 0xff00 && u <= 0xff60) ||
+        (u >= 0xffe0 && u <= 0xffe6) || (u >= 0x1f300 && u <= 0x1f64f) ||
+        (u >= 0x1f900 && u <= 0x1f9ff) || (u >= 0x20000 && u <= 0x3fffd))
+        return 2;
+    return 1;
+}
+
+size_t str_display_width(const char *s)
+{
+    size_t w = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned long u = *p;
+        int more = u >= 0xf0 ? 3 : u >= 0xe0 ? 2 : u >= 0xc0 ? 1 : 0;
+        if (more)
+            u &= 0x3fu >> more;
+        p++;
+        for (; more > 0 && (*p & 0xc0) == 0x80; more--, p++)
+            u = u << 6 | (*p & 0x3fu);
+        w += more ? 1 : cp_width(u); /* a cut-short sequence: one column, as terminals show */
+    }
+    return w;
 }

@@ -62,6 +62,14 @@ char *xstrndup_at(const char *s, size_t n, const char *file, int line)
     return p;
 }
 
+char *xmemdup0_at(const void *s, size_t n, const char *file, int line)
+{
+    char *p = xmalloc_at(n + 1, file, line);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
 char *xasprintf_at(const char *file, int line, const char *fmt, ...)
 {
     va_list ap;

@@ -14,7 +14,11 @@ void *xrealloc_at(void *p, size_t n, const char *file, int line);
 /* Aligned allocation (alignment a power of two, >= sizeof(void *)); free with free(). */
 void *xaligned_alloc_at(size_t alignment, size_t n, const char *file, int line);
 char *xstrdup_at(const char *s, const char *file, int line);
+/* At most n bytes of s, up to its first NUL. */
 char *xstrndup_at(const char *s, size_t n, const char *file, int line);
+/* Exactly the n bytes at s (NUL bytes included), plus a terminating NUL:
+ * for text whose length is known and may hold "\u0000" (JSON strings). */
+char *xmemdup0_at(const void *s, size_t n, const char *file, int line);
 /* printf into a fresh heap string; the caller frees it. */
 char *xasprintf_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -25,6 +29,7 @@ char *xasprintf_at(const char *file, int line, const char *fmt, ...)
 #define xaligned_alloc(a, n) xaligned_alloc_at((a), (n), __FILE__, __LINE__)
 #define xstrdup(s)           xstrdup_at((s), __FILE__, __LINE__)
 #define xstrndup(s, n)       xstrndup_at((s), (n), __FILE__, __LINE__)
+#define xmemdup0(s, n)       xmemdup0_at((s), (n), __FILE__, __LINE__)
 #define xasprintf(...)       xasprintf_at(__FILE__, __LINE__, __VA_ARGS__)
 
 /* Grow *arr (of *cap elements of elem_size) so that it holds at least need. */

@@ -26,12 +26,32 @@ static const struct command commands[] = {
     {"info", fp4_info, "architecture, hyperparameters, tokenizer and tensors of a GGUF file"},
 };
 
+/* Every enum fp_err value (fp4.h) and what it means; --help prints them.
+ * tests/integration/fp4_help.sh checks it against fp4.h. */
+static const struct {
+    enum fp_err code;
+    const char *what;
+} statuses[] = {
+    {FP_OK, "ok"},
+    {FP_ERR_USAGE, "usage error (bad flag or value)"},
+    {FP_ERR_IO, "I/O error (file missing, unreadable or unwritable)"},
+    {FP_ERR_FORMAT, "corrupt or truncated GGUF, bad metadata"},
+    {FP_ERR_UNSUPPORTED, "unsupported architecture, tensor type or tokenizer"},
+    {FP_ERR_ADDR, "cannot listen (port in use, bad address)"},
+    {FP_ERR_DEVICE, "device error (--device cuda without a GPU or a CUDA build)"},
+    {FP_ERR_RESOURCE, "out of resources (context or batch does not fit in memory)"},
+    {FP_ERR_INTERRUPTED, "interrupted"},
+};
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: fp4serve COMMAND [ARGS]   (fp4serve COMMAND --help for details)\n\n"
                "commands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].synopsis);
+    fprintf(f, "\nexit status:\n");
+    for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++)
+        fprintf(f, "  %3d  %s\n", (int)statuses[i].code, statuses[i].what);
 }
 
 int main(int argc, char **argv)

@@ -3,6 +3,8 @@
  * This file only dispatches to the subcommand table; see runner/README.md
  * for a tour of the modules.
  */
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,9 +31,12 @@ static const struct command commands[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: sweep COMMAND [ARGS]   (sweep COMMAND --help for details)\n\ncommands:\n");
+    fprintf(f, "usage: sweep COMMAND [ARGS]   (sweep COMMAND --help, or sweep help COMMAND, for "
+               "details)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].synopsis);
+    fprintf(f, "  %-9s %s\n  %-9s %s\n", "help", "this list, or help COMMAND: that command's help",
+            "version", "print sweep's version");
     fprintf(f, "\nexit status: 0 all points ok, 1 some points failed, 2 usage or experiment "
                "error,\n3 environment error, 130 interrupted\n");
 }
@@ -44,7 +49,13 @@ int main(int argc, char **argv)
         return RN_ERR_USAGE;
     }
     const char *name = argv[1];
-    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+    /* "sweep help X" is "sweep X --help" */
+    char *help_argv[] = {"--help", NULL};
+    bool help = strcmp(name, "help") == 0 && argc > 2;
+    if (help)
+        name = argv[2];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0 ||
+        (help && strcmp(name, "version") == 0)) {
         usage(stdout);
         return RN_OK;
     }
@@ -53,8 +64,19 @@ int main(int argc, char **argv)
         return RN_OK;
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        if (strcmp(commands[i].name, name) == 0)
-            return commands[i].fn(argc - 2, argv + 2);
+        if (strcmp(commands[i].name, name) == 0) {
+            int status = help ? commands[i].fn(1, help_argv) : commands[i].fn(argc - 2, argv + 2);
+            /* a summary, result block or JSON that did not reach stdout (a
+             * full disk, /dev/full) must not pass for a success */
+            errno = 0;
+            if (fflush(stdout) != 0 || ferror(stdout)) {
+                log_error("output to stdout could not be written%s%s", errno ? ": " : "",
+                          errno ? strerror(errno) : "");
+                if (status == RN_OK || status == RN_ERR_POINTS)
+                    status = RN_ERR_ENV;
+            }
+            return status;
+        }
     fprintf(stderr, "sweep: unknown command '%s'\n", name);
     usage(stderr);
     return RN_ERR_USAGE;

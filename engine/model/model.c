@@ -542,6 +542,12 @@ struct model *model_from_gguf(struct gguf_file *f, const struct model_opts *opts
     if (model_read_config(&m->file, &m->cfg, err))
         goto fail;
     resolve_opts(m, opts ? opts : &defaults);
+    /* a longer context is allowed (the KV cache is ours to size) but the
+     * positions past the training context were never trained: say so */
+    if (m->ctx > m->cfg.n_ctx_train)
+        log_warn("--ctx %d is above the model's training context of %d tokens; positions past "
+                 "%d are untrained and output there may degrade",
+                 m->ctx, m->cfg.n_ctx_train, m->cfg.n_ctx_train);
     if (m->ctx > 1 << 20 || m->max_batch > 4096 || m->max_rows > 1 << 16) {
         err_set(err, FP_ERR_RESOURCE, "ctx %d x max_batch %d x step rows %d is beyond the limits",
                 m->ctx, m->max_batch, m->max_rows);

@@ -8,6 +8,7 @@
 #include "serve/api.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,9 +61,17 @@ static const char *json_type_name(const json_t *v)
     }
 }
 
-/* ---- readers, one per field ---- */
-
 /* ---- the field readers share these: a type check, then a range check ---- */
+
+/* v is the string s, byte for byte. Strings may hold "\u0000" (valid JSON,
+ * JSON_ALLOW_NUL), so a C string compare would take "user\u0000x" for
+ * "user": every string is compared with its length. */
+static bool json_str_is(const json_t *v, const char *s)
+{
+    size_t n = strlen(s);
+    return json_is_string(v) && json_string_length(v) == n &&
+           memcmp(json_string_value(v), s, n) == 0;
+}
 
 /* A JSON boolean; 0/1 are refused (clients that send them mean something
  * else more often than not, and OpenAI refuses them too). */
@@ -74,6 +83,22 @@ static int read_bool(const json_t *v, const char *name, bool *out, struct api_er
     return 0;
 }
 
+/* A number as the client wrote it, as far as a double can tell: the
+ * shortest of %.15g and %.17g that reads back to the same value, so that
+ * 2.0000001 is not quoted as "2" next to a limit of 2. */
+static const char *num_text(const json_t *v, char *buf, size_t cap)
+{
+    if (json_is_integer(v)) {
+        snprintf(buf, cap, "%lld", (long long)json_integer_value(v));
+        return buf;
+    }
+    double d = json_number_value(v);
+    snprintf(buf, cap, "%.15g", d);
+    if (strtod(buf, NULL) != d)
+        snprintf(buf, cap, "%.17g", d);
+    return buf;
+}
+
 /* A number in [lo, hi], or (lo, hi] when lo_open. Written as !(d >= lo) so
  * that a NaN (jansson cannot produce one, but a future parser might) is
  * refused rather than slipping through both comparisons. */
@@ -83,9 +108,10 @@ static int read_number(const json_t *v, const char *name, double lo, double hi, 
     if (!json_is_number(v))
         return BAD(e, name, "'%s' must be a number (got %s)", name, json_type_name(v));
     double d = json_number_value(v);
+    char t[40];
     if (!(lo_open ? d > lo : d >= lo) || !(d <= hi))
-        return BAD(e, name, "'%s' is %g; it must be in %s%g, %g]", name, d, lo_open ? "(" : "[", lo,
-                   hi);
+        return BAD(e, name, "'%s' is %s; it must be in %s%g, %g]", name, num_text(v, t, sizeof(t)),
+                   lo_open ? "(" : "[", lo, hi);
     *out = d;
     return 0;
 }
@@ -106,13 +132,13 @@ static int f_model(const json_t *v, struct api_request *r, const struct api_limi
     if (lim && lim->model_ids) {
         bool known = false;
         for (size_t i = 0; lim->model_ids[i] && !known; i++)
-            known = strcmp(lim->model_ids[i], s) == 0;
+            known = json_str_is(v, lim->model_ids[i]);
         if (!known)
             return api_error_set(e, 404, "not_found_error", "model",
                                  "model '%.200s' does not exist (this server serves '%.200s')", s,
                                  lim->model_ids[0] ? lim->model_ids[0] : "");
     }
-    r->model = xstrndup(s, n);
+    r->model = xmemdup0(s, n);
     return 0;
 }
 
@@ -160,7 +186,7 @@ static int f_prompt(const json_t *v, struct api_request *r, const struct api_lim
             return read_ids(v, r, lim, "prompt[0]", e);
     }
     if (json_is_string(v)) {
-        r->prompt = xstrndup(json_string_value(v), json_string_length(v));
+        r->prompt = xmemdup0(json_string_value(v), json_string_length(v));
         r->prompt_len = json_string_length(v);
         return 0;
     }
@@ -185,7 +211,7 @@ static int read_content(const json_t *c, size_t i, struct api_message *m, struct
     }
     if (json_is_string(c)) {
         m->content_len = json_string_length(c);
-        m->content = xstrndup(json_string_value(c), m->content_len);
+        m->content = xmemdup0(json_string_value(c), m->content_len);
         return 0;
     }
     if (!json_is_array(c))
@@ -201,7 +227,7 @@ static int read_content(const json_t *c, size_t i, struct api_message *m, struct
             buf_release(&b);
             return BAD(e, param, "'%s[%zu]' must be an object with a 'type'", param, k);
         }
-        if (strcmp(json_string_value(type), "text") != 0) {
+        if (!json_str_is(type, "text")) {
             buf_release(&b);
             return BAD(e, param, "'%s[%zu]': content of type '%.40s' is not supported (text only)",
                        param, k, json_string_value(type));
@@ -249,7 +275,7 @@ static int f_messages(const json_t *v, struct api_request *r, const struct api_l
         const char *rs = json_string_value(role);
         bool known = false;
         for (size_t k = 0; k < sizeof(roles) / sizeof(roles[0]) && !known; k++)
-            known = strcmp(rs, roles[k]) == 0;
+            known = json_str_is(role, roles[k]);
         if (!known)
             return BAD(e, param,
                        "'%s' is '%.40s' (expected system, user, assistant, developer or tool)",
@@ -264,8 +290,9 @@ static int f_messages(const json_t *v, struct api_request *r, const struct api_l
 
 /* max_tokens / max_completion_tokens: an integer >= 1. Whether it fits
  * the context is decided later, when the prompt's token count is known
- * (server.c); huge values are kept (clamped to 2^40 to stay in a long)
- * so that the error can quote what the client asked for. */
+ * (server.c); huge values are kept as sent, so that the error can quote
+ * what the client asked for, under the name it used. */
+_Static_assert(sizeof(long) >= sizeof(json_int_t), "max_tokens holds any JSON integer");
 static int read_max_tokens(const json_t *v, const char *name, struct api_request *r,
                            struct api_error *e)
 {
@@ -274,7 +301,8 @@ static int read_max_tokens(const json_t *v, const char *name, struct api_request
     json_int_t t = json_integer_value(v);
     if (t < 1)
         return BAD(e, name, "'%s' is %lld; it must be at least 1", name, (long long)t);
-    r->max_tokens = t > (json_int_t)1 << 40 ? (long)1 << 40 : (long)t;
+    r->max_tokens = (long)t;
+    r->max_tokens_field = name;
     return 0;
 }
 
@@ -313,9 +341,13 @@ static int f_top_k(const json_t *v, struct api_request *r, const struct api_limi
     if (!json_is_integer(v))
         return BAD(e, "top_k", "'top_k' must be an integer (got %s)", json_type_name(v));
     json_int_t k = json_integer_value(v);
-    if (k < -1 || k > 1 << 30)
+    if (k < -1)
         return BAD(e, "top_k", "'top_k' is %lld; use -1 or 0 for off, or a positive count",
                    (long long)k);
+    /* any count from the vocabulary size up keeps every token */
+    if (k > INT_MAX)
+        return BAD(e, "top_k", "'top_k' is %lld; it must be at most %d (-1 or 0 = off)",
+                   (long long)k, INT_MAX);
     r->top_k = k < 0 ? 0 : (int)k;
     return 0;
 }
@@ -343,7 +375,7 @@ static int add_stop(struct api_request *r, const json_t *s, const char *where, s
         return BAD(e, "stop", "'%s' is an empty string", where);
     if (n > API_MAX_STOP_LEN)
         return BAD(e, "stop", "'%s' is %zu bytes long (at most %d)", where, n, API_MAX_STOP_LEN);
-    r->stop[r->n_stop] = xstrndup(json_string_value(s), n);
+    r->stop[r->n_stop] = xmemdup0(json_string_value(s), n);
     r->stop_len[r->n_stop++] = n;
     return 0;
 }
@@ -394,6 +426,12 @@ static int f_stream_options(const json_t *v, struct api_request *r, const struct
     if (!json_is_object(v))
         return BAD(e, "stream_options", "'stream_options' must be an object (got %s)",
                    json_type_name(v));
+    /* vLLM's usage on every chunk would change the stream */
+    const json_t *cu = json_object_get(v, "continuous_usage_stats");
+    if (cu && !json_is_null(cu) && !json_is_false(cu))
+        return BAD(e, "stream_options.continuous_usage_stats",
+                   "'stream_options.continuous_usage_stats' is not supported by this server (only "
+                   "false)");
     const json_t *u = json_object_get(v, "include_usage");
     if (u && !json_is_null(u))
         return read_bool(u, "stream_options.include_usage", &r->include_usage, e);
@@ -430,10 +468,6 @@ static const struct field fields[] = {
  * Silently ignoring them would be fail-open: a client asking for n=4 or a
  * repetition penalty would get an answer that looks right and is not. */
 
-static bool is_one(const json_t *v)
-{
-    return json_is_integer(v) && json_integer_value(v) == 1;
-}
 static bool is_zero(const json_t *v)
 {
     return json_is_number(v) && json_number_value(v) == 0;
@@ -465,8 +499,26 @@ static bool is_never(const json_t *v)
 }
 static bool is_text_format(const json_t *v)
 {
-    const json_t *t = json_object_get(v, "type");
-    return json_is_object(v) && json_is_string(t) && strcmp(json_string_value(t), "text") == 0;
+    return json_is_object(v) && json_str_is(json_object_get(v, "type"), "text");
+}
+static bool is_true(const json_t *v)
+{
+    return json_is_true(v);
+}
+/* tool_choice / function_call without tools: "none", or "auto" (which
+ * with no tools chooses none) */
+static bool is_no_tool(const json_t *v)
+{
+    return json_str_is(v, "none") || json_str_is(v, "auto");
+}
+static bool is_text_only(const json_t *v)
+{
+    return json_is_array(v) && json_array_size(v) == 1 && json_str_is(json_array_get(v, 0), "text");
+}
+/* llama.cpp's top_n_sigma is off at -1 (and any value <= 0) */
+static bool is_off_sigma(const json_t *v)
+{
+    return json_is_number(v) && json_number_value(v) <= 0;
 }
 
 struct refused {
@@ -475,27 +527,167 @@ struct refused {
     const char *what; /* the default we accept, for the message */
 };
 
+/* Every field of OpenAI's completions and chat completions, vLLM's extra
+ * parameters, llama.cpp's and SGLang's sampling fields that would change
+ * the answer: refused by name unless null or the value that does nothing.
+ * engine/README.md shows this table (tests/unit/engine_api.c checks it). */
 static const struct refused refused[] = {
-    {"n", is_one, "1"},
-    {"best_of", is_one, "1"},
+    /* OpenAI */
+    {"n", is_one_num, "1"},
+    {"best_of", is_one_num, "1"},
     {"echo", is_false_or_zero, "false"},
     {"logprobs", is_false, "null or false"},
     {"top_logprobs", is_zero, "0"},
     {"suffix", is_empty, "\"\""},
     {"presence_penalty", is_zero, "0"},
     {"frequency_penalty", is_zero, "0"},
-    {"repetition_penalty", is_one_num, "1"},
-    {"min_p", is_zero, "0"},
     {"logit_bias", is_empty, "{}"},
     {"tools", is_empty, "[]"},
+    {"tool_choice", is_no_tool, "\"none\" or \"auto\" (no tools)"},
     {"functions", is_empty, "[]"},
+    {"function_call", is_no_tool, "\"none\" or \"auto\" (no functions)"},
     {"response_format", is_text_format, "{\"type\": \"text\"}"},
+    {"modalities", is_text_only, "[\"text\"]"},
+    {"audio", is_never, "null"},
+    {"prediction", is_never, "null"},
+    {"reasoning_effort", is_never, "null"},
+    {"verbosity", is_never, "null"},
+    {"web_search_options", is_never, "null"},
     /* vLLM's extensions (ignore_eos and top_k are read, above) */
+    {"use_beam_search", is_false, "false"},
+    {"length_penalty", is_one_num, "1"},
+    {"early_stopping", is_false, "false"},
+    {"repetition_penalty", is_one_num, "1"},
+    {"min_p", is_zero, "0"},
+    {"typical_p", is_one_num, "1"},
     {"min_tokens", is_zero, "0"},
     {"include_stop_str_in_output", is_false, "false"},
     {"stop_token_ids", is_empty, "[]"},
+    /* control tokens are rendered as their text (llama.cpp's way) */
+    {"skip_special_tokens", is_false, "false"},
+    {"spaces_between_special_tokens", is_false, "false"},
+    {"truncate_prompt_tokens", is_never, "null"},
     {"prompt_logprobs", is_never, "null"},
+    {"allowed_token_ids", is_never, "null"},
+    {"bad_words", is_empty, "[]"},
+    {"guided_json", is_never, "null"},
+    {"guided_regex", is_never, "null"},
+    {"guided_choice", is_never, "null"},
+    {"guided_grammar", is_never, "null"},
+    {"guided_decoding_backend", is_never, "null"},
+    {"guided_whitespace_pattern", is_never, "null"},
+    {"structural_tag", is_never, "null"},
+    {"structured_outputs", is_never, "null"},
+    {"logits_processors", is_never, "null"},
+    {"vllm_xargs", is_never, "null"},
+    {"add_generation_prompt", is_true, "true"},
+    {"continue_final_message", is_false, "false"},
+    {"add_special_tokens", is_false, "false"},
+    {"chat_template", is_never, "null"},
+    {"chat_template_kwargs", is_never, "null"},
+    {"documents", is_never, "null"},
+    {"mm_processor_kwargs", is_never, "null"},
+    {"kv_transfer_params", is_never, "null"},
+    /* llama.cpp's /completion fields that its OpenAI routes also read */
+    {"n_predict", is_never, "null (use max_tokens)"},
+    {"tfs_z", is_one_num, "1"},
+    {"mirostat", is_zero, "0"},
+    {"repeat_penalty", is_one_num, "1"},
+    {"dynatemp_range", is_zero, "0"},
+    {"xtc_probability", is_zero, "0"},
+    {"dry_multiplier", is_zero, "0"},
+    {"top_n_sigma", is_off_sigma, "-1"},
+    {"n_probs", is_zero, "0"},
+    {"min_keep", is_zero, "0"},
+    {"grammar", is_empty, "\"\""},
+    {"json_schema", is_never, "null"},
+    {"samplers", is_never, "null"},
+    {"t_max_predict_ms", is_zero, "0"},
+    /* SGLang's */
+    {"regex", is_never, "null"},
+    {"ebnf", is_never, "null"},
+    {"no_stop_trim", is_false, "false"},
+    {"stop_regex", is_never, "null"},
+    {"custom_logit_processor", is_never, "null"},
+    {"custom_params", is_never, "null"},
+    {"sampling_seed", is_never, "null (use seed)"},
+    {"lora_path", is_never, "null"},
+    {"return_hidden_states", is_false, "false"},
 };
+
+/* Fields that do not change the answer: taken and ignored without a word.
+ * Any other unknown field is ignored too (as vLLM does), but named in a
+ * warning in the server's log (api_request.ignored). */
+static const char *const harmless[] = {
+    "user",                       /* OpenAI: end-user id, for abuse tracking */
+    "metadata",                   /* OpenAI: tags for stored completions */
+    "store",                      /* OpenAI: keep the completion for evals */
+    "service_tier",               /* OpenAI: billing tier */
+    "parallel_tool_calls",        /* OpenAI: only with tools, which are refused */
+    "prompt_cache_key",           /* OpenAI: cache routing hint */
+    "safety_identifier",          /* OpenAI: end-user id */
+    "request_id",                 /* vLLM: id for its logs */
+    "priority",                   /* vLLM: queue order, not the text */
+    "cache_salt",                 /* vLLM: prefix-cache isolation */
+    "return_tokens_as_token_ids", /* vLLM: logprobs form; logprobs are refused */
+    "include_reasoning",          /* vLLM: reasoning models only */
+    "cache_prompt",               /* llama.cpp: prefix reuse */
+    "id_slot",                    /* llama.cpp: KV slot choice */
+    "separate_reasoning",         /* SGLang: reasoning models only */
+};
+
+/* For engine/README.md's table and its test. */
+const char *api_field(size_t i, const char **what)
+{
+    static char buf[96];
+    size_t n_read = sizeof(fields) / sizeof(fields[0]);
+    size_t n_refused = sizeof(refused) / sizeof(refused[0]);
+    size_t n_harmless = sizeof(harmless) / sizeof(harmless[0]);
+    if (i < n_read) {
+        *what = "read";
+        return fields[i].name;
+    }
+    i -= n_read;
+    if (i < n_refused) {
+        snprintf(buf, sizeof(buf), "refused unless %s", refused[i].what);
+        *what = buf;
+        return refused[i].name;
+    }
+    i -= n_refused;
+    if (i < n_harmless) {
+        *what = "accepted, no effect";
+        return harmless[i];
+    }
+    return NULL;
+}
+
+/* Is key one of the names above? (The tables themselves: api_field's
+ * buffer is for documentation, not for the HTTP thread.) */
+static bool known_field(const char *key)
+{
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        if (strcmp(fields[i].name, key) == 0)
+            return true;
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+        if (strcmp(refused[i].name, key) == 0)
+            return true;
+    for (size_t i = 0; i < sizeof(harmless) / sizeof(harmless[0]); i++)
+        if (strcmp(harmless[i], key) == 0)
+            return true;
+    return false;
+}
+
+/* Note an unknown field in r->ignored ("a, b"; cut, with "...", when full). */
+static void note_ignored(struct api_request *r, const char *key)
+{
+    size_t len = strlen(r->ignored);
+    if (len + 6 >= sizeof(r->ignored)) {
+        if (len && strcmp(r->ignored + len - 3, "...") != 0)
+            snprintf(r->ignored + len, sizeof(r->ignored) - len, "...");
+        return;
+    }
+    snprintf(r->ignored + len, sizeof(r->ignored) - len - 4, "%s'%s'", len ? ", " : "", key);
+}
 
 /* ---- the parser ---- */
 
@@ -508,6 +700,74 @@ static void request_defaults(struct api_request *r, enum api_kind kind)
     r->max_tokens = -1;
     r->temperature = 1.0;
     r->top_p = 1.0;
+}
+
+/* A number that fits neither a 64-bit integer nor a double: quoted as
+ * sent, under the key it belongs to ("'max_tokens' is 1e999..."). jansson
+ * stops right after the number (je->position); the key is found by
+ * walking back over it, the ':' and the quoted key. A key with escapes, or
+ * a number inside an array, is not named. */
+static int number_overflow(struct api_error *e, const json_error_t *je, const char *body,
+                           size_t len)
+{
+    size_t end = je->position >= 0 && (size_t)je->position <= len ? (size_t)je->position : 0;
+    size_t start = end;
+    while (start > 0 && strchr("0123456789+-.eE", body[start - 1]) && body[start - 1])
+        start--;
+    size_t p = start;
+    while (p > 0 && strchr(" \t\r\n", body[p - 1]) && body[p - 1])
+        p--;
+    char key[48] = "";
+    if (p > 0 && body[p - 1] == ':') {
+        p--;
+        while (p > 0 && strchr(" \t\r\n", body[p - 1]) && body[p - 1])
+            p--;
+        size_t kend = p;
+        if (kend > 0 && body[kend - 1] == '"') {
+            size_t k = kend - 1;
+            while (k > 0 && body[k - 1] != '"' && body[k - 1] != '\\')
+                k--;
+            if (k > 0 && body[k - 1] == '"' && kend - 1 - k < sizeof(key))
+                snprintf(key, sizeof(key), "%.*s", (int)(kend - 1 - k), body + k);
+        }
+    }
+    int n = (int)(end - start < 64 ? end - start : 64);
+    bool real = memchr(body + start, '.', end - start) || memchr(body + start, 'e', end - start) ||
+                memchr(body + start, 'E', end - start);
+    const char *limit =
+        real ? "a number must fit in a double" : "an integer must be in [-2^63, 2^63 - 1]";
+    if (key[0])
+        return BAD(e, key, "'%s' is %.*s%s, out of range (%s) at line %d, column %d", key, n,
+                   body + start, end - start > 64 ? "..." : "", limit, je->line, je->column);
+    return BAD(e, "", "the number %.*s%s at line %d, column %d is out of range (%s)", n,
+               body + start, end - start > 64 ? "..." : "", je->line, je->column, je->text);
+}
+
+/* What jansson refused, in words a client can act on. Three refusals are
+ * of valid JSON, and say so rather than "malformed": a duplicate key (named
+ * in param; jansson's text ends "near '\"key\"'"), "\u0000" inside a key
+ * (jansson cannot hold one), and a number outside 64 bits or a double. */
+static int json_refusal(struct api_error *e, const json_error_t *je, const char *body, size_t len)
+{
+    enum json_error_code code = json_error_code(je);
+    if (code == json_error_duplicate_key) {
+        const char *near = strstr(je->text, "near '\"");
+        char key[48] = "";
+        if (near) {
+            near += 7;
+            size_t n = strlen(near);
+            if (n >= 2 && near[n - 1] == '\'' && near[n - 2] == '"')
+                snprintf(key, sizeof(key), "%.*s", (int)(n - 2), near);
+        }
+        return BAD(e, key, "duplicate key '%s' at line %d, column %d (give each field once)", key,
+                   je->line, je->column);
+    }
+    if (code == json_error_null_byte_in_key)
+        return BAD(e, "", "an object key holds \\u0000 at line %d, column %d (not supported)",
+                   je->line, je->column);
+    if (code == json_error_numeric_overflow)
+        return number_overflow(e, je, body, len);
+    return BAD(e, "", "malformed JSON at line %d, column %d: %s", je->line, je->column, je->text);
 }
 
 int api_parse(const char *body, size_t len, enum api_kind kind, const struct api_limits *lim,
@@ -525,10 +785,13 @@ int api_parse(const char *body, size_t len, enum api_kind kind, const struct api
         return BAD(e, "", "the request body is not valid UTF-8 (byte %zu of %zu)", bad, len);
     json_error_t je;
     /* duplicate keys are refused: which of two "max_tokens" wins differs
-     * between parsers, and the answer should not depend on that */
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+     * between parsers, and the answer should not depend on that. "\u0000"
+     * in a string is valid JSON (a byte-level vocabulary can emit it, and
+     * a client may send it back): allowed, and every string is then used
+     * with its length, never as a C string. */
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root)
-        return BAD(e, "", "malformed JSON at line %d, column %d: %s", je.line, je.column, je.text);
+        return json_refusal(e, &je, body, len);
     int rc = -1;
     if (!json_is_object(root)) {
         BAD(e, "", "the request body must be a JSON object (got %s)", json_type_name(root));
@@ -537,10 +800,17 @@ int api_parse(const char *body, size_t len, enum api_kind kind, const struct api
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         const json_t *v = json_object_get(root, refused[i].name);
         if (v && !json_is_null(v) && !refused[i].is_default(v)) {
-            BAD(e, refused[i].name, "'%s' is not supported by this server (only %s)",
+            BAD(e, refused[i].name, "field '%s' is not supported by this server (only %s)",
                 refused[i].name, refused[i].what);
             goto out;
         }
+    }
+    const char *key;
+    const json_t *val;
+    json_object_foreach(root, key, val)
+    {
+        if (!known_field(key))
+            note_ignored(out, key);
     }
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         if (!(fields[i].kinds & (1u << kind)))

@@ -44,18 +44,22 @@ struct api_request {
     size_t n_prompt_ids;          /* entries of prompt_ids (>= 1 when given) */
     struct api_message *messages; /* chat: (n_messages) */
     size_t n_messages;
-    long max_tokens;    /* >= 1, or -1 when absent or null (= the rest of the context) */
-    double temperature; /* [0, 2]; 0 = greedy; default 1 */
-    double top_p;       /* (0, 1]; default 1 */
-    int top_k;          /* 0 = off (-1 is read as 0); default 0 */
-    uint64_t seed;      /* sampling seed */
-    bool has_seed;      /* seed was given (else the server picks one) */
-    char **stop;        /* (n_stop) stop strings, each non-empty */
-    size_t *stop_len;   /* (n_stop) their byte lengths */
+    long max_tokens; /* >= 1 as sent, or -1 when absent or null (= the rest of the context) */
+    const char *max_tokens_field; /* "max_tokens" or "max_completion_tokens" (static), the
+                                     field that set max_tokens; NULL when absent */
+    double temperature;           /* [0, 2]; 0 = greedy; default 1 */
+    double top_p;                 /* (0, 1]; default 1 */
+    int top_k;                    /* 0 = off (-1 is read as 0); default 0 */
+    uint64_t seed;                /* sampling seed */
+    bool has_seed;                /* seed was given (else the server picks one) */
+    char **stop;                  /* (n_stop) stop strings, each non-empty */
+    size_t *stop_len;             /* (n_stop) their byte lengths */
     size_t n_stop;
     bool ignore_eos;    /* keep going past end-of-generation tokens */
     bool stream;        /* answer as server-sent events */
     bool include_usage; /* stream_options.include_usage */
+    char ignored[160];  /* fields this server does not know, "'a', 'b'" (cut with "..."),
+                           "" when none: ignored, as vLLM does, and named in the log */
 };
 
 /* An OpenAI-style error: {"error":{"code","message","type","param"}}. */
@@ -73,16 +77,24 @@ struct api_limits {
 };
 
 /*
- * Parse body[0..len) as a request of the given kind. Unknown fields are
- * ignored; known fields are type- and range-checked, and fields that would
- * change the result but are not implemented (n > 1, logprobs, echo,
- * penalties, ...) are refused rather than silently dropped. Returns 0 with
+ * Parse body[0..len) as a request of the given kind. Known fields are
+ * type- and range-checked; fields that would change the result but are not
+ * implemented (n > 1, logprobs, echo, penalties, typical_p, tool_choice,
+ * guided decoding, ...) are refused by name rather than silently dropped;
+ * harmless ones (user, metadata, ...) are taken; unknown ones are ignored
+ * and listed in out->ignored. Returns 0 with
  * *out filled (release it), or -1 with *e set (status 400, or 404 for an
  * unknown model) and *out empty. Never aborts on any input.
  */
 int api_parse(const char *body, size_t len, enum api_kind kind, const struct api_limits *lim,
               struct api_request *out, struct api_error *e);
 void api_request_release(struct api_request *r);
+
+/* The i-th request field this server knows (every endpoint), with what it
+ * does with it in *what: "read", "refused unless <default>" or "accepted,
+ * no effect". NULL past the end. For engine/README.md's table and its
+ * test; *what may point to a static buffer (not thread-safe). */
+const char *api_field(size_t i, const char **what);
 
 /* Record an error (the first one wins). Returns -1. */
 int api_error_set(struct api_error *e, int status, const char *type, const char *param,

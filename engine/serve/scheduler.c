@@ -129,7 +129,7 @@ sched_req *sched_req_new(const struct sched_req_params *p)
     r->stops = xcalloc(p->n_stops + 1, sizeof(*r->stops));
     r->stop_lens = xcalloc(p->n_stops + 1, sizeof(*r->stop_lens));
     for (size_t i = 0; i < p->n_stops; i++) {
-        r->stops[i] = xstrndup(p->stops[i], p->stop_lens[i]);
+        r->stops[i] = xmemdup0(p->stops[i], p->stop_lens[i]); /* may hold NUL */
         r->stop_lens[i] = p->stop_lens[i];
     }
     r->id = xstrdup(p->id);

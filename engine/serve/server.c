@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,7 +55,6 @@ struct call {
     struct MHD_Connection *conn;
     const struct route *route; /* NULL: refused before routing */
     struct buf body;           /* the request body, capped at max_body */
-    bool too_big;              /* the body passed max_body */
     sched_req *req;            /* once submitted; one reference */
     bool counted;              /* counted in in_flight */
     const char *path_rest;     /* what a route ending in '*' matched (points into the URL) */
@@ -126,6 +126,47 @@ static enum MHD_Result refuse(struct call *c, int status, const char *type, cons
     vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
     va_end(ap);
     return respond_error(c, &e, close_conn);
+}
+
+/* A refusal while the body is still arriving. libmicrohttpd takes no
+ * response during an upload callback (MHD_queue_response fails there), and
+ * waiting for the end of an over-long chunked body would leave the client
+ * without an answer until it gives up or the idle timeout. So the answer is
+ * written to the socket here, the write side shut (the client sees the
+ * whole answer, then end of file), and the caller returns MHD_NO, on which
+ * libmicrohttpd closes the connection. The socket is non-blocking; a short
+ * answer on a connection with nothing else in flight fits its send buffer,
+ * and if it does not, the connection is still closed at once. */
+static enum MHD_Result refuse_now(struct call *c, int status, const char *reason,
+                                  const struct api_error *e)
+{
+    struct buf body, out;
+    buf_init(&body, 4096);
+    buf_init(&out, 8192);
+    api_error_json(&body, e);
+    buf_printf(&out,
+               "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+               "Connection: close\r\n\r\n",
+               status, reason, body.len);
+    buf_append(&out, body.data, body.len);
+    const char *path = c->route ? c->route->path : "-";
+    log_warn("%s: %d %s: %s", path, e->status, e->type, e->msg);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci) {
+        size_t off = 0;
+        while (off < out.len) {
+            ssize_t n = send(ci->connect_fd, out.data + off, out.len - off, MSG_NOSIGNAL);
+            if (n <= 0)
+                break;
+            off += (size_t)n;
+        }
+        shutdown(ci->connect_fd, SHUT_WR);
+    }
+    prom_response(c->s->met, c->route ? c->route->metric : PROM_OTHER, status);
+    buf_release(&body);
+    buf_release(&out);
+    return MHD_NO;
 }
 
 /* ---- GET routes ---- */
@@ -326,6 +367,8 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
     enum MHD_Result rc;
     if (api_parse(c->body.data ? c->body.data : "", c->body.len, kind, &lim, &q, &e) != 0)
         return respond_error(c, &e, false);
+    if (q.ignored[0]) /* as vLLM does: served, and said once per request */
+        log_warn("%s: ignored unknown fields %s", c->route->path, q.ignored);
     const char *pparam = kind == API_CHAT ? "messages" : "prompt";
     /* Tokenizing runs on the HTTP thread: text that cannot fit the context
      * (no token is longer than max_piece bytes) is refused unread, which
@@ -357,10 +400,11 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
     long room = en->n_ctx - (long)n_ids;
     long max_tokens = q.max_tokens < 0 ? room : q.max_tokens;
     if (max_tokens > room) {
-        api_error_set(&e, 400, "invalid_request_error", "max_tokens",
+        const char *mname = q.max_tokens_field ? q.max_tokens_field : "max_tokens";
+        api_error_set(&e, 400, "invalid_request_error", mname,
                       "this model's context is %d tokens; the request has %zu prompt tokens "
-                      "plus %ld max_tokens (at most %ld fit)",
-                      en->n_ctx, n_ids, max_tokens, room);
+                      "plus %ld %s (at most %ld fit)",
+                      en->n_ctx, n_ids, max_tokens, mname, room);
         goto refused;
     }
     /* ids: a per-process salt mixed with a counter, unique within a run
@@ -454,18 +498,26 @@ static const struct route routes[] = {
 /* ---- the MHD callbacks ---- */
 
 /* Header counts and sizes, gathered in one pass over MHD's parsed fields
- * (MHD itself only bounds the whole header block by its connection memory). */
+ * (MHD itself only bounds the whole header block by its connection memory),
+ * and the fields that frame the body: libmicrohttpd reads the body by the
+ * first Content-Length and lets Transfer-Encoding win over it silently,
+ * so a second, different length or both at once (request smuggling through
+ * a proxy that picks the other one) is refused here. */
 struct header_scan {
     unsigned n;        /* header fields */
     size_t longest;    /* bytes of the longest name + value */
     size_t total;      /* bytes of every name + value, plus 2 each ('=', '&' or ': ') */
     const char *which; /* its name */
+    unsigned n_cl;     /* Content-Length fields */
+    bool cl_differ;    /* two Content-Length fields with different values */
+    const char *cl;    /* the first Content-Length value */
+    unsigned n_te;     /* Transfer-Encoding fields */
+    const char *te;    /* the first Transfer-Encoding value */
 };
 
 static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                    size_t key_size, const char *value, size_t value_size)
 {
-    (void)kind;
     struct header_scan *h = cls;
     h->n++;
     h->total += key_size + value_size + 2;
@@ -473,13 +525,63 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
         h->longest = key_size + value_size;
         h->which = key;
     }
+    if (kind == MHD_HEADER_KIND && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (h->n_cl++ == 0)
+            h->cl = value;
+        else if (strcmp(h->cl, value) != 0)
+            h->cl_differ = true;
+    }
+    if (kind == MHD_HEADER_KIND && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0 &&
+        h->n_te++ == 0)
+        h->te = value;
     return MHD_YES;
+}
+
+/* The body framing rules of RFC 9112 §6 that libmicrohttpd leaves to us.
+ * Each refusal closes the connection: after a framing error nothing on it
+ * can be trusted to start a new request. */
+static enum MHD_Result check_framing(struct call *c, const struct header_scan *h,
+                                     const char *version, bool *refused)
+{
+    if (h->cl_differ)
+        return refuse(c, 400, "invalid_request_error", NULL, true,
+                      "the request has %u Content-Length fields with different values", h->n_cl);
+    if (h->n_te && h->n_cl)
+        return refuse(c, 400, "invalid_request_error", NULL, true,
+                      "the request has both Content-Length and Transfer-Encoding (send one)");
+    if (h->n_te && strcmp(version, MHD_HTTP_VERSION_1_0) == 0)
+        return refuse(c, 400, "invalid_request_error", NULL, true,
+                      "Transfer-Encoding in an HTTP/1.0 request");
+    if (h->n_te > 1)
+        return refuse(c, 400, "invalid_request_error", NULL, true,
+                      "the request has %u Transfer-Encoding fields (send one: chunked)", h->n_te);
+    if (h->n_te && strcasecmp(h->te, "chunked") != 0)
+        return refuse(c, 501, "invalid_request_error", NULL, true,
+                      "transfer coding '%.64s' is not supported (only chunked)", h->te);
+    *refused = false;
+    return MHD_YES;
+}
+
+/* The origin-form path of a request target: an absolute-form target
+ * ("http://host:port/path", which RFC 9112 §3.2.2 says a server must
+ * accept) loses its scheme and authority; "" becomes "/". */
+static const char *origin_path(const char *url)
+{
+    const char *p = NULL;
+    if (strncasecmp(url, "http://", 7) == 0)
+        p = url + 7;
+    else if (strncasecmp(url, "https://", 8) == 0)
+        p = url + 8;
+    if (!p)
+        return url;
+    p = strchr(p, '/');
+    return p ? p : "/";
 }
 
 /* The first call, when the headers are in: route and check limits. Returns
  * MHD_YES with a response queued when refusing. */
 static enum MHD_Result first_call(struct call *c, const char *url, const char *method,
-                                  bool *refused)
+                                  const char *version, bool *refused)
 {
     srv *s = c->s;
     *refused = true;
@@ -492,12 +594,17 @@ static enum MHD_Result first_call(struct call *c, const char *url, const char *m
         return refuse(c, 431, "invalid_request_error", NULL, true,
                       "header field '%.64s' is %zu bytes long (at most %d)", h.which, h.longest,
                       SRV_MAX_HEADER_BYTES);
+    enum MHD_Result rc = check_framing(c, &h, version, refused);
+    if (*refused)
+        return rc;
+    *refused = true;
     size_t ulen = strlen(url);
     struct header_scan args = {0};
     MHD_get_connection_values_n(c->conn, MHD_GET_ARGUMENT_KIND, scan_header, &args);
     if (ulen + args.total > SRV_MAX_URI_BYTES)
         return refuse(c, 414, "invalid_request_error", NULL, true,
                       "the request target is too long (at most %d bytes)", SRV_MAX_URI_BYTES);
+    url = origin_path(url);
     const struct route *path_match = NULL;
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         const char *p = routes[i].path;
@@ -540,9 +647,12 @@ static enum MHD_Result first_call(struct call *c, const char *url, const char *m
         buf_release(&b);
         return rc;
     }
+    if (c->route->body && !h.n_te && !h.n_cl)
+        return refuse(c, 411, "invalid_request_error", NULL, true,
+                      "the request has no body length (send Content-Length or "
+                      "Transfer-Encoding: chunked)");
     if (c->route->body) {
-        const char *cl =
-            MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl = h.cl;
         char *end = NULL;
         unsigned long long len = cl ? strtoull(cl, &end, 10) : 0;
         if (cl && end != cl && len > s->o.max_body)
@@ -561,7 +671,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
 {
-    (void)version;
     srv *s = cls;
     struct call *c = *con_cls;
     if (!c) {
@@ -574,19 +683,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
          * connection whose answer was queued with the headers, which
          * refusals want and keep-alive GETs do not. */
         bool refused;
-        return first_call(c, url, method, &refused);
+        return first_call(c, url, method, version, &refused);
     }
     if (*upload_data_size) {
-        if (!c->too_big && buf_append(&c->body, upload_data, *upload_data_size) != 0)
-            c->too_big = true;
+        /* a chunked body (no length to refuse up front) that passes the
+         * cap: answered now, not when the client finally ends it */
+        if (buf_append(&c->body, upload_data, *upload_data_size) != 0) {
+            struct api_error e = {.status = 413};
+            snprintf(e.type, sizeof(e.type), "invalid_request_error");
+            snprintf(e.msg, sizeof(e.msg), "the request body passed %zu bytes (--max-body)",
+                     s->o.max_body);
+            return refuse_now(c, 413, "Content Too Large", &e);
+        }
         *upload_data_size = 0;
         return MHD_YES;
     }
     if (c->req) /* a non-streaming request, resumed: the answer is ready */
         return answer_when_done(c);
-    if (c->too_big)
-        return refuse(c, 413, "invalid_request_error", NULL, true,
-                      "the request body passed %zu bytes (--max-body)", s->o.max_body);
     return c->route->fn(c);
 }
 

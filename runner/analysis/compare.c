@@ -18,6 +18,7 @@
 #include "analysis/plot.h"
 #include "store/rundir.h"
 #include "analysis/summary.h"
+#include "strutil.h"
 #include "version.h"
 #include "xalloc.h"
 
@@ -163,6 +164,38 @@ out:
     return rc;
 }
 
+/* Every --metric must be a column of some run: one no run has would make a
+ * table of "n/a" and exit 0. The message offers the closest column. */
+static int check_metrics(const struct cmp_set *c, const struct strvec *metrics, struct err *err)
+{
+    struct strvec have = STRVEC_INIT;
+    int rc = 0;
+    for (size_t r = 0; r < c->n_runs; r++)
+        for (size_t k = 0; k < c->runs[r].t.n; k++) {
+            const struct metric_set *ms = &c->runs[r].t.rows[k].metrics;
+            for (size_t j = 0; j < ms->n; j++)
+                if (strvec_find(&have, ms->m[j].name) < 0)
+                    strvec_push(&have, ms->m[j].name);
+        }
+    for (size_t i = 0; i < metrics->n && rc == 0; i++) {
+        if (strvec_find(&have, metrics->v[i]) >= 0)
+            continue;
+        /* a strvec ends with NULL, as str_suggest wants */
+        const char *hint = have.n ? str_suggest(metrics->v[i], (const char *const *)have.v) : NULL;
+        if (hint)
+            err_set(err, RN_ERR_USAGE, "--metric '%s': no run has it (did you mean '%s'?)",
+                    metrics->v[i], hint);
+        else
+            err_set(err, RN_ERR_USAGE,
+                    "--metric '%s': no run has it (the columns of points.csv after wall_s are "
+                    "the metrics)",
+                    metrics->v[i]);
+        rc = -1;
+    }
+    strvec_release(&have);
+    return rc;
+}
+
 int cmp_load(const char *const *specs, size_t n, const struct strvec *metrics, struct cmp_set *c,
              struct err *err)
 {
@@ -192,8 +225,10 @@ int cmp_load(const char *const *specs, size_t n, const struct strvec *metrics, s
     rundir_release(&first);
     for (size_t i = 0; i < c->n_s; i++)
         sum_fit(&c->runs[c->s[i].run].t, c->s[i].variant, c->fit_x, c->fit_y, &c->s[i].fit);
-    /* metrics: as asked, else the defaults some series has */
+    /* metrics: as asked (each one some run has), else the defaults some series has */
     if (metrics && metrics->n) {
+        if (check_metrics(c, metrics, err) != 0)
+            goto fail;
         strvec_copy(&c->metrics, metrics);
     } else {
         for (size_t m = 0; m < sizeof(default_metrics) / sizeof(default_metrics[0]); m++)
@@ -275,13 +310,38 @@ static bool ratio(const struct cell *a, const struct cell *b, double *r)
     return true;
 }
 
+/* The width of the value columns, in terminal columns: the widest label
+ * + 2 or cell + 1 (with the blank before each column, two blanks at least
+ * between right-aligned values), at least 12. Display width, not bytes: "±" is two bytes
+ * and one column, and printf's %*s counts bytes. */
 static size_t col_width(const struct cmp_set *c)
 {
     size_t w = 12;
     for (size_t i = 0; i < c->n_s; i++)
-        if (strlen(c->s[i].label) + 2 > w)
-            w = strlen(c->s[i].label) + 2;
+        if (str_display_width(c->s[i].label) + 2 > w)
+            w = str_display_width(c->s[i].label) + 2;
+    for (size_t m = 0; m < c->metrics.n; m++)
+        for (size_t k = 0; k < c->n_conc; k++)
+            for (size_t i = 0; i < c->n_s; i++) {
+                struct cell x = get_cell(c, i, c->conc[k], c->metrics.v[m]);
+                char txt[64];
+                cell_text(&x, txt, sizeof(txt));
+                if (str_display_width(txt) + 1 > w)
+                    w = str_display_width(txt) + 1;
+            }
     return w;
+}
+
+/* s padded to w terminal columns: on the left (right-aligned) or right. */
+static void put_padded(FILE *f, const char *s, size_t w, bool right_align)
+{
+    size_t dw = str_display_width(s);
+    if (!right_align)
+        fputs(s, f);
+    for (; dw < w; dw++)
+        fputc(' ', f);
+    if (right_align)
+        fputs(s, f);
 }
 
 void cmp_print(FILE *f, const struct cmp_set *c)
@@ -293,7 +353,8 @@ void cmp_print(FILE *f, const struct cmp_set *c)
         fprintf(f, "\n%s\n%8s", label, "C");
         free(label);
         for (size_t i = 0; i < c->n_s; i++) {
-            fprintf(f, " %*s", w, c->s[i].label);
+            fputc(' ', f);
+            put_padded(f, c->s[i].label, (size_t)w, true);
             if (i)
                 fprintf(f, " %*s", 8, "B/A");
         }
@@ -305,7 +366,8 @@ void cmp_print(FILE *f, const struct cmp_set *c)
                 struct cell b = i ? get_cell(c, i, c->conc[k], c->metrics.v[m]) : a;
                 char txt[64];
                 cell_text(&b, txt, sizeof(txt));
-                fprintf(f, " %*s", w, txt);
+                fputc(' ', f);
+                put_padded(f, txt, (size_t)w, true);
                 if (i) {
                     double r;
                     if (ratio(&a, &b, &r))
@@ -323,12 +385,12 @@ void cmp_print(FILE *f, const struct cmp_set *c)
     const struct fit_analysis *fa0 = &c->s[0].fit;
     for (size_t i = 0; i < c->n_s; i++) {
         const struct fit_analysis *fa = &c->s[i].fit;
+        put_padded(f, c->s[i].label, (size_t)w, false);
         if (!fa->ok) {
-            fprintf(f, "%-*s %s\n", w, c->s[i].label, fa->reason);
+            fprintf(f, " %s\n", fa->reason);
             continue;
         }
-        fprintf(f, "%-*s %10.2f %10.2f %12.1f %7.3f", w, c->s[i].label, fa->line.a, fa->line.b,
-                fa->ceiling, fa->line.r2);
+        fprintf(f, " %10.2f %10.2f %12.1f %7.3f", fa->line.a, fa->line.b, fa->ceiling, fa->line.r2);
         if (i && fa0->ok && fa0->line.b != 0)
             fprintf(f, " %8.3f", fa->line.b / fa0->line.b);
         else

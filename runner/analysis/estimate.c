@@ -27,7 +27,9 @@ double est_point_s(const struct est_model *m, const struct est_point *p)
     for (long left = p->prompts; left > 0;) {
         long active = left < c ? left : c;
         double step = m->a_ms + m->b_ms * (double)active;
-        ms += (double)p->output_len * (step > 0 ? step : 0) + ttft_ms(m, active);
+        if (!(step > 0)) /* a falling line crossed zero: no prediction here */
+            return NAN;
+        ms += (double)p->output_len * step + ttft_ms(m, active);
         left -= active;
     }
     return ms / 1000.0;
@@ -104,10 +106,20 @@ void est_format(double seconds, char *out, size_t size)
         snprintf(out, size, "%ldh%02ldm", s / 3600, s % 3600 / 60);
 }
 
+/* How many rows of t are ok, for the message when none can be used. */
+static size_t count_ok(const struct res_table *t)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++)
+        n += strcmp(t->rows[i].status ? t->rows[i].status : "", RES_OK) == 0;
+    return n;
+}
+
 int est_print_plan(FILE *f, const struct plan *plan, const char *run_dir, struct err *err)
 {
     struct res_table t;
     struct est_model *models = xcalloc(plan->n_variants + 1, sizeof(*models));
+    bool *own = xcalloc(plan->n_variants + 1, sizeof(*own));
     char *csv = path_join(run_dir, "points.csv");
     int rc = -1;
     res_table_init(&t);
@@ -119,40 +131,83 @@ int est_print_plan(FILE *f, const struct plan *plan, const char *run_dir, struct
     }
     if (res_table_load(csv, &t, err) != 0)
         goto out;
+    /* every model first, so a run with nothing to fit prints no half estimate */
+    for (size_t v = 0; v < plan->n_variants; v++) {
+        struct err e;
+        err_init(&e);
+        own[v] = est_model_from_table(&t, plan->variants[v].v->name, &models[v], &e) == 0;
+        if (!own[v] && est_model_from_table(&t, NULL, &models[v], &e) != 0) {
+            size_t ok = count_ok(&t);
+            if (ok)
+                err_set(err, RN_ERR_ENV,
+                        "--from %s: none of the %zu ok points in points.csv has a median TPOT, "
+                        "so there is no time estimate",
+                        run_dir, ok);
+            else
+                err_set(err, RN_ERR_ENV,
+                        "--from %s: no ok point in points.csv (%zu rows), so there is no time "
+                        "estimate",
+                        run_dir, t.n);
+            goto out;
+        }
+    }
     fprintf(f,
             "\ntime estimate from %s (decode waves of min(C, remaining) requests; server "
             "start and warmup not included):\n",
             run_dir);
     for (size_t v = 0; v < plan->n_variants; v++) {
-        const char *name = plan->variants[v].v->name;
-        struct err e;
-        err_init(&e);
-        bool own = est_model_from_table(&t, name, &models[v], &e) == 0;
-        if (!own && est_model_from_table(&t, NULL, &models[v], err) != 0)
-            goto out;
         const struct est_model *m = &models[v];
-        fprintf(f, "  %s: step = %.1f + %.2f·N ms, TTFT = %.1f + %.2f·N ms (from %s)\n", name,
-                m->a_ms, m->b_ms, m->ttft_a_ms, m->ttft_b_ms,
-                own ? "the run's points of this variant" : "all of the run's points");
+        char step[128], ttft[128];
+        fprintf(f, "  %s: step = %s ms, TTFT = %s ms (from %s)\n", plan->variants[v].v->name,
+                fit_formula(m->a_ms, m->b_ms, 1, 2, "N", step, sizeof(step)),
+                fit_formula(m->ttft_a_ms, m->ttft_b_ms, 1, 2, "N", ttft, sizeof(ttft)),
+                own[v] ? "the run's points of this variant" : "all of the run's points");
+        if (m->b_ms < 0)
+            fprintf(f,
+                    "  %s: the step time falls as concurrency rises (slope %.2f ms per request): "
+                    "the fit does not describe the server; estimates far from the measured "
+                    "concurrencies are not reliable\n",
+                    plan->variants[v].v->name, m->b_ms);
+    }
+    /* columns as wide as the longest variant and log name (variant names
+     * may be 64 characters; both are ASCII, so bytes are columns) */
+    int wv = 12, wl = 18;
+    for (size_t i = 0; i < plan->n_points; i++) {
+        int nv = (int)strlen(plan->variants[plan->points[i].variant].v->name);
+        int nl = (int)strlen(plan->points[i].log_name);
+        wv = nv > wv ? nv : wv;
+        wl = nl > wl ? nl : wl;
     }
     double total = 0;
+    size_t unknown = 0;
     for (size_t i = 0; i < plan->n_points; i++) {
         const struct plan_point *pp = &plan->points[i];
         const struct plan_variant *pv = &plan->variants[pp->variant];
         struct est_point ep = {pp->concurrency, pp->prompts, pv->v->bench.output_len};
         double s = est_point_s(&models[pp->variant], &ep);
         char dur[16];
+        if (isnan(s)) {
+            fprintf(f, "  %-*s %-*s %10s    (the fit predicts a step time <= 0 at C=%ld)\n", wv,
+                    pv->v->name, wl, pp->log_name, "?", pp->concurrency);
+            unknown++;
+            continue;
+        }
         est_format(s, dur, sizeof(dur));
-        fprintf(f, "  %-12s %-18s %10.1f s  (%s)\n", pv->v->name, pp->log_name, s, dur);
+        fprintf(f, "  %-*s %-*s %10.1f s  (%s)\n", wv, pv->v->name, wl, pp->log_name, s, dur);
         total += s;
     }
     char dur[16];
     est_format(total, dur, sizeof(dur));
-    fprintf(f, "  %-31s %10.1f s  (%s)\n", "total", total, dur);
+    if (unknown)
+        fprintf(f, "  %-*s >= %10.1f s  (%s; %zu point(s) not estimated)\n", wv + wl - 2, "total",
+                total, dur, unknown);
+    else
+        fprintf(f, "  %-*s %10.1f s  (%s)\n", wv + wl + 1, "total", total, dur);
     rc = 0;
 out:
     res_table_release(&t);
     free(models);
+    free(own);
     free(csv);
     return rc;
 }

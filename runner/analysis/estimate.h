@@ -32,7 +32,9 @@ struct est_point {
     long output_len;  /* tokens generated per request */
 };
 
-/* Predicted seconds for one point (0 for P <= 0; C < 1 is taken as 1). */
+/* Predicted seconds for one point (0 for P <= 0; C < 1 is taken as 1), or
+ * NAN when the line gives a step time <= 0 for one of its waves (a falling
+ * fit extrapolated past zero predicts nothing, not "0 s"). */
 double est_point_s(const struct est_model *m, const struct est_point *p);
 
 /*
@@ -61,8 +63,11 @@ double est_eta_s(const struct est_model *m, const struct est_point *todo, size_t
  * `sweep check EXP --from RUN_DIR`: print the predicted duration of every
  * point of plan and the total, from a model fitted to RUN_DIR's points.csv
  * (per variant: the run's points of the same variant name, else all its ok
- * points). Returns 0, or -1 with err set: RN_ERR_ENV when RUN_DIR has no
- * readable points.csv, RN_ERR_USAGE when no ok point has a median TPOT.
+ * points). Formulas print through fit_formula; a falling step time is
+ * flagged, and a point whose waves the line predicts at <= 0 ms shows "?"
+ * and is left out of the total (printed as a lower bound). Returns 0, or
+ * -1 with err set and nothing printed: RN_ERR_ENV when RUN_DIR has no
+ * readable points.csv or no ok row with a median TPOT (said in words).
  */
 int est_print_plan(FILE *f, const struct plan *plan, const char *run_dir, struct err *err);
 

@@ -1,22 +1,31 @@
 /*
  * extract: PCRE2 metric extraction. Presets are tables of (canonical name,
  * regex) rows, one row per label spelling a tool has used; user patterns
- * replace or add names. Preset rows are matched inside the last result
+ * replace or add names. A log is read as a stream of lines (split at
+ * "\n", "\r" and "\r\n") in fixed-size chunks, so its size costs time,
+ * never memory. Preset rows are matched inside the last complete result
  * block of the log (so vLLM's free-form "Traffic request rate: inf" lines
- * before the block never count); user patterns see the whole log. Every
- * match runs under a match limit, a depth limit, a heap limit and a total
- * work budget per pattern and log, so no regex can hang a run.
+ * before the block never count); user patterns see every line. While
+ * reading, three sets of preset matches are kept: the block being read,
+ * the last complete block, and the lines outside any block (used when the
+ * log has no block). Every match runs under a match limit, a depth limit,
+ * a heap limit and a work budget per pattern that each byte of log refills
+ * a little, so no regex can hang a run.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "analysis/extract.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pcre2.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "fileio.h"
@@ -25,14 +34,17 @@
 #include "xalloc.h"
 
 /* Limits (docs/reliability.md §3.2 and M13: 1e5 steps fail in ~1 ms). The match
- * limit applies per start position, so the callout budget bounds the work
- * over a whole log (about 0.1 s of matching per pattern at worst). */
-#define MATCH_LIMIT     1000000u
-#define DEPTH_LIMIT     10000u
-#define HEAP_LIMIT_KIB  (32u * 1024u)
-#define CALLOUT_BUDGET  10000000L
-#define MAX_MATCHES     100000L /* matches looked at per pattern and log */
-#define VALUE_MAX_BYTES 64
+ * limit applies per match call, so a budget of callouts bounds the work over
+ * a whole log: each pattern may bank CALLOUT_BUDGET (about 0.1 s of
+ * matching), and every byte of a line it is tried on adds CALLOUT_PER_BYTE,
+ * far more than an ordinary pattern spends, so only a runaway one drains it. */
+#define MATCH_LIMIT      1000000u
+#define DEPTH_LIMIT      10000u
+#define HEAP_LIMIT_KIB   (32u * 1024u)
+#define CALLOUT_BUDGET   10000000L
+#define CALLOUT_PER_BYTE 64L
+#define VALUE_MAX_BYTES  64
+#define READ_CHUNK_BYTES 65536
 
 /* A preset row: label text (a regex fragment, without the colon) for one
  * canonical name. ROW() turns it into an anchored line regex whose group
@@ -117,6 +129,9 @@ struct entry {
     char *regex;    /* owned */
     pcre2_code *re; /* owned */
     bool in_block;  /* preset row: match inside the result block only */
+    char lead;      /* preset row: the byte its line starts with (a quick
+                       test before PCRE2); 0 = try every line */
+    size_t first;   /* the first entry with the same name (itself if none) */
 };
 
 struct ext_set {
@@ -173,8 +188,15 @@ static bool valid_name(const char *s)
 static void add_entry(ext_set *set, const char *name, const char *regex, pcre2_code *re,
                       bool in_block)
 {
+    size_t first = set->n;
+    for (size_t j = 0; j < set->n && first == set->n; j++)
+        if (strcmp(set->e[j].name, name) == 0)
+            first = j;
+    /* ROW(label) is "^" label ...: its line starts with the label's first byte */
+    char lead = in_block && regex[0] == '^' && isalpha((unsigned char)regex[1]) ? regex[1] : 0;
     XGROW(set->e, set->cap, set->n + 1);
-    set->e[set->n++] = (struct entry){xstrdup(name), xstrdup(regex), re, in_block};
+    set->e[set->n] = (struct entry){xstrdup(name), xstrdup(regex), re, in_block, lead, first};
+    set->n++;
 }
 
 static const struct preset *find_preset(const char *name)
@@ -255,7 +277,7 @@ void ext_free(ext_set *set)
 /* ---- matching ---- */
 
 struct budget {
-    long left; /* callouts this pattern may still use on this log */
+    long left; /* callouts the pattern being matched may still use */
 };
 
 static int on_callout(pcre2_callout_block *block, void *data)
@@ -265,8 +287,8 @@ static int on_callout(pcre2_callout_block *block, void *data)
     return --b->left < 0 ? PCRE2_ERROR_CALLOUT : 0;
 }
 
-/* One matcher per ext_run/ext_shape call: the sets stay read-only, so they
- * can be shared between threads. */
+/* One matcher per scan: the sets stay read-only, so they can be shared
+ * between threads. */
 struct matcher {
     pcre2_match_context *ctx;
     pcre2_match_data *md;
@@ -310,7 +332,8 @@ static const char *limit_reason(int rc)
 /*
  * Parse a captured value. Returns 1 with *v set, 0 for a value that means
  * "not measured" ("not set", "N/A", "None", "nan", empty), -1 for text that
- * is not a number. "inf" is INFINITY; "-0.00" is 0; "1,234.5" is 1234.5.
+ * is not a decimal number, -2 for one out of range. "inf" is INFINITY;
+ * "-0.00" is 0; "1,234.5" is 1234.5.
  */
 int ext_parse_value(const char *s, size_t n, double *v)
 {
@@ -322,7 +345,7 @@ int ext_parse_value(const char *s, size_t n, double *v)
         n--;
     if (n == 0)
         return 0;
-    if (n >= sizeof(tmp))
+    if (n >= sizeof(tmp) || memchr(s, '\0', n))
         return -1;
     /* copy, dropping thousands separators that sit between digits */
     for (size_t i = 0; i < n; i++) {
@@ -346,117 +369,420 @@ int ext_parse_value(const char *s, size_t n, double *v)
         return 1;
     }
     double d;
-    if (str_to_double(tmp, &d) != 0)
-        return -1;
+    if (str_to_double_n(tmp, k, &d) != 0)
+        return errno == ERANGE ? -2 : -1;
     *v = d == 0 ? 0.0 : d; /* "-0.00" reads as 0 */
     return 1;
 }
 
-/*
- * Run re over text[from..to) and keep the value of the last match that
- * carries one. Returns 1 (found), 0 (no value), or a negative PCRE2 error
- * when a limit stopped the search.
- */
-static int match_last(struct matcher *m, const pcre2_code *re, const char *text, size_t from,
-                      size_t to, double *out)
-{
-    size_t pos = from;
-    int found = 0;
-    m->budget.left = CALLOUT_BUDGET;
-    for (long count = 0; pos <= to && count < MAX_MATCHES; count++) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)text, to, pos, 0, m->md, m->ctx);
-        if (rc == PCRE2_ERROR_NOMATCH)
-            break;
-        if (rc < 0)
-            return rc;
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(m->md);
-        if (rc >= 2 && ov[2] != PCRE2_UNSET) {
-            double v;
-            if (ext_parse_value(text + ov[2], ov[3] - ov[2], &v) == 1) {
-                *out = v;
-                found = 1;
-            }
-        }
-        pos = ov[1] > ov[0] ? ov[1] : ov[0] + 1; /* never loop on an empty match */
-    }
-    return found;
-}
+/* ---- reading a log as lines ---- */
 
-/* The first match of re in text[from..to): 1 with [*s, *e), 0 or <0. */
-static int match_first(struct matcher *m, const pcre2_code *re, const char *text, size_t from,
-                       size_t to, size_t *s, size_t *e)
-{
-    m->budget.left = CALLOUT_BUDGET;
-    int rc = pcre2_match(re, (PCRE2_SPTR)text, to, from, 0, m->md, m->ctx);
-    if (rc == PCRE2_ERROR_NOMATCH)
-        return 0;
-    if (rc < 0)
-        return rc;
-    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(m->md);
-    *s = ov[0];
-    *e = ov[1];
-    return 1;
-}
+/* What one pattern found in one region of the log. */
+struct slot {
+    long line;                     /* line of the match kept; 0 = none */
+    int state;                     /* 1 value, 0 not measured, -1 not a number, -2 out of range */
+    double value;                  /* when state is 1 */
+    char quote[EXT_QUOTE_MAX + 4]; /* the captured text when state <= 0 */
+};
 
-/* The last result block: [*from, *to) runs from after its opening rule to
- * its closing rule (or the end of the text). Without one, the whole text. */
-static void find_block(struct matcher *m, const ext_set *set, const char *text, size_t len,
-                       size_t *from, size_t *to)
-{
-    size_t pos = 0, s, e;
-    bool seen = false;
-    *from = 0;
-    *to = len;
-    while (pos < len && match_first(m, set->open_re, text, pos, len, &s, &e) == 1) {
-        *from = e;
-        seen = true;
-        pos = e > s ? e : s + 1;
-    }
-    if (seen && match_first(m, set->close_re, text, *from, len, &s, &e) == 1)
-        *to = s;
-}
+/* A region: a result block, or the lines outside every block, or (for user
+ * patterns) the whole log. */
+struct region {
+    struct slot *slot; /* owned; one per entry of the set */
+    long open_line;    /* line of a block's opening rule; 0 otherwise */
+    long dup_a, dup_b; /* a metric matched on two lines (the first such); 0 = none */
+    size_t dup_entry;  /* the entry that matched the second time */
+};
 
-int ext_run(const ext_set *set, const char *text, size_t len, struct metric_set *out,
-            struct err *err)
-{
+struct scan {
+    const ext_set *set;
     struct matcher m;
-    size_t bfrom, bto;
+    long *budget;                       /* owned; callouts banked per entry */
+    struct region outside, cur, last;   /* preset rows: see the top of the file */
+    struct region all;                  /* user patterns: every line */
+    bool in_block, have_last, after_cr; /* after_cr: the last byte was '\r' */
+    long blocks;                        /* complete blocks so far */
+    long line;                          /* number of the line being read */
+    struct buf part;                    /* a line split across chunks */
+    bool overlong;                      /* the current line passed EXT_LINE_MAX_BYTES */
+    long long_lines, first_long;
+    bool stopped; /* a limit stopped a pattern: err is set, the rest is skipped */
+    struct err *err;
+};
+
+static void region_init(struct region *r, size_t n)
+{
+    *r = (struct region){.slot = xcalloc(n ? n : 1, sizeof(struct slot))};
+}
+
+static void region_clear(struct region *r, size_t n)
+{
+    memset(r->slot, 0, (n ? n : 1) * sizeof(struct slot));
+    r->open_line = r->dup_a = r->dup_b = 0;
+}
+
+static void scan_init(struct scan *s, const ext_set *set, struct err *err)
+{
+    *s = (struct scan){.set = set, .line = 1, .err = err};
+    matcher_init(&s->m);
+    s->budget = xcalloc(set->n ? set->n : 1, sizeof(long));
+    for (size_t i = 0; i < set->n; i++)
+        s->budget[i] = CALLOUT_BUDGET;
+    region_init(&s->outside, set->n);
+    region_init(&s->cur, set->n);
+    region_init(&s->last, set->n);
+    region_init(&s->all, set->n);
+    buf_init(&s->part, EXT_LINE_MAX_BYTES);
+}
+
+static void scan_release(struct scan *s)
+{
+    matcher_release(&s->m);
+    free(s->budget);
+    free(s->outside.slot);
+    free(s->cur.slot);
+    free(s->last.slot);
+    free(s->all.slot);
+    buf_release(&s->part);
+}
+
+/* text[0..n) as a one-line quote: spaces trimmed, bytes that are not
+ * printable ASCII (or are quotes) as '?', cut at EXT_QUOTE_MAX with "...". */
+static void quote_into(char *out, const char *text, size_t n)
+{
+    while (n && isspace((unsigned char)*text))
+        text++, n--;
+    while (n && isspace((unsigned char)text[n - 1]))
+        n--;
+    size_t k = 0;
+    for (; k < n && k < EXT_QUOTE_MAX; k++) {
+        unsigned char c = (unsigned char)text[k];
+        out[k] = c < 0x20 || c >= 0x7f || c == '\'' ? '?' : (char)c;
+    }
+    if (k < n) {
+        memcpy(out + k, "...", 3);
+        k += 3;
+    }
+    out[k] = '\0';
+}
+
+/* Keep what entry i matched on this line in region r. Preset rows keep the
+ * first line of each metric and note a second one; user patterns keep the
+ * last value (or, until there is one, the last text that was no value). */
+static void keep(struct scan *s, struct region *r, size_t i, bool in_block, int state, double v,
+                 const char *cap, size_t n)
+{
+    const struct entry *e = s->set->e;
+    struct slot *sl = &r->slot[i];
+    if (in_block) {
+        for (size_t j = 0; j < s->set->n; j++)
+            if (e[j].first == e[i].first && r->slot[j].line) {
+                if (!r->dup_a) {
+                    r->dup_a = r->slot[j].line;
+                    r->dup_b = s->line;
+                    r->dup_entry = i;
+                }
+                return;
+            }
+    } else if (state != 1 && sl->state == 1) {
+        return;
+    }
+    sl->line = s->line;
+    sl->state = state;
+    sl->value = v;
+    if (state != 1)
+        quote_into(sl->quote, cap, n);
+}
+
+/* Match entry i against one line; <0 when a limit stopped it. */
+static int match_line(struct scan *s, size_t i, const char *line, size_t len, struct region *r)
+{
+    const struct entry *en = &s->set->e[i];
+    long credit = CALLOUT_PER_BYTE * (long)(len + 1);
+    s->budget[i] = s->budget[i] > CALLOUT_BUDGET - credit ? CALLOUT_BUDGET : s->budget[i] + credit;
+    s->m.budget.left = s->budget[i];
     int rc = 0;
-    if (!text)
-        text = "";
-    matcher_init(&m);
-    find_block(&m, set, text, len, &bfrom, &bto);
-    /* a name with several rows (label spellings) takes the first row that
-     * matches; a user pattern has replaced every preset row of its name */
-    bool *hit = xcalloc(set->n ? set->n : 1, sizeof(*hit));
-    for (size_t i = 0; i < set->n; i++) {
-        const struct entry *en = &set->e[i];
-        bool earlier = false;
-        for (size_t j = 0; j < i && !earlier; j++)
-            earlier = hit[j] && strcmp(set->e[j].name, en->name) == 0;
-        if (earlier)
-            continue;
-        double v;
-        int r = en->in_block ? match_last(&m, en->re, text, bfrom, bto, &v)
-                             : match_last(&m, en->re, text, 0, len, &v);
-        if (r < 0) {
-            err_set(err, RN_ERR_USAGE, "pattern '%s' (%s): %s; simplify the regex", en->name,
-                    en->regex, limit_reason(r));
-            rc = -1;
+    for (size_t pos = 0; pos <= len;) {
+        rc = pcre2_match(en->re, (PCRE2_SPTR)line, len, pos, 0, s->m.md, s->m.ctx);
+        if (rc == PCRE2_ERROR_NOMATCH) {
+            rc = 0;
             break;
         }
-        if (r == 1) {
-            mset_set(out, en->name, v);
-            hit[i] = true;
+        if (rc < 0)
+            break;
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->m.md);
+        if (rc >= 2 && ov[2] != PCRE2_UNSET) {
+            double v = 0;
+            int state = ext_parse_value(line + ov[2], ov[3] - ov[2], &v);
+            keep(s, r, i, en->in_block, state, v, line + ov[2], ov[3] - ov[2]);
         }
+        if (en->in_block)
+            break;                               /* a row is a whole line */
+        pos = ov[1] > ov[0] ? ov[1] : ov[0] + 1; /* never loop on an empty match */
+        rc = 0;
     }
-    free(hit);
-    matcher_release(&m);
+    s->budget[i] = s->m.budget.left;
     return rc;
 }
 
-int ext_require(const ext_set *set, const struct metric_set *got, const struct strvec *require,
-                struct err *err)
+/* Whether the fixed regex re matches line (the block rules). */
+static bool rule_matches(struct scan *s, const pcre2_code *re, const char *line, size_t len)
+{
+    s->m.budget.left = CALLOUT_BUDGET;
+    return pcre2_match(re, (PCRE2_SPTR)line, len, 0, 0, s->m.md, s->m.ctx) >= 0;
+}
+
+/* One line, without its end. */
+static void scan_line(struct scan *s, const char *line, size_t len)
+{
+    const ext_set *set = s->set;
+    bool rule = false; /* a block's opening or closing line: no preset row */
+    if (s->stopped)
+        return;
+    if (len && line[0] == '=') {
+        if (rule_matches(s, set->open_re, line, len)) {
+            /* a block opened inside an open one: the open one never ended */
+            region_clear(&s->cur, set->n);
+            s->cur.open_line = s->line;
+            s->in_block = rule = true;
+        } else if (s->in_block && rule_matches(s, set->close_re, line, len)) {
+            struct region t = s->last;
+            s->last = s->cur;
+            s->cur = t;
+            region_clear(&s->cur, set->n);
+            s->in_block = false;
+            s->have_last = rule = true;
+            s->blocks++;
+        }
+    }
+    for (size_t i = 0; i < set->n; i++) {
+        const struct entry *en = &set->e[i];
+        struct region *r = &s->all; /* user patterns see every line */
+        if (en->in_block) {
+            if (rule || (en->lead && (!len || line[0] != en->lead)))
+                continue;
+            r = s->in_block ? &s->cur : &s->outside;
+        }
+        int rc = match_line(s, i, line, len, r);
+        if (rc < 0) {
+            err_set(s->err, RN_ERR_USAGE, "pattern '%s' (%s): %s; simplify the regex", en->name,
+                    en->regex, limit_reason(rc));
+            s->stopped = true;
+            return;
+        }
+    }
+}
+
+/* The line in s->part (or a skipped overlong one) has ended. */
+static void end_line(struct scan *s, const char *line, size_t len)
+{
+    if (s->overlong) {
+        s->long_lines++;
+        if (!s->first_long)
+            s->first_long = s->line;
+    } else {
+        scan_line(s, line, len);
+    }
+    s->overlong = false;
+    buf_reset(&s->part);
+}
+
+/* Bytes of the log, in any split: lines end at '\n', '\r' or "\r\n". */
+static void scan_feed(struct scan *s, const char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && p[j] != '\n' && p[j] != '\r')
+            j++;
+        bool whole = j < n && s->part.len == 0 && !s->overlong; /* no copy needed */
+        if (j > i) {
+            s->after_cr = false;
+            if (!whole && !s->overlong && buf_append(&s->part, p + i, j - i) != 0)
+                s->overlong = true;
+            if (whole && j - i > EXT_LINE_MAX_BYTES)
+                s->overlong = true;
+        }
+        if (j == n)
+            break;
+        if (p[j] == '\n' && s->after_cr) { /* the '\r' already ended this line */
+            s->after_cr = false;
+        } else if (whole) {
+            end_line(s, p + i, j - i);
+            s->after_cr = p[j] == '\r';
+        } else {
+            end_line(s, s->part.data ? s->part.data : "", s->part.len);
+            s->after_cr = p[j] == '\r';
+        }
+        if (p[j] == '\n')
+            s->line++;
+        i = j + 1;
+    }
+}
+
+/* Read the file at path through scan_feed in chunks. */
+static int scan_file(struct scan *s, const char *path, struct err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return err_set(err, RN_ERR_ENV, "%s: %s", path, strerror(errno)), -1;
+    int rc = 0;
+    struct stat st;
+    char *chunk = NULL;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        err_set(err, RN_ERR_ENV, "%s: is a directory", path);
+        rc = -1;
+        goto out;
+    }
+    chunk = xmalloc(READ_CHUNK_BYTES);
+    for (;;) {
+        ssize_t got = read(fd, chunk, READ_CHUNK_BYTES);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            err_set(err, RN_ERR_ENV, "%s: %s", path, strerror(errno));
+            rc = -1;
+            break;
+        }
+        if (got == 0 || s->stopped)
+            break;
+        scan_feed(s, chunk, (size_t)got);
+    }
+out:
+    free(chunk);
+    close(fd);
+    return rc;
+}
+
+/* After the last byte: the verdict on the log and its values. lenient
+ * (for ext_shape) reads a block that is not to be trusted anyway: the one
+ * the log ends inside, or the one with a metric twice (its first line). */
+static int scan_end(struct scan *s, struct metric_set *out, struct ext_info *info, bool lenient,
+                    struct err *err)
+{
+    const ext_set *set = s->set;
+    if (s->part.len || s->overlong) /* a last line without an end */
+        end_line(s, s->part.data ? s->part.data : "", s->part.len);
+    if (s->stopped)
+        return -1;
+    const struct region *used = s->have_last ? &s->last : &s->outside;
+    if (lenient && s->in_block)
+        used = &s->cur;
+    if (s->in_block && !lenient)
+        return err_set(err, RN_ERR_POINTS,
+                       "the result block opened at line %ld is not closed: the log ends inside "
+                       "it (cut short?)",
+                       s->cur.open_line),
+               -1;
+    if (used->dup_a && !lenient) {
+        const char *name = set->e[used->dup_entry].name;
+        if (s->have_last)
+            err_set(err, RN_ERR_POINTS,
+                    "'%s' is printed twice in the result block opened at line %ld: lines %ld and "
+                    "%ld (output of two runs mixed?)",
+                    name, used->open_line, used->dup_a, used->dup_b);
+        else
+            err_set(err, RN_ERR_POINTS,
+                    "'%s' is printed twice in a log without a result block: lines %ld and %ld",
+                    name, used->dup_a, used->dup_b);
+        return -1;
+    }
+    /* a name with several rows (label spellings) takes the first row that
+     * has a value; a user pattern has replaced every preset row of its name */
+    bool *done = xcalloc(set->n ? set->n : 1, sizeof(*done));
+    for (size_t i = 0; i < set->n; i++) {
+        const struct slot *sl = set->e[i].in_block ? &used->slot[i] : &s->all.slot[i];
+        if (done[set->e[i].first] || sl->state != 1 || !sl->line)
+            continue;
+        mset_set(out, set->e[i].name, sl->value);
+        done[set->e[i].first] = true;
+    }
+    if (info) {
+        info->blocks = s->blocks;
+        info->block_line = s->have_last ? s->last.open_line : 0;
+        info->long_lines = s->long_lines;
+        info->first_long = s->first_long;
+        for (size_t i = 0; i < set->n; i++) {
+            const struct slot *sl = set->e[i].in_block ? &used->slot[i] : &s->all.slot[i];
+            if (done[set->e[i].first] || !sl->line)
+                continue;
+            done[set->e[i].first] = true;
+            XGROW(info->unread, info->cap_unread, info->n_unread + 1);
+            info->unread[info->n_unread++] = (struct ext_unread){
+                xstrdup(set->e[i].name), xstrdup(sl->quote), sl->line, sl->state};
+        }
+    }
+    free(done);
+    return 0;
+}
+
+void ext_info_init(struct ext_info *info)
+{
+    *info = (struct ext_info){0};
+}
+
+void ext_info_release(struct ext_info *info)
+{
+    for (size_t i = 0; i < info->n_unread; i++) {
+        free(info->unread[i].name);
+        free(info->unread[i].text);
+    }
+    free(info->unread);
+    ext_info_init(info);
+}
+
+/* "matched 'abc', not a number (line 12)" */
+static void put_unread(struct buf *b, const struct ext_unread *u)
+{
+    buf_printf(b, "matched '%s', %s (line %ld)", u->text,
+               u->kind == 0    ? "not measured"
+               : u->kind == -2 ? "out of range"
+                               : "not a number",
+               u->line);
+}
+
+void ext_info_notes(const struct ext_info *info, struct buf *notes)
+{
+    if (info->blocks > 1) {
+        buf_printf(notes, "%s%ld result blocks, last used (line %ld)", notes->len ? "; " : "",
+                   info->blocks, info->block_line);
+    }
+    for (size_t i = 0; i < info->n_unread; i++) {
+        if (info->unread[i].kind == 0)
+            continue; /* the tool said it did not measure it */
+        buf_printf(notes, "%s'%s' ", notes->len ? "; " : "", info->unread[i].name);
+        put_unread(notes, &info->unread[i]);
+    }
+    if (info->long_lines)
+        buf_printf(notes, "%s%ld line(s) over %zu bytes not read (the first at line %ld)",
+                   notes->len ? "; " : "", info->long_lines, EXT_LINE_MAX_BYTES, info->first_long);
+}
+
+int ext_run(const ext_set *set, const char *text, size_t len, struct metric_set *out,
+            struct ext_info *info, struct err *err)
+{
+    struct scan s;
+    scan_init(&s, set, err);
+    scan_feed(&s, text ? text : "", text ? len : 0);
+    int rc = scan_end(&s, out, info, false, err);
+    scan_release(&s);
+    return rc;
+}
+
+int ext_run_file(const ext_set *set, const char *path, struct metric_set *out,
+                 struct ext_info *info, struct err *err)
+{
+    struct scan s;
+    scan_init(&s, set, err);
+    int rc = scan_file(&s, path, err);
+    if (rc == 0)
+        rc = scan_end(&s, out, info, false, err);
+    scan_release(&s);
+    return rc;
+}
+
+int ext_require(const ext_set *set, const struct metric_set *got, const struct ext_info *info,
+                const struct strvec *require, struct err *err)
 {
     struct buf msg;
     int missing = 0;
@@ -466,12 +792,21 @@ int ext_require(const ext_set *set, const struct metric_set *got, const struct s
         if (mset_get(got, name, NULL))
             continue;
         buf_printf(&msg, "%smissing required metric '%s'", missing ? "; " : "", name);
+        missing++;
+        const struct ext_unread *u = NULL;
+        for (size_t i = 0; info && i < info->n_unread && !u; i++)
+            if (strcmp(info->unread[i].name, name) == 0)
+                u = &info->unread[i];
+        if (u) {
+            buf_puts(&msg, ": ");
+            put_unread(&msg, u);
+            continue;
+        }
         int tried = 0;
         for (size_t i = 0; i < set->n; i++)
             if (strcmp(set->e[i].name, name) == 0)
                 buf_printf(&msg, "%s/%s/", tried++ ? ", " : " (tried ", set->e[i].regex);
         buf_puts(&msg, tried ? ")" : " (no pattern defines it; add one under metrics.patterns)");
-        missing++;
     }
     if (missing)
         err_set(err, RN_ERR_POINTS, "%s", msg.data);
@@ -561,18 +896,21 @@ bool ext_check_invariants(const struct metric_set *m, long conc, long prompts, d
 
 /* ---- what the log says about the point it measured ---- */
 
-/* Lines that carry the requested concurrency, in the order tried: SGLang's
- * row, vLLM's row, then vLLM's free-form line before its block. */
+/* Lines that carry the requested concurrency: SGLang's row, vLLM's row (in
+ * the block, as "@conc"), and the same lines anywhere ("@conc_any": vLLM
+ * also prints a free-form line before its block). '@' keeps these names
+ * apart from any a user can give. */
 static const char *const shape_conc_re[] = {
     ROW("Max request concurrency"),
     ROW("Maximum request concurrency"),
 };
 
-int ext_shape(const char *text, size_t len, struct ext_shape *out, struct err *err)
+/* The shape from the text or the file at path. */
+static int shape(const char *text, size_t len, const char *path, struct ext_shape *out,
+                 struct err *err)
 {
     struct err e2;
     ext_set *set = NULL;
-    struct matcher m;
     int rc = -1;
     out->concurrency = -1;
     out->prompts = -1;
@@ -581,44 +919,52 @@ int ext_shape(const char *text, size_t len, struct ext_shape *out, struct err *e
         err_set(err, e2.code, "%s", e2.msg);
         return -1;
     }
-    matcher_init(&m);
-    size_t bfrom, bto;
-    if (!text)
-        text = "";
-    find_block(&m, set, text, len, &bfrom, &bto);
-    for (size_t i = 0; i < N_OF(shape_conc_re) && out->concurrency < 0; i++) {
-        pcre2_code *re = compile(shape_conc_re[i], err);
-        double v;
-        /* inside the block first; vLLM also prints a free-form line before it */
-        int r = match_last(&m, re, text, bfrom, bto, &v);
-        if (r == 0)
-            r = match_last(&m, re, text, 0, len, &v);
-        pcre2_code_free(re);
-        if (r < 0) {
-            err_set(err, RN_ERR_USAGE, "requested concurrency: %s", limit_reason(r));
-            goto out;
-        }
-        if (r == 1 && isfinite(v) && v >= 1 && v <= 1e9 && v == floor(v))
-            out->concurrency = (long)v;
-    }
+    for (int any = 0; any < 2; any++)
+        for (size_t i = 0; i < N_OF(shape_conc_re); i++)
+            add_entry(set, any ? "@conc_any" : "@conc", shape_conc_re[i],
+                      compile(shape_conc_re[i], err), !any);
     struct metric_set ms;
+    struct scan s;
     mset_init(&ms);
-    if (ext_run(set, text, len, &ms, err) != 0) {
-        mset_release(&ms);
+    err_init(&e2);
+    scan_init(&s, set, &e2);
+    if (path && scan_file(&s, path, &e2) != 0) {
+        err_set(err, e2.code, "%s", e2.msg);
         goto out;
     }
-    double ok, failed = 0;
+    if (!path)
+        scan_feed(&s, text ? text : "", text ? len : 0);
+    /* a block not to be trusted still says which point it was: the judge
+     * fails that point, naming why */
+    if (scan_end(&s, &ms, NULL, true, &e2) != 0) {
+        err_set(err, e2.code, "%s", e2.msg);
+        goto out;
+    }
+    double v, ok, failed = 0;
+    if ((mset_get(&ms, "@conc", &v) || mset_get(&ms, "@conc_any", &v)) && isfinite(v) && v >= 1 &&
+        v <= 1e9 && v == floor(v))
+        out->concurrency = (long)v;
     if (mset_get(&ms, "successful_requests", &ok) && isfinite(ok) && ok >= 0 && ok <= 1e12) {
         mset_get(&ms, "failed_requests", &failed);
         if (isfinite(failed) && failed >= 0 && failed <= 1e12 && ok + failed >= 1)
             out->prompts = (long)(ok + failed);
     }
-    mset_release(&ms);
     rc = 0;
 out:
-    matcher_release(&m);
+    scan_release(&s);
+    mset_release(&ms);
     ext_free(set);
     return rc;
+}
+
+int ext_shape(const char *text, size_t len, struct ext_shape *out, struct err *err)
+{
+    return shape(text, len, NULL, out, err);
+}
+
+int ext_shape_file(const char *path, struct ext_shape *out, struct err *err)
+{
+    return shape(NULL, 0, path, out, err);
 }
 
 /* ---- tags in file names ---- */

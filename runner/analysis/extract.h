@@ -6,12 +6,23 @@
  * "not set"/"N/A" -> absent). Every match runs under a match limit, so a
  * pathological user regex fails fast instead of hanging.
  *
- * Where patterns look: preset rows only inside the last result block
- * ("==== Serving Benchmark Result ====" up to the closing "====" line, or
- * the whole log when there is none), so free-form lines such as vLLM's
- * "Traffic request rate: inf" before the block never count; user patterns
- * over the whole log. When a regex matches several times, the last match
- * that carries a value wins.
+ * A log is read as a stream of lines, with bounded memory whatever its size:
+ * a line ends at "\n", "\r" (a progress bar redrawing itself) or "\r\n", a
+ * last line without an end counts, and a line over EXT_LINE_MAX_BYTES is
+ * skipped (and noted). Every regex sees one line at a time, without its end.
+ * Line numbers count "\n" as grep -n does.
+ *
+ * Where patterns look: preset rows only inside the last complete result
+ * block ("==== Serving Benchmark Result ====" up to the next line of '='),
+ * or the whole log when it has no block, so free-form lines such as vLLM's
+ * "Traffic request rate: inf" before the block never count. Within that
+ * block each metric is printed once: a second line for the same metric
+ * (the same label again, even with the same value, or another spelling of
+ * it) is an error naming both lines, as is a block the log ends inside.
+ * Several complete blocks (a warm-up run, then the real one) are fine: the
+ * last is used and the notes say so. User patterns see every line of the
+ * log; when one matches several times, the last match that carries a value
+ * wins.
  */
 #ifndef RUNNER_EXTRACT_H
 #define RUNNER_EXTRACT_H
@@ -50,22 +61,69 @@ int ext_new(const char *preset, const struct ext_pattern *user, size_t n_user, e
             struct err *err);
 void ext_free(ext_set *set);
 
+/* A value a pattern matched that is not a number, or says "not measured". */
+struct ext_unread {
+    char *name; /* owned; the metric */
+    char *text; /* owned; what the group captured, spaces trimmed, control and
+                   non-ASCII bytes as '?', cut at EXT_QUOTE_MAX bytes ("...") */
+    long line;  /* where (1-based) */
+    int kind;   /* 0 not measured ("N/A"), -1 not a number, -2 out of range */
+};
+
+/* What extraction saw besides the values, for causes and messages. */
+struct ext_info {
+    long blocks;               /* complete result blocks in the log */
+    long block_line;           /* line of the opening rule of the block used; 0 = none */
+    long long_lines;           /* lines over EXT_LINE_MAX_BYTES (not read) */
+    long first_long;           /* the first of them; 0 = none */
+    struct ext_unread *unread; /* owned; metrics without a value that matched */
+    size_t n_unread, cap_unread;
+};
+
+#define EXT_LINE_MAX_BYTES ((size_t)64 << 10) /* a longer line is skipped */
+#define EXT_QUOTE_MAX      40                 /* bytes of a bad value quoted */
+
+void ext_info_init(struct ext_info *info);
+void ext_info_release(struct ext_info *info);
+
 /*
- * Run every pattern over text[0..len) and put what matched into out (which
- * the caller initialised; existing names are overwritten). Returns 0, or -1
- * with err set when a pattern hit the match limit (the message names it).
+ * Append to notes ("; "-separated) what a user should know about a log
+ * that extracted fine: "3 result blocks, last used (line 40)", values that
+ * matched but are not numbers ("'p99_ttft_ms' matched '12 ms', not a number
+ * (line 30)"), lines too long to read. Nothing when there is nothing to say.
+ */
+void ext_info_notes(const struct ext_info *info, struct buf *notes);
+
+/*
+ * Run every pattern over text[0..len) (a whole log, read as lines) and put
+ * what matched into out (which the caller initialised; existing names are
+ * overwritten). info (NULL: not wanted) is filled as described above; the
+ * caller initialised it. Returns 0, or -1 with err set and out left alone:
+ * a pattern hit a limit (RN_ERR_USAGE, the message names it), a metric was
+ * printed twice in the block used, or the log ends inside a result block
+ * (RN_ERR_POINTS, naming the lines).
  */
 int ext_run(const ext_set *set, const char *text, size_t len, struct metric_set *out,
-            struct err *err);
+            struct ext_info *info, struct err *err);
+
+/*
+ * ext_run on the file at path, read in chunks (memory stays bounded
+ * whatever the size of the file). A file that cannot be opened or read
+ * fails with "path: reason" (RN_ERR_ENV).
+ */
+int ext_run_file(const ext_set *set, const char *path, struct metric_set *out,
+                 struct ext_info *info, struct err *err);
 
 /*
  * Check that every name in require is present in got. Returns 0, or -1 with
  * a message (code RN_ERR_POINTS) naming every missing metric and, for each,
- * every regex that was tried (or saying that no pattern defines it). The
- * message is cut at the length of err's buffer.
+ * what its pattern matched when that was not a number ("missing required
+ * metric 'x': matched 'abc', not a number (line 12)", from info, which may
+ * be NULL), else every regex that was tried (or saying that no pattern
+ * defines it). The message is cut at the length of err's buffer.
  */
-int ext_require(const ext_set *set, const struct metric_set *got, const struct strvec *require,
-                struct err *err);
+int ext_require(const ext_set *set, const struct metric_set *got, const struct ext_info *info,
+                const struct strvec *require, struct err *err);
 
 /*
  * Names of the required metrics that got lacks, pushed onto out (in
@@ -83,7 +141,9 @@ size_t ext_patterns(const ext_set *set, const char *name, const char **regexes, 
  * Parse one captured value s[0..n) (surrounding spaces ignored). Returns 1
  * with *v set ("inf" -> INFINITY, "-0.00" -> 0, "1,234.5" -> 1234.5), 0 for
  * a value that means "not measured" ("not set", "N/A", "None", "nan",
- * "trace", empty), -1 for anything that is not a number.
+ * "trace", empty), -1 for anything that is not a decimal number as
+ * str_to_double reads it ("0x1p3", "12 ms", "12abc", a NUL byte), -2 for a
+ * number beyond a double's range ("1e999").
  */
 int ext_parse_value(const char *s, size_t n, double *v);
 
@@ -94,9 +154,6 @@ int ext_parse_value(const char *s, size_t n, double *v);
  * regex itself is checked by ext_new.
  */
 int ext_pattern_arg(const char *arg, struct ext_pattern *p, struct err *err);
-
-/* The most of one client log that is read (a runaway client can write more). */
-#define EXT_LOG_MAX_BYTES ((size_t)64 << 20)
 
 #define EXT_FAILED_SHARE_MAX  0.05 /* more failed requests than this fails the point */
 #define EXT_CONCURRENCY_FLOOR 0.5  /* achieved below this share of min(C, P) is noted */
@@ -127,10 +184,16 @@ struct ext_shape {
 
 /*
  * Read the requested concurrency and the number of prompts from a log's own
- * lines (for `sweep import`). Returns 0 (fields left at -1 where the log is
- * silent), or -1 with err set when a limit stopped a match.
+ * lines (for `sweep import`): the block's row first, else the last such
+ * line anywhere; a block that cannot be trusted (a metric twice, a block
+ * the log ends inside) is read all the same, since the judge will fail the
+ * point naming why. Returns 0 (fields left at -1 where the log is silent),
+ * or -1 with err set when a limit stopped a match. ext_shape_file reads the
+ * file at path in chunks, and fails with "path: reason" (RN_ERR_ENV) when it
+ * cannot be read.
  */
 int ext_shape(const char *text, size_t len, struct ext_shape *out, struct err *err);
+int ext_shape_file(const char *path, struct ext_shape *out, struct err *err);
 
 /*
  * Read concurrency and prompts from a log's file name (for `sweep import`).

@@ -302,3 +302,22 @@ void fit_spread(const double *v, size_t n, uint64_t seed, struct fit_spread *out
 out:
     free(f);
 }
+
+/* v to dec decimals, without the sign of a value that rounds to zero. */
+static void unsigned_zero(double v, int dec, char *out, size_t size)
+{
+    snprintf(out, size, "%.*f", dec, v);
+    if (out[0] == '-' && strspn(out + 1, "0.") == strlen(out + 1))
+        memmove(out, out + 1, strlen(out));
+}
+
+const char *fit_formula(double a, double b, int a_dec, int b_dec, const char *x_name, char *out,
+                        size_t size)
+{
+    char as[48], bs[48];
+    unsigned_zero(a, a_dec, as, sizeof(as));
+    unsigned_zero(fabs(b), b_dec, bs, sizeof(bs));
+    bool minus = b < 0 && strspn(bs, "0.") != strlen(bs);
+    snprintf(out, size, "%s %s %s·%s", as, minus ? "-" : "+", bs, x_name);
+    return out;
+}

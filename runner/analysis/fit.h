@@ -104,6 +104,17 @@ struct fit_spread {
 /* Summarise v[0..n) (non-finite values skipped); seed as in fit_opts. */
 void fit_spread(const double *v, size_t n, uint64_t seed, struct fit_spread *out);
 
+/*
+ * The line as text for people: "a + b·X" with a to a_dec decimals and b to
+ * b_dec, where X is x_name ("N"). A negative slope reads "a - |b|·X"
+ * (never "+ -"), and a value that rounds to zero loses its sign ("0.0",
+ * not "-0.0"). Writes at most size bytes into out and returns out. Every
+ * printed formula (terminal, REPORT.md, compare, chart titles, estimates)
+ * goes through here so they read alike.
+ */
+const char *fit_formula(double a, double b, int a_dec, int b_dec, const char *x_name, char *out,
+                        size_t size);
+
 /* x·1000/(a + b·x): the throughput the line predicts at concurrency x, tok/s
  * (NAN where the step time is not positive). */
 double fit_throughput(const struct fit_line *l, double x);

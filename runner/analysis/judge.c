@@ -7,6 +7,7 @@
 #include "analysis/judge.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "fileio.h"
 #include "strutil.h"
@@ -16,26 +17,36 @@
 int judge_point(const struct judge_spec *spec, const char *log_path, bool client_ok,
                 struct metric_set *metrics, bool *ok, struct buf *cause, struct err *err)
 {
-    struct buf text;
-    buf_init(&text, EXT_LOG_MAX_BYTES);
-    if (file_read_all(log_path, &text, err, RN_ERR_ENV) != 0) {
-        buf_release(&text);
-        return -1;
-    }
     struct err e;
+    struct ext_info info;
+    struct metric_set got;
     err_init(&e);
+    ext_info_init(&info);
+    mset_init(&got);
     *ok = false;
-    if (ext_run(spec->set, text.data ? text.data : "", text.len, metrics, &e) != 0 ||
-        ext_require(spec->set, metrics, spec->require, &e) != 0) {
-        if (client_ok)
+    int rc = ext_run_file(spec->set, log_path, &got, &info, &e);
+    if (rc != 0 && e.code == RN_ERR_ENV) {
+        err_set(err, e.code, "%s", e.msg);
+        goto out;
+    }
+    for (size_t i = 0; i < got.n; i++)
+        mset_set(metrics, got.m[i].name, got.m[i].value);
+    if (rc != 0 || ext_require(spec->set, metrics, &info, spec->require, &e) != 0) {
+        if (client_ok) {
             buf_printf(cause, "%s", e.msg);
+            ext_info_notes(&info, cause);
+        }
     } else if (client_ok) {
         /* labels that match do not make the requests behind them successful */
+        ext_info_notes(&info, cause);
         *ok = !ext_check_invariants(metrics, spec->concurrency, spec->prompts, spec->request_rate,
                                     cause);
     }
-    buf_release(&text);
-    return 0;
+    rc = 0;
+out:
+    mset_release(&got);
+    ext_info_release(&info);
+    return rc;
 }
 
 int judge_saved_point(const struct rundir *rd, const char *variant, const char *rel,
@@ -58,19 +69,34 @@ int judge_saved_point(const struct rundir *rd, const char *variant, const char *
         struct judge_spec spec = {set, &x->require, p->concurrency, p->prompts,
                                   rundir_rate(rd, variant)};
         rc = judge_point(&spec, path, true, &ms, &ok, &cause, err);
+        if (rc != 0) /* the point fails, the others go on (the caller decides) */
+            buf_printf(&cause, "cannot read the log: %s", err->msg);
     }
-    if (rc == 0) {
-        free(p->status);
-        free(p->cause);
-        p->status = xstrdup(ok ? RES_OK : RES_FAILED);
-        p->cause = xstrdup(cause.data ? cause.data : "");
-        mset_release(&p->metrics);
-        p->metrics = ms;
-        mset_init(&ms);
-    }
+    free(p->status);
+    free(p->cause);
+    p->status = xstrdup(ok ? RES_OK : RES_FAILED);
+    p->cause = xstrdup(cause.data ? cause.data : "");
+    mset_release(&p->metrics);
+    p->metrics = ms;
+    mset_init(&ms);
     ext_free(set);
     mset_release(&ms);
     buf_release(&cause);
     free(path);
     return rc;
+}
+
+bool judge_cause_from_log(const char *cause)
+{
+    /* the messages of ext_run, ext_require and judge_saved_point */
+    static const char *const from_log[] = {
+        "missing required metric",         "cannot read the log: ", "is printed twice in",
+        "the result block opened at line", "; simplify the regex",
+    };
+    if (!cause || !*cause)
+        return true;
+    for (size_t i = 0; i < sizeof(from_log) / sizeof(from_log[0]); i++)
+        if (strstr(cause, from_log[i]))
+            return true;
+    return false;
 }

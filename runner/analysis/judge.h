@@ -26,15 +26,19 @@ struct judge_spec {
 };
 
 /*
- * Read the client log at log_path (at most EXT_LOG_MAX_BYTES) and extract
- * every metric into *metrics (names already there are overwritten). When
+ * Read the client log at log_path (streamed: any size) and extract every
+ * metric into *metrics (names already there are overwritten). When
  * client_ok (the client exited 0, nothing stopped it) the point must also
- * pass: no pattern hit a limit, every required metric present, and the
- * invariants of ext_check_invariants. *ok says whether it did; cause gets
- * why not (one line), or the invariants' notes when ok ("" when none).
- * With client_ok false, *ok is false and cause is left alone: the caller
- * already knows why. Returns 0, or -1 with err set (RN_ERR_ENV) when the
- * log cannot be read; then *metrics and cause are unchanged.
+ * pass: the log is consistent (no pattern hit a limit, no metric twice in
+ * its result block, no block cut short: ext_run), every required metric
+ * present, and the invariants of ext_check_invariants. *ok says whether it
+ * did; cause gets why not (one line), or when ok the notes of the
+ * extraction ("3 result blocks, last used (line 40)", ext_info_notes) and
+ * of the invariants ("" when none); a failed cause ends with the
+ * extraction's notes too. With client_ok false, *ok is false and cause is
+ * left alone: the caller already knows why. Returns 0, or -1 with err set
+ * (RN_ERR_ENV) when the log cannot be read; then *metrics and cause are
+ * unchanged.
  */
 int judge_point(const struct judge_spec *spec, const char *log_path, bool client_ok,
                 struct metric_set *metrics, bool *ok, struct buf *cause, struct err *err);
@@ -43,13 +47,24 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
  * Judge the point saved in rd->dir/rel (as `sweep plot` and `sweep import`
  * rebuild points): extract it with variant's settings into p->metrics
  * (replaced), and set p->status and p->cause as a run would: ok, or failed
- * naming every missing required metric (or the pattern that hit a limit) or
- * the broken invariant (ext_check_invariants against p->concurrency and
- * p->prompts, which the caller sets: no success, too many failures, ...).
- * An ok point's cause holds the invariants' notes, "" when none. Returns 0,
- * or -1 with err set when the log cannot be read (p unchanged).
+ * naming every missing required metric (or the pattern that hit a limit,
+ * the metric printed twice, the block cut short) or the broken invariant
+ * (ext_check_invariants against p->concurrency and p->prompts, which the
+ * caller sets: no success, too many failures, ...). An ok point's cause
+ * holds the notes, "" when none. Returns 0, or -1 with err set (RN_ERR_ENV)
+ * when the log cannot be read: then p is failed too, with no metrics and
+ * the cause "cannot read the log: REASON", so that the caller can keep it
+ * and go on with the other points.
  */
 int judge_saved_point(const struct rundir *rd, const char *variant, const char *rel,
                       struct res_point *p, struct err *err);
+
+/*
+ * Whether a failed point's cause came from reading its log (so that reading
+ * it again, with other patterns or a repaired log, may pass) rather than
+ * from the run itself (server death, timeout, Ctrl-C, client exit status).
+ * An empty or missing cause counts as from the log.
+ */
+bool judge_cause_from_log(const char *cause);
 
 #endif

@@ -21,6 +21,7 @@
 #include "strutil.h"
 #include "timeutil.h"
 #include "capture.h"
+#include "analysis/fit.h"
 #include "xalloc.h"
 
 #define GNUPLOT_TIMEOUT_MS 60000.0
@@ -263,12 +264,12 @@ static void build_plot(const struct plot_chart *c, struct buf *plot, struct buf 
         if (s->fit && c->fit != PLOT_FIT_NONE) {
             buf_printf(defs, "a%zu = %.10g; b%zu = %.10g  # %s\n", k + 1, s->a, k + 1, s->b,
                        s->title);
-            char *label;
+            char *label, fml[128];
+            fit_formula(s->a, s->b, 1, 2, "N", fml, sizeof(fml));
             if (c->fit == PLOT_FIT_LINE)
-                label =
-                    xasprintf("%s fit: %.1f + %.2f·N ms (R² %.3f)", s->title, s->a, s->b, s->r2);
+                label = xasprintf("%s fit: %s ms (R² %.3f)", s->title, fml, s->r2);
             else
-                label = xasprintf("%s fit: N·1000/(%.1f + %.2f·N) tok/s", s->title, s->a, s->b);
+                label = xasprintf("%s fit: N·1000/(%s) tok/s", s->title, fml);
             t = plot_quote(label);
             if (c->fit == PLOT_FIT_LINE)
                 buf_printf(plot,

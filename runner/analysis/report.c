@@ -47,6 +47,7 @@ struct report {
     size_t n_charts;
     struct strvec drawn; /* names of the charts gnuplot rendered */
     char *chart_error;   /* owned; why charts are missing, or NULL */
+    bool no_gnuplot;     /* chart_error is "gnuplot not found" (nothing else failed) */
 };
 
 static json_t *jnum(double v)
@@ -281,8 +282,10 @@ static void draw_charts(struct report *r)
             plot_render(pdir, r->charts[i].name, &e) != 0) {
             if (!r->chart_error)
                 r->chart_error = xstrdup(e.msg);
-            if (strstr(e.msg, "gnuplot not found"))
-                break; /* the same for every chart */
+            if (strstr(e.msg, "gnuplot not found")) {
+                r->no_gnuplot = i == 0; /* the first chart, so none failed before */
+                break;                  /* the same for every chart */
+            }
             continue;
         }
         strvec_push(&r->drawn, r->charts[i].name);
@@ -430,8 +433,10 @@ static void fit_words(struct buf *b, const struct report *r, const struct fit_an
     const struct metric_def *d = metric_find(r->fit_y);
     const char *unit = d && d->unit[0] ? d->unit : "";
     bool step = sum_is_step_metric(r->fit_y);
-    buf_printf(b, "%s = %.1f + %.2f·N%s%s (%zu points at %zu concurrency levels). ", r->fit_y,
-               fa->line.a, fa->line.b, unit[0] ? " " : "", unit, fa->line.n, fa->n_x);
+    char fml[128];
+    buf_printf(b, "%s = %s%s%s (%zu points at %zu concurrency levels). ", r->fit_y,
+               fit_formula(fa->line.a, fa->line.b, 1, 2, "N", fml, sizeof(fml)), unit[0] ? " " : "",
+               unit, fa->line.n, fa->n_x);
     if (step && fa->line.b > 0) {
         buf_printf(b,
                    "Each added request adds %.1f ms per decode step; ceiling %.1f tok/s; "
@@ -600,8 +605,9 @@ static void summary_lines(const struct report *r)
             printf("fit %s: none (%s)\n", r->variants.v[vi], fa->reason);
             continue;
         }
-        printf("fit %s: %s = %.1f + %.2f·N (R² %.3f)", r->variants.v[vi], r->fit_y, fa->line.a,
-               fa->line.b, fa->line.r2);
+        char fml[128];
+        printf("fit %s: %s = %s (R² %.3f)", r->variants.v[vi], r->fit_y,
+               fit_formula(fa->line.a, fa->line.b, 1, 2, "N", fml, sizeof(fml)), fa->line.r2);
         if (isfinite(fa->ceiling))
             printf("; ceiling %.1f tok/s", fa->ceiling);
         if (fa->n_regime)
@@ -666,7 +672,9 @@ int report_build(const char *run_dir, const struct report_opts *opts, struct err
             log_warn("%s", pe.msg);
         free(pdir);
     }
-    if (r.chart_error) {
+    if (r.chart_error && r.no_gnuplot && o->charts_optional) {
+        log_warn("%s", r.chart_error);
+    } else if (r.chart_error) {
         err_set(err, RN_ERR_ENV, "%s", r.chart_error);
         goto out;
     }

@@ -8,12 +8,14 @@
 #include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include "sweep.h"
 #include "err.h"
+#include "http.h"
 #include "client/lgreport.h"
 #include "client/loadgen.h"
 #include "opts.h"
@@ -32,7 +34,9 @@ static void on_signal(int sig)
 
 static const char synopsis[] =
     "--url URL -c CONC -n PROMPTS [--input-len N] [--output-len N] [--request-rate R]\n"
-    "       [--warmup N] [--model NAME] [--endpoint PATH] [--seed S] [--jsonl FILE]";
+    "       [--warmup N] [--model NAME] [--endpoint PATH] [--seed S] [--jsonl FILE]\n"
+    "       [--vocab-size N] [--prompt-text TEXT] [--idle-timeout S] [--request-timeout S]\n"
+    "       [--connect-timeout S] [--no-preconnect]";
 
 static const char summary[] =
     "Load-test a running OpenAI-compatible server and print SGLang's result block.\n"
@@ -68,6 +72,45 @@ static void raise_fd_limit(long concurrency)
                 "sweep bench: warning: the open-file limit (%ld) is low for %ld "
                 "connections; raise it with ulimit -n\n",
                 (long)rl.rlim_cur, concurrency);
+}
+
+/*
+ * The flags opts.h cannot check: --url must be an http(s) base URL with a
+ * host (and no query or fragment, since paths are appended to it), and
+ * --endpoint a path. A mistake here is a usage error (2), found before
+ * anything is sent, never "cannot reach" (3).
+ */
+static int check_flags(const char *url, const char *endpoint, struct err *err)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL, *port = NULL, *query = NULL, *fragment = NULL;
+    bool ok = u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+              curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+              (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0) &&
+              curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK && *host &&
+              (curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_NO_PORT ||
+               (port && strcmp(port, "0") != 0)) &&
+              curl_url_get(u, CURLUPART_QUERY, &query, 0) == CURLUE_NO_QUERY &&
+              curl_url_get(u, CURLUPART_FRAGMENT, &fragment, 0) == CURLUE_NO_FRAGMENT;
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_free(query);
+    curl_free(fragment);
+    curl_url_cleanup(u);
+    if (!ok)
+        return err_set(err, RN_ERR_USAGE,
+                       "option '--url' wants a server base URL such as "
+                       "http://127.0.0.1:30000 (http or https, a host, an optional port 1-65535, "
+                       "no query), got '%s'",
+                       url),
+               -1;
+    if (endpoint[0] != '/' || strpbrk(endpoint, " \t\r\n?#"))
+        return err_set(err, RN_ERR_USAGE,
+                       "option '--endpoint' wants a path such as /v1/completions, got '%s'",
+                       endpoint),
+               -1;
+    return 0;
 }
 
 /* Up to five failures, on stderr, so a log says why without the JSONL. */
@@ -159,6 +202,8 @@ int cmd_bench(int argc, char **argv)
                 !url               ? "--url"
                 : !cfg.concurrency ? "-c"
                                    : "-n");
+    if (prc == 0 && !err.code)
+        check_flags(url, cfg.endpoint, &err);
     if (err.code) {
         fprintf(stderr, "sweep bench: %s\n", err.msg);
         return err.code;
@@ -189,7 +234,9 @@ int cmd_bench(int argc, char **argv)
 
     /* "#" lines before the block say what was run; no preset pattern
      * matches them (SGLang prints its own set of such lines there too) */
-    printf("#sweep bench %s: %s%s\n", BUILD_VERSION, url, cfg.endpoint);
+    char *target = http_join_url(url, cfg.endpoint); /* as requested: one '/' between */
+    printf("#sweep bench %s: %s\n", BUILD_VERSION, target);
+    free(target);
     printf("#model: %s\n", cfg.model ? cfg.model : "(none given; the field is left out)");
     if (cfg.prompt_text)
         printf("#prompt: fixed text of %zu bytes\n", strlen(cfg.prompt_text));

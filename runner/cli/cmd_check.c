@@ -22,7 +22,9 @@ static const char summary[] =
     "Validate an experiment file and print its plan: each variant's server argv (shell-quoted,\n"
     "though nothing is ever run through a shell), environment and model status, then every\n"
     "point's client argv, log name and key. Nothing is started. Errors name file:line:col and\n"
-    "exit with status 2; a missing model is a warning here (sweep run refuses it).";
+    "exit with status 2; a missing model is a warning here (sweep run refuses it). --from\n"
+    "adds each point's predicted duration; a RUN_DIR without points.csv, or without an ok\n"
+    "point to fit, is exit 3.";
 
 struct check_args {
     struct strvec only; /* --only VARIANT, repeatable */
@@ -113,6 +115,10 @@ int cmd_check(int argc, char **argv)
         rc = RN_OK;
     } else if (rc != 0) {
         fprintf(stderr, "sweep check: %s\n", err.msg);
+        rc = RN_ERR_USAGE;
+    } else if (a.schema && (pos.n || a.only.n || a.from)) {
+        fprintf(stderr, "sweep check: --schema takes no experiment file, --only or --from "
+                        "(see --help)\n");
         rc = RN_ERR_USAGE;
     } else if (a.schema) {
         exp_print_schema(stdout);

@@ -12,7 +12,6 @@
 #include "buf.h"
 #include "sweep.h"
 #include "analysis/extract.h"
-#include "fileio.h"
 #include "log.h"
 #include "opts.h"
 #include "xalloc.h"
@@ -22,8 +21,13 @@ static const char synopsis[] =
 static const char summary[] =
     "Extract metrics from benchmark logs and print them as JSON: one object per\n"
     "log, keyed by its path, with canonical metric names. Infinite values print as\n"
-    "\"inf\"; values the log marks as not measured are left out. Exit status 1 when\n"
-    "a log matches no pattern or lacks a --require'd metric.";
+    "\"inf\"; values the log marks as not measured are left out. Each log is read line by\n"
+    "line (any size); one that cannot be read or trusted prints null and the others go on.\n"
+    "Exit status 1 when a log matches no pattern, lacks a --require'd metric or cannot be\n"
+    "trusted (a metric printed twice in its result block, a block cut short); 3 when a log\n"
+    "cannot be read.";
+
+#define OUT_MAX_BYTES ((size_t)64 << 20) /* the JSON printed */
 
 /* A value as JSON: infinities as the string "inf"/"-inf" (as vLLM's JSON does). */
 static void put_value(struct buf *b, double v)
@@ -48,11 +52,10 @@ int cmd_extract(int argc, char **argv)
     struct err err;
     struct ext_pattern *user = NULL;
     ext_set *set = NULL;
-    struct buf out, text;
+    struct buf out;
     int rc = RN_ERR_USAGE;
     err_init(&err);
-    buf_init(&out, EXT_LOG_MAX_BYTES);
-    buf_init(&text, EXT_LOG_MAX_BYTES);
+    buf_init(&out, OUT_MAX_BYTES);
 
     int p = opt_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), &logs, &err, RN_ERR_USAGE);
     if (p == 1) {
@@ -79,21 +82,31 @@ int cmd_extract(int argc, char **argv)
     for (size_t i = 0; i < logs.n; i++) {
         struct err e;
         struct metric_set ms;
+        struct ext_info info;
         err_init(&e);
         mset_init(&ms);
+        ext_info_init(&info);
         buf_puts(&out, i ? ",\n  " : "\n  ");
         buf_json_str(&out, logs.v[i], strlen(logs.v[i]));
         buf_puts(&out, ": ");
-        buf_reset(&text);
-        if (file_read_all(logs.v[i], &text, &e, RN_ERR_ENV) != 0 ||
-            ext_run(set, text.data, text.len, &ms, &e) != 0) {
-            log_error("%s", e.msg);
+        if (ext_run_file(set, logs.v[i], &ms, &info, &e) != 0) {
+            if (e.code == RN_ERR_ENV)
+                log_error("%s", e.msg); /* names the file */
+            else
+                log_error("%s: %s", logs.v[i], e.msg);
             buf_puts(&out, "null");
             if (rc == RN_OK || e.code == RN_ERR_ENV)
                 rc = e.code;
             mset_release(&ms);
+            ext_info_release(&info);
             continue;
         }
+        struct buf notes;
+        buf_init(&notes, sizeof(e.msg));
+        ext_info_notes(&info, &notes);
+        if (notes.len)
+            log_warn("%s: %s", logs.v[i], notes.data);
+        buf_release(&notes);
         buf_puts(&out, "{");
         for (size_t k = 0; k < ms.n; k++) {
             buf_puts(&out, k ? ",\n    " : "\n    ");
@@ -102,17 +115,18 @@ int cmd_extract(int argc, char **argv)
             put_value(&out, ms.m[k].value);
         }
         buf_puts(&out, ms.n ? "\n  }" : "}");
-        if (ms.n == 0) {
+        if (require.n && ext_require(set, &ms, &info, &require, &e) != 0) {
+            log_error("%s: %s", logs.v[i], e.msg);
+            if (rc == RN_OK)
+                rc = RN_ERR_POINTS;
+        } else if (ms.n == 0) {
             log_error("%s: no metric matched (preset '%s'%s)", logs.v[i], preset,
                       pattern_args.n ? " and the given patterns" : "");
             if (rc == RN_OK)
                 rc = RN_ERR_POINTS;
-        } else if (ext_require(set, &ms, &require, &e) != 0) {
-            log_error("%s: %s", logs.v[i], e.msg);
-            if (rc == RN_OK)
-                rc = RN_ERR_POINTS;
         }
         mset_release(&ms);
+        ext_info_release(&info);
     }
     buf_puts(&out, "\n}\n");
     fwrite(out.data, 1, out.len, stdout);
@@ -129,6 +143,5 @@ out:
     strvec_release(&require);
     strvec_release(&logs);
     buf_release(&out);
-    buf_release(&text);
     return rc;
 }

@@ -33,8 +33,8 @@
 #include "xalloc.h"
 
 static const char synopsis[] =
-    "LOG... --out RUN_DIR [--preset NAME] [--pattern NAME=REGEX]... [--tag-regex REGEX] "
-    "[--variant NAME]";
+    "LOG... --out RUN_DIR [--preset NAME] [--pattern NAME=REGEX]... [--require NAME]...\n"
+    "       [--tag-regex REGEX] [--variant NAME] [--no-preview]";
 static const char summary[] =
     "Make a run folder from benchmark logs made outside sweep. Concurrency and prompts come\n"
     "from each log's own lines ('Max request concurrency:', 'Successful requests:' + 'Failed\n"
@@ -43,8 +43,10 @@ static const char summary[] =
     "fit.json, plots/ and REPORT.md are written; 'sweep plot' and 'sweep compare' then work\n"
     "on the folder like on any run. A folder given as LOG stands for the *.log files in it.\n"
     "A log without a required metric, or whose requests failed (none succeeded, more than\n"
-    "5%, or not all accounted for), becomes a failed point; a log whose concurrency or\n"
-    "prompts cannot be told stops the import before anything is written.";
+    "5%, or not all accounted for), becomes a failed point. A log that cannot be read, or\n"
+    "whose concurrency or prompts cannot be told, is named and left out; the others are\n"
+    "imported (exit status 1, or 3 when a log could not be read; nothing is written when\n"
+    "no log is left). Logs are streamed: their size costs no memory.";
 
 struct import_args {
     const char *out, *preset, *tag_regex, *variant;
@@ -55,7 +57,6 @@ struct import_args {
 /* One log to import. */
 struct item {
     const char *src;    /* as given */
-    struct buf text;    /* its bytes */
     long c, p, r;       /* concurrency, prompts, repeat */
     const char *c_from; /* "log" or "tag": where c came from */
     char *rel;          /* owned; VARIANT/cC-nP[-rR].log */
@@ -66,8 +67,12 @@ static int locate(struct item *it, const struct import_args *a, struct err *err)
 {
     struct ext_shape shape;
     long tc, tp;
-    if (ext_shape(it->text.data, it->text.len, &shape, err) != 0 ||
-        ext_tag(a->tag_regex, it->src, &tc, &tp, err) != 0) {
+    if (ext_shape_file(it->src, &shape, err) != 0) {
+        if (err->code != RN_ERR_ENV) /* a read error names the file already */
+            err_prefix(err, "%s", it->src);
+        return -1;
+    }
+    if (ext_tag(a->tag_regex, it->src, &tc, &tp, err) != 0) {
         err_prefix(err, "%s", it->src);
         return -1;
     }
@@ -141,24 +146,17 @@ static int expand_folders(const struct strvec *in, struct strvec *out, struct er
 static int place(const struct item *it, const char *out, struct err *err)
 {
     char *path = path_join(out, it->rel);
-    struct buf old;
-    struct err e;
     int rc = 0;
-    buf_init(&old, EXT_LOG_MAX_BYTES);
-    err_init(&e);
     if (path_exists(path)) {
-        if (file_read_all(path, &old, &e, RN_ERR_ENV) != 0 || old.len != it->text.len ||
-            (old.len && memcmp(old.data, it->text.data, old.len) != 0)) {
+        if (!file_same(path, it->src)) {
             err_set(err, RN_ERR_USAGE,
                     "%s: '%s' already holds a different log; import into a new folder", it->src,
                     path);
             rc = -1;
         }
     } else {
-        rc = file_write_atomic(path, it->text.data ? it->text.data : "", it->text.len, err,
-                               RN_ERR_ENV);
+        rc = file_copy_atomic(it->src, path, err, RN_ERR_ENV);
     }
-    buf_release(&old);
     free(path);
     return rc;
 }
@@ -264,10 +262,9 @@ static int write_points(const struct import_args *a, const struct item *items, s
         p.key = xstrdup("");
         p.log = xstrdup(items[i].rel);
         p.started = xstrdup("");
-        if (judge_saved_point(&rd, a->variant, items[i].rel, &p, err) != 0) {
-            res_point_release(&p);
-            goto out;
-        }
+        struct err e; /* a log that cannot be read is a failed point, named */
+        err_init(&e);
+        judge_saved_point(&rd, a->variant, items[i].rel, &p, &e);
         if (strcmp(p.status, RES_OK) != 0) {
             log_warn("%s: %s", items[i].src, p.cause);
             (*failed)++;
@@ -296,15 +293,7 @@ static void number_repeats(struct item *items, size_t n, const struct import_arg
                 r > 1 ? xasprintf("%s/c%ld-n%ld-r%ld.log", a->variant, items[i].c, items[i].p, r)
                       : xasprintf("%s/c%ld-n%ld.log", a->variant, items[i].c, items[i].p);
             char *path = path_join(a->out, rel);
-            struct buf old;
-            struct err e;
-            buf_init(&old, EXT_LOG_MAX_BYTES);
-            err_init(&e);
-            bool taken =
-                path_exists(path) &&
-                !(file_read_all(path, &old, &e, RN_ERR_ENV) == 0 && old.len == items[i].text.len &&
-                  (!old.len || memcmp(old.data, items[i].text.data, old.len) == 0));
-            buf_release(&old);
+            bool taken = path_exists(path) && !file_same(path, items[i].src);
             free(path);
             if (!taken) {
                 items[i].rel = rel;
@@ -321,7 +310,8 @@ int cmd_import(int argc, char **argv)
     struct import_args a = {NULL,        "sglang",    NULL,        "default",
                             STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, false};
     const struct opt opts[] = {
-        {"out", 'o', OPT_STR, &a.out, "RUN_DIR", "the run folder to create (or add to)"},
+        {"out", 'o', OPT_STR, &a.out, "RUN_DIR",
+         "the run folder to create (or add to; not one made by sweep run)"},
         {"preset", 0, OPT_STR, &a.preset, "NAME", "label set: sglang (default) or vllm"},
         {"pattern", 0, OPT_LIST, &a.patterns, "NAME=REGEX",
          "add or replace a metric regex (one capture group; repeatable)"},
@@ -338,8 +328,8 @@ int cmd_import(int argc, char **argv)
     struct item *items = NULL;
     struct ext_pattern *user = NULL;
     ext_set *probe = NULL;
-    size_t n = 0, failed = 0;
-    int rc = RN_ERR_USAGE;
+    size_t n = 0, failed = 0, skipped = 0;
+    int rc = RN_ERR_USAGE, skip_code = RN_OK, lock_fd = -1;
     err_init(&err);
 
     int pr = opt_parse(argc, argv, opts, n_opts, &a.logs, &err, RN_ERR_USAGE);
@@ -370,6 +360,9 @@ int cmd_import(int argc, char **argv)
             goto fail;
     if (ext_new(a.preset, user, a.patterns.n, &probe, &err) != 0)
         goto fail;
+    long tc, tp; /* a bad --tag-regex is the command's error, not one log's */
+    if (a.tag_regex && ext_tag(a.tag_regex, "c1-n1.log", &tc, &tp, &err) != 0)
+        goto fail;
 
     struct strvec given = a.logs;
     strvec_init(&a.logs);
@@ -377,20 +370,26 @@ int cmd_import(int argc, char **argv)
     strvec_release(&given);
     if (ex != 0)
         goto fail;
-    /* read and locate every log before writing anything */
+    /* read and locate every log before writing anything; one that cannot
+     * be read or placed is named and left out, the others go on */
     items = xcalloc(a.logs.n, sizeof(*items));
-    for (n = 0; n < a.logs.n; n++) {
+    for (size_t k = 0; k < a.logs.n; k++) {
         struct item *it = &items[n];
-        it->src = a.logs.v[n];
-        buf_init(&it->text, EXT_LOG_MAX_BYTES);
-        if (file_read_all(it->src, &it->text, &err, RN_ERR_ENV) != 0) {
-            n++;
-            goto fail;
+        struct err e;
+        err_init(&e);
+        it->src = a.logs.v[k];
+        if (locate(it, &a, &e) != 0) {
+            log_error("%s", e.msg);
+            skipped++;
+            if (skip_code == RN_OK || e.code == RN_ERR_ENV)
+                skip_code = e.code;
+            continue;
         }
-        if (locate(it, &a, &err) != 0) {
-            n++;
-            goto fail;
-        }
+        n++;
+    }
+    if (n == 0) {
+        rc = skip_code;
+        goto out;
     }
     /* by concurrency, then prompts; equal points keep the order given (repeats) */
     for (size_t i = 1; i < n; i++)
@@ -401,6 +400,25 @@ int cmd_import(int argc, char **argv)
             items[j] = items[j - 1];
             items[j - 1] = tmp;
         }
+    /* own the folder before writing into it (no sweep run, plot or other
+     * import at the same time), and never mix logs into a sweep run's folder */
+    if (mkdir_p(a.out, 0755, &err, RN_ERR_ENV) != 0 || (lock_fd = rundir_lock(a.out, &err)) < 0)
+        goto fail;
+    char *yaml = path_join(a.out, "experiment.yaml");
+    bool is_run = path_exists(yaml);
+    free(yaml);
+    if (is_run) {
+        err_set(&err, RN_ERR_USAGE,
+                "--out '%s' holds a run made by 'sweep run' (experiment.yaml); imported logs "
+                "would be mixed into its points: import into a new folder",
+                a.out);
+        goto fail;
+    }
+    /* an earlier import's manifest.json that does not parse would be replaced */
+    struct rundir before;
+    if (rundir_open(a.out, &before, &err) != 0)
+        goto fail;
+    rundir_release(&before);
     char *vdir = path_join(a.out, a.variant);
     int mk = mkdir_p(vdir, 0755, &err, RN_ERR_ENV);
     free(vdir);
@@ -413,20 +431,22 @@ int cmd_import(int argc, char **argv)
     if (write_manifest(&a, items, n, argc, argv, &err) != 0 ||
         write_points(&a, items, n, &failed, &err) != 0)
         goto fail;
-    printf("imported %zu log(s) into %s (%zu ok, %zu failed)\n", n, a.out, n - failed, failed);
+    printf("imported %zu log(s) into %s (%zu ok, %zu failed)", n, a.out, n - failed, failed);
+    if (skipped)
+        printf("; %zu log(s) left out", skipped);
+    printf("\n");
     struct report_opts ro = {NULL, NULL, !a.no_preview && isatty(1), false};
     if (report_build(a.out, &ro, &err) != 0)
         goto fail;
-    rc = failed ? RN_ERR_POINTS : RN_OK;
+    rc = skip_code == RN_ERR_ENV ? RN_ERR_ENV : failed || skipped ? RN_ERR_POINTS : RN_OK;
     goto out;
 fail:
     log_error("%s", err.msg);
     rc = err.code ? err.code : RN_ERR_USAGE;
 out:
-    for (size_t i = 0; i < n; i++) {
-        buf_release(&items[i].text);
+    rundir_unlock(lock_fd);
+    for (size_t i = 0; i < n; i++)
         free(items[i].rel);
-    }
     free(items);
     for (size_t i = 0; user && i < a.patterns.n; i++)
         free((char *)user[i].name);

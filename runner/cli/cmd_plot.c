@@ -23,40 +23,34 @@
 #include "store/rundir.h"
 #include "xalloc.h"
 
-static const char synopsis[] = "RUN_DIR [--preset NAME] [--pattern NAME=REGEX]...";
+static const char synopsis[] =
+    "RUN_DIR [--preset NAME] [--pattern NAME=REGEX]... [--reset] [--no-preview] [-q]";
 static const char summary[] =
     "Re-extract every point of a run from its saved client logs (nothing is rerun), rewrite\n"
     "points.csv (the previous one is kept as points.csv.bak), refit, redraw every chart and\n"
     "rewrite REPORT.md. --preset and --pattern change how the logs are read (and are saved in\n"
     "manifest.json for later plots; --reset forgets them); a log that no longer yields its\n"
     "required metrics is named and its point marked failed. Works even when points.csv,\n"
-    "fit.json and plots/ were deleted. Exit status 1 when some point is not ok.";
-
-/* Whether a row's failure came from reading its log (and may now pass),
- * rather than from the run itself (server death, timeout, Ctrl-C). */
-static bool extraction_failure(const struct res_point *p)
-{
-    return !p->cause || !*p->cause || strstr(p->cause, "missing required metric") ||
-           (strstr(p->cause, "pattern '") && strstr(p->cause, "exceeded"));
-}
+    "fit.json and plots/ were deleted. Exit status 1 when some point is not ok, 3 when some\n"
+    "log could not be read (its point is failed; the others are still rebuilt).";
 
 static bool is_ok(const struct res_point *p)
 {
     return p->status && strcmp(p->status, RES_OK) == 0;
 }
 
-/* Re-extract row p from its log; report a log that stopped matching. */
+/* Re-extract row p from its log; report a log that stopped matching.
+ * Returns 0, or -1 with err set when the log cannot be read (the row is
+ * then failed, naming why, unless its failure came from the run). */
 static int refresh_row(const struct rundir *rd, struct res_point *p, struct err *err)
 {
     struct res_point fresh;
-    bool was_ok = is_ok(p), rejudge = was_ok || extraction_failure(p);
+    bool was_ok = is_ok(p), rejudge = was_ok || judge_cause_from_log(p->cause);
     res_point_init(&fresh);
     fresh.concurrency = p->concurrency; /* the invariants judge against these */
     fresh.prompts = p->prompts;
-    if (judge_saved_point(rd, p->variant, p->log, &fresh, err) != 0) {
-        res_point_release(&fresh);
-        return -1;
-    }
+    /* an unreadable log still gives a failed point: keep it, tell the caller */
+    int rc = judge_saved_point(rd, p->variant, p->log, &fresh, err);
     mset_release(&p->metrics);
     p->metrics = fresh.metrics;
     mset_init(&fresh.metrics);
@@ -66,11 +60,11 @@ static int refresh_row(const struct rundir *rd, struct res_point *p, struct err 
         p->status = fresh.status;
         p->cause = fresh.cause;
         fresh.status = fresh.cause = NULL;
-        if (was_ok && !is_ok(p))
+        if (was_ok && !is_ok(p) && rc == 0)
             log_warn("%s: no longer matches: %s", p->log, p->cause);
     }
     res_point_release(&fresh);
-    return 0;
+    return rc;
 }
 
 /* points.csv.bak: the previous table, byte for byte. */
@@ -116,9 +110,10 @@ int cmd_plot(int argc, char **argv)
     struct res_table t;
     struct rundir_log *logs = NULL;
     struct ext_pattern *user = NULL;
-    size_t n_logs = 0, missing_logs = 0;
+    size_t n_logs = 0, missing_logs = 0, unreadable = 0;
     char *csv = NULL;
     bool rd_open = false;
+    int lock_fd = -1;
     int rc = RN_ERR_USAGE;
     err_init(&err);
     res_table_init(&t);
@@ -141,9 +136,18 @@ int cmd_plot(int argc, char **argv)
     for (size_t i = 0; i < pattern_args.n; i++)
         if (ext_pattern_arg(pattern_args.v[i], &user[i], &err) != 0)
             goto fail;
+    /* a bad --preset or --pattern is a usage error, whatever the folder holds */
+    ext_set *probe = NULL;
+    if ((preset || pattern_args.n) && ext_new(preset, user, pattern_args.n, &probe, &err) != 0)
+        goto fail;
+    ext_free(probe);
     if (rundir_open(dir, &rd, &err) != 0)
         goto fail;
     rd_open = true;
+    /* everything below rewrites the folder: no sweep run or other plot at the same time */
+    lock_fd = rundir_lock(dir, &err);
+    if (lock_fd < 0)
+        goto fail;
     /* check the overrides on a copy, then save them so later plots and
      * REPORT.md read the logs the same way */
     if ((preset || pattern_args.n) && rundir_override(&rd, preset, user, pattern_args.n, &err) != 0)
@@ -175,8 +179,12 @@ int cmd_plot(int argc, char **argv)
             missing_logs++;
             continue;
         }
-        if (refresh_row(&rd, p, &err) != 0)
-            goto fail;
+        struct err e; /* one bad log fails its own point only */
+        err_init(&e);
+        if (refresh_row(&rd, p, &e) != 0) {
+            log_error("%s", e.msg);
+            unreadable++;
+        }
     }
     /* logs on disk that the table does not have (or every log, without a table) */
     if (rundir_scan_logs(&rd, &logs, &n_logs, &err) != 0)
@@ -194,10 +202,10 @@ int cmd_plot(int argc, char **argv)
         p.key = xstrdup("");
         p.log = xstrdup(logs[i].rel);
         p.started = xstrdup("");
-        if (judge_saved_point(&rd, p.variant, p.log, &p, &err) != 0) {
-            res_point_release(&p);
-            goto fail;
-        }
+        struct err e;
+        err_init(&e);
+        if (judge_saved_point(&rd, p.variant, p.log, &p, &e) != 0)
+            unreadable++; /* failed, with the reason as its cause */
         if (!is_ok(&p))
             log_warn("%s: %s", p.log, p.cause);
         res_table_put(&t, &p);
@@ -223,12 +231,13 @@ int cmd_plot(int argc, char **argv)
     struct report_opts ro = {NULL, NULL, !no_preview && !quiet && isatty(1), quiet};
     if (report_build(dir, &ro, &err) != 0)
         goto fail;
-    rc = bad ? RN_ERR_POINTS : RN_OK;
+    rc = unreadable ? RN_ERR_ENV : bad ? RN_ERR_POINTS : RN_OK;
     goto out;
 fail:
     log_error("%s", err.msg);
     rc = err.code ? err.code : RN_ERR_USAGE;
 out:
+    rundir_unlock(lock_fd);
     if (rd_open)
         rundir_release(&rd);
     rundir_logs_free(logs, n_logs);

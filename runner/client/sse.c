@@ -51,7 +51,8 @@ static int dispatch(struct sse_parser *p, sse_event_fn fn, void *ctx)
     /* every value was stored with a trailing '\n'; the last one is dropped */
     p->data.data[--p->data.len] = '\0';
     /* the callback sees the buffers as they are; they are reset after it */
-    struct sse_event ev = {p->data.data, p->data.len, p->type.data ? p->type.data : ""};
+    struct sse_event ev = {p->data.data, p->data.len, p->type.data ? p->type.data : "",
+                           p->type.len};
     p->n_events++;
     int rc = fn ? fn(ctx, &ev) : 0;
     buf_reset(&p->data);

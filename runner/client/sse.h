@@ -17,7 +17,8 @@
 struct sse_event {
     const char *data; /* the data lines joined by "\n"; NUL-terminated */
     size_t data_len;  /* bytes in data, excluding the NUL */
-    const char *type; /* the "event:" field, "" when none was given */
+    const char *type; /* the "event:" field, "" when none was given; NUL-terminated */
+    size_t type_len;  /* bytes in type (a NUL byte inside is possible) */
 };
 
 /* Called once per event; return 0 to go on, or a positive value to stop the

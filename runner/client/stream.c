@@ -99,7 +99,9 @@ static void record_chunk(struct stream *s)
     s->chunk_ns[s->n_stored++] = s->now_ns;
 }
 
-/* A readable message from an error value: {"message": ...}, a string, or the JSON. */
+/* A readable message from an error value: {"message": ...}, a string, or
+ * the JSON. A message holding "\u0000" is shown up to it: the rest could
+ * not travel in a C string anyway. */
 static void error_message(struct stream *s, json_t *err)
 {
     json_t *m = json_is_object(err) ? json_object_get(err, "message") : err;
@@ -119,6 +121,14 @@ static bool plausible_count(json_t *v)
 {
     return json_is_integer(v) && json_integer_value(v) >= 0 &&
            json_integer_value(v) <= STREAM_MAX_USAGE;
+}
+
+/* v is the string s, byte for byte ("error\u0000x" is not "error"). */
+static bool json_str_is(json_t *v, const char *s)
+{
+    size_t n = strlen(s);
+    return json_is_string(v) && json_string_length(v) == n &&
+           memcmp(json_string_value(v), s, n) == 0;
 }
 
 /* The terminating sentinel, tolerating trailing blanks some servers add. */
@@ -142,14 +152,17 @@ static int on_event(void *ctx, const struct sse_event *ev)
     struct stream *s = ctx;
     if (s->done)
         return 0; /* nothing after [DONE] belongs to the response */
-    if (strcmp(ev->type, "error") == 0)
+    if (ev->type_len == 5 && memcmp(ev->type, "error", 5) == 0)
         return fail(s, STREAM_ERROR_EVENT, "error event: %.200s", ev->data);
     if (is_done(ev->data, ev->data_len)) {
         s->done = true;
         return 0;
     }
     json_error_t jerr;
-    json_t *j = json_loadb(ev->data, ev->data_len, 0, &jerr);
+    /* "\u0000" in a string is valid JSON, and text from a byte-level
+     * vocabulary can hold it: allowed, and strings are read with their
+     * length (nonempty_string, json_str_is) */
+    json_t *j = json_loadb(ev->data, ev->data_len, JSON_ALLOW_NUL, &jerr);
     if (!j)
         return fail(s, STREAM_PARSE, "event is not JSON: %s", jerr.text);
     int rc = 0;
@@ -160,7 +173,7 @@ static int on_event(void *ctx, const struct sse_event *ev)
     } else if (err && !json_is_null(err)) {
         error_message(s, err);
         rc = 1;
-    } else if (json_is_string(object) && strcmp(json_string_value(object), "error") == 0) {
+    } else if (json_str_is(object, "error")) {
         error_message(s, j);
         rc = 1;
     } else {

@@ -4,6 +4,7 @@
  * resolved (results/.../experiment.yaml), written with libyaml's emitter
  * so that exp_load_string reads it back to an equal experiment.
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,7 +199,9 @@ static void em_event(struct em *m, yaml_event_t *ev, int ok)
 }
 
 /* Strings that another YAML reader would take for a null, bool or number
- * (YAML 1.1 readers such as PyYAML also read yes/no/on/off/y/n as bools). */
+ * (YAML 1.1 readers such as PyYAML also read yes/no/on/off/y/n as bools,
+ * 0x1f, 0o17, 1_000, 1:30 and .inf as numbers). Our own number reader is
+ * strict (decimal only), so anything that starts like a number is quoted. */
 static bool ambiguous(const char *s)
 {
     static const char *const words[] = {"",   "~",  "null", "true", "false", "yes",
@@ -206,8 +209,10 @@ static bool ambiguous(const char *s)
     for (size_t i = 0; words[i]; i++)
         if (strcasecmp(s, words[i]) == 0)
             return true;
-    double num;
-    return str_to_double(s, &num) == 0;
+    const char *p = s + (*s == '+' || *s == '-');
+    if (*p == '.')
+        p++;
+    return isdigit((unsigned char)*p) || strcasecmp(p, "inf") == 0 || strcasecmp(p, "nan") == 0;
 }
 
 /* A string value: double-quoted when asked or when another YAML reader

@@ -44,6 +44,29 @@ static bool env_name_ok(const char *s, size_t n)
     return true;
 }
 
+/* The '}' that closes a "${" whose body starts at body, or NULL. Openings
+ * are "${" and the literal "$${" (its '}' is written too); other braces are
+ * plain text. */
+static const char *closing_brace(const char *body)
+{
+    int depth = 1;
+    for (const char *p = body; *p; p++) {
+        if (p[0] == '$' && p[1] == '$') {
+            p++;
+            if (p[1] == '{') {
+                depth++;
+                p++;
+            }
+        } else if (p[0] == '$' && p[1] == '{') {
+            depth++;
+            p++;
+        } else if (p[0] == '}' && --depth == 0) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
 int tmpl_next(const char **pos, struct tmpl_piece *pc, struct err *err, int code)
 {
     const char *start = *pos, *p = start;
@@ -69,8 +92,9 @@ int tmpl_next(const char **pos, struct tmpl_piece *pc, struct err *err, int code
         *pos = p;
         return 1;
     }
-    /* "${" ... "}": no nesting, so the first '}' closes it */
-    const char *body = p + 2, *close = strchr(body, '}');
+    /* "${" ... "}": a default may hold templates of its own, so the '}'
+     * that closes is the one that balances the "${" (and "$${") inside */
+    const char *body = p + 2, *close = closing_brace(body);
     char q[80];
     if (!close) {
         ytree_quote(p, strlen(p), q, sizeof(q));
@@ -121,58 +145,102 @@ int tmpl_next(const char **pos, struct tmpl_piece *pc, struct err *err, int code
     return -1;
 }
 
+/* A default nested deeper than TMPL_MAX_NEST: refused, the whole template (top) quoted. */
+static int too_deep(const char *tmpl, struct err *err, int code)
+{
+    char q[80];
+    ytree_quote(tmpl, strlen(tmpl), q, sizeof(q));
+    return err_set(err, code, "defaults nested deeper than %d levels in '%s'", TMPL_MAX_NEST, q),
+           -1;
+}
+
+/* tmpl_check of the len bytes at tmpl, a part of top; depth counts the
+ * defaults around it. */
+static int check_at(const char *top, const char *tmpl, size_t len, unsigned allowed,
+                    const char *where, int depth, struct err *err, int code)
+{
+    char *own = xstrndup(tmpl, len); /* a default is not NUL-terminated */
+    const char *pos = own;
+    struct tmpl_piece pc;
+    int r = depth > TMPL_MAX_NEST ? too_deep(top, err, code) : 0;
+    while (r == 0 && (r = tmpl_next(&pos, &pc, err, code)) > 0) {
+        r = 0;
+        if (pc.kind == TMPL_ENV && pc.has_def) {
+            r = check_at(top, pc.def, pc.def_len, allowed, where, depth + 1, err, code);
+        } else if (pc.kind == TMPL_VAR && !(allowed & (1u << pc.var))) {
+            if (pc.var >= TMPL_CONCURRENCY)
+                err_set(err, code,
+                        "'${%s}' cannot be used in %s: it changes per point, so only "
+                        "bench.command may use it",
+                        var_names[pc.var], where);
+            else
+                err_set(err, code, "'${%s}' cannot be used in %s", var_names[pc.var], where);
+            r = -1;
+        }
+    }
+    free(own);
+    return r;
+}
+
 int tmpl_check(const char *tmpl, unsigned allowed, const char *where, struct err *err, int code)
 {
-    const char *pos = tmpl;
+    return check_at(tmpl, tmpl, strlen(tmpl), allowed, where, 0, err, code);
+}
+
+/* Append n bytes to out, or fail when that passes its cap. */
+static int put(struct buf *out, const char *p, size_t n, struct err *err, int code)
+{
+    if (buf_append(out, p, n) != 0)
+        return err_set(err, code, "expanded value is longer than %zu bytes", out->max), -1;
+    return 0;
+}
+
+/* tmpl_expand of the len bytes at tmpl, a part of top; depth counts the
+ * defaults around it. */
+static int expand_at(const char *top, const char *tmpl, size_t len,
+                     const char *const vals[TMPL_N_VARS], struct buf *out, int depth,
+                     struct err *err, int code)
+{
+    char *own = xstrndup(tmpl, len); /* a default is not NUL-terminated */
+    const char *pos = own;
     struct tmpl_piece pc;
-    int r;
-    while ((r = tmpl_next(&pos, &pc, err, code)) > 0)
-        if (pc.kind == TMPL_VAR && !(allowed & (1u << pc.var))) {
-            if (pc.var >= TMPL_CONCURRENCY)
-                return err_set(err, code,
-                               "'${%s}' cannot be used in %s: it changes per point, so only "
-                               "bench.command may use it",
-                               var_names[pc.var], where),
-                       -1;
-            return err_set(err, code, "'${%s}' cannot be used in %s", var_names[pc.var], where), -1;
+    int r = depth > TMPL_MAX_NEST ? too_deep(top, err, code) : 0;
+    while (r == 0 && (r = tmpl_next(&pos, &pc, err, code)) > 0) {
+        r = 0;
+        if (pc.kind == TMPL_TEXT) {
+            r = put(out, pc.text, pc.len, err, code);
+        } else if (pc.kind == TMPL_VAR) {
+            if (vals[pc.var]) {
+                r = put(out, vals[pc.var], strlen(vals[pc.var]), err, code);
+            } else {
+                err_set(err, code, "'${%s}' has no value here", var_names[pc.var]);
+                r = -1;
+            }
+        } else {
+            char *name = xstrndup(pc.text, pc.len);
+            const char *v = getenv(name);
+            /* like the shell's ${NAME:-default}: unset or empty takes the
+             * default, itself a template (expanded only when taken) */
+            if (v && (*v || !pc.has_def)) {
+                r = put(out, v, strlen(v), err, code);
+            } else if (pc.has_def) {
+                r = expand_at(top, pc.def, pc.def_len, vals, out, depth + 1, err, code);
+            } else {
+                err_set(err, code,
+                        "environment variable '%s' is not set (set it, or write "
+                        "'${env:%s:-DEFAULT}')",
+                        name, name);
+                r = -1;
+            }
+            free(name);
         }
+    }
+    free(own);
     return r;
 }
 
 int tmpl_expand(const char *tmpl, const char *const vals[TMPL_N_VARS], struct buf *out,
                 struct err *err, int code)
 {
-    const char *pos = tmpl;
-    struct tmpl_piece pc;
-    int r;
-    while ((r = tmpl_next(&pos, &pc, err, code)) > 0) {
-        int ar = 0;
-        if (pc.kind == TMPL_TEXT) {
-            ar = buf_append(out, pc.text, pc.len);
-        } else if (pc.kind == TMPL_VAR) {
-            if (!vals[pc.var])
-                return err_set(err, code, "'${%s}' has no value here", var_names[pc.var]), -1;
-            ar = buf_puts(out, vals[pc.var]);
-        } else {
-            char *name = xstrndup(pc.text, pc.len);
-            const char *v = getenv(name);
-            /* like the shell's ${NAME:-default}: unset or empty takes the default */
-            if (v && (*v || !pc.has_def)) {
-                ar = buf_puts(out, v);
-            } else if (pc.has_def) {
-                ar = buf_append(out, pc.def, pc.def_len);
-            } else {
-                err_set(err, code,
-                        "environment variable '%s' is not set (set it, or write "
-                        "'${env:%s:-DEFAULT}')",
-                        name, name);
-                free(name);
-                return -1;
-            }
-            free(name);
-        }
-        if (ar != 0)
-            return err_set(err, code, "expanded value is longer than %zu bytes", out->max), -1;
-    }
-    return r;
+    return expand_at(tmpl, tmpl, strlen(tmpl), vals, out, 0, err, code);
 }

@@ -4,7 +4,9 @@
  * never involves a shell, so "$(id); touch x" stays those very bytes.
  *   ${NAME}                one of enum tmpl_var
  *   ${env:NAME}            the environment variable NAME (error when unset)
- *   ${env:NAME:-default}   ... or default when NAME is unset or empty
+ *   ${env:NAME:-default}   ... or default when NAME is unset or empty; the
+ *                          default is a template too (${env:A:-${env:B}}),
+ *                          nested at most TMPL_MAX_NEST deep
  *   $$                     a literal '$'; any other '$' is literal too
  */
 #ifndef RUNNER_TMPL_H
@@ -30,6 +32,9 @@ enum tmpl_var {
     TMPL_OUTPUT_LEN,
     TMPL_N_VARS,
 };
+
+/* How many defaults may nest inside each other: ${env:A:-${env:B:-...}}. */
+#define TMPL_MAX_NEST 8
 
 /* Bit masks of variables a template may use. */
 #define TMPL_ALL        ((1u << TMPL_N_VARS) - 1)
@@ -58,14 +63,16 @@ const char *tmpl_var_name(enum tmpl_var v);
  * Read the next piece of the template at *pos and advance *pos. Returns 1
  * with *pc filled, 0 at the end, or -1 with err set (code `code`):
  * unterminated "${", unknown variable (with "did you mean"), bad
- * environment variable name.
+ * environment variable name. The piece ends at the '}' that balances its
+ * "${", so a default (pc->def) may hold templates; it is not expanded here.
  */
 int tmpl_next(const char **pos, struct tmpl_piece *pc, struct err *err, int code);
 
 /*
  * Check a template without expanding it: syntax, and that every variable is
  * in `allowed` (a TMPL_* bit mask). where names the setting in messages
- * ("server settings"). Returns 0 or -1 with err set (code `code`).
+ * ("server settings"), also inside defaults, nested at most TMPL_MAX_NEST
+ * deep. Returns 0 or -1 with err set (code `code`).
  */
 int tmpl_check(const char *tmpl, unsigned allowed, const char *where, struct err *err, int code);
 

@@ -185,6 +185,27 @@ static void offset_pos(const char *text, size_t len, size_t off, int *line, int 
 }
 
 /*
+ * Whether a syntax error at (line, col) (1-based) sits in indentation that
+ * holds a tab: libyaml's own words ("found character that cannot start any
+ * token") do not say so. On true, *tab_col is the first tab's column.
+ */
+static bool tab_indent(const char *text, size_t len, int line, int col, int *tab_col)
+{
+    size_t i = 0;
+    for (int l = 1; l < line && i < len; i++)
+        if (text[i] == '\n')
+            l++;
+    int c = 1, first = 0;
+    for (; i < len && (text[i] == ' ' || text[i] == '\t'); i++, c++)
+        if (text[i] == '\t' && !first)
+            first = c;
+    if (!first || col > c) /* no tab, or the error lies past the indentation */
+        return false;
+    *tab_col = first;
+    return true;
+}
+
+/*
  * libyaml's error as one line. Reader errors (bad UTF-8, control bytes)
  * carry a byte offset, turned into line:col here; scanner and parser errors
  * carry a mark, and maybe a context ("while parsing a flow sequence at").
@@ -193,6 +214,7 @@ static void parser_error(const yaml_parser_t *p, const char *name, const char *t
                          struct err *err, int code)
 {
     const char *problem = p->problem ? p->problem : "unknown error";
+    int tab_col;
     if (p->error == YAML_READER_ERROR) {
         int line, col;
         offset_pos(text, len, p->problem_offset, &line, &col);
@@ -203,6 +225,10 @@ static void parser_error(const yaml_parser_t *p, const char *name, const char *t
             err_set(err, code, "%s:%d:%d: not valid UTF-8 YAML text: %s", name, line, col, problem);
     } else if (p->error == YAML_MEMORY_ERROR) {
         err_set(err, code, "%s: out of memory while parsing YAML", name);
+    } else if (tab_indent(text, len, (int)p->problem_mark.line + 1, (int)p->problem_mark.column + 1,
+                          &tab_col)) {
+        err_set(err, code, "%s:%d:%d: tab character used for indentation; YAML indents with spaces",
+                name, (int)p->problem_mark.line + 1, tab_col);
     } else if (p->context) {
         err_set(err, code, "%s:%d:%d: YAML syntax error: %s (%s at %d:%d)", name,
                 (int)p->problem_mark.line + 1, (int)p->problem_mark.column + 1, problem, p->context,
@@ -241,6 +267,32 @@ int ytree_parse(const char *name, const char *text, size_t len, int max_depth, s
 
     *out = NULL;
     yaml_parser_initialize(&p);
+    /* a UTF-8 byte order mark opens the stream (editors on Windows write
+     * one); libyaml only skips it when it detects the encoding itself, and
+     * lets later ones through as if they were not there. One anywhere else
+     * is refused: it is invisible. Editors do not show the first, so
+     * positions count from after it. */
+    if (len >= 2 && (memcmp(text, "\xff\xfe", 2) == 0 || memcmp(text, "\xfe\xff", 2) == 0)) {
+        err_set(err, code,
+                "%s:1:1: the file is UTF-16 (it starts with a UTF-16 byte order mark); save it "
+                "as UTF-8",
+                name);
+        goto out;
+    }
+    if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
+        text += 3;
+        len -= 3;
+    }
+    for (size_t i = 0; i + 2 < len; i++)
+        if (memcmp(text + i, "\xef\xbb\xbf", 3) == 0) {
+            int line, col;
+            offset_pos(text, len, i, &line, &col);
+            err_set(err, code,
+                    "%s:%d:%d: byte order mark (U+FEFF) inside the file; only the very start may "
+                    "hold one",
+                    name, line, col);
+            goto out;
+        }
     yaml_parser_set_encoding(&p, YAML_UTF8_ENCODING);
     yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
     while (!done) {

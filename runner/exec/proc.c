@@ -2,7 +2,8 @@
  * proc: child-process supervision for sweep (the server under test and
  * the per-point clients): spawn into a fresh process group with output in a
  * log, stop with grace and SIGKILL, reaping of reparented descendants, and
- * the members of a process group read from /proc.
+ * the members of a process group read from /proc. A child given a cgroup
+ * (cgroup.c) joins it before exec; stopping then covers the cgroup too.
  */
 #include "exec/proc.h"
 
@@ -20,6 +21,8 @@
 #include <unistd.h>
 
 #include "sweep.h"
+#include "exec/cgroup.h"
+#include "fileio.h"
 #include "log.h"
 #include "strutil.h"
 #include "timeutil.h"
@@ -38,6 +41,16 @@ void proc_init(struct proc *p)
     p->stdin_w = -1;
 }
 
+/* rmdir p's cgroup (it fails, harmlessly, while a process is in it) and
+ * forget it. */
+static void drop_cgroup(struct proc *p)
+{
+    if (p->cg_dir)
+        rmdir(p->cg_dir);
+    free(p->cg_dir);
+    p->cg_dir = NULL;
+}
+
 void proc_release(struct proc *p)
 {
     if (p->pidfd >= 0)
@@ -45,6 +58,7 @@ void proc_release(struct proc *p)
     if (p->stdin_w >= 0)
         close(p->stdin_w);
     free(p->log_path);
+    drop_cgroup(p);
     proc_init(p);
 }
 
@@ -131,11 +145,18 @@ struct child_setup {
     int fd_out;    /* becomes stdout */
     int fd_err;    /* becomes stderr */
     int report_fd; /* CLOEXEC pipe: the exec errno is written here on failure */
+    int cg_fd;     /* CLOEXEC cgroup.procs of the child's cgroup, or -1 */
     pid_t parent;  /* for the PDEATHSIG race check */
 };
 
 static void __attribute__((noreturn)) child_exec(const struct child_setup *cs)
 {
+    /* Into the cgroup first ("0" = the writer), before anything we exec
+     * can fork: from here on every descendant is in it, setsid or not. */
+    if (cs->cg_fd >= 0) {
+        ssize_t w = write(cs->cg_fd, "0", 1);
+        (void)w; /* if refused, the process group still holds it */
+    }
     setpgid(0, 0);
     /* Die with the runner. If it is already gone, the signal would never
      * come, so check that our parent is still the one that forked us. */
@@ -210,7 +231,7 @@ static int pidfd_for(pid_t pid)
 int proc_spawn(struct proc *p, const struct strvec *argv, const struct strvec *env_add,
                const char *log_path, struct err *err)
 {
-    int rc = -1, log_fd = -1, null_fd = -1, pipe_fd[2] = {-1, -1}, in_fd[2] = {-1, -1};
+    int rc = -1, log_fd = -1, null_fd = -1, cg_fd = -1, pipe_fd[2] = {-1, -1}, in_fd[2] = {-1, -1};
     char **envp = NULL;
     char *path = NULL;
 
@@ -234,6 +255,13 @@ int proc_spawn(struct proc *p, const struct strvec *argv, const struct strvec *e
         err_set(err, RN_ERR_ENV, "cannot prepare to start '%s': %s", argv->v[0], strerror(errno));
         goto out;
     }
+    if (p->cg_dir) {
+        char *procs = path_join(p->cg_dir, "cgroup.procs");
+        cg_fd = open(procs, O_WRONLY | O_CLOEXEC);
+        free(procs);
+        if (cg_fd < 0)
+            drop_cgroup(p);
+    }
     /* The log may hold earlier runs (a restarted server appends): remember
      * where this process's output starts, for proc_log_tail. */
     struct stat st;
@@ -247,6 +275,7 @@ int proc_spawn(struct proc *p, const struct strvec *argv, const struct strvec *e
         .fd_out = log_fd,
         .fd_err = log_fd,
         .report_fd = pipe_fd[1],
+        .cg_fd = cg_fd,
         .parent = getpid(),
     };
     pid_t pid = fork_child(&cs);
@@ -278,6 +307,10 @@ int proc_spawn(struct proc *p, const struct strvec *argv, const struct strvec *e
     in_fd[1] = -1;
     rc = 0;
 out:
+    if (rc != 0)
+        drop_cgroup(p);
+    if (cg_fd >= 0)
+        close(cg_fd);
     if (log_fd >= 0)
         close(log_fd);
     if (null_fd >= 0)
@@ -395,6 +428,27 @@ static bool group_gone(pid_t pgid)
     return killpg(pgid, 0) != 0 && errno == ESRCH;
 }
 
+/* Nothing of p is left: its process group is gone and its cgroup (when it
+ * has one) holds no process, setsid'd helpers included. */
+static bool all_gone(const struct proc *p)
+{
+    return group_gone(p->pid) && (!p->cg_dir || cg_populated(p->cg_dir) != 1);
+}
+
+/* Send sig to the group and to every member of the cgroup. A group that
+ * is gone is not signalled: its id might name someone else's group now. */
+static void signal_all(const struct proc *p, int sig)
+{
+    if (!group_gone(p->pid))
+        killpg(p->pid, sig);
+    if (p->cg_dir) {
+        if (sig == SIGKILL)
+            cg_kill(p->cg_dir);
+        else
+            cg_signal(p->cg_dir, sig);
+    }
+}
+
 int proc_stop(struct proc *p, double grace_s, const proc_stop_flag *stop,
               struct proc_stop_info *info)
 {
@@ -406,38 +460,44 @@ int proc_stop(struct proc *p, double grace_s, const proc_stop_flag *stop,
         info->group_emptied = true;
         return 0;
     }
-    /* 1. SIGTERM to the whole group (the server and any workers it forked),
-     *    then wait for the group to empty, up to the grace period. */
+    /* 1. SIGTERM to the whole group (the server and any workers it forked)
+     *    and the cgroup (helpers that left the group), then wait for both
+     *    to empty, up to the grace period. */
     uint64_t t0 = clock_ns();
     reap_group(p);
-    if (!group_gone(p->pid)) {
-        killpg(p->pid, SIGTERM);
+    if (!all_gone(p)) {
+        signal_all(p, SIGTERM);
         double end = clock_ms() + grace_s * 1000.0;
         for (;;) {
             reap_group(p);
-            if (group_gone(p->pid))
+            if (all_gone(p))
                 break;
             if (clock_ms() >= end || (stop && *stop >= 2))
                 break;
             sleep_ms(POLL_SLICE_MS, NULL);
         }
     }
-    /* 2. Whatever is left (SIGTERM ignored, or a second Ctrl-C): SIGKILL. */
-    if (!group_gone(p->pid)) {
+    /* 2. Whatever is left (SIGTERM ignored, or a second Ctrl-C): SIGKILL,
+     *    and cgroup.kill for the cgroup. */
+    if (!all_gone(p)) {
         info->escalated = true;
-        killpg(p->pid, SIGKILL);
+        info->hurried = stop && *stop >= 2;
+        signal_all(p, SIGKILL);
     }
     /* Zombies keep the group alive until reaped; those reparented to init
-     * (when we are not a subreaper) take init a moment. */
+     * (when we are not a subreaper) take init a moment. A cgroup counts
+     * only live processes, but cgroup.kill takes a moment as well. */
     double end = clock_ms() + GROUP_GONE_MS;
     for (;;) {
         reap_group(p);
-        if (group_gone(p->pid)) {
+        if (all_gone(p)) {
             info->group_emptied = true;
             break;
         }
         if (clock_ms() >= end)
             break;
+        if (p->cg_dir && cg_populated(p->cg_dir) == 1)
+            cg_kill(p->cg_dir); /* per pid without cgroup.kill: catch late forks */
         sleep_ms(POLL_SLICE_MS / 2, NULL);
     }
     /* The leader may have been reaped by an earlier proc_alive; or, without
@@ -447,12 +507,12 @@ int proc_stop(struct proc *p, double grace_s, const proc_stop_flag *stop,
         if (waitpid(p->pid, &status, WNOHANG) == p->pid)
             note_reaped(p, p->pid, status);
     }
+    if (info->group_emptied)
+        drop_cgroup(p);
     info->elapsed_s = (double)(clock_ns() - t0) / 1e9;
     return info->group_emptied ? 0 : -1;
 }
 
-/* Parent pid from /proc/PID/stat, or -1. The command name may hold spaces
- * and parentheses, so the fields are read after the last ')'. */
 /* State letter, parent and process group of /proc/<pid_dir>; false when
  * there is no such process (or its stat line cannot be read). */
 static bool read_stat(const char *pid_dir, char *state, pid_t *ppid, pid_t *pgrp)
@@ -474,13 +534,6 @@ static bool read_stat(const char *pid_dir, char *state, pid_t *ppid, pid_t *pgrp
     *ppid = (pid_t)pp;
     *pgrp = (pid_t)pg;
     return true;
-}
-
-static pid_t read_ppid(const char *pid_dir)
-{
-    char state;
-    pid_t ppid, pgrp;
-    return read_stat(pid_dir, &state, &ppid, &pgrp) ? ppid : -1;
 }
 
 size_t proc_group_members(pid_t pgid, pid_t *out, size_t max)
@@ -523,13 +576,22 @@ int proc_kill_strays(const pid_t *keep, size_t n)
     struct dirent *de;
     while ((de = readdir(d)) && n_found < sizeof(found) / sizeof(found[0])) {
         long pid;
-        if (str_to_long(de->d_name, &pid) != 0 || read_ppid(de->d_name) != self)
+        char state;
+        pid_t ppid, pgrp;
+        if (str_to_long(de->d_name, &pid) != 0 || !read_stat(de->d_name, &state, &ppid, &pgrp) ||
+            ppid != self)
             continue;
         bool kept = false;
         for (size_t i = 0; i < n && !kept; i++)
             kept = keep[i] == (pid_t)pid;
-        if (!kept)
-            found[n_found++] = (pid_t)pid;
+        if (kept)
+            continue;
+        if (state == 'Z') { /* already dead (killed with its cgroup): reap, say nothing */
+            int status;
+            waitpid((pid_t)pid, &status, WNOHANG);
+            continue;
+        }
+        found[n_found++] = (pid_t)pid;
     }
     closedir(d);
     for (size_t i = 0; i < n_found; i++) {

@@ -3,7 +3,8 @@
  * test and each point's client). A child runs from an argv vector (never a
  * shell) in its own process group, with stdout+stderr appended to a log
  * file, and is stopped by SIGTERM to the group, a grace period, SIGKILL,
- * and a check that the group is empty.
+ * and a check that the group is empty. Given a cgroup (cgroup.h), the child
+ * joins it before exec and stopping covers every process in it as well.
  * Its neighbours: ready.c (readiness polling), cause.c (why a child died),
  * ports.c and gpu.c.
  * docs/reliability.md §3 has the rules and their sources.
@@ -34,13 +35,17 @@ struct proc {
                              /dev/null (the ssh executor: its EOF stops the remote side) */
     int stdin_w;          /* the write end of that pipe, -1 when none; nothing is written,
                              closing it is the signal; proc_release closes it */
+    char *cg_dir;         /* owned: cgroup the child joins (set between proc_init and
+                             proc_spawn, from cg_create); NULL: process group only */
 };
 
 /* What proc_stop did, for logs and tests. */
 struct proc_stop_info {
     double elapsed_s;   /* from SIGTERM until the group was empty */
     bool escalated;     /* SIGKILL was needed */
-    bool group_emptied; /* killpg(pgid, 0) reported ESRCH before the 1 s deadline */
+    bool hurried;       /* ... because of a second interrupt, not the grace running out */
+    bool group_emptied; /* killpg(pgid, 0) reported ESRCH (and the cgroup, if any, held
+                           no process) before the 1 s deadline */
 };
 
 /* A stop request shared with the signal handler: 0 none, 1 stop (Ctrl-C),
@@ -48,7 +53,8 @@ struct proc_stop_info {
 typedef volatile sig_atomic_t proc_stop_flag;
 
 void proc_init(struct proc *p);
-/* Free what p owns; the process must have been stopped (or never started). */
+/* Free what p owns and rmdir its cgroup if still there; the process must
+ * have been stopped (or never started). */
 void proc_release(struct proc *p);
 
 /*
@@ -73,10 +79,13 @@ char *proc_resolve_program(const char *prog, struct err *err);
  * signal dispositions and an empty mask, stdin from /dev/null (or, with
  * p->stdin_pipe, a pipe whose write end stays in p->stdin_w), stdout and
  * stderr appended to log_path (created 0644), environment = ours plus
- * env_add ("NAME=value", overriding). If exec fails, the child writes the
- * reason to the log and exits 127. p must be fresh (proc_init); on
- * success it owns a copy of log_path. Returns 0, or -1 with err set
- * (RN_ERR_ENV: program not found or not executable, log not writable).
+ * env_add ("NAME=value", overriding). With p->cg_dir set the child first
+ * moves itself into that cgroup (a cgroup whose cgroup.procs cannot be
+ * opened is removed and dropped: process group only). If exec fails, the
+ * child writes the reason to the log and exits 127. p must be fresh
+ * (proc_init, then cg_dir if any); on success it owns a copy of log_path.
+ * Returns 0, or -1 with err set (RN_ERR_ENV: program not found or not
+ * executable, log not writable), p's cgroup removed and p as proc_init left it.
  */
 int proc_spawn(struct proc *p, const struct strvec *argv, const struct strvec *env_add,
                const char *log_path, struct err *err);
@@ -96,8 +105,11 @@ void proc_wait_any(struct proc *const *procs, size_t n, double timeout_ms,
  * Stop p's process group: SIGTERM, then poll up to grace_s (cut short when
  * *stop >= 2), then SIGKILL; reap the child and any group members that were
  * reparented to us; finally poll up to 1 s until killpg(pgid, 0) says the
- * group is gone. Safe on a child that already exited or was never started.
- * Fills *info when given. Returns 0 when the group is empty, -1 otherwise.
+ * group is gone. With a cgroup, every process in it gets the same SIGTERM,
+ * the hard phase writes cgroup.kill, "empty" also means cgroup.events says
+ * populated 0, and the emptied cgroup is removed. Safe on a child that
+ * already exited or was never started. Fills *info when given. Returns 0
+ * when the group (and cgroup) is empty, -1 otherwise.
  */
 int proc_stop(struct proc *p, double grace_s, const proc_stop_flag *stop,
               struct proc_stop_info *info);
@@ -105,7 +117,9 @@ int proc_stop(struct proc *p, double grace_s, const proc_stop_flag *stop,
 /*
  * SIGKILL every child of this process that is not one of keep[0..n) (pids)
  * and reap it: descendants that left their process group (setsid) and were
- * reparented to us as subreaper. Returns how many were found.
+ * reparented to us as subreaper. Children already dead (zombies, e.g.
+ * killed with their cgroup) are reaped without a word. Returns how many
+ * live ones were found.
  */
 int proc_kill_strays(const pid_t *keep, size_t n);
 

@@ -12,6 +12,7 @@
 
 #include "buf.h"
 #include "exec/cause.h"
+#include "exec/cgroup.h"
 #include "http.h"
 #include "log.h"
 #include "strutil.h"
@@ -27,7 +28,9 @@
  * A /health body that names a pid ("pid":N, as fakeserver and fp4serve
  * do) lets us notice that someone else's server answered on our port (a
  * SO_REUSEPORT twin). Only a warning: in a container the pid namespace
- * differs and the number means nothing here.
+ * differs and the number means nothing here. A pid in the server's cgroup
+ * is ours even outside its group (a launcher that starts the real server
+ * with setsid).
  */
 static void check_health_pid(const struct proc *p, const struct buf *body)
 {
@@ -48,7 +51,7 @@ static void check_health_pid(const struct proc *p, const struct buf *body)
     if (str_to_long(num, &pid) != 0 || pid <= 0)
         return;
     pid_t pg = getpgid((pid_t)pid);
-    if (pg >= 0 && pg != p->pid)
+    if (pg >= 0 && pg != p->pid && !(p->cg_dir && cg_has_pid(p->cg_dir, (pid_t)pid)))
         log_warn("the server answering on this port reports pid %ld, which is not in the "
                  "process group %ld that sweep started (another server on the same port?)",
                  pid, (long)p->pid);

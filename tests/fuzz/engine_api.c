@@ -36,7 +36,7 @@ static void check_ranges(const struct api_request *r)
         die("top_k or stop count out of range");
     for (size_t i = 0; i < r->n_stop; i++)
         if (r->stop_len[i] < 1 || r->stop_len[i] > API_MAX_STOP_LEN ||
-            strlen(r->stop[i]) != r->stop_len[i])
+            r->stop[i][r->stop_len[i]] != '\0') /* "\u0000" inside is allowed */
             die("stop string length");
     for (size_t i = 0; i < r->n_prompt_ids; i++)
         if (r->prompt_ids[i] < 0 || r->prompt_ids[i] >= 512)
@@ -57,7 +57,7 @@ static void check_format(const struct api_request *r, const char *text, size_t n
         die("chunk refused");
     if (b.len < 8 || strncmp(b.data, "data: ", 6) != 0 || strcmp(b.data + b.len - 2, "\n\n") != 0)
         die("chunk framing");
-    json_t *j = json_loadb(b.data + 6, b.len - 8, 0, NULL);
+    json_t *j = json_loadb(b.data + 6, b.len - 8, JSON_ALLOW_NUL, NULL);
     if (!j)
         die("chunk is not JSON");
     json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
@@ -69,7 +69,7 @@ static void check_format(const struct api_request *r, const char *text, size_t n
     json_decref(j);
     buf_reset(&b);
     api_final_json(&b, &rp, text, n, "length", 1, 2);
-    j = json_loadb(b.data, b.len, 0, NULL);
+    j = json_loadb(b.data, b.len, JSON_ALLOW_NUL, NULL);
     if (!j)
         die("final body is not JSON");
     json_decref(j);

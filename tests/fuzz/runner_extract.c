@@ -32,9 +32,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct metric_set ms;
         mset_init(&ms);
         err_init(&err);
-        ext_run(presets[i], text, size, &ms, &err);
+        struct ext_info info;
+        ext_info_init(&info);
+        ext_run(presets[i], text, size, &ms, &info, &err);
         err_init(&err);
-        ext_require(presets[i], &ms, &require, &err);
+        ext_require(presets[i], &ms, &info, &require, &err);
+        struct buf notes;
+        buf_init(&notes, 4096);
+        ext_info_notes(&info, &notes);
+        buf_release(&notes);
+        for (size_t k = 0; k < info.n_unread; k++)
+            if (strlen(info.unread[k].text) > EXT_QUOTE_MAX + 3 || info.unread[k].line < 1)
+                abort(); /* quotes are cut, lines counted from 1 */
+        ext_info_release(&info);
         for (size_t k = 0; k < ms.n; k++)
             if (!metric_find(ms.m[k].name))
                 abort(); /* presets only produce canonical names */
@@ -62,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             struct metric_set ms;
             mset_init(&ms);
             err_init(&err);
-            ext_run(set, text, size, &ms, &err);
+            ext_run(set, text, size, &ms, NULL, &err);
             mset_release(&ms);
             ext_free(set);
         }

@@ -112,4 +112,11 @@ for d in batched per-request; do
     check "bench $d: row for B=3" grep -q '^|     8 |      4 |    3 |     36 |' "$T_TMP/bench"
     check "bench $d: mode shown" grep -q "decode = $d" "$T_TMP/bench"
 done
+# --ctx above the training context (tiny: 256) warns in every command that loads a model
+"$FP4SERVE" generate --model "$TINY" --prompt "hello" -n 2 --ctx 512 >/dev/null 2>"$T_TMP/err"
+check_eq "generate --ctx 512: exit status" "$?" "0"
+check "generate --ctx 512 > training 256: warning naming both" \
+    grep -q "warning: --ctx 512 is above the model's training context of 256 tokens" "$T_TMP/err"
+"$FP4SERVE" generate --model "$TINY" --prompt "hello" -n 2 --ctx 256 >/dev/null 2>"$T_TMP/err"
+check "generate --ctx 256: no warning" sh -c "! grep -q 'training context' '$T_TMP/err'"
 finish

@@ -64,6 +64,11 @@ ms=$(( ($(date +%s%N) - start) / 1000000 ))
 check_eq "second SIGINT: exit status 130" "$rc" 130
 check "second SIGINT: done in $ms ms (< 5000, grace was 60 s)" test "$ms" -lt 5000
 check_eq "second SIGINT: no server left" "$(procs_with "$T_TMP/b.yaml.pid")" 0
+cat errb.txt
+check "second SIGINT: says the server was killed for it" \
+    grep -q "second interrupt: server (pid [0-9]*) killed without waiting" errb.txt
+check "second SIGINT: no claim that the server ignored SIGTERM" \
+    sh -c "! grep -q 'ignored SIGTERM' errb.txt"
 
 # --- sweep SIGKILLed: the server gets SIGTERM from the parent-death signal ---
 write_exp c.yaml "" 5

@@ -158,4 +158,14 @@ for i in $(seq 1 8); do
 done
 check_eq "SIGTERM: every stream ended with an error event and [DONE] (or had finished)" "$ended" "8"
 check "SIGTERM: logged" grep -q 'SIGTERM: stopping' "$SRV_LOG"
+
+# ---- --ctx above the model's training context (tiny: 256) is served, with a warning ----
+start_serve "$(tiny_model)" --threads 1 --ctx 512 || fail "server start with --ctx 512"
+check "--ctx 512 > training 256: one warning naming both" \
+    grep -q "warning: --ctx 512 is above the model's training context of 256 tokens" "$SRV_LOG"
+check_eq "--ctx 512: served as asked" "$(curl -s "$SRV_URL/v1/models" | jq .data[0].meta.n_ctx)" "512"
+stop_serve
+start_serve "$(tiny_model)" --threads 1 --ctx 256 || fail "server start with --ctx 256"
+check "--ctx 256 = training 256: no warning" sh -c "! grep -q 'training context' '$SRV_LOG'"
+stop_serve
 finish

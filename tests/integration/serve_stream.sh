@@ -143,6 +143,18 @@ done
 check "metrics: attention time counted" \
     sh -c "awk '/phase=\"attention\"/ { exit !(\$2 > 0) }' '$T_TMP/m'"
 
+# "\u0000" is valid JSON: a prompt holding it is taken (not a 400), and
+# tokenized to its full length, not cut at the NUL
+ptok() { post /v1/completions "{\"prompt\":\"$1\",\"max_tokens\":1}" | jq .usage.prompt_tokens; }
+n_a=$(ptok 'a')
+n_nul=$(ptok 'a\u0000\u0000\u0000')
+check "a prompt with NUL is tokenized to its end ($n_nul tokens, 'a' alone $n_a)" \
+    [ "${n_nul:-0}" -gt "${n_a:-99}" ]
+post /v1/chat/completions '{"messages":[{"role":"user","content":"x\u0000y"}],"max_tokens":2,
+    "stream":true,"stop":"\u0000"}' >"$T_TMP/nul"
+check_eq "a chat stream with NUL in content and stop ends with [DONE]" "$(tail -n 2 "$T_TMP/nul" | head -n 1)" \
+    "data: [DONE]"
+
 # keep-alive: GET answers leave the connection open for the next request
 # (an answer queued with the headers would make libmicrohttpd close it)
 curl -s -D "$T_TMP/kh" -o /dev/null -o /dev/null -w '%{num_connects}\n' \

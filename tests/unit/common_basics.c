@@ -1,8 +1,10 @@
 /* Unit tests for common/: buffers, string vectors, strict parsing, sha256, opts. */
 #include "test.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -75,6 +77,48 @@ TEST(strict_numbers)
     CHECK_INT(str_to_double("1.5e3", &d), 0);
     CHECK_NEAR(d, 1500, 0);
     CHECK_INT(str_to_double("inf", &d), -1);
+}
+
+/* Numbers from outside are decimal only: strtod's hex floats, inf/nan,
+ * leading spaces, trailing junk and values beyond a double are refused. */
+TEST(strict_decimal_numbers)
+{
+    static const struct {
+        const char *s;
+        double want;
+    } good[] = {{"12", 12},    {"-0.5", -0.5},    {"+3", 3}, {".5", 0.5},     {"5.", 5},
+                {"1e3", 1000}, {"1.5E-2", 0.015}, {"0", 0},  {"-0.00", -0.0}, {"0e-999", 0}};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        double d = -1;
+        CHECK_MSG(str_to_double(good[i].s, &d) == 0 && d == good[i].want, "'%s' -> %g", good[i].s,
+                  d);
+    }
+    static const char *const bad[] = {"0x1p3", "0X10",  "0x8",   "nan", "NaN", "-inf", "infinity",
+                                      "  12",  "12 ",   "12abc", "1e",  "1e+", ".",    "+",
+                                      "",      "1.2.3", "1,5",   "--1", "e5",  "\t7"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        double d = 42;
+        errno = 0;
+        CHECK_MSG(str_to_double(bad[i], &d) == -1 && d == 42 && errno == EINVAL, "'%s' -> %g",
+                  bad[i], d);
+    }
+    static const char *const range[] = {"1e999", "-1e999", "1e-400"};
+    for (size_t i = 0; i < sizeof(range) / sizeof(range[0]); i++) {
+        double d = 42;
+        errno = 0;
+        CHECK_MSG(str_to_double(range[i], &d) == -1 && errno == ERANGE, "'%s' -> %g", range[i], d);
+    }
+    double d;
+    CHECK_INT(str_to_double_n("12\0003", 4, &d), -1); /* a NUL byte inside */
+    CHECK_INT(str_to_double_n("12.5xyz", 4, &d), 0);  /* only s[0..n) counts */
+    CHECK(d == 12.5);
+    char longnum[200];
+    memset(longnum, '0', sizeof(longnum) - 2);
+    longnum[0] = '.';
+    longnum[sizeof(longnum) - 2] = '1';
+    longnum[sizeof(longnum) - 1] = '\0';
+    CHECK_INT(str_to_double(longnum, &d), 0); /* longer than the stack copy */
+    CHECK(d > 0 && d < 1e-190);
 }
 
 TEST(suggest_close_names)
@@ -185,6 +229,38 @@ TEST(opts_parse_and_errors)
     CHECK_INT(e.code, 2);
     char *help[] = {"--help"};
     CHECK_INT(opt_parse(1, help, opts, 5, NULL, &e, 2), 1);
+    strvec_release(&pos);
+    strvec_release(&pats);
+}
+
+/* '' is never a value: a path would become "/" once joined. */
+TEST(opts_refuse_empty_values)
+{
+    const char *out = NULL;
+    struct strvec pos = STRVEC_INIT, pats = STRVEC_INIT;
+    const struct opt opts[] = {
+        {"out", 'o', OPT_STR, &out, "DIR", "folder", 0, 0},
+        {"pattern", 0, OPT_LIST, &pats, "NAME=RE", "extra pattern", 0, 0},
+    };
+    struct err e;
+    char *a1[] = {"--out", ""}, *a2[] = {"--out="}, *a3[] = {"-o", ""}, *a4[] = {"--pattern", ""};
+    char *a5[] = {"run", ""}, *a6[] = {"--", ""};
+    char **cases[] = {a1, a2, a3, a4};
+    int argc[] = {2, 1, 2, 2};
+    const char *want[] = {"option '--out' must not be empty", "option '--out' must not be empty",
+                          "option '--out' must not be empty",
+                          "option '--pattern' must not be empty"};
+    for (int i = 0; i < 4; i++) {
+        err_init(&e);
+        CHECK_INT(opt_parse(argc[i], cases[i], opts, 2, &pos, &e, 2), -1);
+        CHECK_STR(e.msg, want[i]);
+        CHECK_INT(e.code, 2);
+    }
+    err_init(&e);
+    CHECK_INT(opt_parse(2, a5, opts, 2, &pos, &e, 2), -1);
+    CHECK_STR(e.msg, "empty argument '' (a file or folder name was expected)");
+    err_init(&e);
+    CHECK_INT(opt_parse(2, a6, opts, 2, &pos, &e, 2), -1);
     strvec_release(&pos);
     strvec_release(&pats);
 }

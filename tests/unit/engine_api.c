@@ -52,6 +52,25 @@ TEST(completion_fields)
     api_request_release(&r);
 }
 
+/* max_tokens is kept as sent, whatever its size, with the name it came
+ * under, so that the context error can quote both (server.c). */
+TEST(max_tokens_kept_as_sent)
+{
+    struct api_request r;
+    struct api_error e;
+    CHECK_INT(parse("{\"prompt\":\"x\",\"max_tokens\":1099511627777}", API_COMPLETION, &r, &e), 0);
+    CHECK_INT(r.max_tokens, 1099511627777LL);
+    CHECK_STR(r.max_tokens_field, "max_tokens");
+    api_request_release(&r);
+    CHECK_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                    "\"max_completion_tokens\":9223372036854775807}",
+                    API_CHAT, &r, &e),
+              0);
+    CHECK_INT(r.max_tokens, 9223372036854775807LL);
+    CHECK_STR(r.max_tokens_field, "max_completion_tokens");
+    api_request_release(&r);
+}
+
 TEST(defaults)
 {
     struct api_request r;
@@ -107,6 +126,31 @@ TEST(chat_messages)
     api_request_release(&r);
 }
 
+/* "\u0000" is valid JSON: a prompt, a message, a stop string may hold it,
+ * and each keeps its full length (a byte-level vocabulary can emit NUL, and
+ * a client may send such text back). */
+TEST(nul_in_strings_is_kept)
+{
+    struct api_request r;
+    struct api_error e;
+    CHECK_INT(parse("{\"prompt\":\"a\\u0000b\",\"stop\":\"\\u0000z\"}", API_COMPLETION, &r, &e), 0);
+    CHECK_INT(r.prompt_len, 3);
+    CHECK(r.prompt && memcmp(r.prompt, "a\0b", 4) == 0);
+    CHECK_INT(r.n_stop, 1);
+    CHECK_INT(r.stop_len[0], 2);
+    CHECK(r.stop && memcmp(r.stop[0], "\0z", 3) == 0);
+    api_request_release(&r);
+    CHECK_INT(
+        parse(
+            "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"\\u0000\\u0000\"},"
+            "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"x\\u0000\"}]}]}",
+            API_CHAT, &r, &e),
+        0);
+    CHECK_INT(r.messages[0].content_len, 2);
+    CHECK_INT(r.messages[1].content_len, 2);
+    api_request_release(&r);
+}
+
 /* Refusals: body, endpoint, then the status, field and a piece of the message. */
 struct bad {
     const char *body;
@@ -122,8 +166,39 @@ static const struct bad bad_cases[] = {
     {"{\"prompt\":\"x\"", API_COMPLETION, 400, "", "malformed JSON"},
     {"[1,2]", API_COMPLETION, 400, "", "must be a JSON object (got an array)"},
     {"{\"prompt\":\"\xff\"}", API_COMPLETION, 400, "", "not valid UTF-8 (byte 11 of 14)"},
-    {"{\"prompt\":\"a\\u0000b\"}", API_COMPLETION, 400, "", "malformed JSON"},
-    {"{\"prompt\":\"x\",\"prompt\":\"y\"}", API_COMPLETION, 400, "", "duplicate"},
+    {"{\"prompt\":\"x\",\"prompt\":\"y\"}", API_COMPLETION, 400, "prompt",
+     "duplicate key 'prompt' at line 1, column 22"},
+    {"{\"prompt\":\"x\",\"a\\u0000b\":1}", API_COMPLETION, 400, "", "an object key holds \\u0000"},
+    /* a lone surrogate is no character: jansson refuses it, and so do we */
+    {"{\"prompt\":\"\\ud800\"}", API_COMPLETION, 400, "", "malformed JSON at line 1, column 18"},
+    /* numbers past 64 bits or a double: quoted as sent, under their key */
+    {"{\"prompt\":\"x\",\"max_tokens\":12345678901234567890}", API_COMPLETION, 400, "max_tokens",
+     "'max_tokens' is 12345678901234567890, out of range (an integer must be in [-2^63, 2^63 - 1]) "
+     "at line 1, column 47"},
+    {"{\"prompt\":\"x\", \"seed\" :  -99999999999999999999}", API_COMPLETION, 400, "seed",
+     "'seed' is -99999999999999999999, out of range"},
+    {"{\"prompt\":\"x\",\"temperature\":1e999}", API_COMPLETION, 400, "temperature",
+     "'temperature' is 1e999, out of range (a number must fit in a double)"},
+    {"{\"prompt\":\"x\",\"stop\":[1e999]}", API_COMPLETION, 400, "",
+     "the number 1e999 at line 1, column 27 is out of range"},
+    /* a value just past a limit is quoted as sent, not rounded onto it */
+    {"{\"prompt\":\"x\",\"temperature\":2.0000001}", API_COMPLETION, 400, "temperature",
+     "'temperature' is 2.0000001; it must be in [0, 2]"},
+    {"{\"prompt\":\"x\",\"top_p\":1.0000000000000002}", API_COMPLETION, 400, "top_p",
+     "'top_p' is 1.0000000000000002; it must be in (0, 1]"},
+    {"{\"prompt\":\"x\",\"top_k\":2147483648}", API_COMPLETION, 400, "top_k",
+     "'top_k' is 2147483648; it must be at most 2147483647 (-1 or 0 = off)"},
+    /* NUL-safe comparisons: "\u0000" does not end a string early */
+    {"{\"prompt\":\"x\",\"model\":\"tiny\\u0000x\"}", API_COMPLETION, 404, "model",
+     "does not exist"},
+    {"{\"messages\":[{\"role\":\"user\\u0000x\",\"content\":\"x\"}]}", API_CHAT, 400,
+     "messages[0].role", "expected system, user"},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\\u0000x\",\"text\":\"a\"}]}]"
+     "}",
+     API_CHAT, 400, "messages[0].content", "is not supported (text only)"},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+     "\"text\\u0000\"}}",
+     API_CHAT, 400, "response_format", "not supported"},
     {"{}", API_COMPLETION, 400, "prompt", "'prompt' is missing"},
     {"{\"prompt\":5}", API_COMPLETION, 400, "prompt", "must be a string or an array"},
     {"{\"prompt\":[]}", API_COMPLETION, 400, "prompt", "empty array"},
@@ -215,6 +290,124 @@ TEST(refusals)
     }
 }
 
+/* Every field the server refuses is refused by name when given anything
+ * but its default (a string is no field's default), on both endpoints. */
+TEST(every_refused_field_is_named)
+{
+    const char *what, *name;
+    size_t n = 0;
+    for (size_t i = 0; (name = api_field(i, &what)) != NULL; i++) {
+        if (strncmp(what, "refused", 7) != 0)
+            continue;
+        n++;
+        char body[256], msg[128];
+        snprintf(body, sizeof(body),
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"%s\":\"x\"}", name);
+        snprintf(msg, sizeof(msg), "'%s' is not supported by this server (only ", name);
+        struct api_request r;
+        struct api_error e;
+        CHECK_MSG(parse(body, API_CHAT, &r, &e) == -1, "%s: accepted", name);
+        CHECK_MSG(strcmp(e.param, name) == 0, "%s: param '%s'", name, e.param);
+        CHECK_MSG(strstr(e.msg, msg) != NULL, "%s: message '%s'", name, e.msg);
+        snprintf(body, sizeof(body), "{\"prompt\":\"x\",\"%s\":\"x\"}", name);
+        CHECK_MSG(parse(body, API_COMPLETION, &r, &e) == -1, "%s: accepted by completions", name);
+    }
+    CHECK_MSG(n >= 60, "only %zu refused fields", n);
+}
+
+/* The values that change the answer, and their defaults, which pass. */
+TEST(refused_values_and_defaults)
+{
+    static const char *const bad[] = {
+        "\"typical_p\":0.5",
+        "\"tool_choice\":\"required\"",
+        "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}",
+        "\"use_beam_search\":true",
+        "\"min_p\":0.05",
+        "\"repetition_penalty\":1.1",
+        "\"guided_choice\":[\"a\"]",
+        "\"skip_special_tokens\":true",
+        "\"reasoning_effort\":\"low\"",
+        "\"top_n_sigma\":1",
+        "\"modalities\":[\"text\",\"audio\"]",
+        "\"stream_options\":{\"continuous_usage_stats\":true}"};
+    static const char *const good[] = {"\"typical_p\":1",
+                                       "\"tool_choice\":\"none\"",
+                                       "\"tool_choice\":\"auto\"",
+                                       "\"function_call\":null",
+                                       "\"skip_special_tokens\":false",
+                                       "\"add_generation_prompt\":true",
+                                       "\"top_n_sigma\":-1",
+                                       "\"modalities\":[\"text\"]",
+                                       "\"length_penalty\":1.0",
+                                       "\"guided_json\":null",
+                                       "\"bad_words\":[]",
+                                       "\"use_beam_search\":false"};
+    char body[256];
+    struct api_request r;
+    struct api_error e;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(body, sizeof(body), "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s}",
+                 bad[i]);
+        CHECK_MSG(parse(body, API_CHAT, &r, &e) == -1 && strstr(e.msg, "is not supported"),
+                  "%s: accepted (%s)", bad[i], e.msg);
+    }
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        snprintf(body, sizeof(body), "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s}",
+                 good[i]);
+        CHECK_MSG(parse(body, API_CHAT, &r, &e) == 0, "%s: refused: %s", good[i], e.msg);
+        CHECK_MSG(r.ignored[0] == '\0', "%s: listed as ignored: %s", good[i], r.ignored);
+        api_request_release(&r);
+    }
+}
+
+/* Harmless fields pass quietly; unknown ones pass too, but are named. */
+TEST(unknown_fields_are_ignored_and_named)
+{
+    struct api_request r;
+    struct api_error e;
+    CHECK_INT(parse("{\"prompt\":\"x\",\"user\":\"u\",\"metadata\":{\"a\":\"b\"},\"store\":false,"
+                    "\"priority\":3,\"frobnicate\":1,\"zz\":null}",
+                    API_COMPLETION, &r, &e),
+              0);
+    CHECK_STR(r.ignored, "'frobnicate', 'zz'");
+    api_request_release(&r);
+    char body[4096];
+    size_t n = (size_t)snprintf(body, sizeof(body), "{\"prompt\":\"x\"");
+    for (int i = 0; i < 60; i++)
+        n += (size_t)snprintf(body + n, sizeof(body) - n, ",\"unknown_field_%02d\":1", i);
+    snprintf(body + n, sizeof(body) - n, "}");
+    CHECK_INT(parse(body, API_COMPLETION, &r, &e), 0);
+    size_t len = strlen(r.ignored);
+    CHECK_MSG(len < sizeof(r.ignored) && len > 3 && strcmp(r.ignored + len - 3, "...") == 0,
+              "ignored list not cut with '...': %s", r.ignored);
+    api_request_release(&r);
+}
+
+/* engine/README.md's field table is this server's: one row per field,
+ * "| `name` | what |", in the parser's order. */
+TEST(readme_field_table_matches)
+{
+    FILE *f = fopen("engine/README.md", "r");
+    CHECK_MSG(f != NULL, "engine/README.md: cannot open (run from the repository root)");
+    if (!f)
+        return;
+    static char text[1 << 17];
+    size_t len = fread(text, 1, sizeof(text) - 1, f);
+    text[len] = '\0';
+    fclose(f);
+    const char *what, *name, *at = text;
+    for (size_t i = 0; (name = api_field(i, &what)) != NULL; i++) {
+        char row[192];
+        snprintf(row, sizeof(row), "| `%s` | %s |\n", name, what);
+        const char *p = strstr(at, row);
+        CHECK_MSG(p != NULL, "engine/README.md lacks (in order) the row: %.*s",
+                  (int)strlen(row) - 1, row);
+        if (p)
+            at = p + strlen(row);
+    }
+}
+
 /* ---- responses parse back as the JSON they claim to be ---- */
 
 static json_t *load_event(const char *s, size_t n, const char **rest)
@@ -260,6 +453,24 @@ TEST(stream_chunks)
     CHECK_INT(json_integer_value(json_object_get(u, "total_tokens")), 5);
     json_decref(j);
     CHECK_STR(rest, "data: [DONE]\n\n");
+    buf_release(&b);
+}
+
+/* Text holding NUL bytes leaves escaped, and parses back to the same bytes. */
+TEST(nul_text_is_streamed_escaped)
+{
+    struct buf b;
+    buf_init(&b, 1 << 16);
+    struct api_resp rp = {.kind = API_CHAT, .id = "chatcmpl-1", .created = 5, .model = "m"};
+    CHECK_INT(api_sse_chunk(&b, &rp, "a\0b", 3, true, NULL), 0);
+    CHECK(strstr(b.data, "\"content\":\"a\\u0000b\"") != NULL);
+    json_error_t je;
+    json_t *j = json_loadb(b.data + 6, b.len - 8, JSON_ALLOW_NUL, &je);
+    json_t *c = json_object_get(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta"), "content");
+    CHECK(json_is_string(c) && json_string_length(c) == 3 &&
+          memcmp(json_string_value(c), "a\0b", 3) == 0);
+    json_decref(j);
     buf_release(&b);
 }
 

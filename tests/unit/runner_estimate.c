@@ -34,6 +34,23 @@ TEST(ttft_is_added_per_wave)
     CHECK_NEAR(est_point_s(&neg, &q), 0.071, 1e-12);
 }
 
+TEST(falling_line_below_zero_predicts_nothing)
+{
+    /* step = 51 - 1.33·N is <= 0 from N = 39: no prediction there, not 0 s */
+    struct est_model m = {51, -1.33, 0, 0};
+    struct est_point p = {64, 96, 128};
+    CHECK(isnan(est_point_s(&m, &p)));
+    struct est_point last = {64, 80, 128}; /* waves of 64 and 16: the first is below zero */
+    CHECK(isnan(est_point_s(&m, &last)));
+    struct est_point small = {16, 16, 128}; /* above zero: an honest, if falling, estimate */
+    CHECK_NEAR(est_point_s(&m, &small), 128.0 * (51 - 1.33 * 16) / 1000, 1e-9);
+    char b[16];
+    est_format(est_point_s(&m, &p), b, sizeof(b));
+    CHECK_STR(b, "?");
+    struct est_point todo[2] = {{16, 16, 128}, {64, 96, 128}};
+    CHECK(isnan(est_eta_s(&m, todo, 2, 0, 0))); /* the run's ETA falls back to its average */
+}
+
 static void add_row(struct res_table *t, const char *variant, long c, const char *status,
                     double tpot, double ttft)
 {

@@ -25,8 +25,7 @@ static int load(const char *text, struct experiment *e)
     struct err err;
     err_init(&err);
     int rc = exp_load_string("t.yaml", text, strlen(text), e, &err);
-    if (rc != 0)
-        fprintf(stderr, "unexpected load error: %s\n", err.msg);
+    CHECK_MSG(rc == 0, "unexpected load error: %s", err.msg);
     return rc;
 }
 
@@ -499,6 +498,94 @@ TEST(tmpl_expand_is_verbatim)
     buf_release(&b);
 }
 
+TEST(tmpl_defaults_nest)
+{
+    const char *vals[TMPL_N_VARS] = {0};
+    struct buf b;
+    struct err err;
+    vals[TMPL_PORT] = "8000";
+    buf_init(&b, 1 << 16);
+    err_init(&err);
+    setenv("SWEEP_T_SET", "v1", 1);
+    unsetenv("SWEEP_T_UNSET");
+    /* the default is a template: its own ${...} and $$ are expanded, and the
+     * '}' that closes is the one that balances */
+    CHECK_INT(tmpl_expand("${env:SWEEP_T_UNSET:-${env:SWEEP_T_SET}}|"
+                          "${env:SWEEP_T_UNSET:-${env:SWEEP_T_UNSET:-${port}}}|"
+                          "${env:SWEEP_T_UNSET:-$${x}}|${env:SWEEP_T_UNSET:-}|"
+                          "${env:SWEEP_T_UNSET:-a}b}|${env:SWEEP_T_SET:-${env:SWEEP_T_UNSET}}",
+                          vals, &b, &err, 2),
+              0);
+    CHECK_STR(b.data, "v1|8000|${x}||ab}|v1");
+    buf_reset(&b);
+    CHECK_INT(tmpl_expand("${env:SWEEP_T_UNSET:-${env:SWEEP_T_UNSET}}", vals, &b, &err, 2), -1);
+    CHECK_STR(err.msg, "environment variable 'SWEEP_T_UNSET' is not set (set it, or write "
+                       "'${env:SWEEP_T_UNSET:-DEFAULT}')");
+    err_init(&err);
+    CHECK_INT(tmpl_expand("${env:SWEEP_T_UNSET:-${env:SWEEP_T_SET}", vals, &b, &err, 2), -1);
+    CHECK_STR(err.msg, "unterminated '${' in '${env:SWEEP_T_UNSET:-${env:SWEEP_T_SET}' (write "
+                       "'$$' for a literal '$')");
+    /* TMPL_MAX_NEST defaults inside each other are fine, one more is not */
+    char deep[512] = "x";
+    for (int i = 0; i < TMPL_MAX_NEST; i++) {
+        char t[512];
+        snprintf(t, sizeof(t), "${env:SWEEP_T_UNSET:-%s}", deep);
+        snprintf(deep, sizeof(deep), "%s", t);
+    }
+    buf_reset(&b);
+    err_init(&err);
+    CHECK_INT(tmpl_expand(deep, vals, &b, &err, 2), 0);
+    CHECK_STR(b.data, "x");
+    CHECK_INT(tmpl_check(deep, TMPL_ALL, "here", &err, 2), 0);
+    char deeper[600];
+    snprintf(deeper, sizeof(deeper), "${env:SWEEP_T_UNSET:-%s}", deep);
+    CHECK_INT(tmpl_expand(deeper, vals, &b, &err, 2), -1);
+    CHECK(strstr(err.msg, "defaults nested deeper than 8 levels in '${env:SWEEP_T_UNSET:-"));
+    err_init(&err);
+    CHECK_INT(tmpl_check(deeper, TMPL_ALL, "here", &err, 2), -1);
+    CHECK(strstr(err.msg, "defaults nested deeper than 8 levels"));
+    /* a default is checked like the rest: variables allowed here, names */
+    err_init(&err);
+    CHECK_INT(tmpl_check("${env:A:-${prompts}}", TMPL_SERVER_SET, "'server.args'", &err, 2), -1);
+    CHECK_STR(err.msg, "'${prompts}' cannot be used in 'server.args': it changes per point, so "
+                       "only bench.command may use it");
+    err_init(&err);
+    CHECK_INT(tmpl_check("${env:A:-${env:}}", TMPL_ALL, "here", &err, 2), -1);
+    CHECK_STR(err.msg, "bad environment variable name in '${env:}' (want ${env:NAME} with NAME "
+                       "made of letters, digits and '_')");
+    buf_release(&b);
+}
+
+TEST(yaml_byte_order_mark_and_tabs)
+{
+    struct experiment e;
+    /* a BOM at the very start is skipped, and positions count without it */
+    if (load("\xef\xbb\xbf" BASE "bench: {grid: [\"1:8\"]}\n", &e) == 0) {
+        CHECK_STR(e.name, "t");
+        exp_release(&e);
+    }
+    CHECK_STR(load_err("\xef\xbb\xbfname: t\nserver: {model: m.gguf, port: 0}\n"),
+              "t.yaml:2:31: 'server.port' must be auto or a port from 1 to 65535, got '0'");
+    CHECK_STR(load_err("\xef\xbb\xbf\xef\xbb\xbf" BASE),
+              "t.yaml:1:1: byte order mark (U+FEFF) inside the file; only the very start may "
+              "hold one");
+    CHECK_STR(load_err("name: \"\xc3\xa9\xef\xbb\xbf\"\n"),
+              "t.yaml:1:9: byte order mark (U+FEFF) inside the file; only the very start may "
+              "hold one");
+    /* a tab in indentation says so, at the tab */
+    CHECK_STR(load_err("name: t\nserver:\n\tmodel: m.gguf\n"),
+              "t.yaml:3:1: tab character used for indentation; YAML indents with spaces");
+    CHECK_STR(load_err("name: t\nserver:\n  model: m.gguf\n \thost: h\n"),
+              "t.yaml:4:2: tab character used for indentation; YAML indents with spaces");
+    CHECK_STR(load_err("\xef\xbb\xbf\tname: t\n"),
+              "t.yaml:1:1: tab character used for indentation; YAML indents with spaces");
+    /* a tab after the key is only a separator, and other errors keep their words */
+    if (load("name:\tt\nserver: {model: m.gguf}\nbench: {grid: [\"1:8\"]}\n", &e) == 0)
+        exp_release(&e);
+    CHECK_STR(load_err("name: [t\n"), "t.yaml:2:1: YAML syntax error: did not find expected ',' "
+                                      "or ']' (while parsing a flow sequence at 1:7)");
+}
+
 /* ---- YAML-level safety ---- */
 
 TEST(billion_laughs_is_refused_fast)
@@ -560,7 +647,14 @@ TEST(file_limits)
     CHECK_STR(load_err("name: \"a\\0b\"\n"), "t.yaml:1:7: NUL character in a string");
     CHECK_STR(load_err("\xff\xfe"
                        "n\0a\0"),
-              "t.yaml:1:1: not valid UTF-8 YAML text: invalid leading UTF-8 octet (byte 0xff)");
+              "t.yaml:1:1: the file is UTF-16 (it starts with a UTF-16 byte order mark); save it "
+              "as UTF-8");
+    CHECK_STR(load_err("\xfe\xff"
+                       "\0n\0a"),
+              "t.yaml:1:1: the file is UTF-16 (it starts with a UTF-16 byte order mark); save it "
+              "as UTF-8");
+    CHECK_STR(load_err("name: \xff\n"),
+              "t.yaml:1:7: not valid UTF-8 YAML text: invalid leading UTF-8 octet (byte 0xff)");
     CHECK_STR(load_err("name: x\n[a]: 1\n"), "t.yaml:2:1: map keys must be strings, not a list");
     CHECK_STR(load_err("name: !custom x\n"),
               "t.yaml:1:7: YAML tag '!custom' is not allowed (only core tags such as !!str)");
@@ -716,7 +810,7 @@ TEST(dump_round_trip)
                "  host: \"::1\"\n"
                "  port: 30001\n"
                "  flags: {on: true, off: false, n: 1.50, neg: -3, s: \"null\", e: \"\"}\n"
-               "  env: {A: \"0\", B: \"true\", C: \"\"}\n"
+               "  env: {A: \"0\", B: \"true\", C: \"\", D: \"0x10\", E: \".inf\", F: \"1_000\"}\n"
                "  ready: {path: /v1/models, timeout_s: 0.1}\n"
                "  stop: {grace_s: 2.5}\n"
                "bench:\n"
@@ -738,6 +832,25 @@ TEST(dump_round_trip)
                "  - {name: a, server: {flags: {quant: mxfp4, extra: x}}}\n"
                "  - {name: b, server: {engine: command, command: [s]}, bench: {grid: [\"7:7\"]}}\n"
                "  - {name: default}\n");
+}
+
+/* strings another YAML reader would take for numbers are dumped quoted */
+TEST(dump_quotes_number_like_strings)
+{
+    struct experiment e;
+    if (load("name: t\nbench: {grid: [\"1:8\"]}\n"
+             "server: {model: models/m.gguf, env: {A: \"0x10\", B: \".inf\", C: \"1_000\", D: "
+             "\"-.5\", E: \"x1\"}}\n",
+             &e) != 0)
+        return;
+    struct buf d;
+    buf_init(&d, 1 << 16);
+    exp_dump_yaml(&e, &d);
+    const char *want[] = {"A: \"0x10\"", "B: \".inf\"", "C: \"1_000\"", "D: \"-.5\"", "E: x1"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        CHECK_MSG(strstr(d.data, want[i]) != NULL, "dump lacks %s:\n%s", want[i], d.data);
+    buf_release(&d);
+    exp_release(&e);
 }
 
 /* ---- the schema ---- */

@@ -14,6 +14,7 @@
 #include "sweep.h"
 #include "analysis/extract.h"
 #include "fileio.h"
+#include "testtmp.h"
 #include "xalloc.h"
 
 #define FIX "tests/fixtures/logs/"
@@ -42,7 +43,7 @@ static void check_log(const char *preset, const char *path, const struct want *w
     load(path, &b);
     mset_init(&ms);
     CHECK_MSG(ext_new(preset, NULL, 0, &set, &e) == 0, "%s", e.msg);
-    CHECK_MSG(ext_run(set, b.data, b.len, &ms, &e) == 0, "%s", e.msg);
+    CHECK_MSG(ext_run(set, b.data, b.len, &ms, NULL, &e) == 0, "%s", e.msg);
     for (size_t i = 0; i < n; i++) {
         double v = NAN;
         CHECK_MSG(mset_get(&ms, want[i].name, &v), "%s: '%s' missing", path, want[i].name);
@@ -164,7 +165,7 @@ TEST(inf_not_set_negative_zero_crlf)
     load(FIX "sglang_inf_notset.log", &b);
     mset_init(&ms);
     ext_new("sglang", NULL, 0, &set, &e);
-    ext_run(set, b.data, b.len, &ms, &e);
+    ext_run(set, b.data, b.len, &ms, NULL, &e);
     double v = 1;
     CHECK(mset_get(&ms, "mean_itl_ms", &v) && v == 0 && !signbit(v));
     CHECK(!mset_get(&ms, "achieved_concurrency", NULL)); /* "not set" */
@@ -210,7 +211,7 @@ TEST(only_the_last_result_block_counts)
     err_init(&e);
     mset_init(&ms);
     CHECK(ext_new("sglang", NULL, 0, &set, &e) == 0);
-    CHECK(ext_run(set, text, strlen(text), &ms, &e) == 0);
+    CHECK(ext_run(set, text, strlen(text), &ms, NULL, &e) == 0);
     CHECK(mset_get(&ms, "successful_requests", &v) && v == 48);
     CHECK(mset_get(&ms, "output_throughput", &v) && v == 28.05);
     CHECK(!mset_get(&ms, "mean_ttft_ms", NULL));
@@ -233,7 +234,7 @@ TEST(user_patterns_override_and_add)
     load(FIX "sglang_newest.log", &b);
     mset_init(&ms);
     CHECK_MSG(ext_new("sglang", user, 2, &set, &e) == 0, "%s", e.msg);
-    CHECK(ext_run(set, b.data, b.len, &ms, &e) == 0);
+    CHECK(ext_run(set, b.data, b.len, &ms, NULL, &e) == 0);
     CHECK(mset_get(&ms, "median_tpot_ms", &v) && v == 61.02);
     CHECK(mset_get(&ms, "input_count", &v) && v == 12288);
     CHECK(mset_get(&ms, "p99_tpot_ms", &v) && v == 65.93);
@@ -257,11 +258,11 @@ TEST(require_names_missing_metric_and_regexes_tried)
     load(FIX "sglang_mid2025.log", &b);
     mset_init(&ms);
     ext_new("sglang", NULL, 0, &set, &e);
-    ext_run(set, b.data, b.len, &ms, &e);
+    ext_run(set, b.data, b.len, &ms, NULL, &e);
     strvec_push(&req, "output_throughput");
     strvec_push(&req, "median_tpot_ms");
     strvec_push(&req, "goodput");
-    CHECK(ext_require(set, &ms, &req, &e) == -1);
+    CHECK(ext_require(set, &ms, NULL, &req, &e) == -1);
     CHECK_INT(e.code, RN_ERR_POINTS);
     CHECK_MSG(strstr(e.msg, "missing required metric 'median_tpot_ms' (tried /^Median TPOT"), "%s",
               e.msg);
@@ -274,7 +275,7 @@ TEST(require_names_missing_metric_and_regexes_tried)
     err_init(&e);
     strvec_release(&req);
     strvec_push(&req, "output_throughput");
-    CHECK(ext_require(set, &ms, &req, &e) == 0);
+    CHECK(ext_require(set, &ms, NULL, &req, &e) == 0);
     strvec_release(&req);
     strvec_release(&miss);
     mset_release(&ms);
@@ -302,7 +303,7 @@ TEST(runaway_regex_fails_fast_naming_the_pattern)
     CHECK_MSG(ext_new(NULL, user, 1, &set, &e) == 0, "%s", e.msg);
     const char *one = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab\n";
     double t0 = now_s();
-    CHECK(ext_run(set, one, strlen(one), &ms, &e) == -1);
+    CHECK(ext_run(set, one, strlen(one), &ms, NULL, &e) == -1);
     CHECK_MSG(strstr(e.msg, "pattern 'evil' (^(a+)+$): match limit exceeded"), "%s", e.msg);
     CHECK_MSG(now_s() - t0 < 2.0, "took %.2f s", now_s() - t0);
 
@@ -312,7 +313,7 @@ TEST(runaway_regex_fails_fast_naming_the_pattern)
         buf_puts(&many, "aaaaaaaaaaaaaaaaaX\n");
     err_init(&e);
     t0 = now_s();
-    CHECK(ext_run(set, many.data, many.len, &ms, &e) == -1);
+    CHECK(ext_run(set, many.data, many.len, &ms, NULL, &e) == -1);
     CHECK_MSG(strstr(e.msg, "pattern 'evil'") && strstr(e.msg, "exceeded"), "%s", e.msg);
     CHECK_MSG(now_s() - t0 < 5.0, "took %.2f s", now_s() - t0);
     buf_release(&many);
@@ -443,6 +444,375 @@ TEST(preset_names_listed)
     CHECK_STR(names[0], "sglang");
     CHECK_STR(names[1], "vllm");
     CHECK(names[2] == NULL);
+}
+
+/* ---- logs that lie (issue 12) ---- */
+
+#define OPEN  "============ Serving Benchmark Result ============\n"
+#define CLOSE "==================================================\n"
+
+/* ext_run of text with preset and user patterns; info and ms are the caller's. */
+static int run_text(const char *preset, const struct ext_pattern *user, size_t n_user,
+                    const char *text, size_t len, struct metric_set *ms, struct ext_info *info,
+                    struct err *e)
+{
+    ext_set *set = NULL;
+    err_init(e);
+    CHECK_MSG(ext_new(preset, user, n_user, &set, e) == 0, "%s", e->msg);
+    int rc = ext_run(set, text, len, ms, info, e);
+    ext_free(set);
+    return rc;
+}
+
+/* One block gives each metric once: a second line for it (another value,
+ * the same line again, or another spelling) is an error naming both lines;
+ * a warm-up block's trouble does not matter once a later block is used. */
+TEST(metric_twice_in_a_block_is_an_error_naming_both_lines)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"header\n" OPEN "Successful requests: 48\nMedian TTFT (ms): 10.00\n"
+         "Mean TTFT (ms): 11.00\nMedian TTFT (ms): 99.00\n" CLOSE,
+         "'median_ttft_ms' is printed twice in the result block opened at line 2: lines 4 and 6"},
+        {OPEN "Median TTFT (ms): 10.00\nMedian TTFT (ms): 10.00\n" CLOSE,
+         "'median_ttft_ms' is printed twice in the result block opened at line 1: lines 2 and 3"},
+        {OPEN "Total token throughput (tok/s): 5\nTotal throughput (tok/s): 6\n" CLOSE,
+         "'total_throughput' is printed twice in the result block opened at line 1: lines 2 and 3"},
+        {"Successful requests: 1\nx\nSuccessful requests: 2\n",
+         "'successful_requests' is printed twice in a log without a result block: lines 1 and 3"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct metric_set ms;
+        struct err e;
+        mset_init(&ms);
+        CHECK_MSG(
+            run_text("sglang", NULL, 0, cases[i].text, strlen(cases[i].text), &ms, NULL, &e) == -1,
+            "case %zu extracted", i);
+        CHECK_INT(e.code, RN_ERR_POINTS);
+        CHECK_MSG(strstr(e.msg, cases[i].want), "case %zu: %s", i, e.msg);
+        CHECK_INT(ms.n, 0); /* nothing half-extracted */
+        mset_release(&ms);
+    }
+    const char *warmup_dup =
+        OPEN "Median TTFT (ms): 1\nMedian TTFT (ms): 2\n" CLOSE OPEN "Median TTFT (ms): 3\n" CLOSE;
+    struct metric_set ms;
+    struct err e;
+    double v;
+    mset_init(&ms);
+    CHECK_MSG(run_text("sglang", NULL, 0, warmup_dup, strlen(warmup_dup), &ms, NULL, &e) == 0, "%s",
+              e.msg);
+    CHECK(mset_get(&ms, "median_ttft_ms", &v) && v == 3);
+    mset_release(&ms);
+}
+
+/* Warm-up then the real run: the last block is used, and the notes say so. */
+TEST(several_blocks_use_the_last_and_say_so)
+{
+    const char *text =
+        "warm-up\n" OPEN "Successful requests: 1\nMedian TPOT (ms): 9.00\n" CLOSE OPEN
+        "Successful requests: 2\n" CLOSE "real run\n" OPEN
+        "Successful requests: 48\nMedian TPOT (ms): 20.50\n" CLOSE;
+    struct metric_set ms;
+    struct ext_info info;
+    struct err e;
+    struct buf notes;
+    double v;
+    mset_init(&ms);
+    ext_info_init(&info);
+    CHECK_MSG(run_text("sglang", NULL, 0, text, strlen(text), &ms, &info, &e) == 0, "%s", e.msg);
+    CHECK(mset_get(&ms, "successful_requests", &v) && v == 48);
+    CHECK(mset_get(&ms, "median_tpot_ms", &v) && v == 20.5);
+    CHECK_INT(info.blocks, 3);
+    CHECK_INT(info.block_line, 10);
+    buf_init(&notes, 1024);
+    ext_info_notes(&info, &notes);
+    CHECK_STR(notes.data, "3 result blocks, last used (line 10)");
+    buf_release(&notes);
+    ext_info_release(&info);
+    mset_release(&ms);
+
+    /* one block says nothing */
+    mset_init(&ms);
+    ext_info_init(&info);
+    buf_init(&notes, 1024);
+    const char *one = OPEN "Successful requests: 2\n" CLOSE;
+    CHECK(run_text("sglang", NULL, 0, one, strlen(one), &ms, &info, &e) == 0);
+    ext_info_notes(&info, &notes);
+    CHECK_INT(info.blocks, 1);
+    CHECK_INT(notes.len, 0);
+    buf_release(&notes);
+    ext_info_release(&info);
+    mset_release(&ms);
+}
+
+/* A log that ends inside a result block was cut short: an error, even when
+ * an earlier block was complete (its numbers are not this run's). */
+TEST(block_without_an_end_is_an_error)
+{
+    static const char *const texts[] = {
+        "x\n" OPEN "Successful requests: 48\nMedian TPOT (ms): 20.5",
+        OPEN "Successful requests: 1\n" CLOSE "x\n" OPEN "Successful requests: 48\n",
+    };
+    static const long open_line[] = {2, 5};
+    for (size_t i = 0; i < 2; i++) {
+        struct metric_set ms;
+        struct err e;
+        char want[128];
+        mset_init(&ms);
+        CHECK(run_text("sglang", NULL, 0, texts[i], strlen(texts[i]), &ms, NULL, &e) == -1);
+        snprintf(want, sizeof(want), "the result block opened at line %ld is not closed",
+                 open_line[i]);
+        CHECK_MSG(strstr(e.msg, want) && e.code == RN_ERR_POINTS, "%s", e.msg);
+        CHECK_INT(ms.n, 0);
+        mset_release(&ms);
+    }
+    /* a block opened again before it closed: only the later one counts */
+    const char *reopened = OPEN "Successful requests: 1\n" OPEN "Successful requests: 48\n" CLOSE;
+    struct metric_set ms;
+    struct err e;
+    double v;
+    mset_init(&ms);
+    CHECK_MSG(run_text("sglang", NULL, 0, reopened, strlen(reopened), &ms, NULL, &e) == 0, "%s",
+              e.msg);
+    CHECK(mset_get(&ms, "successful_requests", &v) && v == 48);
+    mset_release(&ms);
+}
+
+/* A progress bar redraws with '\r': the metric after it on the same "line"
+ * is a line of its own. CRLF ends a line once; a last line without '\n'
+ * counts; line numbers count '\n' only. */
+TEST(carriage_returns_end_lines)
+{
+    const char *text =
+        OPEN " 10%|#   | 5/48\r 100%|####| 48/48\rSuccessful requests: 48\r\n"
+             "Median TPOT (ms): 20.50\r\r\n"
+             "\rMean TPOT (ms): 21.00\n" CLOSE "\r\n" OPEN "progress\rSuccessful requests: 7\r\n"
+             "bar\rMedian TPOT (ms): 1.00\rMedian TPOT (ms): 2.00\r\n"
+             "==================================================";
+    struct metric_set ms;
+    struct err e;
+    double v;
+    /* the first block alone */
+    size_t first = (size_t)(strstr(text, CLOSE) - text) + strlen(CLOSE);
+    mset_init(&ms);
+    CHECK_MSG(run_text("sglang", NULL, 0, text, first, &ms, NULL, &e) == 0, "%s", e.msg);
+    CHECK(mset_get(&ms, "successful_requests", &v) && v == 48);
+    CHECK(mset_get(&ms, "median_tpot_ms", &v) && v == 20.5);
+    CHECK(mset_get(&ms, "mean_tpot_ms", &v) && v == 21);
+    mset_release(&ms);
+    /* the whole log: the second block repeats Median TPOT on line 9 */
+    mset_init(&ms);
+    CHECK(run_text("sglang", NULL, 0, text, strlen(text), &ms, NULL, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "'median_tpot_ms' is printed twice in the result block opened at "
+                            "line 7: lines 9 and 9"),
+              "%s", e.msg);
+    mset_release(&ms);
+    /* the closing rule without a final '\n' closes the block */
+    const char *noeol =
+        OPEN "Successful requests: 3\n==================================================";
+    mset_init(&ms);
+    CHECK_MSG(run_text("sglang", NULL, 0, noeol, strlen(noeol), &ms, NULL, &e) == 0, "%s", e.msg);
+    CHECK(mset_get(&ms, "successful_requests", &v) && v == 3);
+    mset_release(&ms);
+}
+
+/* A pattern that matches text which is not a number says what it matched,
+ * instead of calling the metric missing; so does a preset row with a unit
+ * after its value, and a value with a NUL byte in it. */
+TEST(non_number_match_is_quoted)
+{
+    struct ext_pattern user[] = {{"goodput", "^Goodput: (.*)$"}};
+    const char *text = OPEN "Successful requests: 48\nMedian TPOT (ms): 12 ms\n"
+                            "P99 TPOT (ms): 0x1p3\nMean TPOT (ms): 1e999\n"
+                            "Median TTFT (ms): N/A\n" CLOSE
+                            "Goodput: abc\x01 and a very long tail that goes on and on\n";
+    struct metric_set ms;
+    struct ext_info info;
+    struct err e;
+    mset_init(&ms);
+    ext_info_init(&info);
+    CHECK_MSG(run_text("sglang", user, 1, text, strlen(text), &ms, &info, &e) == 0, "%s", e.msg);
+    CHECK(!mset_get(&ms, "median_tpot_ms", NULL));
+    CHECK(!mset_get(&ms, "p99_tpot_ms", NULL)); /* hex is not read as 8 */
+    CHECK(!mset_get(&ms, "mean_tpot_ms", NULL));
+    CHECK(!mset_get(&ms, "goodput", NULL));
+    ext_set *set;
+    ext_new("sglang", user, 1, &set, &e);
+    struct strvec req = STRVEC_INIT;
+    strvec_push(&req, "goodput");
+    strvec_push(&req, "median_tpot_ms");
+    strvec_push(&req, "p99_tpot_ms");
+    strvec_push(&req, "mean_tpot_ms");
+    strvec_push(&req, "median_ttft_ms");
+    err_init(&e);
+    CHECK(ext_require(set, &ms, &info, &req, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "missing required metric 'goodput': matched 'abc? and a very long "
+                            "tail that goes on a...', not a number (line 8)"),
+              "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "missing required metric 'median_tpot_ms': matched '12 ms', not a "
+                            "number (line 3)"),
+              "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "'p99_tpot_ms': matched '0x1p3', not a number (line 4)"), "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "'mean_tpot_ms': matched '1e999', out of range (line 5)"), "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "'median_ttft_ms': matched 'N/A', not measured (line 6)"), "%s", e.msg);
+    struct buf notes;
+    buf_init(&notes, 4096);
+    ext_info_notes(&info, &notes);
+    CHECK_MSG(strstr(notes.data, "'median_tpot_ms' matched '12 ms', not a number (line 3)") &&
+                  !strstr(notes.data, "N/A"),
+              "%s", notes.data);
+    buf_release(&notes);
+    strvec_release(&req);
+    ext_free(set);
+    ext_info_release(&info);
+    mset_release(&ms);
+
+    const char nul[] = OPEN "Median TPOT (ms): 1\0"
+                            "2\nMean TPOT (ms): 3\n" CLOSE;
+    double v;
+    mset_init(&ms);
+    CHECK(run_text("sglang", NULL, 0, nul, sizeof(nul) - 1, &ms, NULL, &e) == 0);
+    CHECK(!mset_get(&ms, "median_tpot_ms", NULL)); /* "1\0" "2" is not 1 */
+    CHECK(mset_get(&ms, "mean_tpot_ms", &v) && v == 3);
+    mset_release(&ms);
+}
+
+TEST(values_are_decimal_only)
+{
+    double v = 0;
+    CHECK_INT(ext_parse_value("0x1p3", 5, &v), -1);
+    CHECK_INT(ext_parse_value("0X10", 4, &v), -1);
+    CHECK_INT(ext_parse_value("1e999", 5, &v), -2);
+    CHECK_INT(ext_parse_value("12abc", 5, &v), -1);
+    CHECK_INT(ext_parse_value("1\0002", 3, &v), -1);
+    CHECK(ext_parse_value("  12", 4, &v) == 1 && v == 12); /* a captured value's spaces */
+    CHECK(ext_parse_value("1.5e3", 5, &v) == 1 && v == 1500);
+}
+
+/* A file is read in chunks: lines and "\r\n" split across chunk ends read
+ * as in memory; a line over EXT_LINE_MAX_BYTES is skipped and noted. */
+TEST(files_stream_in_chunks)
+{
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    for (size_t k = 65536 - 30 - strlen(OPEN) - 1; k--;)
+        buf_putc(&b, k % 61 ? 'x' : '\n');
+    buf_puts(&b, "\n" OPEN);
+    buf_puts(&b, "Median TPOT (ms):                    20.50\r\n"); /* crosses 64 KiB */
+    for (size_t k = 0; k < EXT_LINE_MAX_BYTES + 10; k++)
+        buf_putc(&b, 'y');
+    buf_puts(&b, "\r\nSuccessful requests: 48\n" CLOSE);
+    char *path = test_tmp_path("chunks.log");
+    struct err e;
+    err_init(&e);
+    CHECK(file_write_atomic(path, b.data, b.len, &e, 3) == 0);
+    ext_set *set;
+    ext_new("sglang", NULL, 0, &set, &e);
+    struct metric_set a, m;
+    struct ext_info ia, im;
+    mset_init(&a);
+    mset_init(&m);
+    ext_info_init(&ia);
+    ext_info_init(&im);
+    CHECK_MSG(ext_run_file(set, path, &a, &ia, &e) == 0, "%s", e.msg);
+    CHECK_MSG(ext_run(set, b.data, b.len, &m, &im, &e) == 0, "%s", e.msg);
+    double v;
+    CHECK(mset_get(&a, "median_tpot_ms", &v) && v == 20.5);
+    CHECK(mset_get(&a, "successful_requests", &v) && v == 48);
+    CHECK_INT(a.n, m.n);
+    CHECK_INT(ia.long_lines, 1);
+    CHECK_INT(im.long_lines, 1);
+    CHECK_INT(ia.first_long, im.first_long);
+    struct buf notes;
+    buf_init(&notes, 1024);
+    ext_info_notes(&ia, &notes);
+    CHECK_MSG(strstr(notes.data, "1 line(s) over 65536 bytes not read"), "%s", notes.data);
+    buf_release(&notes);
+    struct ext_shape sh;
+    CHECK(ext_shape_file(path, &sh, &e) == 0 && sh.prompts == 48);
+    err_init(&e);
+    CHECK(ext_run_file(set, "/nonexistent/x.log", &a, NULL, &e) == -1 && e.code == RN_ERR_ENV);
+    CHECK_MSG(strstr(e.msg, "/nonexistent/x.log: No such file"), "%s", e.msg);
+    ext_info_release(&ia);
+    ext_info_release(&im);
+    mset_release(&a);
+    mset_release(&m);
+    ext_free(set);
+    free(path);
+    buf_release(&b);
+}
+
+/* The fixtures of issue 12: a warm-up block before the real one, and a
+ * progress bar redrawn with '\r' in front of the rule and of rows, read
+ * exactly like the plain log they come from (scaling-a/sweep_c1-n8.log). */
+#define C1N8                                                                                       \
+    {"successful_requests", 8}, {"duration_s", 72.90}, {"total_input_tokens", 2048},               \
+        {"total_output_tokens", 1024}, {"request_throughput", 0.11}, {"input_throughput", 28.09},  \
+        {"output_throughput", 14.05}, {"total_throughput", 42.14}, {"achieved_concurrency", 0.99}, \
+        {"mean_e2e_ms", 9112.00}, {"median_e2e_ms", 9112.00}, {"p99_e2e_ms", 9203.12},             \
+        {"mean_ttft_ms", 99.75}, {"median_ttft_ms", 95.00}, {"p99_ttft_ms", 152.00},               \
+        {"mean_tpot_ms", 71.14}, {"median_tpot_ms", 71.00}, {"p99_tpot_ms", 73.13},                \
+        {"mean_itl_ms", 71.07}, {"median_itl_ms", 71.00}, {"p95_itl_ms", 72.42},                   \
+        {"p99_itl_ms", 74.55},                                                                     \
+    {                                                                                              \
+        "max_itl_ms", 99.40                                                                        \
+    }
+
+TEST(fixture_warmup_blocks_and_progress_bar)
+{
+    CHECK_LOG("sglang", "scaling-a/sweep_c1-n8.log", C1N8);
+    CHECK_LOG("sglang", "sglang_warmup_blocks.log", C1N8);
+    CHECK_LOG("sglang", "sglang_progress_cr.log", C1N8);
+}
+
+/* The fixtures that must not yield numbers: a row twice, a block cut short,
+ * values that are not decimal numbers. */
+TEST(fixture_logs_that_lie)
+{
+    static const struct {
+        const char *file, *want; /* want: the error, or (for ok) a note */
+        int rc;
+    } cases[] = {
+        {"sglang_duplicate_row.log",
+         "'median_tpot_ms' is printed twice in the result block opened at line 5: lines 29 and 31",
+         -1},
+        {"sglang_cut_short.log", "the result block opened at line 14 is not closed", -1},
+        {"sglang_odd_numbers.log", "'median_tpot_ms' matched '0x1p3', not a number (line 29)", 0},
+    };
+    ext_set *set;
+    struct err e;
+    err_init(&e);
+    ext_new("sglang", NULL, 0, &set, &e);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *path = xasprintf(FIX "%s", cases[i].file);
+        struct metric_set ms;
+        struct ext_info info;
+        struct buf notes;
+        mset_init(&ms);
+        ext_info_init(&info);
+        buf_init(&notes, 4096);
+        err_init(&e);
+        CHECK_INT(ext_run_file(set, path, &ms, &info, &e), cases[i].rc);
+        ext_info_notes(&info, &notes);
+        const char *got = cases[i].rc ? e.msg : notes.data ? notes.data : "";
+        CHECK_MSG(strstr(got, cases[i].want), "%s: %s", cases[i].file, got);
+        if (cases[i].rc == 0) {
+            double v;
+            CHECK(mset_get(&ms, "successful_requests", &v) && v == 8);
+            CHECK(!mset_get(&ms, "median_tpot_ms", NULL) && !mset_get(&ms, "mean_tpot_ms", NULL) &&
+                  !mset_get(&ms, "p99_tpot_ms", NULL) && !mset_get(&ms, "median_itl_ms", NULL));
+            CHECK_MSG(strstr(got, "'median_itl_ms' matched '7? 1', not a number") &&
+                          strstr(got, "'mean_tpot_ms' matched '71.14 ms', not a number") &&
+                          strstr(got, "'p99_tpot_ms' matched '1e999', out of range"),
+                      "%s", got);
+        }
+        buf_release(&notes);
+        ext_info_release(&info);
+        mset_release(&ms);
+        free(path);
+    }
+    ext_free(set);
 }
 
 TEST_MAIN()

@@ -157,4 +157,16 @@ TEST(spread_of_repeats)
     CHECK(s.n == 1 && s.sd == 0 && !s.mean_ci.ok);
 }
 
+TEST(formula_reads_like_arithmetic)
+{
+    char f[128];
+    CHECK_STR(fit_formula(40, 31, 1, 2, "N", f, sizeof(f)), "40.0 + 31.00·N");
+    /* a negative slope is a minus sign, never "+ -" */
+    CHECK_STR(fit_formula(0.3, -0.12, 1, 2, "N", f, sizeof(f)), "0.3 - 0.12·N");
+    CHECK_STR(fit_formula(-2.5, 1, 1, 2, "C", f, sizeof(f)), "-2.5 + 1.00·C");
+    /* what rounds to zero has no sign: "0.0 + 0.00·N", not "-0.0 - 0.00·N" */
+    CHECK_STR(fit_formula(-0.01, -0.001, 1, 2, "N", f, sizeof(f)), "0.0 + 0.00·N");
+    CHECK_STR(fit_formula(12.345, -0.004, 2, 3, "N", f, sizeof(f)), "12.35 - 0.004·N");
+}
+
 TEST_MAIN()

@@ -54,11 +54,9 @@ static int load(const char *text, struct experiment *e)
 {
     struct err err;
     err_init(&err);
-    if (exp_load_string("p.yaml", text, strlen(text), e, &err) != 0) {
-        fprintf(stderr, "load: %s\n", err.msg);
-        return -1;
-    }
-    return 0;
+    int rc = exp_load_string("p.yaml", text, strlen(text), e, &err);
+    CHECK_MSG(rc == 0, "unexpected load error: %s", err.msg);
+    return rc;
 }
 
 static int build(const struct experiment *e, const char *run_dir, struct plan *p, struct err *err)

@@ -264,6 +264,7 @@ TEST(stop_escalates_after_grace_and_empties_the_group)
     struct proc_stop_info info;
     CHECK_INT(proc_stop(&p, 0.6, NULL, &info), 0);
     CHECK(info.escalated);
+    CHECK(!info.hurried); /* the grace ran out: it did ignore SIGTERM */
     CHECK(info.group_emptied);
     CHECK_MSG(info.elapsed_s >= 0.6 && info.elapsed_s < 2.0, "stop took %.3f s", info.elapsed_s);
     CHECK(killpg(pgid, 0) != 0 && errno == ESRCH);
@@ -283,6 +284,7 @@ TEST(stop_second_interrupt_skips_the_grace)
     struct proc_stop_info info;
     CHECK_INT(proc_stop(&p, 30.0, &hurry, &info), 0);
     CHECK(info.escalated);
+    CHECK(info.hurried); /* killed for the second interrupt, not for ignoring SIGTERM */
     CHECK_MSG(info.elapsed_s < 1.5, "stop took %.3f s", info.elapsed_s);
     proc_release(&p);
     strvec_release(&argv);

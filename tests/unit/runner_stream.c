@@ -52,4 +52,40 @@ TEST(implausible_usage_counts_are_ignored)
     }
 }
 
+/* "\u0000" inside a JSON string is valid JSON (a byte-level vocabulary
+ * can emit NUL): such a chunk is text, not a parse error, and strings are
+ * compared with their length, so "error\u0000x" is not an error object. */
+TEST(nul_in_text_is_text)
+{
+    struct stream s;
+    stream_init(&s, 1 << 16, 64);
+    feed(&s,
+         "data: {\"choices\":[{\"text\":\"\\u0000\",\"finish_reason\":null}]}\n\n"
+         "data: {\"object\":\"error\\u0000x\",\"choices\":[{\"delta\":{\"content\":\"a\\u0000\"},"
+         "\"finish_reason\":\"stop\"}]}\n\n"
+         "data: [DONE]\n\n");
+    CHECK_MSG(stream_end(&s) == STREAM_OK, "result %d: %s", stream_end(&s), s.msg);
+    CHECK_INT(s.n_chunks, 2);
+    stream_release(&s);
+    /* an error event still fails when its message holds NUL */
+    stream_init(&s, 1 << 16, 64);
+    feed(&s, "data: {\"error\":{\"message\":\"bad\\u0000news\"}}\n\n");
+    CHECK_INT(stream_end(&s), STREAM_ERROR_EVENT);
+    CHECK_STR(s.msg, "error event: bad");
+    stream_release(&s);
+}
+
+/* The SSE event type is compared with its length too: "error" followed by
+ * a NUL byte and more is another type, whose data is an ordinary chunk. */
+TEST(event_type_with_nul_is_not_error)
+{
+    static const char ev[] = "event: error\0x\ndata: {\"choices\":[{\"text\":\"a\","
+                             "\"finish_reason\":\"stop\"}]}\n\n";
+    struct stream s;
+    stream_init(&s, 1 << 16, 64);
+    stream_feed(&s, ev, sizeof(ev) - 1, 1000000000ull);
+    CHECK_MSG(stream_end(&s) == STREAM_OK, "result %d: %s", stream_end(&s), s.msg);
+    stream_release(&s);
+}
+
 TEST_MAIN()

@@ -1,0 +1,18 @@
+# fp4_help: `fp4serve --help` and engine/README.md list every exit status
+# of enum fp_err, read from engine/fp4.h itself so that the list cannot
+# drift from the code.
+. tests/lib.sh
+
+"$FP4SERVE" --help >"$T_TMP/help"
+check_eq "--help exits 0" "$?" "0"
+# "    FP_ERR_USAGE = 2,  /* ... */" -> "FP_ERR_USAGE 2"
+sed -n '/^enum fp_err {/,/^};/p' "$TOPDIR/engine/fp4.h" |
+    sed -n 's/^ *\(FP_[A-Z_]*\) *= *\([0-9]*\).*/\1 \2/p' >"$T_TMP/codes"
+check "fp4.h: enum fp_err read ($(wc -l <"$T_TMP/codes") values)" [ "$(wc -l <"$T_TMP/codes")" -ge 9 ]
+while read -r name code; do
+    check "--help lists $name ($code)" grep -Eq "^ +$code  [^ ]" "$T_TMP/help"
+    check "engine/README.md lists $name ($code)" grep -q "^| $code | \`$name\` |" "$TOPDIR/engine/README.md"
+done <"$T_TMP/codes"
+check_eq "--help lists no other status" \
+    "$(sed -n '/^exit status:/,$p' "$T_TMP/help" | grep -cE '^ +[0-9]+  ')" "$(wc -l <"$T_TMP/codes")"
+finish
