@@ -100,24 +100,31 @@ static char *wrap_script(const struct slurm_run *r, const char *abs_run, const s
     return buf_detach(&b, NULL);
 }
 
-/* Copy the run's points.csv into each task folder (made here). */
+/* Copy the run's points.csv and experiment.yaml into each task folder
+ * (made here): the task resumes it, and a resume checks that the folder
+ * holds a run of the same experiment. */
 static int seed_tasks(const struct slurm_run *r, const char *tasks_dir, const struct task *t,
                       size_t n, struct err *err)
 {
-    struct buf csv;
-    buf_init(&csv, BUF_MAX_DEFAULT);
-    int rc = file_read_all(r->csv_path, &csv, err, RN_ERR_ENV);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        char *d = path_join(tasks_dir, t[i].variant);
-        char *p = path_join(d, "points.csv");
-        rc = mkdir_p(d, 0755, err, RN_ERR_ENV) == 0 &&
-                     file_write_atomic(p, csv.data ? csv.data : "", csv.len, err, RN_ERR_ENV) == 0
-                 ? 0
-                 : -1;
-        free(p);
-        free(d);
+    static const char *const names[] = {"points.csv", "experiment.yaml"};
+    int rc = 0;
+    for (size_t f = 0; f < 2 && rc == 0; f++) {
+        struct buf data;
+        buf_init(&data, BUF_MAX_DEFAULT);
+        char *src = path_join(r->run_dir, names[f]);
+        rc = file_read_all(src, &data, err, RN_ERR_ENV);
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            char *d = path_join(tasks_dir, t[i].variant);
+            char *p = path_join(d, names[f]);
+            if (mkdir_p(d, 0755, err, RN_ERR_ENV) != 0 ||
+                file_write_atomic(p, data.data ? data.data : "", data.len, err, RN_ERR_ENV) != 0)
+                rc = -1;
+            free(p);
+            free(d);
+        }
+        free(src);
+        buf_release(&data);
     }
-    buf_release(&csv);
     return rc;
 }
 
