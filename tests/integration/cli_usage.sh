@@ -48,6 +48,16 @@ for c in $commands; do
     check "sweep $c --no-such-flag: named" grep -q "unknown option '--no-such-flag'" err
 done
 
+# ---- sweep status (no flags of its own): help, unknown flag, no folder ----
+"$SWEEP" help status >help.out 2>&1
+check_eq "sweep help status exits 0" "$?" 0
+check "sweep help status is status's own usage" grep -q "^usage: sweep status RUN_DIR" help.out
+"$SWEEP" status --no-such-flag "$T_TMP/none" >/dev/null 2>err </dev/null
+check_eq "sweep status --no-such-flag: exit 2" "$?" 2
+"$SWEEP" status "$T_TMP" >/dev/null 2>err </dev/null
+check_eq "sweep status of a folder without a SLURM job: exit 2" "$?" 2
+check "sweep status of a folder without a SLURM job: says so" grep -q "no slurm job recorded" err
+
 # ---- bad values are usage errors (2), before anything is contacted ----
 # bench_usage DESC ARGS...: exit 2, one line on stderr, and no request sent
 bench_usage() {
