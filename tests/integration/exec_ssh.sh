@@ -158,6 +158,27 @@ check_eq "builtin client over ssh: exit 0" "$rc" 0
 [ "$rc" = 0 ] || cat berr.txt
 check_eq "builtin client over ssh: its 3 request records came back" "$(wc -l <brun/default/c1-n3.jsonl 2>/dev/null)" 3
 
+# ---- the bundled engine: executor.engine and a model relative to the work folder ----
+mkdir -p remote/models
+"$FP4SERVE" synth --preset tiny --seed 1 -o remote/models/tiny.gguf >/dev/null 2>&1
+cat >e.yaml <<YAML
+name: sshe
+server:
+  engine: bundled
+  model: models/tiny.gguf
+  flags: {device: cpu, threads: 1, ctx: 256}
+  stop: {grace_s: 5}
+bench: {input_len: 8, output_len: 4, warmup: 0, grid: ["1:2"]}
+$EXECUTOR
+  engine: "$FP4SERVE"
+YAML
+"$SWEEP" run e.yaml --out erun >eout.txt 2>eerr.txt
+rc=$?
+check_eq "bundled engine over ssh: exit 0" "$rc" 0
+[ "$rc" = 0 ] || tail -n 20 eerr.txt erun/default/server.log
+check_eq "bundled engine over ssh: the row is ok" "$(col erun status)" ok
+check "bundled engine over ssh: fp4serve's own log came back" grep -q "fp4serve\|listening\|model" erun/default/server.log
+
 # ---- killing the ssh master mid-point: nothing is left on the remote side ----
 make_experiment fakeserver k.yaml NAME=sshkill PIDFILE="$T_TMP/pid.k" STEP_A=20 PREFILL=1 \
     OUTPUT_LEN=64 GRID='["1:400"]' SERVER_LINES="  env: {SWEEP_TEST_TOKEN: \"tok-s3cr3t 'x'\"}" \
