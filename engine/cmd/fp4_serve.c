@@ -48,6 +48,7 @@ struct engine {
     struct chat_template chat;
     sched *sched;
     char quant_name[32];
+    const char *model_id; /* served model id (the metrics' model_name) */
 };
 
 enum { LOADING = 0, READY = 1, FAILED = 2 };
@@ -114,6 +115,7 @@ static void *load(void *arg)
              e->m->max_batch, se.decode,
              e->m->opts.attention == MODEL_ATTN_SERIAL ? "serial" : "split", a->prefill_chunk,
              tp_threads(e->m->pool));
+    prom_set_model(&e->met, e->model_id, e->m->ctx);
     srv_set_ready(e->http, &se);
     atomic_store(&e->state, READY);
     return NULL;
@@ -224,6 +226,7 @@ int fp4_serve(int argc, char **argv)
     err_init(&e->err);
     prom_init(&e->met);
     char *model_id = a.alias ? xstrdup(a.alias) : model_id_of(a.model);
+    e->model_id = model_id;
     struct srv_opts so = {.host = a.host,
                           .port = (int)a.port,
                           .max_body = (size_t)a.max_body,
