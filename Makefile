@@ -8,6 +8,7 @@
 #   make check-gpu       the CUDA backend on a GPU (tests/gpu/check.sh; skips without one)
 #   make fuzz            libFuzzer on every fuzz target (FUZZ_SECONDS each)
 #   make models          fetch SmolLM2-135M-Instruct Q4_1 into models/
+#   make pydeps          Python packages the tests use (tokenizers) in build/venv
 #   make check           banned-function scan
 #   make format          clang-format every C/CUDA source
 #   make SAN=address,undefined test    the same tests under sanitizers
@@ -101,7 +102,7 @@ TOOLS      := $(patsubst tests/tools/%.c,$(BUILD)/bin/%,$(wildcard tests/tools/*
 RUNNER_LIBS = $(RUNNER_PC_LIBS) $(LDLIBS)
 ENGINE_LIBS = $(ENGINE_PC_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
-.PHONY: all run test bench check-gpu fuzz models check format install clean help FORCE
+.PHONY: all run test bench check-gpu fuzz models pydeps check format install clean help FORCE
 all: $(SWEEP) $(FP4SERVE) $(FAKESERVER) $(TOOLS)
 
 # ---- compile rules ----
@@ -201,6 +202,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB_FP4) $(LIB_COMMON)
 test: all $(UNIT_BIN) $(FUZZ_BIN)
 	@sh scripts/check-banned.sh
 	-@$(MAKE) --no-print-directory models
+	-@$(MAKE) --no-print-directory pydeps
 	@BUILD=$(BUILD) sh tests/run.sh
 
 bench: all $(BENCH_BIN)
@@ -225,6 +227,17 @@ MODEL_SHA256  := b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db5
 models: $(MODEL_SMOLLM2)
 $(MODEL_SMOLLM2):
 	@sh scripts/fetch-model.sh $@ $(MODEL_SHA256)
+
+# Python packages for tests (tests/integration/tokenizer_export.sh loads the
+# exported tokenizer with Hugging Face's `tokenizers`; no torch): a venv
+# under build/, so nothing is installed system-wide. Without PyPI the tests
+# that need them say they skipped.
+PYVENV := $(BUILD)/venv
+pydeps: $(PYVENV)/.ok
+$(PYVENV)/.ok:
+	@python3 -m venv $(PYVENV) && \
+	    $(PYVENV)/bin/pip install -q --disable-pip-version-check tokenizers && touch $@ || \
+	    { echo "pydeps: pip could not install tokenizers into $(PYVENV)" >&2; exit 1; }
 
 run: all
 	@sh scripts/quickstart.sh $(BUILD)

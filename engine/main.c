@@ -24,6 +24,7 @@ static const struct command commands[] = {
     {"eval", fp4_eval, "perplexity over a text; KL divergence against native weights"},
     {"synth", fp4_synth, "write a seeded random-weight model of a given shape"},
     {"info", fp4_info, "architecture, hyperparameters, tokenizer and tensors of a GGUF file"},
+    {"export-tokenizer", fp4_export, "write the GGUF's tokenizer as Hugging Face tokenizer files"},
 };
 
 /* Every enum fp_err value (fp4.h) and what it means; --help prints them.
