@@ -21,12 +21,14 @@
 #define TV_END   262
 #define TV_USER  263
 
-/* The vocabulary; add_bos: tokenizer.ggml.add_bos_token. Aborts on error. */
-static tok_vocab *test_vocab(bool add_bos)
+/* The vocabulary's arrays (static storage, valid until the next call);
+ * add_bos: tokenizer.ggml.add_bos_token. */
+static struct tok_spec test_vocab_spec(bool add_bos)
 {
     static char text[256][8];
-    struct gguf_str toks[264];
-    int32_t types[264];
+    static struct gguf_str toks[264];
+    static int32_t types[264];
+    static struct gguf_str ms[4];
     int next = 256;
     for (int b = 0; b < 256; b++) {
         bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
@@ -54,24 +56,29 @@ static tok_vocab *test_vocab(bool add_bos)
         types[256 + i] = extra[i].type;
     }
     static const char *merges[] = {"\xc4\xa0 t", "h e", "t he", "\xc4\xa0t he"};
-    struct gguf_str ms[4];
     for (int i = 0; i < 4; i++)
         ms[i] = (struct gguf_str){merges[i], strlen(merges[i])};
-    struct tok_spec spec = {.model = {"gpt2", 4},
-                            .pre = {"smollm", 6},
-                            .tokens = toks,
-                            .types = types,
-                            .n_tokens = 264,
-                            .merges = ms,
-                            .n_merges = 4,
-                            .bos = TV_START,
-                            .eos = TV_EOT,
-                            .eot = -1,
-                            .eom = -1,
-                            .fim_pad = -1,
-                            .fim_rep = -1,
-                            .fim_sep = -1,
-                            .add_bos = add_bos};
+    return (struct tok_spec){.model = {"gpt2", 4},
+                             .pre = {"smollm", 6},
+                             .tokens = toks,
+                             .types = types,
+                             .n_tokens = 264,
+                             .merges = ms,
+                             .n_merges = 4,
+                             .bos = TV_START,
+                             .eos = TV_EOT,
+                             .eot = -1,
+                             .eom = -1,
+                             .fim_pad = -1,
+                             .fim_rep = -1,
+                             .fim_sep = -1,
+                             .add_bos = add_bos};
+}
+
+/* The vocabulary; add_bos: tokenizer.ggml.add_bos_token. Aborts on error. */
+static tok_vocab *test_vocab(bool add_bos)
+{
+    struct tok_spec spec = test_vocab_spec(add_bos);
     tok_vocab *v = NULL;
     struct err err;
     err_init(&err);

@@ -338,9 +338,9 @@ int fp4_export(int argc, char **argv)
         goto out;
     }
     if (dropped)
-        log_warn("export-tokenizer: %zu merges name texts that are not tokens and were left out "
-                 "(a tokenizer.json cannot state them); some words may split differently",
-                 dropped);
+        log_warn("export-tokenizer: %zu merge%s name%s texts that are not tokens, left out (a "
+                 "tokenizer.json cannot state them); some words may split differently",
+                 dropped, dropped == 1 ? "" : "s", dropped == 1 ? "s" : "");
     tj = build_tokenizer(v, vocab, merges);
     build_config(&f, v, &config, &map);
     if (mkdir_p(out, 0755, &err, FP_ERR_IO) != 0 || write_json(out, "tokenizer.json", tj, &err) ||

@@ -16,9 +16,11 @@ if ! [ -x "$BUILD/venv/bin/python" ]; then
 fi
 [ -x "$BUILD/venv/bin/python" ] && PY="$BUILD/venv/bin/python"
 
-# run_model MODEL FIXTURE RANDOM: the endpoint and export checks for one model.
+# run_model MODEL FIXTURE RANDOM [ARGS...]: the endpoint and export checks
+# for one model (ARGS go to tokenizer_check.py).
 run_model() {
     local model=$1 fixture=$2 nrand=$3 name out
+    shift 3
     name=$(basename "$model" .gguf)
     out="$T_TMP/export-$name"
     "$FP4SERVE" export-tokenizer "$model" --out "$out" 2>"$T_TMP/export.err"
@@ -36,7 +38,7 @@ run_model() {
         "$(jq .model_max_length "$out/tokenizer_config.json")" \
         "$(curl -s "$SRV_URL/v1/models" | jq '.data[0].meta.n_ctx_train')"
     "$PY" "$TOPDIR/tests/tools/tokenizer_check.py" "$SRV_URL" "$fixture" "$out" \
-        --random "$nrand" --seed 1 >"$T_TMP/check.out" 2>&1
+        --random "$nrand" --seed 1 "$@" >"$T_TMP/check.out" 2>&1
     rc=$?
     while IFS= read -r line; do
         case "$line" in
@@ -91,7 +93,8 @@ check_eq "export-tokenizer --help: exit 0" "$?" "0"
 
 if [ -f "$SMOL" ]; then
     start_serve "$SMOL" --threads 2 --ctx 512 || { fail "SmolLM2 server start"; finish; exit 1; }
-    run_model "$SMOL" "$TOPDIR/tests/fixtures/tokenizer/smollm2.jsonl" 2000
+    run_model "$SMOL" "$TOPDIR/tests/fixtures/tokenizer/smollm2.jsonl" 2000 \
+        --gpt2pre "$TOPDIR/tests/fixtures/tokenizer/smollm2-gpt2pre.jsonl"
     check_eq "SmolLM2: the chat template is exported" \
         "$(jq -r '.chat_template | contains("<|im_start|>")' "$T_TMP/export-SmolLM2-135M-Instruct.Q4_1/tokenizer_config.json")" "true"
     check_eq "SmolLM2: eos_token" \

@@ -13,6 +13,10 @@ make_tokenizer_fixtures.py):
     the server's ids (with add_special_tokens, as /tokenize's default), and
     with encode_special_tokens the fixture's ids_nospecial; its decode
     equals /detokenize.
+With --gpt2pre FIXTURE (SmolLM2's vocabulary under the gpt-2
+pre-tokenizer, smollm2-gpt2pre.jsonl): the export minus its first Split
+(what export-tokenizer writes for pre "gpt-2": the same chain without the
+digit split, tests/unit/engine_export.c) gives that fixture's ids.
 With --random N, N seeded random strings (many scripts, digits, Unicode
 spaces, control bytes, bytes without tokens, special-token texts, emoji)
 are compared between the server and the export as well.
@@ -70,6 +74,7 @@ def main():
     ap.add_argument("export", nargs="?")
     ap.add_argument("--random", type=int, default=0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--gpt2pre")
     a = ap.parse_args()
     cases = [json.loads(l) for l in open(a.fixture, encoding="utf-8") if l.strip()]
     cases = [c for c in cases if "meta" not in c]
@@ -139,6 +144,15 @@ def main():
                 bad.append((t[:40], ids[:16], want[:16]))
         report(f"export: tokenizers' ids = /tokenize's on random text (seed {a.seed})", bad,
                a.random)
+    if a.gpt2pre:
+        j = json.load(open(a.export + "/tokenizer.json", encoding="utf-8"))
+        j["pre_tokenizer"]["pretokenizers"].pop(0)
+        tok2 = Tokenizer.from_str(json.dumps(j))
+        cases2 = [json.loads(l) for l in open(a.gpt2pre, encoding="utf-8") if l.strip()]
+        cases2 = [c for c in cases2 if "meta" not in c]
+        bad = [(c["name"], tok2.encode(c["text"]).ids[:16], c["ids"][:16]) for c in cases2
+               if tok2.encode(c["text"]).ids != c["ids"]]
+        report("export, gpt-2 pre-tokenizer chain: llama.cpp's ids", bad, len(cases2))
     sys.exit(1 if failed else 0)
 
 
