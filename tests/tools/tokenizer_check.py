@@ -19,7 +19,9 @@ pre-tokenizer, smollm2-gpt2pre.jsonl): the export minus its first Split
 digit split, tests/unit/engine_export.c) gives that fixture's ids.
 With --random N, N seeded random strings (many scripts, digits, Unicode
 spaces, control bytes, bytes without tokens, special-token texts, emoji)
-are compared between the server and the export as well.
+are compared between the server and the export as well. When
+`transformers` imports too, its AutoTokenizer over EXPORT_DIR (which reads
+tokenizer_config.json) must give the server's ids as well.
 Prints one "ok: ..." or "FAIL: ..." line per comparison group, a
 "skip: ..." line when `tokenizers` does not import, and exits 1 on a
 failure. Standard library only, apart from `tokenizers`.
@@ -144,6 +146,15 @@ def main():
                 bad.append((t[:40], ids[:16], want[:16]))
         report(f"export: tokenizers' ids = /tokenize's on random text (seed {a.seed})", bad,
                a.random)
+    try:  # optional: what vLLM's benchmark and most clients load
+        from transformers import AutoTokenizer
+    except Exception as e:
+        print(f"skip: transformers' AutoTokenizer not tried: {e.__class__.__name__}: {e}")
+    else:
+        at = AutoTokenizer.from_pretrained(a.export)
+        bad = [(c["name"], at(c["text"])["input_ids"][:16], srv[c["text"]][:16]) for c in cases
+               if at(c["text"])["input_ids"] != srv[c["text"]]]
+        report("export: transformers' AutoTokenizer ids = /tokenize's", bad, len(cases))
     if a.gpt2pre:
         j = json.load(open(a.export + "/tokenizer.json", encoding="utf-8"))
         j["pre_tokenizer"]["pretokenizers"].pop(0)
