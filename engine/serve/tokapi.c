@@ -70,6 +70,21 @@ static int check_model(const struct tokapi_ctx *c, const json_t *root, struct ap
                          c->model_ids[0] ? c->model_ids[0] : "");
 }
 
+/* Tokenizing runs on the server's one HTTP thread, so text is bounded as
+ * a completion's is (server.c): text that cannot fit the context (no token
+ * is longer than max_piece bytes) is refused unread. */
+static int check_size(const struct tokapi_ctx *c, size_t bytes, const char *param,
+                      struct api_error *e)
+{
+    size_t max_piece = tok_max_piece(c->vocab) ? tok_max_piece(c->vocab) : 1;
+    if (c->n_ctx > 0 && bytes / max_piece >= (size_t)c->n_ctx)
+        return BAD(e, param,
+                   "'%s' is %zu bytes, more than the context of %d tokens can hold (text up to "
+                   "%zu bytes is tokenized)",
+                   param, bytes, c->n_ctx, (size_t)c->n_ctx * max_piece - 1);
+    return 0;
+}
+
 /* The chat completion's prompt ids for a "messages" body. */
 static int chat_ids(const struct tokapi_ctx *c, const char *body, size_t len, int32_t **ids,
                     size_t *n, size_t *cap, struct api_error *e)
@@ -78,6 +93,13 @@ static int chat_ids(const struct tokapi_ctx *c, const char *body, size_t len, in
     struct api_request q;
     if (api_parse(body, len, API_CHAT, &lim, &q, e) != 0)
         return -1;
+    size_t bytes = 0;
+    for (size_t i = 0; i < q.n_messages; i++)
+        bytes += q.messages[i].content_len;
+    if (check_size(c, bytes, "messages", e) != 0) {
+        api_request_release(&q);
+        return -1;
+    }
     struct chat_seg *segs = NULL;
     size_t n_segs = 0, cap_segs = 0;
     chat_render(c->chat, q.messages, q.n_messages, &segs, &n_segs, &cap_segs);
@@ -126,7 +148,8 @@ int tokapi_tokenize(const struct tokapi_ctx *c, const char *body, size_t len, st
             BAD(e, "prompt", "'prompt' must be a string");
             goto out;
         }
-        if (opt_bool(root, "add_special_tokens", &add_special, e))
+        if (opt_bool(root, "add_special_tokens", &add_special, e) ||
+            check_size(c, json_string_length(prompt), "prompt", e))
             goto out;
         struct err err;
         err_init(&err);

@@ -34,8 +34,10 @@ struct tokapi_ctx {
  * valid UTF-8 or a missing BOS; 404 for an unknown model). "prompt" is
  * tokenized as a completion's is: special-token texts are split out, and
  * with add_special_tokens BOS is prepended when the model asks for it.
- * "messages" give exactly the ids a chat completion would run. Work is
- * bounded by the body size (the server caps it). Never aborts on any input.
+ * "messages" give exactly the ids a chat completion would run. Text that
+ * cannot fit the context (more than n_ctx x the longest token's bytes) is
+ * refused untokenized, as completions refuse it: the server tokenizes on
+ * its one HTTP thread. Never aborts on any input.
  */
 int tokapi_tokenize(const struct tokapi_ctx *c, const char *body, size_t len, struct buf *out,
                     struct api_error *e);

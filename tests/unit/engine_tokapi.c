@@ -10,6 +10,7 @@
 #include "serve/tokapi.h"
 #include "test.h"
 #include "tokvocab.h"
+#include "xalloc.h"
 
 static const char *const ids[] = {"tiny", "models/tiny.gguf", NULL};
 
@@ -141,6 +142,38 @@ TEST(tokenize_refusals)
               400);
     CHECK_INT(refusal(false, "{\"messages\": \"hi\"}", p, sizeof(p)), 400);
     CHECK_STR(p, "messages");
+}
+
+/* Text is bounded as a completion's: n_ctx x the longest token's bytes
+ * (here 256 x 13, "<|endoftext|>"), refused before tokenizing. */
+TEST(tokenize_bounds_text_like_completions)
+{
+    tok_vocab *v = test_vocab(false);
+    size_t limit = 256 * tok_max_piece(v);
+    tok_free(v);
+    CHECK_INT(limit, 256 * 13);
+    char *text = xmalloc(limit + 1);
+    memset(text, 'a', limit);
+    text[limit] = '\0';
+    for (int k = 0; k < 2; k++) {
+        size_t n = limit - 1 + (size_t)k; /* the last accepted length, then one more */
+        char *p = xasprintf("{\"prompt\": \"%.*s\"}", (int)n, text);
+        char *m = xasprintf("{\"messages\": [{\"role\": \"user\", \"content\": \"%.*s\"}]}", (int)n,
+                            text);
+        struct buf b;
+        struct api_error e;
+        CHECK_INT(run(false, false, p, &b, &e), k ? -1 : 0);
+        if (k)
+            CHECK_STR(e.param, "prompt");
+        buf_release(&b);
+        CHECK_INT(run(false, false, m, &b, &e), k ? -1 : 0);
+        if (k)
+            CHECK_STR(e.param, "messages");
+        buf_release(&b);
+        free(p);
+        free(m);
+    }
+    free(text);
 }
 
 TEST(detokenize)
