@@ -124,7 +124,8 @@ void prom_request_done(struct prom *m, uint64_t t_submit, uint64_t t_admit, uint
 {
     /* a clock read before t_submit cannot happen (one monotonic clock),
      * but a zero or reversed time is clamped rather than wrapped */
-    prom_observe(&m->hist[PROM_H_TTFT], t_first > t_submit ? t_first - t_submit : 0);
+    if (t_first) /* a request served without a generated token has no first-token time */
+        prom_observe(&m->hist[PROM_H_TTFT], t_first > t_submit ? t_first - t_submit : 0);
     prom_observe(&m->hist[PROM_H_E2E], t_end > t_submit ? t_end - t_submit : 0);
     prom_observe(&m->hist[PROM_H_QUEUE], t_admit > t_submit ? t_admit - t_submit : 0);
     prom_observe(&m->hist[PROM_H_PROMPT], n_prompt > 0 ? (uint64_t)n_prompt : 0);

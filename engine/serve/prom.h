@@ -104,7 +104,8 @@ void prom_set_model(struct prom *m, const char *model_name, int max_model_len);
 void prom_observe(struct prom_hist *h, uint64_t v);
 /* A request was served (ended by a stop or its length): its times
  * (clock_ns at submit, admission, first token and end) and token counts go
- * into every per-request histogram, so their counts equal requests served. */
+ * into every per-request histogram, so their counts equal requests served
+ * (TTFT's: those that generated a token; t_first 0 = none). */
 void prom_request_done(struct prom *m, uint64_t t_submit, uint64_t t_admit, uint64_t t_first,
                        uint64_t t_end, long n_prompt, long n_gen);
 /* Count one response of route with HTTP status. */

@@ -114,6 +114,14 @@ TEST(every_request_histogram_counts_each_request_served)
           1);
     CHECK(sample(b.data, "fp4serve_request_prompt_tokens_bucket{model_name=\"m\",le=\"+Inf\"} ") ==
           2);
+    /* no token generated (t_first 0): no first-token time, the rest counted */
+    prom_request_done(&m, 6000000000, 6000000000, 0, 6100000000, 5, 0);
+    buf_release(&b);
+    render(&m, &b);
+    CHECK(sample(b.data, "fp4serve_time_to_first_token_seconds_count{model_name=\"m\"} ") == 2);
+    CHECK(sample(b.data, "fp4serve_e2e_request_latency_seconds_count{model_name=\"m\"} ") == 3);
+    CHECK(sample(b.data, "fp4serve_request_generation_tokens_bucket{model_name=\"m\",le=\"1\"} ") ==
+          2);
     /* the per-token histogram is not per request */
     CHECK(sample(b.data, "fp4serve_inter_token_latency_seconds_count{model_name=\"m\"} ") == 0);
     buf_release(&b);
