@@ -51,6 +51,21 @@ run_model() {
 }
 
 model=$(tiny_model)
+# while the model loads, both routes answer 503 like completions
+SRV_PORT=$(free_port)
+SRV_URL="http://127.0.0.1:$SRV_PORT"
+"$FP4SERVE" serve --model "$model" --port "$SRV_PORT" --threads 1 --load-delay-ms 3000 \
+    >"$T_TMP/loading.log" 2>&1 &
+SRV_PID=$!
+track_pid $SRV_PID
+n=0
+while [ $n -lt 100 ] && ! curl -s -o /dev/null "$SRV_URL/health"; do sleep 0.02; n=$((n + 1)); done
+for r in tokenize detokenize; do
+    check_eq "/$r while loading: 503" \
+        "$(curl -s -o /dev/null -w '%{http_code}' -d '{"prompt":"x","tokens":[1]}' "$SRV_URL/$r")" "503"
+done
+stop_serve
+
 start_serve "$model" --threads 2 || { fail "server start"; finish; exit 1; }
 run_model "$model" "$TOPDIR/tests/fixtures/tokenizer/synth-tiny.jsonl" 500
 
