@@ -239,10 +239,11 @@ void qk_ref_decode_bf16(const void *row, int64_t e0, int64_t n, float *out)
  * multiply-add, like vfmadd231ps.
  */
 
-static void ref_dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
+static void ref_dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, uint32_t type,
                       const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
                       const struct qk_out *out)
 {
+    const bool has_min = qk_type_has_min(type);
     for (int r = 0; r < nr; r++) {
         for (int t = 0; t < nb; t++) {
             float *ac = acc + (r * QK_T + t) * 16, *mc = macc + (r * QK_T + t) * 16;
@@ -415,7 +416,7 @@ void q_matmul(const struct q_kernels *k, const struct q_matrix *w, const struct 
         k = q_kernels_select(Q_ISA_AUTO);
     assert(a->vec_type == q_vec_type(w->type) && a->cols == w->cols);
     assert(r0 >= 0 && r0 <= r1 && r1 <= w->rows);
-    const bool is_float = qk_type_is_float(w->type), has_min = qk_type_has_min(w->type);
+    const bool is_float = qk_type_is_float(w->type);
     const int64_t cols = w->cols, nbatch = a->rows;
     const float scale = w->scale != 0.0f ? w->scale : 1.0f;
     const int64_t chunk = is_float ? QK_CHUNK_F : QK_CHUNK;
@@ -442,7 +443,7 @@ void q_matmul(const struct q_kernels *k, const struct q_matrix *w, const struct 
                 if (is_float)
                     k->dot_f(frows, nr, n, e0, a, b0, nb, acc, &out);
                 else
-                    k->dot_q(buf.q, nr, qk_round_up(n, 64), e0, has_min, a, b0, nb, acc, macc,
+                    k->dot_q(buf.q, nr, qk_round_up(n, 64), e0, w->type, a, b0, nb, acc, macc,
                              &out);
             }
         }

@@ -461,10 +461,11 @@ static void dot_q_part(const struct qk_dec *dec, int nr, int64_t npad, int64_t e
 }
 
 /* Register tiles: up to 2 weight rows x 8 activation rows, or 3-4 x 4. */
-static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
+static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, uint32_t type,
                   const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
                   const struct qk_out *out)
 {
+    const bool has_min = type_has_min(type);
     if (nr <= 2) {
         dot_q_part(dec, nr, npad, e0, has_min, a, b0, nb, acc, macc, out);
         return;
