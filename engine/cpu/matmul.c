@@ -362,6 +362,11 @@ const char *q_kernels_name(const struct q_kernels *k)
     return k ? k->name : "none";
 }
 
+enum q_isa q_kernels_isa(const struct q_kernels *k)
+{
+    return k ? k->isa : Q_ISA_AUTO;
+}
+
 int q_isa_from_name(const char *name)
 {
     static const char *const names[] = {

@@ -140,6 +140,8 @@ struct q_kernels; /* a table of kernels for one ISA (opaque) */
  * shared; callers keep the pointer in their context. */
 const struct q_kernels *q_kernels_select(enum q_isa isa);
 const char *q_kernels_name(const struct q_kernels *k); /* "avx512", "avx2", "portable" */
+/* The ISA a kernel table is for (Q_ISA_AUTO for NULL). */
+enum q_isa q_kernels_isa(const struct q_kernels *k);
 /* enum q_isa for "auto", "portable", "avx2" or "avx512", or -1. */
 int q_isa_from_name(const char *name);
 
