@@ -1,11 +1,20 @@
 /*
  * matmul_avx2: the AVX2 + FMA + F16C kernel table. Weights are decoded 32
- * elements per ymm (FP4 through a vpshufb lookup); the integer dot uses the
- * sign trick (|w| as u8 times sign-adjusted activations, vpmaddubsw, then
- * vpmaddwd), which is exact for every weight type, Q8_0 included. The 16
- * float lanes of the portable kernel live in two ymm registers (elements
- * 0..31 and 32..63 of every 64), so results are bit-identical to matmul.c.
- * Small batches use fused kernels that decode in registers.
+ * elements per ymm (FP4 through a vpshufb lookup). The 16 float lanes of the
+ * portable kernel live in two ymm registers (elements 0..31 and 32..63 of
+ * every 64), and every lane sees the portable kernel's float operations in
+ * its order, so results are bit-identical to matmul.c.
+ *
+ * Small batches (<= QK_FUSED_B rows) use fused kernels that decode in
+ * registers (the sign trick: |w| as u8 times activations carrying w's
+ * sign). Batched decode and prefill use register tiles of 4 weight rows x 2
+ * activation rows over the decoded chunk: the biased activation bytes are
+ * vpmaddubsw's unsigned operand and the decoder's -128 * sum(w) per lane
+ * corrects the sum, so a lane costs vpmaddubsw, vpmaddwd, vpaddd,
+ * vcvtdq2ps and one FMA, with the weight-scale x activation-scale product
+ * formed for 4 rows in one multiply. The int8 route beats decoding to f32
+ * here: the per-lane float step is the same, and the f32 products of a lane
+ * would take 4 FMAs where the integer route takes 2 multiplies.
  */
 #include <immintrin.h>
 #include <string.h>

@@ -152,8 +152,11 @@ int q_isa_from_name(const char *name);
  * same cols; asserted). Each weight block is read from memory once for all
  * activation rows. The value for
  * (r, b) is bit-identical whatever a->rows, r0 and r1 are, and the same on
- * every kernel table. Never allocates; uses about 40 KB of stack. Safe to
- * call from several threads on disjoint row ranges.
+ * every kernel table (no tolerance: the batched and prefill tiles of the
+ * SIMD tables, AVX2's included, reproduce the portable arithmetic exactly;
+ * tests/unit/engine_kernels.c compares them bit for bit). Never allocates;
+ * uses about 60 KB of stack. Safe to call from several threads on disjoint
+ * row ranges.
  */
 void q_matmul(const struct q_kernels *k, const struct q_matrix *w, const struct q_act *a, float *y,
               int64_t ldy, int64_t r0, int64_t r1);
