@@ -370,32 +370,39 @@ ALWAYS_INLINE void dotq_half(const bool Q8, const bool UNI, const int NR, const 
             v[r][t] = out->first ? _mm256_setzero_ps()
                                  : _mm256_loadu_ps(acc + (r * QK_T + t) * 16 + 8 * h);
     }
-    for (int64_t i = 32 * h; i < npad; i += 64) {
+    /* i counts elements of the chunk; per element the decoded row holds one
+     * byte of w and of |w|, and per 4 one int32 correction and one float scale,
+     * so byte offsets are i, i, i and i (and i / 2 into dwt) */
+    for (size_t i = 32 * (size_t)h; i < (size_t)npad; i += 64) {
         for (int t = 0; t < NB; t++) {
             /* this half of group i / 64: q bytes, their 8 lane scales 64 bytes on */
-            const uint8_t *g = aq[t] + 2 * (i - 32 * h);
+            const uint8_t *g = aq[t] + 2 * (i - 32 * (size_t)h);
             __m256i x = _mm256_loadu_si256((const __m256i *)g);
             if (Q8)
                 x = _mm256_xor_si256(x, _mm256_set1_epi8((char)0x80));
             __m256 da = _mm256_setzero_ps();
             if (UNI) /* one scale per 32-block: the NR products dw * da in one multiply */
-                _mm_store_ps(s4[t], _mm_mul_ps(_mm_load_ps(dwt + 4 * (i / 32)),
-                                               _mm_broadcast_ss((const float *)(g + 64))));
+                _mm_store_ps(s4[t],
+                             _mm_mul_ps(_mm_load_ps((const float *)((const uint8_t *)dwt + i / 2)),
+                                        _mm_broadcast_ss((const float *)(g + 64))));
             else
                 da = _mm256_loadu_ps((const float *)(g + 64));
             for (int r = 0; r < NR; r++) {
-                __m256i w = _mm256_loadu_si256((const __m256i *)(dec[r].w + i)), p;
+                const struct qk_dec *d = dec + r;
+                __m256i w = _mm256_loadu_si256((const __m256i *)(d->w + i)), p;
                 if (Q8)
-                    p = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(dec[r].x.aw + i)),
+                    p = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(d->x.aw + i)),
                                              _mm256_sign_epi8(x, w));
                 else
                     p = _mm256_maddubs_epi16(x, w);
                 __m256i s = _mm256_madd_epi16(p, ones);
                 if (!Q8)
                     s = _mm256_add_epi32(
-                        s, _mm256_loadu_si256((const __m256i *)(dec[r].x.nc + i / 4)));
-                __m256 sc = UNI ? _mm256_broadcast_ss(&s4[t][r])
-                                : _mm256_mul_ps(_mm256_loadu_ps(dec[r].dw + i / 4), da);
+                        s, _mm256_loadu_si256((const __m256i *)((const uint8_t *)d->x.nc + i)));
+                __m256 sc =
+                    UNI ? _mm256_broadcast_ss(&s4[t][r])
+                        : _mm256_mul_ps(
+                              _mm256_loadu_ps((const float *)((const uint8_t *)d->dw + i)), da);
                 v[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, v[r][t]);
             }
         }
