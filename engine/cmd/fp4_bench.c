@@ -285,7 +285,7 @@ int fp4_bench(int argc, char **argv)
         {"head", 0, OPT_STR, &head, "H", "head type when requantizing: q8_0|same (default q8_0)"},
         {"device", 0, OPT_STR, &device, "DEV", "cpu|cuda (default cpu)"},
         {"isa", 0, OPT_STR, &isa, "ISA",
-         "CPU kernels: auto|avx512|avx2|portable (default auto: the best the CPU has)"},
+         "CPU kernels: auto|avx512|avx2|neon|portable (default auto: the best the CPU has)"},
         {"seed", 0, OPT_LONG, &seed, "N", "seed of the random prompts (default 1234)", 0,
          2147483647},
         {"no-probe", 0, OPT_BOOL, &no_probe, NULL, "skip the memory bandwidth probe"},

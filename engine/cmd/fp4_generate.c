@@ -50,7 +50,7 @@ int fp4_generate(int argc, char **argv)
         {"kv", 0, OPT_STR, &kv, "TYPE", "K/V cache type: f16|f32 (default f16)"},
         {"device", 0, OPT_STR, &device, "DEV", "cpu|cuda (default cpu)"},
         {"isa", 0, OPT_STR, &isa, "ISA",
-         "CPU kernels: auto|avx512|avx2|portable (default auto: the best the CPU has)"},
+         "CPU kernels: auto|avx512|avx2|neon|portable (default auto: the best the CPU has)"},
         {"logits", 0, OPT_STR, &logits_path, "FILE", "save the first step's logits (f32 LE)"},
     };
     const size_t n_opts = sizeof(opts) / sizeof(opts[0]);

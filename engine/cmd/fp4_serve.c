@@ -151,7 +151,7 @@ int fp4_serve(int argc, char **argv)
          65535},
         {"device", 0, OPT_STR, &a.device, "DEV", "cpu|cuda (default cpu)"},
         {"isa", 0, OPT_STR, &a.isa, "ISA",
-         "CPU kernels: auto|avx512|avx2|portable (default auto: the best the CPU has)"},
+         "CPU kernels: auto|avx512|avx2|neon|portable (default auto: the best the CPU has)"},
         {"threads", 't', OPT_LONG, &a.threads, "N", "compute threads (default: online cores)", 0,
          1024},
         {"quant", 0, OPT_STR, &a.quant, "Q",

@@ -342,17 +342,37 @@ static bool cpu_has_avx512(void)
 #endif
 }
 
+/* The tables this build has for the CPU's architecture. */
+#if defined(__x86_64__) || defined(__i386__)
+#define AVX2_TABLE   (&qk_avx2)
+#define AVX512_TABLE (&qk_avx512)
+#else
+#define AVX2_TABLE   NULL
+#define AVX512_TABLE NULL
+#endif
+#if defined(__aarch64__)
+#define NEON_TABLE (&qk_neon) /* Advanced SIMD is part of every aarch64 CPU */
+#else
+#define NEON_TABLE NULL
+#endif
+
 const struct q_kernels *q_kernels_select(enum q_isa isa)
 {
     switch (isa) {
     case Q_ISA_AUTO:
-        return cpu_has_avx512() ? &qk_avx512 : cpu_has_avx2() ? &qk_avx2 : &qk_portable;
+#if defined(__aarch64__)
+        return NEON_TABLE;
+#else
+        return cpu_has_avx512() ? AVX512_TABLE : cpu_has_avx2() ? AVX2_TABLE : &qk_portable;
+#endif
     case Q_ISA_PORTABLE:
         return &qk_portable;
     case Q_ISA_AVX2:
-        return cpu_has_avx2() ? &qk_avx2 : NULL;
+        return cpu_has_avx2() ? AVX2_TABLE : NULL;
     case Q_ISA_AVX512:
-        return cpu_has_avx512() ? &qk_avx512 : NULL;
+        return cpu_has_avx512() ? AVX512_TABLE : NULL;
+    case Q_ISA_NEON:
+        return NEON_TABLE;
     }
     return NULL;
 }
@@ -370,10 +390,8 @@ enum q_isa q_kernels_isa(const struct q_kernels *k)
 int q_isa_from_name(const char *name)
 {
     static const char *const names[] = {
-        [Q_ISA_AUTO] = "auto",
-        [Q_ISA_PORTABLE] = "portable",
-        [Q_ISA_AVX2] = "avx2",
-        [Q_ISA_AVX512] = "avx512",
+        [Q_ISA_AUTO] = "auto",     [Q_ISA_PORTABLE] = "portable", [Q_ISA_AVX2] = "avx2",
+        [Q_ISA_AVX512] = "avx512", [Q_ISA_NEON] = "neon",
     };
     for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
         if (strcmp(names[i], name) == 0)

@@ -16,6 +16,8 @@
  * here: the per-lane float step is the same, and the f32 products of a lane
  * would take 4 FMAs where the integer route takes 2 multiplies.
  */
+#if defined(__x86_64__) || defined(__i386__)
+
 #include <immintrin.h>
 #include <string.h>
 
@@ -746,3 +748,7 @@ const struct q_kernels qk_avx2 = {
     .dot_f = dot_f,
     .act_q8 = act_q8,
 };
+
+#else
+typedef int matmul_avx2_unused; /* not an x86 build: nothing here */
+#endif

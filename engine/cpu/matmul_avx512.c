@@ -6,6 +6,8 @@
  * so it is amortized over the batch. Float operations match matmul.c's
  * portable kernels lane for lane, so results are bit-identical to them.
  */
+#if defined(__x86_64__) || defined(__i386__)
+
 #include <immintrin.h>
 #include <string.h>
 
@@ -753,3 +755,7 @@ const struct q_kernels qk_avx512 = {
     .dot_f = dot_f,
     .act_q8 = act_q8,
 };
+
+#else
+typedef int matmul_avx512_unused; /* not an x86 build: nothing here */
+#endif

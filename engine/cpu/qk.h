@@ -248,7 +248,7 @@ typedef void (*qk_act_rows_fn)(struct q_act *a, const float *x, int64_t ldx, int
 #define QK_NTYPES 41
 
 struct q_kernels {
-    const char *name; /* "portable", "avx2", "avx512" */
+    const char *name; /* "portable", "avx2", "avx512", "neon" */
     enum q_isa isa;
     qk_decode_fn decode[QK_NTYPES];     /* quantized weight types */
     qk_decode_f_fn decode_f[QK_NTYPES]; /* F16, BF16 */
@@ -258,7 +258,13 @@ struct q_kernels {
     qk_act_rows_fn act_q8; /* quantize rows for Q_Q8_1 */
 };
 
-extern const struct q_kernels qk_portable, qk_avx2, qk_avx512;
+extern const struct q_kernels qk_portable;
+#if defined(__x86_64__) || defined(__i386__)
+extern const struct q_kernels qk_avx2, qk_avx512;
+#endif
+#if defined(__aarch64__)
+extern const struct q_kernels qk_neon; /* matmul_neon.c */
+#endif
 
 /* Portable building blocks (matmul.c) that the SIMD tables reuse for types
  * that are rarely hot. */

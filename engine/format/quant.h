@@ -131,7 +131,7 @@ void q_act_prepare_rows(struct q_act *a, const float *x, int64_t ldx, int64_t r0
 void q_act_dequant_row(const struct q_act *a, int64_t row, float *dst);
 
 /* Which instruction set a kernel table uses. */
-enum q_isa { Q_ISA_AUTO = 0, Q_ISA_PORTABLE, Q_ISA_AVX2, Q_ISA_AVX512 };
+enum q_isa { Q_ISA_AUTO = 0, Q_ISA_PORTABLE, Q_ISA_AVX2, Q_ISA_AVX512, Q_ISA_NEON };
 
 struct q_kernels; /* a table of kernels for one ISA (opaque) */
 
@@ -139,10 +139,10 @@ struct q_kernels; /* a table of kernels for one ISA (opaque) */
  * request for an ISA the CPU lacks returns NULL. The table is static and
  * shared; callers keep the pointer in their context. */
 const struct q_kernels *q_kernels_select(enum q_isa isa);
-const char *q_kernels_name(const struct q_kernels *k); /* "avx512", "avx2", "portable" */
+const char *q_kernels_name(const struct q_kernels *k); /* "avx512", "avx2", "neon", "portable" */
 /* The ISA a kernel table is for (Q_ISA_AUTO for NULL). */
 enum q_isa q_kernels_isa(const struct q_kernels *k);
-/* enum q_isa for "auto", "portable", "avx2" or "avx512", or -1. */
+/* enum q_isa for "auto", "portable", "avx2", "avx512" or "neon", or -1. */
 int q_isa_from_name(const char *name);
 
 /*

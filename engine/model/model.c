@@ -550,7 +550,7 @@ struct model *model_from_gguf(struct gguf_file *f, const struct model_opts *opts
     int isa = q_isa_from_name(m->opts.isa ? m->opts.isa : "auto");
     if (isa < 0) {
         err_set(err, FP_ERR_USAGE,
-                "--isa: unknown kernels '%s' (expected auto, avx512, avx2 or "
+                "--isa: unknown kernels '%s' (expected auto, avx512, avx2, neon or "
                 "portable)",
                 m->opts.isa);
         goto fail;
