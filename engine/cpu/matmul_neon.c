@@ -36,7 +36,8 @@ static inline int32x4_t isum16(int8x16_t w, int8x16_t xs)
     return vpaddq_s32(vpaddlq_s16(lo), vpaddlq_s16(hi));
 }
 
-__attribute__((target("arch=armv8.2-a+dotprod"))) static inline int32x4_t isum16_dot(int8x16_t w, int8x16_t xs)
+__attribute__((target("arch=armv8.2-a+dotprod"))) static inline int32x4_t isum16_dot(int8x16_t w,
+                                                                                     int8x16_t xs)
 {
     return vdotq_s32(vdupq_n_s32(0), w, xs);
 }
@@ -106,11 +107,10 @@ static bool has_dotprod(void)
     return cached;
 }
 
-__attribute__((target("arch=armv8.2-a+dotprod"))) static void dot_q_sdot(const struct qk_dec *dec, int nr,
-                                                           int64_t npad, int64_t e0, bool has_min,
-                                                           const struct q_act *a, int64_t b0,
-                                                           int nb, float *acc, float *macc,
-                                                           const struct qk_out *out)
+__attribute__((target("arch=armv8.2-a+dotprod"))) static void
+dot_q_sdot(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
+           const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
+           const struct qk_out *out)
 {
     for (int r = 0; r < nr; r++)
         for (int t = 0; t < nb; t++)
