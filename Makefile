@@ -5,7 +5,8 @@
 #   make test            build, scan for banned calls, run every test (unit, cases,
 #                        fuzz replay, integration)
 #   make bench           benchmarks (ratios measured side by side, never pass/fail)
-#   make check-gpu       the CUDA backend on a GPU (tests/gpu/check.sh; skips without one)
+#   make check-gpu       the CUDA backend on a GPU (tests/gpu/check.sh; skips without one;
+#                        PREBUILT=DIR: binaries from tests/gpu/check.sh --bundle DIR)
 #   make fuzz            libFuzzer on every fuzz target (FUZZ_SECONDS each)
 #   make models          fetch SmolLM2-135M-Instruct Q4_1 into models/
 #   make check           banned-function scan
@@ -240,7 +241,7 @@ bench: all $(BENCH_BIN)
 	@BUILD=$(BUILD) sh tests/bench/run.sh
 
 check-gpu:
-	@BUILD=$(BUILD) bash tests/gpu/check.sh
+	@BUILD=$(BUILD) bash tests/gpu/check.sh $(if $(PREBUILT),--prebuilt $(PREBUILT))
 
 fuzz:
 	$(MAKE) BUILD=$(BUILD)/libfuzzer CC=clang SAN=address,undefined \
