@@ -115,7 +115,8 @@ if [ -n "$PREBUILT" ]; then
     [ -x "$PREBUILT/bin/fp4serve" ] || die_usage "--prebuilt $PREBUILT: no bin/fp4serve there"
     BUILD=$PREBUILT
 fi
-BUILD=$(cd "$BUILD" 2>/dev/null && pwd || echo "$PWD/$BUILD")
+MAKE_BUILD=$BUILD # as given: make's flags name it, an absolute path would rebuild everything
+case "$BUILD" in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
 [ -d "$BUILD/solib" ] && export LD_LIBRARY_PATH="$BUILD/solib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 FP4SERVE=$BUILD/bin/fp4serve
 
@@ -185,8 +186,8 @@ step device 30 device_info
 cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
 
 if [ -z "$PREBUILT" ]; then
-    if ! step build 360 make -j"$JOBS" BUILD="$BUILD" all "$BUILD/tests/engine_cuda" \
-        "$BUILD/tests/engine_cudadec"; then
+    if ! step build 360 make -j"$JOBS" BUILD="$MAKE_BUILD" all "$MAKE_BUILD/tests/engine_cuda" \
+        "$MAKE_BUILD/tests/engine_cudadec"; then
         if "$FP4SERVE" --version >/dev/null 2>&1 && [ -x "$BUILD/tests/engine_cuda" ]; then
             echo "build failed here; going on with the binaries found in $BUILD"
         else
