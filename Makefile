@@ -5,18 +5,21 @@
 #   make test            build, scan for banned calls, run every test (unit, cases,
 #                        fuzz replay, integration)
 #   make bench           benchmarks (ratios measured side by side, never pass/fail)
-#   make check-gpu       the CUDA backend on a GPU (tests/gpu/check.sh; skips without one)
+#   make check-gpu       the CUDA backend on a GPU (tests/gpu/check.sh; skips without one;
+#                        PREBUILT=DIR: binaries from tests/gpu/check.sh --bundle DIR)
 #   make fuzz            libFuzzer on every fuzz target (FUZZ_SECONDS each)
 #   make models          fetch SmolLM2-135M-Instruct Q4_1 into models/
 #   make pydeps          Python packages the tests use (tokenizers) in build/venv
 #   make check           banned-function scan
 #   make format          clang-format every C/CUDA source
 #   make SAN=address,undefined test    the same tests under sanitizers
+#   make CUDA_ARCHS=sm_90              CUDA code for one GPU only (default: sm_80 to sm_121)
 #   make install PREFIX=/usr/local
 #
 # Sources are found by wildcard: a new module is a new .c/.h pair, nothing
 # to register here. engine/cpu/*_avx2.c and *_avx512.c get their ISA flags;
-# the code picks a kernel at run time. CUDA objects are built when nvcc is found.
+# the code picks a kernel at run time. CUDA objects are built when nvcc is found,
+# for every architecture in CUDA_ARCHS (below), with PTX for the last one.
 
 BUILD    ?= build
 .DEFAULT_GOAL := all
@@ -24,7 +27,6 @@ PREFIX   ?= /usr/local
 CC       ?= cc
 SAN      ?=
 FUZZ_SECONDS ?= 60
-CUDA_ARCH ?= sm_90
 
 OPT      ?= -O2
 CFLAGS   ?= -g
@@ -63,7 +65,7 @@ $(BUILD)/gen/version.h: FORCE
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 
 # ---- build flags: a change of compiler, flags or sanitizers rebuilds everything ----
-BUILD_FLAGS := $(CC) | $(CFLAGS) | $(LDFLAGS) | $(NVCC) | $(CUDA_ARCH)
+BUILD_FLAGS = $(CC) | $(CFLAGS) | $(LDFLAGS) | $(NVCC) | $(CUDA_GENCODE)
 $(BUILD)/gen/flags: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(subst ','\'',$(BUILD_FLAGS))' > $@.tmp
@@ -91,6 +93,38 @@ ENGINE_DEFS := -DHAVE_CUDA=1
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 endif
 
+# ---- CUDA architectures: machine code (SASS) for each of CUDA_ARCHS, and PTX
+# for the last (newest) one, which the driver compiles for GPUs newer than
+# the list. Written "sm_80 sm_90", "80 90" or "sm_80,sm_90"; CUDA_ARCH=sm_XX
+# (one architecture) is an alias. The default is Ampere (sm_80, sm_86), Ada
+# (sm_89), Hopper (sm_90) and Blackwell (sm_100 to sm_121), less what this
+# nvcc does not list in `nvcc --list-gpu-code` (CUDA 13 has no sm_101, 12.x
+# no sm_110). $(BUILD)/gen/cuda-archs records what the build used
+# (tests/integration/cuda_archs.sh checks the binary against it).
+CUDA_ARCHS_DEFAULT := sm_80 sm_86 sm_89 sm_90 sm_100 sm_101 sm_103 sm_110 sm_120 sm_121
+comma := ,
+ifneq ($(CUDA_SRC),)
+ifeq ($(strip $(CUDA_ARCHS)),)
+ifneq ($(CUDA_ARCH),)
+CUDA_ARCHS := $(CUDA_ARCH)
+else
+CUDA_KNOWN := $(shell $(NVCC) --list-gpu-code 2>/dev/null)
+CUDA_ARCHS := $(or $(filter $(CUDA_KNOWN),$(CUDA_ARCHS_DEFAULT)),$(CUDA_ARCHS_DEFAULT))
+CUDA_DEFAULT := 1
+endif
+endif
+CUDA_ARCH_NUMS := $(patsubst sm_%,%,$(patsubst compute_%,%,$(subst $(comma), ,$(CUDA_ARCHS))))
+CUDA_PTX := $(lastword $(CUDA_ARCH_NUMS))
+CUDA_GENCODE := $(foreach a,$(CUDA_ARCH_NUMS),-gencode arch=compute_$(a)$(comma)code=sm_$(a)) \
+	$(if $(CUDA_PTX),-gencode arch=compute_$(CUDA_PTX)$(comma)code=compute_$(CUDA_PTX))
+endif
+$(BUILD)/gen/cuda-archs: FORCE
+	@mkdir -p $(dir $@)
+	@printf "NVCC='%s'\nCUDA_ARCHS='%s'\nCUDA_PTX='%s'\nCUDA_DEFAULT='%s'\n" \
+	    '$(if $(CUDA_SRC),$(NVCC))' '$(if $(CUDA_SRC),$(addprefix sm_,$(CUDA_ARCH_NUMS)))' \
+	    '$(if $(CUDA_SRC),$(addprefix compute_,$(CUDA_PTX)))' '$(CUDA_DEFAULT)' > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+
 LIB_COMMON := $(BUILD)/lib/libcommon.a
 LIB_SWEEP  := $(BUILD)/lib/libsweep.a
 LIB_FP4    := $(BUILD)/lib/libfp4.a
@@ -117,7 +151,7 @@ $(BUILD)/obj/engine/%.o: engine/%.c $(BUILD)/gen/flags | $(GEN)
 	$(CC) $(CFLAGS) $(ISA_FLAGS) $(ENGINE_DEFS) $(ENGINE_PC_CFLAGS) -Iengine -c -o $@ $<
 $(BUILD)/obj/engine/%.o: engine/%.cu $(BUILD)/gen/flags
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 -std=c++17 -arch=$(CUDA_ARCH) -Iengine -Icommon -MMD -MP -c -o $@ $<
+	$(NVCC) -O3 -std=c++17 $(CUDA_GENCODE) -Iengine -Icommon -MMD -MP -c -o $@ $<
 $(BUILD)/obj/tests/%.o: tests/%.c $(BUILD)/gen/flags | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RUNNER_PC_CFLAGS) $(ENGINE_PC_CFLAGS) -Itests -c -o $@ $<
@@ -142,7 +176,7 @@ $(BUILD)/lib/%.a:
 $(SWEEP): $(BUILD)/obj/runner/main.o $(LIB_SWEEP) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(RUNNER_LIBS)
-$(FP4SERVE): $(BUILD)/obj/engine/main.o $(LIB_FP4) $(LIB_COMMON)
+$(FP4SERVE): $(BUILD)/obj/engine/main.o $(LIB_FP4) $(LIB_COMMON) | $(BUILD)/gen/cuda-archs
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS)
 $(FAKESERVER): $(call obj,$(wildcard tests/fakeserver/*.c)) $(LIB_COMMON)
@@ -223,7 +257,7 @@ bench: all $(BENCH_BIN)
 	@BUILD=$(BUILD) sh tests/bench/run.sh
 
 check-gpu:
-	@BUILD=$(BUILD) bash tests/gpu/check.sh
+	@BUILD=$(BUILD) bash tests/gpu/check.sh $(if $(PREBUILT),--prebuilt $(PREBUILT))
 
 fuzz:
 	$(MAKE) BUILD=$(BUILD)/libfuzzer CC=clang SAN=address,undefined \
