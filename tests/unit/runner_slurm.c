@@ -86,4 +86,121 @@ TEST(squeue_lines_give_task_states)
     free(dir);
 }
 
+/* A row for variant v at (c, p) with status st, started at stamp. */
+static void put_row(struct res_table *t, const char *v, long c, long p, const char *st,
+                    const char *key, const char *cause, const char *stamp)
+{
+    struct res_point r;
+    res_point_init(&r);
+    r.variant = xstrdup(v);
+    r.concurrency = c;
+    r.prompts = p;
+    r.repeat = 1;
+    r.status = xstrdup(st);
+    r.key = xstrdup(key);
+    r.cause = xstrdup(cause);
+    r.log = xasprintf("%s/c%ld-n%ld.log", v, c, p);
+    r.started = xstrdup(stamp);
+    r.wall_s = 1;
+    res_table_put(t, &r);
+}
+
+TEST(merge_names_the_task_state_and_moves_the_logs)
+{
+    static const char yaml[] = "name: m\n"
+                               "server: {engine: command, command: [/bin/true]}\n"
+                               "bench: {tool: command, command: [/bin/true], grid: [\"1:1\", "
+                               "\"2:2\", \"4:4\"]}\n"
+                               "variants: [{name: a}, {name: b}]\n";
+    struct experiment exp;
+    struct plan plan;
+    struct err err;
+    err_init(&err);
+    CHECK_INT(exp_load_string("m.yaml", yaml, strlen(yaml), &exp, &err), 0);
+    struct plan_opts po = {.run_dir = "/tmp/unused", .self_exe = "sweep"};
+    CHECK_INT(plan_build(&exp, &po, &plan, &err), 0);
+    char *run = xstrdup("/tmp/sweep-slurm-merge-XXXXXX");
+    CHECK(mkdtemp(run) != NULL);
+    char *tasks = path_join(run, "tasks");
+    char *vdir = xasprintf("%s/b/b", tasks);
+    CHECK_INT(mkdir_p(vdir, 0755, &err, 1), 0);
+    char *rundir_b = path_join(run, "b");
+    CHECK_INT(mkdir_p(rundir_b, 0755, &err, 1), 0);
+    /* the task of b: point 1 ok, point 2 interrupted by the cancel (or
+     * failed by the server's SIGTERM), point 3 never reached */
+    const char *k1 = plan.points[3].key, *k2 = plan.points[4].key;
+    struct res_table tt;
+    res_table_init(&tt);
+    put_row(&tt, "b", 1, 1, RES_OK, k1, "", "2026-01-01T00:00:01Z");
+    put_row(&tt, "b", 2, 2, RES_FAILED, k2, "server exited with code 0 during the point",
+            "2026-01-01T00:00:02Z");
+    char *csv = xasprintf("%s/b/points.csv", tasks);
+    CHECK_INT(res_table_save(&tt, csv, &err), 0);
+    res_table_release(&tt);
+    char *log1 = path_join(vdir, "c1-n1.log");
+    CHECK_INT(file_write_atomic(log1, "x\n", 2, &err, 1), 0);
+    struct res_table table;
+    res_table_init(&table);
+    struct slurm_run r = {.plan = &plan, .run_dir = run, .table = &table};
+    struct task t = {.variant = "b"};
+    snprintf(t.state, sizeof(t.state), "CANCELLED");
+    merge_task(&r, tasks, "42", 1, &t, false);
+    const struct res_point *p1 = res_table_find(&table, "b", 1, 1, 1);
+    const struct res_point *p2 = res_table_find(&table, "b", 2, 2, 1);
+    const struct res_point *p3 = res_table_find(&table, "b", 4, 4, 1);
+    CHECK(p1 && strcmp(p1->status, RES_OK) == 0);
+    CHECK(p2 && strcmp(p2->status, RES_FAILED) == 0 &&
+          strstr(p2->cause, "slurm task 42_1 ended CANCELLED during the point (the task saw: "
+                            "server exited") != NULL);
+    CHECK(p3 && strcmp(p3->status, RES_FAILED) == 0 &&
+          strstr(p3->cause, "slurm task 42_1 ended CANCELLED before the point finished") != NULL);
+    CHECK_INT(res_table_find(&table, "a", 1, 1, 1) == NULL, 1); /* not this task's variant */
+    CHECK_INT((long)r.n_ok, 1);
+    CHECK_INT((long)r.n_failed, 2);
+    char *moved = path_join(rundir_b, "c1-n1.log");
+    CHECK(path_exists(moved));
+    CHECK(!path_exists(log1));
+    /* a completed task's failed point is a measurement: it stays as it is */
+    struct res_table table2;
+    res_table_init(&table2);
+    r.table = &table2;
+    r.n_ok = r.n_failed = 0;
+    snprintf(t.state, sizeof(t.state), "COMPLETED");
+    merge_task(&r, tasks, "43", 1, &t, false);
+    p2 = res_table_find(&table2, "b", 2, 2, 1);
+    CHECK(p2 && strcmp(p2->cause, "server exited with code 0 during the point") == 0);
+    p3 = res_table_find(&table2, "b", 4, 4, 1);
+    CHECK(p3 && strstr(p3->cause, "ended COMPLETED before the point finished") != NULL);
+    /* after Ctrl-C of the submitter nothing is marked: --resume runs it */
+    struct res_table table3;
+    res_table_init(&table3);
+    r.table = &table3;
+    snprintf(t.state, sizeof(t.state), "CANCELLED");
+    merge_task(&r, tasks, "44", 1, &t, true);
+    CHECK(res_table_find(&table3, "b", 4, 4, 1) == NULL);
+    p2 = res_table_find(&table3, "b", 2, 2, 1);
+    CHECK(p2 && strstr(p2->cause, "slurm task") == NULL);
+    res_table_release(&table);
+    res_table_release(&table2);
+    res_table_release(&table3);
+    unlink(moved);
+    unlink(csv);
+    rmdir(vdir);
+    char *tb = path_join(tasks, "b");
+    rmdir(tb);
+    rmdir(tasks);
+    rmdir(rundir_b);
+    rmdir(run);
+    free(tb);
+    free(moved);
+    free(log1);
+    free(csv);
+    free(rundir_b);
+    free(vdir);
+    free(tasks);
+    free(run);
+    plan_release(&plan);
+    exp_release(&exp);
+}
+
 TEST_MAIN()
