@@ -688,6 +688,17 @@ int plan_build(const struct experiment *exp, const struct plan_opts *opts, struc
     return 0;
 }
 
+int plan_set_model_fp(struct plan *p, size_t vi, const struct model_fp *fp, struct err *err)
+{
+    if (vi >= p->n_variants)
+        return err_set(err, RN_ERR_USAGE, "plan_set_model_fp: bad variant %zu", vi), -1;
+    p->variants[vi].model_fp = *fp;
+    for (size_t pi = 0; pi < p->n_points; pi++)
+        if (p->points[pi].variant == vi && point_key(p, &p->points[pi], err) != 0)
+            return -1;
+    return 0;
+}
+
 int plan_set_port(struct plan *p, size_t vi, long port, struct err *err)
 {
     if (vi >= p->n_variants || port < 1 || port > 65535)

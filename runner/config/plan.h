@@ -130,7 +130,7 @@ struct plan_opts {
  * Under executor: ssh the programs are the remote ones (executor.sweep and
  * executor.engine, not searched here), ${run_dir} is the remote run folder
  * (plan_remote_run_dir) and the model is not checked here (the executor
- * checks it on the host).
+ * checks and fingerprints it on the host: plan_set_model_fp).
  */
 int plan_build(const struct experiment *exp, const struct plan_opts *opts, struct plan *p,
                struct err *err);
@@ -139,6 +139,11 @@ int plan_build(const struct experiment *exp, const struct plan_opts *opts, struc
  * folder: "sweep-runs/NAME/BASE" where BASE is run_dir's last component,
  * so a resumed run finds the same one. Heap string. */
 char *plan_remote_run_dir(const struct experiment *exp, const char *run_dir);
+
+/* Variant vi's model fingerprint as found elsewhere (the ssh executor's
+ * host), and its points' keys computed again with it. Returns 0, or -1
+ * with err set. */
+int plan_set_model_fp(struct plan *p, size_t vi, const struct model_fp *fp, struct err *err);
 
 /* Re-expand variant vi's server argv, url and client argvs for a new port
  * (after the planned one was taken). Keys do not change. */

@@ -54,7 +54,7 @@ pid_t exec_pid(const struct executor *ex)
     return ex->ssh ? ssh_master_pid(ex->ssh) : 0;
 }
 
-int exec_preflight(struct executor *ex, const struct plan *p, struct err *err)
+int exec_preflight(struct executor *ex, struct plan *p, struct err *err)
 {
     return ex->ssh ? ssh_preflight(ex->ssh, p, err) : 0;
 }

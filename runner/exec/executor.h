@@ -45,12 +45,13 @@ pid_t exec_pid(const struct executor *ex);
 
 /*
  * ssh: the checks of run.c's preflight, made on the remote host before
- * anything starts: the work folder, every variant's model path, every
- * server and client program, setsid. Nothing for local (run.c checks
- * here). Returns 0, or -1 with "variant 'V': on host 'H': model path 'P':
+ * anything starts: the work folder, every variant's model path (and its
+ * fingerprint, into p: the point keys are computed again with it), every
+ * server and client program, setsid, timeout, dd. Nothing for local
+ * (run.c checks here). Returns 0, or -1 with "variant 'V': on host 'H': model path 'P':
  * not found" and the like in err (RN_ERR_ENV).
  */
-int exec_preflight(struct executor *ex, const struct plan *p, struct err *err);
+int exec_preflight(struct executor *ex, struct plan *p, struct err *err);
 
 /*
  * Start argv as p (fresh, proc_init) with env_add and its output appended

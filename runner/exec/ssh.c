@@ -117,7 +117,20 @@ static const char check_script[] =
     "  case $k in\n"
     "  m) if [ ! -e \"$f\" ]; then printf '%s\\t%s\\n' \"$v\" \"model path '$f': not found\"\n"
     "     elif [ ! -r \"$f\" ]; then printf '%s\\t%s\\n' \"$v\" \"model path '$f': not "
-    "readable\"; fi ;;\n"
+    "readable\"\n"
+    "     elif [ -d \"$f\" ]; then\n"
+    "       h=$(cd -- \"$f\" && for e in * .[!.]* ..?*; do\n"
+    "         [ -e \"$e\" ] || [ -L \"$e\" ] || continue\n"
+    "         printf '%s\\t%s\\n' \"$e\" \"$(stat -L -c %s -- \"$e\" 2>/dev/null || echo -1)\"\n"
+    "       done | LC_ALL=C sort | sha256sum)\n"
+    "       printf '%s\\tfp\\t0\\t%s\\n' \"$f\" \"${h%% *}\"\n"
+    "     else\n"
+    "       n=$(wc -c < \"$f\")\n"
+    "       if [ \"$n\" -eq 0 ]; then printf '%s\\t%s\\n' \"$v\" \"model path '$f': the file is "
+    "empty\"\n"
+    "       else h=$(head -c 1048576 -- \"$f\" | sha256sum)\n"
+    "         printf '%s\\tfp\\t%s\\t%s\\n' \"$f\" \"$n\" \"${h%% *}\"; fi\n"
+    "     fi ;;\n"
     "  p) case $f in\n"
     "     */*) if [ ! -f \"$f\" ] || [ ! -x \"$f\" ]; then\n"
     "            printf '%s\\t%s\\n' \"$v\" \"program '$f': not an executable file\"; fi ;;\n"
@@ -550,7 +563,29 @@ static void add_check(struct strvec *sv, const char *kind, const char *label, co
     strvec_push(sv, path);
 }
 
-int ssh_preflight(struct ssh_conn *s, const struct plan *p, struct err *err)
+/* "SIZE<TAB>SHA256" of the model at path on the host: the fingerprint of
+ * every variant with that model path (plan_check_model's, computed there),
+ * so that point keys cover the remote model's contents. */
+static int model_fp_line(struct plan *p, const char *path, const char *rest, struct err *err)
+{
+    struct model_fp fp;
+    memset(&fp, 0, sizeof(fp));
+    const char *tab = strchr(rest, '\t');
+    long long size;
+    if (!tab || sscanf(rest, "%lld", &size) != 1 || strlen(tab + 1) != 64)
+        return 0; /* not what the script prints: no fingerprint, not an error */
+    fp.exists = 1;
+    fp.size = size;
+    memcpy(fp.head_sha256, tab + 1, 64);
+    fp.head_sha256[64] = '\0';
+    for (size_t vi = 0; vi < p->n_variants; vi++)
+        if (p->variants[vi].model_path && strcmp(p->variants[vi].model_path, path) == 0 &&
+            plan_set_model_fp(p, vi, &fp, err) != 0)
+            return -1;
+    return 0;
+}
+
+int ssh_preflight(struct ssh_conn *s, struct plan *p, struct err *err)
 {
     struct strvec argv;
     strvec_init(&argv);
@@ -590,20 +625,27 @@ int ssh_preflight(struct ssh_conn *s, const struct plan *p, struct err *err)
                     s->cfg->host, code, *line ? ": '" : "", line, *line ? "'" : "");
         free(line);
     } else {
-        /* the first "LABEL<TAB>problem" line, if any */
-        const char *tab = out.data ? strchr(out.data, '\t') : NULL;
-        if (tab) {
-            const char *start = tab;
-            while (start > out.data && start[-1] != '\n')
-                start--;
-            size_t end = strcspn(tab + 1, "\n");
-            err_set(err, RN_ERR_ENV, "%.*s: on host '%s': %.*s%s%s%s", (int)(tab - start), start,
-                    s->cfg->host, (int)end, tab + 1,
-                    strcmp(s->cfg->workdir, ".") ? " (work folder '" : "",
-                    strcmp(s->cfg->workdir, ".") ? s->cfg->workdir : "",
-                    strcmp(s->cfg->workdir, ".") ? "')" : "");
-        } else {
-            rc = 0;
+        /* "PATH<TAB>fp<TAB>SIZE<TAB>SHA256" lines fingerprint the models;
+         * the first "LABEL<TAB>problem" line, if any, is the error */
+        rc = 0;
+        for (char *line = out.data; line && *line && rc == 0;) {
+            char *nl = strchr(line, '\n');
+            if (nl)
+                *nl = '\0';
+            char *tab = strchr(line, '\t');
+            if (tab && strncmp(tab, "\tfp\t", 4) == 0) {
+                *tab = '\0';
+                if (model_fp_line(p, line, tab + 4, err) != 0)
+                    rc = -1;
+            } else if (tab) {
+                err_set(err, RN_ERR_ENV, "%.*s: on host '%s': %s%s%s%s", (int)(tab - line), line,
+                        s->cfg->host, tab + 1,
+                        strcmp(s->cfg->workdir, ".") ? " (work folder '" : "",
+                        strcmp(s->cfg->workdir, ".") ? s->cfg->workdir : "",
+                        strcmp(s->cfg->workdir, ".") ? "')" : "");
+                rc = -1;
+            }
+            line = nl ? nl + 1 : NULL;
         }
     }
     buf_release(&out);

@@ -32,7 +32,7 @@ void ssh_close(struct ssh_conn *s);
 pid_t ssh_master_pid(const struct ssh_conn *s);
 
 /* The remote checks of exec_preflight (executor.h). */
-int ssh_preflight(struct ssh_conn *s, const struct plan *p, struct err *err);
+int ssh_preflight(struct ssh_conn *s, struct plan *p, struct err *err);
 /* exec_spawn and exec_stop for ssh (executor.h). */
 int ssh_spawn(struct ssh_conn *s, struct proc *p, const struct strvec *argv,
               const struct strvec *env_add, const char *log_path, const char *remote_dir,

@@ -177,6 +177,17 @@ check_eq "bundled engine over ssh: exit 0" "$rc" 0
 [ "$rc" = 0 ] || tail -n 20 eerr.txt erun/default/server.log
 check_eq "bundled engine over ssh: the row is ok" "$(col erun status)" ok
 check "bundled engine over ssh: fp4serve's own log came back" grep -q "fp4serve\|listening\|model" erun/default/server.log
+# the remote model's fingerprint is in the keys: the same as a local run
+# of the same file, and a changed remote model is refused by --resume
+sed '/^executor:/,$d' e.yaml >el.yaml
+(cd remote && "$SWEEP" run ../el.yaml --out ../elrun >../elout.txt 2>../elerr.txt)
+check_eq "bundled engine here: exit 0" "$?" 0
+check_eq "bundled engine: the same key over ssh as here (remote model fingerprinted)" \
+    "$(col erun key)" "$(col elrun key)"
+"$FP4SERVE" synth --preset tiny --seed 2 -o remote/models/tiny.gguf >/dev/null 2>&1
+"$SWEEP" run e.yaml --resume erun >eout2.txt 2>eerr2.txt
+check_eq "remote model changed: --resume refused (exit 2)" "$?" 2
+check "remote model changed: the key differs, naming the model" grep -q "key.*models/tiny.gguf" eerr2.txt
 
 # ---- killing the ssh master mid-point: nothing is left on the remote side ----
 make_experiment fakeserver k.yaml NAME=sshkill PIDFILE="$T_TMP/pid.k" STEP_A=20 PREFILL=1 \
