@@ -75,6 +75,8 @@ static const char *schema_type(const struct schema_key *k, char *out, size_t siz
         return out;
     case K_PROMPTS:
         return "integer or expression";
+    case K_LEN:
+        return "length 1..1048576 or {dist}";
     case K_VARIANTS:
         return "list of maps";
     }
@@ -309,7 +311,8 @@ static void em_section(struct em *m, struct view *c, const char *path)
         if ((k->flags & KF_ONLY) && !schema_when_holds(k, c->exp, c->var))
             continue;
         /* a template left out in the file stays out (model with engine: command) */
-        if (k->type == K_TMPL && !*(char **)(schema_base(k, c->exp, c->var) + k->off))
+        if ((k->type == K_TMPL || k->type == K_STR) &&
+            !*(char **)(schema_base(k, c->exp, c->var) + k->off))
             continue; /* an optional string that was not given (model, engine: command) */
         em_str(m, schema_leaf(k->path), false);
         em_value(m, c, k);
@@ -410,6 +413,12 @@ static void em_value(struct em *m, struct view *c, const struct schema_key *k)
     }
     case K_CONCLIST:
     case K_PROMPTS:
+        break;
+    case K_LEN: /* a distribution in its text form, which the loader reads back */
+        if (*(char *const *)(base + k->off_n))
+            em_str(m, *(char *const *)(base + k->off_n), false);
+        else
+            em_long(m, *(const long *)(base + k->off));
         break;
     }
 }

@@ -26,12 +26,15 @@
 #include <unistd.h>
 
 #include "sweep.h"
+#include "client/dataset.h"
+#include "client/lengths.h"
 #include "config/expr.h"
 #include "config/schema.h"
 #include "analysis/extract.h"
 #include "analysis/metric.h"
 #include "store/results.h"
 #include "fileio.h"
+#include "sha256.h"
 #include "strutil.h"
 #include "config/tmpl.h"
 #include "xalloc.h"
@@ -284,6 +287,70 @@ static int decode_number(struct dctx *c, const struct schema_key *k, const struc
         return cerr(c, n->line, n->col, "'%s' must be %s %g and at most %g, got %s", k->path,
                     (k->flags & KF_GT) ? "greater than" : "at least", k->min, k->max, n->text);
     *(double *)(base + k->off) = d;
+    return 0;
+}
+
+/*
+ * Lengths (K_LEN): an integer, the text form of lengths.h ("uniform:64:512"),
+ * or a map {dist: uniform, min, max} / {dist: normal, mean, sd, min, max}.
+ * The mean goes to the long at off (for ${input_len} and estimates), the
+ * text form (NULL for a fixed length) to the string at off_n.
+ */
+static int decode_len(struct dctx *c, const struct schema_key *k, const struct ynode *n)
+{
+    static const char *const fields[] = {"dist", "min", "max", "mean", "sd"};
+    char q[80], text[200];
+    const struct ynode *f[5] = {NULL};
+    struct len_dist d;
+    struct err e;
+    if (n->kind == Y_MAP) {
+        for (size_t i = 0; i + 1 < n->n; i += 2) {
+            size_t j = 0;
+            while (j < 5 && strcmp(n->kids[i]->text, fields[j]) != 0)
+                j++;
+            if (j == 5)
+                return cerr(c, n->kids[i]->line, n->kids[i]->col,
+                            "unknown key '%s' in '%s' (known keys here: dist, min, max, mean, sd)",
+                            QUOTE(n->kids[i], q), k->path);
+            f[j] = n->kids[i + 1];
+            if (want_scalar(c, k, f[j], "numbers in its distribution") != 0)
+                return -1;
+        }
+        const char *dist = f[0] ? f[0]->text : "";
+        bool uni = strcmp(dist, "uniform") == 0, nor = strcmp(dist, "normal") == 0;
+        if (!uni && !nor)
+            return cerr(c, f[0] ? f[0]->line : n->line, f[0] ? f[0]->col : n->col,
+                        "'%s.dist' must be uniform or normal, got '%s'", k->path,
+                        f[0] ? QUOTE(f[0], q) : "nothing");
+        if (uni && (!f[1] || !f[2] || f[3] || f[4]))
+            return cerr(c, n->line, n->col, "'%s' with dist: uniform wants min and max (only)",
+                        k->path);
+        if (nor && (!f[3] || !f[4]))
+            return cerr(c, n->line, n->col,
+                        "'%s' with dist: normal wants mean and sd (min and max optional)", k->path);
+        if (uni)
+            snprintf(text, sizeof(text), "uniform:%.40s:%.40s", f[1]->text, f[2]->text);
+        else
+            snprintf(text, sizeof(text), "normal:%.40s:%.40s:%.40s%s%.40s", f[3]->text, f[4]->text,
+                     f[1] ? f[1]->text : "1", f[2] ? ":" : "", f[2] ? f[2]->text : "");
+    } else {
+        if (want_scalar(c, k, n, "a length or a distribution") != 0)
+            return -1;
+        snprintf(text, sizeof(text), "%.190s", n->text);
+    }
+    err_init(&e);
+    char what[64];
+    snprintf(what, sizeof(what), "'%s'", k->path);
+    if (len_parse(text, what, &d, &e, E) != 0)
+        return cerr(c, n->line, n->col, "%s", e.msg);
+    *(long *)(base_of(c, k) + k->off) = len_mean(&d);
+    char **dist = (char **)(base_of(c, k) + k->off_n);
+    free(*dist);
+    *dist = NULL;
+    if (d.kind != LEN_FIXED) {
+        len_format(&d, text, sizeof(text));
+        *dist = xstrdup(text);
+    }
     return 0;
 }
 
@@ -800,7 +867,62 @@ static int decode_value(struct dctx *c, const struct schema_key *k, const struct
         return check_prompts(c, k, n);
     case K_VARIANTS:
         return decode_variants(c, k, n);
+    case K_LEN:
+        return decode_len(c, k, n);
     }
+    return 0;
+}
+
+/*
+ * bench.dataset in a full pass: a path exactly when the kind reads a file,
+ * the builtin client only, and the file itself checked now (a bad entry is
+ * named before anything starts); its digest goes into the points' keys.
+ */
+static int check_dataset(struct dctx *c, const struct ynode *map, int line, int col)
+{
+    char vs[96];
+    struct exp_bench *b = &c->var->bench;
+    const struct ynode *dn = ytree_get(map, "dataset");
+    const struct ynode *pn = ytree_get(dn, "path");
+    const struct ynode *at = pn ? pn : dn ? dn : map;
+    if (at) {
+        line = at->line;
+        col = at->col;
+    }
+    b->dataset_sha256[0] = '\0';
+    if (b->dataset_path && !*b->dataset_path) { /* "" clears a base's path (a variant's choice) */
+        free(b->dataset_path);
+        b->dataset_path = NULL;
+    }
+    if (b->dataset_kind == DS_RANDOM && b->dataset_path)
+        return cerr(c, line, col,
+                    "'bench.dataset.path' needs 'bench.dataset.kind' jsonl or sharegpt (it is "
+                    "random)%s",
+                    vsuffix(c, vs, sizeof(vs)));
+    if (b->dataset_kind == DS_RANDOM)
+        return 0;
+    if (!b->dataset_path)
+        return cerr(c, line, col,
+                    "missing required key 'bench.dataset.path' (needed when "
+                    "bench.dataset.kind is %s)%s",
+                    ds_kind_name(b->dataset_kind), vsuffix(c, vs, sizeof(vs)));
+    if (b->tool != EXP_TOOL_BUILTIN)
+        return cerr(c, line, col,
+                    "'bench.dataset' only applies when tool is builtin (give a command client "
+                    "its file in bench.command)%s",
+                    vsuffix(c, vs, sizeof(vs)));
+    struct ds_set ds;
+    struct err e;
+    err_init(&e);
+    if (ds_load(b->dataset_path, (enum ds_kind)b->dataset_kind, (uint64_t)b->seed, &ds, &e, E, E) !=
+        0)
+        return cerr(c, line, col, "bench.dataset: %s%s", e.msg, vsuffix(c, vs, sizeof(vs)));
+    ds_release(&ds);
+    struct buf text;
+    buf_init(&text, DS_MAX_FILE_BYTES);
+    if (file_read_all(b->dataset_path, &text, &e, E) == 0)
+        sha256_hex(text.data ? text.data : "", text.len, b->dataset_sha256);
+    buf_release(&text);
     return 0;
 }
 
@@ -819,6 +941,8 @@ static int finish_bench(struct dctx *c, const struct ynode *map, int line, int c
     }
     if (!c->full_var) /* pass A: a variant may still complete the grid */
         return 0;
+    if (check_dataset(c, map, line, col) != 0)
+        return -1;
     if (c->conc && !c->prompts)
         return cerr(c, c->conc->line, c->conc->col,
                     "'bench.concurrency' needs 'bench.prompts' (an integer, or an expression in c "
@@ -987,7 +1111,10 @@ static void merge_into(struct ynode *shell, const struct ynode *base, const stru
     for (size_t i = 0; over && i + 1 < over->n; i += 2) {
         struct ynode *key = over->kids[i], *val = over->kids[i + 1];
         struct ynode *old = ytree_get(shell, key->text);
-        if (old && old->kind == Y_MAP && val->kind == Y_MAP) {
+        /* a length distribution is one value: a variant's replaces the base's */
+        bool whole = is_bench &&
+                     (strcmp(key->text, "input_len") == 0 || strcmp(key->text, "output_len") == 0);
+        if (old && old->kind == Y_MAP && val->kind == Y_MAP && !whole) {
             struct ynode *m = ytree_shell(val->line, val->col);
             merge_into(m, old, val, false);
             ytree_shell_put(shell, key, m);
@@ -1052,6 +1179,9 @@ static void variant_release(struct exp_variant *v)
     free(v->server.ready_path);
     strvec_release(&v->bench.command);
     free(v->bench.grid);
+    free(v->bench.input_dist);
+    free(v->bench.output_dist);
+    free(v->bench.dataset_path);
     free(v->metrics.preset);
     for (size_t i = 0; i < v->metrics.n_patterns; i++) {
         free(v->metrics.patterns[i].name);

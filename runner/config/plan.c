@@ -247,11 +247,27 @@ static int build_client(const struct plan *p, const struct plan_point *pt, bool 
         strvec_push(argv, "-n");
         strvec_push(argv, x.prompts);
         strvec_push(argv, "--input-len");
-        strvec_push(argv, x.in);
+        strvec_push(argv, b->input_dist ? b->input_dist : x.in);
         strvec_push(argv, "--output-len");
-        strvec_push(argv, x.out);
+        strvec_push(argv, b->output_dist ? b->output_dist : x.out);
         strvec_push(argv, "--warmup");
         strvec_pushf(argv, "%ld", b->warmup);
+        /* the workload flags appear only when they differ from bench's own
+         * defaults, so the keys of points that use none stay what they were */
+        if (b->endpoint == 1) {
+            strvec_push(argv, "--endpoint");
+            strvec_push(argv, "chat");
+        }
+        if (b->dataset_path) {
+            strvec_push(argv, "--dataset");
+            strvec_push(argv, b->dataset_path);
+            strvec_push(argv, "--dataset-kind");
+            strvec_push(argv, b->dataset_kind == 2 ? "sharegpt" : "jsonl");
+        }
+        if (b->seed != 42) {
+            strvec_push(argv, "--seed");
+            strvec_pushf(argv, "%ld", b->seed);
+        }
         if (b->request_rate > 0) {
             fmt_double(num, sizeof(num), b->request_rate);
             strvec_push(argv, "--request-rate");
@@ -337,6 +353,8 @@ static int point_key(const struct plan *p, struct plan_point *pt, struct err *er
     hash_num(&h, "shape", "in=%ld out=%ld warmup=%ld rate=%s", b->input_len, b->output_len,
              b->warmup, rate);
     hash_num(&h, "point", "c=%ld n=%ld r=%ld", pt->concurrency, pt->prompts, pt->repeat);
+    if (b->dataset_sha256[0]) /* the file's contents, not only its name */
+        hash_num(&h, "dataset", "%s", b->dataset_sha256);
     sha256_final(&h, digest);
     sha256_to_hex(digest, hex);
     memcpy(pt->key, hex, 16);

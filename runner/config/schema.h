@@ -20,7 +20,7 @@
 #define SCHEMA_MAX_POINTS   100000    /* variants x grid points x repeats */
 #define SCHEMA_MAX_CONC     65536     /* concurrency of one point */
 #define SCHEMA_MAX_PROMPTS  10000000L /* measured requests of one point */
-#define SCHEMA_MAX_KEYS     64        /* rows in the table (sizes the loader's arrays) */
+#define SCHEMA_MAX_KEYS     128       /* rows in the table (sizes the loader's arrays) */
 
 enum schema_type {
     K_SECTION,    /* a map of the keys below it */
@@ -44,6 +44,8 @@ enum schema_type {
     K_CONCLIST,   /* bench.concurrency: list of integers */
     K_PROMPTS,    /* bench.prompts: an integer or an expression in c */
     K_VARIANTS,   /* the variants list */
+    K_LEN,        /* long (the mean) at off, and char * (lengths.h text form, NULL when
+                     fixed) at off_n: an integer, "uniform:A:B"..., or {dist: ..., ...} */
 };
 
 enum {

@@ -671,9 +671,10 @@ TEST(error_messages)
     CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], input_len: 8, input_len: 9}\n"),
               "t.yaml:3:38: duplicate key 'input_len' (first at 3:24)");
     CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], input_len: \"abc\"}\n"),
-              "t.yaml:3:35: 'bench.input_len' wants an integer, got 'abc'");
+              "t.yaml:3:35: 'bench.input_len' wants a length (256), uniform:MIN:MAX or "
+              "normal:MEAN:SD[:MIN[:MAX]], got 'abc'");
     CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], input_len: [1]}\n"),
-              "t.yaml:3:35: 'bench.input_len' wants an integer, got a list");
+              "t.yaml:3:35: 'bench.input_len' wants a length or a distribution, got a list");
     CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], timeout_s: -1}\n"),
               "t.yaml:3:35: 'bench.timeout_s' must be greater than 0 and at most 604800, got -1");
     CHECK_STR(load_err("name: t\nserver: {model: m.gguf, port: 0}\nbench: {grid: [\"1:8\"]}\n"),
@@ -704,7 +705,7 @@ TEST(error_messages)
     CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], \"a\\nb\": 1}\n"),
               "t.yaml:3:24: unknown key 'a\\nb' in 'bench' (known keys here: tool, command, "
               "input_len, output_len, warmup, request_rate, timeout_s, repeat, grid, concurrency, "
-              "prompts)");
+              "prompts, endpoint, dataset)");
 }
 
 /* ---- the dump loads back to an equal experiment ---- */
@@ -738,7 +739,9 @@ static bool exp_equal(const struct experiment *a, const struct experiment *b)
 {
     if (!str_eq(a->name, b->name) || !str_eq(a->description, b->description) ||
         !str_eq(a->fit_x, b->fit_x) || !str_eq(a->fit_y, b->fit_y) ||
-        !sv_equal(&a->plots, &b->plots) || a->n_variants != b->n_variants)
+        !sv_equal(&a->plots, &b->plots) || a->n_variants != b->n_variants ||
+        a->slo_ttft_ms != b->slo_ttft_ms || a->slo_tpot_ms != b->slo_tpot_ms ||
+        a->slo_e2e_ms != b->slo_e2e_ms)
         return false;
     for (size_t i = 0; i < a->n_variants; i++) {
         const struct exp_variant *x = &a->variants[i], *y = &b->variants[i];
@@ -755,7 +758,11 @@ static bool exp_equal(const struct experiment *a, const struct experiment *b)
         if (p->tool != q->tool || !sv_equal(&p->command, &q->command) ||
             p->input_len != q->input_len || p->output_len != q->output_len ||
             p->warmup != q->warmup || p->request_rate != q->request_rate ||
-            p->timeout_s != q->timeout_s || p->repeat != q->repeat || p->n_grid != q->n_grid)
+            p->timeout_s != q->timeout_s || p->repeat != q->repeat || p->n_grid != q->n_grid ||
+            !str_eq(p->input_dist, q->input_dist) || !str_eq(p->output_dist, q->output_dist) ||
+            p->endpoint != q->endpoint || p->dataset_kind != q->dataset_kind ||
+            !str_eq(p->dataset_path, q->dataset_path) || p->seed != q->seed ||
+            strcmp(p->dataset_sha256, q->dataset_sha256) != 0)
             return false;
         for (size_t g = 0; g < p->n_grid; g++)
             if (p->grid[g].concurrency != q->grid[g].concurrency ||
@@ -832,6 +839,97 @@ TEST(dump_round_trip)
                "  - {name: a, server: {flags: {quant: mxfp4, extra: x}}}\n"
                "  - {name: b, server: {engine: command, command: [s]}, bench: {grid: [\"7:7\"]}}\n"
                "  - {name: default}\n");
+    round_trip(BASE "bench:\n"
+                    "  grid: [\"1:8\"]\n"
+                    "  input_len: {dist: normal, mean: 480.5, sd: 240, min: 2}\n"
+                    "  output_len: uniform:1:64\n"
+                    "  endpoint: chat\n"
+                    "  dataset: {kind: sharegpt, path: experiments/data/sharegpt.json, seed: 3}\n"
+                    "analysis: {slo: {ttft_ms: 500, tpot_ms: 50.5, e2e_ms: 9000}}\n"
+                    "variants:\n"
+                    "  - {name: a}\n"
+                    "  - {name: b, bench: {input_len: 7, dataset: {kind: random, path: \"\"}}}\n");
+}
+
+/* ---- workloads: lengths, endpoint, dataset, SLO ---- */
+
+TEST(workload_keys)
+{
+    struct experiment e;
+    if (load(BASE "bench:\n"
+                  "  grid: [\"1:8\"]\n"
+                  "  input_len: {dist: uniform, min: 64, max: 512}\n"
+                  "  output_len: {dist: normal, mean: 100, sd: 30}\n"
+                  "  endpoint: chat\n"
+                  "  dataset: {kind: jsonl, path: experiments/data/prompts.jsonl}\n"
+                  "analysis: {slo: {ttft_ms: 500, tpot_ms: 50}}\n"
+                  "variants:\n"
+                  "  - name: a\n"
+                  "  - {name: b, bench: {input_len: {dist: normal, mean: 9, sd: 1}}}\n",
+             &e) != 0)
+        return;
+    const struct exp_bench *a = &e.variants[0].bench, *b = &e.variants[1].bench;
+    CHECK_STR(a->input_dist, "uniform:64:512");
+    CHECK_INT(a->input_len, 288);
+    CHECK_STR(a->output_dist, "normal:100:30:1:1048576");
+    CHECK_INT(a->output_len, 100);
+    CHECK_INT(a->endpoint, 1);
+    CHECK_INT(a->dataset_kind, 1);
+    CHECK_STR(a->dataset_path, "experiments/data/prompts.jsonl");
+    CHECK_INT(a->seed, 42);
+    CHECK_INT(strlen(a->dataset_sha256), 64);
+    /* a variant's distribution replaces the base's whole (no min/max inherited) */
+    CHECK_STR(b->input_dist, "normal:9:1:1:1048576");
+    CHECK(e.slo_ttft_ms == 500 && e.slo_tpot_ms == 50 && e.slo_e2e_ms == 0);
+    exp_release(&e);
+    if (load(BASE "bench: {grid: [\"1:8\"], input_len: 33}\n", &e) != 0)
+        return;
+    CHECK(e.variants[0].bench.input_dist == NULL);
+    CHECK_INT(e.variants[0].bench.input_len, 33);
+    CHECK_INT(e.variants[0].bench.dataset_kind, 0);
+    CHECK_STR(e.variants[0].bench.dataset_sha256, "");
+    exp_release(&e);
+
+#define B BASE "bench:\n  grid: [\"1:8\"]\n  "
+    CHECK_STR(load_err(B "input_len: {dist: zipf, min: 1, max: 2}\n"),
+              "t.yaml:5:21: 'bench.input_len.dist' must be uniform or normal, got 'zipf'");
+    CHECK_STR(load_err(B "input_len: {dist: uniform, min: 9}\n"),
+              "t.yaml:5:14: 'bench.input_len' with dist: uniform wants min and max (only)");
+    CHECK_STR(load_err(B "output_len: {dist: normal, mean: 9}\n"),
+              "t.yaml:5:15: 'bench.output_len' with dist: normal wants mean and sd (min and max "
+              "optional)");
+    CHECK_STR(load_err(B "input_len: {dist: uniform, min: 0, max: 2}\n"),
+              "t.yaml:5:14: 'bench.input_len': 'uniform:0:2' needs 1 <= MIN <= MAX <= 1048576");
+    CHECK_STR(load_err(B "input_len: {dist: normal, mean: 9, sd: 1, mode: 2}\n"),
+              "t.yaml:5:45: unknown key 'mode' in 'bench.input_len' (known keys here: dist, "
+              "min, max, mean, sd)");
+    CHECK_STR(load_err(B "input_len: {dist: uniform, min: [1], max: 2}\n"),
+              "t.yaml:5:35: 'bench.input_len' wants numbers in its distribution, got a list");
+    CHECK_STR(load_err(B "endpoint: grpc\n"),
+              "t.yaml:5:13: 'bench.endpoint' must be one of completions, chat, got 'grpc'");
+    CHECK_STR(load_err(B "dataset: {kind: jsonl}\n"),
+              "t.yaml:5:12: missing required key 'bench.dataset.path' (needed when "
+              "bench.dataset.kind is jsonl)");
+    CHECK_STR(load_err(B "dataset: {path: experiments/data/prompts.jsonl}\n"),
+              "t.yaml:5:19: 'bench.dataset.path' needs 'bench.dataset.kind' jsonl or sharegpt (it "
+              "is random)");
+    CHECK_STR(load_err(B "tool: command\n  command: [x]\n  dataset: {kind: jsonl, path: "
+                         "experiments/data/prompts.jsonl}\n"),
+              "t.yaml:7:32: 'bench.dataset' only applies when tool is builtin (give a command "
+              "client its file in bench.command)");
+    /* the file is read at load: a bad entry is named by file and line */
+    CHECK_STR(load_err(B "dataset: {kind: sharegpt, path: experiments/data/prompts.jsonl}\n"),
+              "t.yaml:5:35: bench.dataset: experiments/data/prompts.jsonl:2:1: not JSON: end of "
+              "file expected near '{'");
+    CHECK_STR(load_err(B "endpoint: chat\n  tool: command\n  command: [x]\n"),
+              "t.yaml:5:13: 'bench.endpoint' only applies when tool is builtin, but tool is "
+              "command");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nanalysis: {slo: {ttft_ms: -1}}\n"),
+              "t.yaml:4:27: 'analysis.slo.ttft_ms' must be at least 0 and at most 1e+09, got -1");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nanalysis: {slo: {ttft: 5}}\n"),
+              "t.yaml:4:18: unknown key 'ttft' in 'analysis.slo' (known keys here: ttft_ms, "
+              "tpot_ms, e2e_ms)");
+#undef B
 }
 
 /* strings another YAML reader would take for numbers are dumped quoted */

@@ -279,6 +279,49 @@ TEST(keys_are_stable_and_sensitive)
 #undef EXP
 }
 
+/* Workload keys reach the builtin client's argv only when set, and the
+ * dataset's contents are part of the key. */
+TEST(workload_argv_and_dataset_key)
+{
+    char *model = gguf_file("w.gguf", 3);
+    char *data = write_file("w.jsonl", "{\"prompt\": \"a b\"}\n", 18);
+    char a[4][17], b[4][17];
+    size_t na = 0, nb = 0;
+    struct experiment e;
+    struct plan p;
+    struct err err;
+    char *t = xasprintf("name: w\nserver: {model: %s}\n"
+                        "bench:\n  grid: [\"2:4\"]\n  input_len: {dist: uniform, min: 1, max: 9}\n"
+                        "  output_len: {dist: normal, mean: 5, sd: 2}\n  endpoint: chat\n"
+                        "  dataset: {kind: jsonl, path: %s, seed: 7}\n",
+                        model, data);
+    if (load(t, &e) == 0) {
+        if (build(&e, "results/w/1", &p, &err) == 0) {
+            char *want = xasprintf(
+                "/opt/sweep/bin/sweep|bench|--url|http://127.0.0.1:30000|-c|2|-n|4|--input-len|"
+                "uniform:1:9|--output-len|normal:5:2:1:1048576|--warmup|2|--endpoint|chat|"
+                "--dataset|%s|--dataset-kind|jsonl|--seed|7|--jsonl|"
+                "results/w/1/default/c2-n4.jsonl",
+                data);
+            /* the port is auto: compare from -c on */
+            const char *got = strstr(joined(&p.points[0].client_argv), "|-c|");
+            CHECK_STR(got, strstr(want, "|-c|"));
+            free(want);
+            plan_release(&p);
+        } else {
+            CHECK_MSG(0, "plan_build: %s", err.msg);
+        }
+        exp_release(&e);
+    }
+    keys_of(t, "results/w/1", a, 4, &na);
+    free(write_file("w.jsonl", "{\"prompt\": \"a c\"}\n", 18)); /* same name, other text */
+    keys_of(t, "results/w/1", b, 4, &nb);
+    CHECK(na == 1 && nb == 1 && strcmp(a[0], b[0]) != 0);
+    free(t);
+    free(data);
+    free(model);
+}
+
 /* The key leaves the variant's name out, also with the builtin client (whose
  * --jsonl path names the variant's folder): renaming a variant reruns
  * nothing, and two variants with the same settings have the same keys. */
@@ -635,6 +678,8 @@ TEST(cleanup_scratch)
                            "bad.gguf",
                            "empty.bin",
                            "weights.safetensors",
+                           "w.gguf",
+                           "w.jsonl",
                            "argv.out",
                            "hfmodel/config.json",
                            "hfmodel/model.safetensors",
