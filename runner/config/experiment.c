@@ -34,7 +34,6 @@
 #include "analysis/metric.h"
 #include "store/results.h"
 #include "fileio.h"
-#include "sha256.h"
 #include "strutil.h"
 #include "config/tmpl.h"
 #include "xalloc.h"
@@ -875,8 +874,8 @@ static int decode_value(struct dctx *c, const struct schema_key *k, const struct
 
 /*
  * bench.dataset in a full pass: a path exactly when the kind reads a file,
- * the builtin client only, and the file itself checked now (a bad entry is
- * named before anything starts); its digest goes into the points' keys.
+ * and the builtin client only. The file itself is read by the plan (like
+ * the model), so a saved experiment.yaml loads without it.
  */
 static int check_dataset(struct dctx *c, const struct ynode *map, int line, int col)
 {
@@ -889,7 +888,6 @@ static int check_dataset(struct dctx *c, const struct ynode *map, int line, int 
         line = at->line;
         col = at->col;
     }
-    b->dataset_sha256[0] = '\0';
     if (b->dataset_path && !*b->dataset_path) { /* "" clears a base's path (a variant's choice) */
         free(b->dataset_path);
         b->dataset_path = NULL;
@@ -911,18 +909,6 @@ static int check_dataset(struct dctx *c, const struct ynode *map, int line, int 
                     "'bench.dataset' only applies when tool is builtin (give a command client "
                     "its file in bench.command)%s",
                     vsuffix(c, vs, sizeof(vs)));
-    struct ds_set ds;
-    struct err e;
-    err_init(&e);
-    if (ds_load(b->dataset_path, (enum ds_kind)b->dataset_kind, (uint64_t)b->seed, &ds, &e, E, E) !=
-        0)
-        return cerr(c, line, col, "bench.dataset: %s%s", e.msg, vsuffix(c, vs, sizeof(vs)));
-    ds_release(&ds);
-    struct buf text;
-    buf_init(&text, DS_MAX_FILE_BYTES);
-    if (file_read_all(b->dataset_path, &text, &e, E) == 0)
-        sha256_hex(text.data ? text.data : "", text.len, b->dataset_sha256);
-    buf_release(&text);
     return 0;
 }
 

@@ -72,13 +72,12 @@ struct exp_bench {
     long repeat;            /* runs per point, default 1 */
     struct exp_point *grid; /* in file order, duplicates removed */
     size_t n_grid;
-    char *input_dist;        /* owned; lengths.h text form ("uniform:64:512"), NULL: input_len */
-    char *output_dist;       /* owned; the same for max_tokens, NULL: output_len */
-    int endpoint;            /* 0 completions, 1 chat (builtin client) */
-    int dataset_kind;        /* enum ds_kind: 0 random, 1 jsonl, 2 sharegpt */
-    char *dataset_path;      /* owned; NULL for random prompts */
-    long seed;               /* prompt order, lengths and arrivals of the builtin client */
-    char dataset_sha256[65]; /* hex digest of the dataset file ("" without one): in the key */
+    char *input_dist;   /* owned; lengths.h text form ("uniform:64:512"), NULL: input_len */
+    char *output_dist;  /* owned; the same for max_tokens, NULL: output_len */
+    int endpoint;       /* 0 completions, 1 chat (builtin client) */
+    int dataset_kind;   /* enum ds_kind: 0 random, 1 jsonl, 2 sharegpt */
+    char *dataset_path; /* owned; NULL for random prompts */
+    long seed;          /* prompt order, lengths and arrivals of the builtin client */
 };
 
 struct exp_pattern {

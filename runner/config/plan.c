@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "sweep.h"
+#include "client/dataset.h"
 #include "fileio.h"
 #include "sha256.h"
 #include "strutil.h"
@@ -353,8 +354,8 @@ static int point_key(const struct plan *p, struct plan_point *pt, struct err *er
     hash_num(&h, "shape", "in=%ld out=%ld warmup=%ld rate=%s", b->input_len, b->output_len,
              b->warmup, rate);
     hash_num(&h, "point", "c=%ld n=%ld r=%ld", pt->concurrency, pt->prompts, pt->repeat);
-    if (b->dataset_sha256[0]) /* the file's contents, not only its name */
-        hash_num(&h, "dataset", "%s", b->dataset_sha256);
+    if (pv->dataset_sha256[0]) /* the file's contents, not only its name */
+        hash_num(&h, "dataset", "%s", pv->dataset_sha256);
     sha256_final(&h, digest);
     sha256_to_hex(digest, hex);
     memcpy(pt->key, hex, 16);
@@ -560,6 +561,32 @@ static int build_clients(struct plan *p, size_t vi, struct err *err)
     return 0;
 }
 
+/* Read and check pv's dataset file, if any (a bad entry is named: a usage
+ * error before anything starts), and keep its digest for the keys. */
+static int plan_dataset(struct plan_variant *pv, struct err *err)
+{
+    const struct exp_bench *b = &pv->v->bench;
+    struct ds_set ds;
+    struct buf text;
+    int rc = -1;
+    pv->dataset_sha256[0] = '\0';
+    if (!b->dataset_path)
+        return 0;
+    if (ds_load(b->dataset_path, (enum ds_kind)b->dataset_kind, (uint64_t)b->seed, &ds, err,
+                RN_ERR_USAGE, RN_ERR_USAGE) != 0) {
+        err_prefix(err, "variant '%s': bench.dataset", pv->v->name);
+        return -1;
+    }
+    ds_release(&ds);
+    buf_init(&text, DS_MAX_FILE_BYTES);
+    if (file_read_all(b->dataset_path, &text, err, RN_ERR_USAGE) == 0) {
+        sha256_hex(text.data ? text.data : "", text.len, pv->dataset_sha256);
+        rc = 0;
+    }
+    buf_release(&text);
+    return rc;
+}
+
 /* Expand the model path of pv and fingerprint it. */
 static int plan_model(struct plan *p, struct plan_variant *pv, struct err *err)
 {
@@ -658,7 +685,8 @@ int plan_build(const struct experiment *exp, const struct plan_opts *opts, struc
         const struct exp_bench *b = &pv->v->bench;
         pv->port = pv->v->server.port ? pv->v->server.port : free_port(err);
         /* port first: the model path and argv may use ${port} and ${url} */
-        if (pv->port < 0 || plan_model(p, pv, err) != 0 || build_variant(p, vi, err) != 0)
+        if (pv->port < 0 || plan_model(p, pv, err) != 0 || plan_dataset(pv, err) != 0 ||
+            build_variant(p, vi, err) != 0)
             return -1;
         for (size_t g = 0; g < b->n_grid; g++)
             for (long r = 1; r <= b->repeat; r++) {

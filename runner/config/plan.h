@@ -73,6 +73,7 @@ struct plan_variant {
     char *url;                   /* owned: "http://HOST:PORT" */
     struct strvec server_argv;   /* expanded; argv[0] is the program */
     struct strvec server_env;    /* "NAME=value" entries to add to the environment */
+    char dataset_sha256[65];     /* hex digest of bench.dataset.path's file, "" without one */
 };
 
 struct plan_point {

@@ -314,6 +314,21 @@ TEST(workload_argv_and_dataset_key)
         exp_release(&e);
     }
     keys_of(t, "results/w/1", a, 4, &na);
+    /* a bad entry stops the plan, named by file and line */
+    char *bad = xasprintf("%s", t);
+    free(write_file("w.jsonl", "{\"prompt\": \"a c\"}\n{\"prompt\": 1}\n", 33));
+    if (load(bad, &e) == 0) {
+        CHECK(build(&e, "results/w/1", &p, &err) != 0);
+        CHECK_INT(err.code, RN_ERR_USAGE);
+        char *want = xasprintf("variant 'default': bench.dataset: %s:2: \"prompt\" wants a "
+                               "non-empty string",
+                               data);
+        CHECK_STR(err.msg, want);
+        free(want);
+        plan_release(&p);
+        exp_release(&e);
+    }
+    free(bad);
     free(write_file("w.jsonl", "{\"prompt\": \"a c\"}\n", 18)); /* same name, other text */
     keys_of(t, "results/w/1", b, 4, &nb);
     CHECK(na == 1 && nb == 1 && strcmp(a[0], b[0]) != 0);
