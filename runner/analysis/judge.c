@@ -31,6 +31,11 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
     }
     for (size_t i = 0; i < got.n; i++)
         mset_set(metrics, got.m[i].name, got.m[i].value);
+    /* the per-request records, when the builtin client wrote them: a file
+     * that cannot be read is noted, never a failed point */
+    struct err ge;
+    err_init(&ge);
+    int gp_rc = gp_point(log_path, spec->slo, spec->request_rate, metrics, &ge);
     if (rc != 0 || ext_require(spec->set, metrics, &info, spec->require, &e) != 0) {
         if (client_ok) {
             buf_printf(cause, "%s", e.msg);
@@ -42,6 +47,8 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
         *ok = !ext_check_invariants(metrics, spec->concurrency, spec->prompts, spec->request_rate,
                                     cause);
     }
+    if (gp_rc != 0 && client_ok)
+        buf_printf(cause, "%sper-request records: %s", cause->len ? "; " : "", ge.msg);
     rc = 0;
 out:
     mset_release(&got);
@@ -66,8 +73,8 @@ int judge_saved_point(const struct rundir *rd, const char *variant, const char *
     if (ext_new(x->preset, x->patterns, x->n_patterns, &set, &e) != 0) {
         buf_printf(&cause, "%s", e.msg);
     } else {
-        struct judge_spec spec = {set, &x->require, p->concurrency, p->prompts,
-                                  rundir_rate(rd, variant)};
+        struct judge_spec spec = {
+            set, &x->require, p->concurrency, p->prompts, rundir_rate(rd, variant), &rd->slo};
         rc = judge_point(&spec, path, true, &ms, &ok, &cause, err);
         if (rc != 0) /* the point fails, the others go on (the caller decides) */
             buf_printf(&cause, "cannot read the log: %s", err->msg);

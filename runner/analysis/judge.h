@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "analysis/extract.h"
+#include "analysis/goodput.h"
 #include "analysis/metric.h"
 #include "buf.h"
 #include "err.h"
@@ -23,6 +24,8 @@ struct judge_spec {
     const struct strvec *require; /* metrics an ok point must have */
     long concurrency, prompts;    /* what the point asked for */
     double request_rate;          /* open-loop rate in req/s; 0 = closed loop */
+    const struct gp_slo *slo;     /* analysis.slo, or NULL; with the per-request records
+                                     beside the log, goodput.h's columns are added */
 };
 
 /*

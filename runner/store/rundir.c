@@ -117,6 +117,7 @@ static int read_experiment(struct rundir *rd, struct err *err)
     rd->description = xstrdup(exp.description ? exp.description : "");
     free(rd->fit_x);
     free(rd->fit_y);
+    rd->slo = (struct gp_slo){exp.slo_ttft_ms, exp.slo_tpot_ms, exp.slo_e2e_ms};
     rd->fit_x = xstrdup(exp.fit_x ? exp.fit_x : "concurrency");
     rd->fit_y = xstrdup(exp.fit_y ? exp.fit_y : "median_tpot_ms");
     if (exp.plots.n) {

@@ -17,6 +17,7 @@
 #include "err.h"
 #include "analysis/extract.h"
 #include "store/results.h"
+#include "analysis/goodput.h"
 #include "strvec.h"
 
 /* How to read one variant's logs. */
@@ -53,6 +54,7 @@ struct rundir {
     struct strvec command; /* argv of the sweep command that made the run */
     bool interrupted;      /* the newest session was stopped (Ctrl-C) */
     struct strvec sources; /* imported: "ORIGINAL -> VARIANT/cC-nP.log" */
+    struct gp_slo slo;     /* analysis.slo of experiment.yaml, zeros when absent */
 };
 
 /*
