@@ -32,6 +32,7 @@
 static const char *const table_metrics[] = {
     "output_throughput", "median_tpot_ms", "median_ttft_ms",       "p99_ttft_ms",
     "median_itl_ms",     "median_e2e_ms",  "achieved_concurrency", "failed_requests",
+    "slo_attainment",    "goodput_req_s",
 };
 #define N_TABLE (sizeof(table_metrics) / sizeof(table_metrics[0]))
 
@@ -264,6 +265,9 @@ static void build_charts(struct report *r)
     }
     if (!fit_drawn)
         metric_chart(r, "fit", "tpot", r->fit_y, PLOT_FIT_LINE);
+    /* goodput against load whenever analysis.slo sets a target */
+    if (gp_slo_any(&r->rd.slo))
+        metric_chart(r, "goodput", "throughput", "goodput_tok_s", PLOT_FIT_NONE);
 }
 
 static void draw_charts(struct report *r)

@@ -50,6 +50,8 @@ check_eq "the jsonl is kept" "$(grep -c '"warmup":false' run-ok/default/c4-n12.j
 # the dataset's own length wins where it gives one: entry 3 asks 3 tokens
 check "an entry's output_len is sent" grep -q '"output_requested":3' run-ok/default/c4-n12.jsonl
 
+check "REPORT.md has the goodput columns" grep -q "goodput_req_s\|Goodput" run-ok/REPORT.md
+check "a goodput chart is drawn" test -s run-ok/plots/goodput.dat
 # a target nobody meets: goodput 0, and the point is still ok (a measurement)
 write_exp tight.yaml "  input_len: {dist: normal, mean: 20, sd: 5}
   output_len: 8" "  slo: {tpot_ms: 5}"
