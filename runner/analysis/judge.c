@@ -73,8 +73,14 @@ int judge_saved_point(const struct rundir *rd, const char *variant, const char *
     if (ext_new(x->preset, x->patterns, x->n_patterns, &set, &e) != 0) {
         buf_printf(&cause, "%s", e.msg);
     } else {
-        struct judge_spec spec = {
-            set, &x->require, p->concurrency, p->prompts, rundir_rate(rd, variant), &rd->slo};
+        /* a rate point's log says its rate: "rate2.5-n64.log" */
+        const char *base = path_base(rel);
+        double rate = rundir_rate(rd, variant), r;
+        const char *dash = strchr(base, '-');
+        if (strncmp(base, "rate", 4) == 0 && dash &&
+            str_to_double_n(base + 4, (size_t)(dash - base - 4), &r) == 0 && r > 0)
+            rate = r;
+        struct judge_spec spec = {set, &x->require, p->concurrency, p->prompts, rate, &rd->slo};
         rc = judge_point(&spec, path, true, &ms, &ok, &cause, err);
         if (rc != 0) /* the point fails, the others go on (the caller decides) */
             buf_printf(&cause, "cannot read the log: %s", err->msg);

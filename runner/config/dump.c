@@ -77,6 +77,8 @@ static const char *schema_type(const struct schema_key *k, char *out, size_t siz
         return "integer or expression";
     case K_LEN:
         return "length 1..1048576 or {dist}";
+    case K_RATELIST:
+        return "list of numbers > 0";
     case K_VARIANTS:
         return "list of maps";
     }
@@ -301,7 +303,8 @@ static void em_section(struct em *m, struct view *c, const char *path)
     for (size_t i = 0; i < schema_n_keys; i++) {
         const struct schema_key *k = &schema_keys[i];
         bool var_key = (k->flags & KF_VAR) != 0;
-        if (!schema_is_child(k, path) || k->type == K_CONCLIST || k->type == K_PROMPTS)
+        if (!schema_is_child(k, path) || k->type == K_CONCLIST || k->type == K_PROMPTS ||
+            k->type == K_RATELIST)
             continue;
         if (var_key ? !c->var : !c->top)
             continue;
@@ -389,8 +392,11 @@ static void em_value(struct em *m, struct view *c, const struct schema_key *k)
         char s[48];
         em_start(m, false, true);
         for (size_t i = 0; i < c->var->bench.n_grid; i++) {
-            snprintf(s, sizeof(s), "%ld:%ld", c->var->bench.grid[i].concurrency,
-                     c->var->bench.grid[i].prompts);
+            const struct exp_point *g = &c->var->bench.grid[i];
+            if (g->rate > 0) /* %.17g: the rate reads back to the same double */
+                snprintf(s, sizeof(s), "r%.17g:%ld", g->rate, g->prompts);
+            else
+                snprintf(s, sizeof(s), "%ld:%ld", g->concurrency, g->prompts);
             em_str(m, s, true);
         }
         em_end(m, false);
@@ -413,6 +419,7 @@ static void em_value(struct em *m, struct view *c, const struct schema_key *k)
     }
     case K_CONCLIST:
     case K_PROMPTS:
+    case K_RATELIST:
         break;
     case K_LEN: /* a distribution in its text form, which the loader reads back */
         if (*(char *const *)(base + k->off_n))

@@ -65,6 +65,7 @@ struct dctx {
     bool have_model;                           /* the merged server has a model (pass B) */
     const char *vname;                         /* variant name for messages; NULL: no variants */
     const struct ynode *grid, *conc, *prompts; /* grid-form nodes of the bench map */
+    const struct ynode *rates;                 /* bench.rates, the open-loop list form */
     const struct ynode **variants;             /* pass A: the variant maps */
     size_t n_variants;
 };
@@ -544,13 +545,26 @@ static int parse_count(const char *s, size_t n, long max, long *out)
 
 /* Append a point unless it is already there (grids hold at most a few
  * thousand points, so a linear scan is fine). */
-static void grid_add(struct exp_bench *b, size_t *cap, long conc, long prompts)
+static void grid_add(struct exp_bench *b, size_t *cap, long conc, long prompts, double rate)
 {
+    if (rate > 0) /* the in-flight cap of an open-loop point */
+        conc = prompts < SCHEMA_RATE_CAP ? prompts : SCHEMA_RATE_CAP;
     for (size_t i = 0; i < b->n_grid; i++)
-        if (b->grid[i].concurrency == conc && b->grid[i].prompts == prompts)
+        if (b->grid[i].concurrency == conc && b->grid[i].prompts == prompts &&
+            b->grid[i].rate == rate)
             return; /* duplicates are dropped, first one kept */
     XGROW(b->grid, *cap, b->n_grid + 1);
-    b->grid[b->n_grid++] = (struct exp_point){conc, prompts};
+    b->grid[b->n_grid++] = (struct exp_point){conc, prompts, rate};
+}
+
+/* A rate: a number > 0 and at most SCHEMA_MAX_RATE req/s. */
+static int parse_rate(const char *s, size_t n, double *out)
+{
+    double v;
+    if (str_to_double_n(s, n, &v) != 0 || !(v > 0) || v > SCHEMA_MAX_RATE)
+        return -1;
+    *out = v;
+    return 0;
 }
 
 /* A grid entry written as {concurrency: C, prompts: P}. */
@@ -601,10 +615,24 @@ static int check_grid(struct dctx *c, const struct schema_key *k, const struct y
         return cerr(c, n->line, n->col, "'%s' is empty; list at least one point", k->path);
     for (size_t i = 0; i < n->n; i++) {
         const struct ynode *it = n->kids[i];
-        long conc, prompts;
+        long conc = 0, prompts;
+        double rate = 0;
         if (it->kind == Y_MAP) {
             if (grid_entry_map(c, it, &conc, &prompts) != 0)
                 return -1;
+        } else if (it->kind == Y_SCALAR && it->len > 0 && it->text[0] == 'r') {
+            /* "r2.5:64": 2.5 req/s offered, 64 prompts */
+            const char *colon = memchr(it->text, ':', it->len);
+            size_t rl = colon ? (size_t)(colon - it->text) - 1 : 0;
+            if (!colon || parse_rate(it->text + 1, rl, &rate) != 0)
+                return cerr(c, it->line, it->col,
+                            "bad grid entry '%s': want 'rRATE:PROMPTS' with RATE > 0 and at most "
+                            "%g req/s, e.g. 'r2:64'",
+                            QUOTE(it, q), SCHEMA_MAX_RATE);
+            if (parse_count(colon + 1, it->len - rl - 2, SCHEMA_MAX_PROMPTS, &prompts) != 0)
+                return cerr(c, it->line, it->col,
+                            "bad grid entry '%s': prompts must be a whole number from 1 to %ld",
+                            QUOTE(it, q), SCHEMA_MAX_PROMPTS);
         } else if (it->kind == Y_SCALAR && !ytree_is_null(it)) {
             const char *colon = memchr(it->text, ':', it->len);
             if (!colon)
@@ -627,7 +655,7 @@ static int check_grid(struct dctx *c, const struct schema_key *k, const struct y
                         ytree_kind_name(it));
         }
         if (b)
-            grid_add(b, cap, conc, prompts);
+            grid_add(b, cap, conc, prompts, rate);
     }
     return 0;
 }
@@ -654,8 +682,28 @@ static int check_conc_list(struct dctx *c, const struct schema_key *k, const str
     return 0;
 }
 
+/* bench.rates: a non-empty list of rates in range. */
+static int check_rate_list(struct dctx *c, const struct schema_key *k, const struct ynode *n)
+{
+    char q[80];
+    double v;
+    if (want_kind(c, k, n, Y_SEQ) != 0)
+        return -1;
+    if (n->n == 0)
+        return cerr(c, n->line, n->col, "'%s' is empty; list at least one rate", k->path);
+    for (size_t i = 0; i < n->n; i++) {
+        const struct ynode *it = n->kids[i];
+        if (it->kind != Y_SCALAR || parse_rate(it->text, it->len, &v) != 0)
+            return cerr(c, it->line, it->col,
+                        "'%s' entries must be numbers above 0 and at most %g (req/s), got '%s'",
+                        k->path, SCHEMA_MAX_RATE,
+                        it->kind == Y_SCALAR ? QUOTE(it, q) : ytree_kind_name(it));
+    }
+    return 0;
+}
+
 /* prompts for concurrency conc: a constant or the expression, rounded up. */
-static int eval_prompts(struct dctx *c, const struct ynode *n, long conc, long *out,
+static int eval_prompts(struct dctx *c, const struct ynode *n, double conc, long *out,
                         bool syntax_only)
 {
     char q[80];
@@ -670,11 +718,11 @@ static int eval_prompts(struct dctx *c, const struct ynode *n, long conc, long *
     struct err e;
     double d;
     err_init(&e);
-    enum expr_status st = expr_eval(n->text, (double)conc, &d, &e, E);
+    enum expr_status st = expr_eval(n->text, conc, &d, &e, E);
     if (st == EXPR_SYNTAX)
         return cerr(c, n->line, n->col, "bad prompts expression '%s': %s", QUOTE(n, q), e.msg);
     if (st == EXPR_VALUE && !syntax_only)
-        return cerr(c, n->line, n->col, "prompts expression '%s' has no value for c=%ld: %s",
+        return cerr(c, n->line, n->col, "prompts expression '%s' has no value for c=%g: %s",
                     QUOTE(n, q), conc, e.msg);
     if (syntax_only)
         return 0;
@@ -682,8 +730,8 @@ static int eval_prompts(struct dctx *c, const struct ynode *n, long conc, long *
     double up = ceil(d - 1e-9 * fmax(1.0, fabs(d))); /* 1e-9 relative slack */
     if (up < 1 || up > (double)SCHEMA_MAX_PROMPTS)
         return cerr(c, n->line, n->col,
-                    "prompts expression '%s' gives %g for c=%ld; it must give 1 to %ld",
-                    QUOTE(n, q), d, conc, SCHEMA_MAX_PROMPTS);
+                    "prompts expression '%s' gives %g for c=%g; it must give 1 to %ld", QUOTE(n, q),
+                    d, conc, SCHEMA_MAX_PROMPTS);
     *out = (long)up;
     return 0;
 }
@@ -755,7 +803,7 @@ static int decode_section(struct dctx *c, const struct ynode *map, const char *p
         col = map->col;
     }
     if (strcmp(path, "bench") == 0)
-        c->grid = c->conc = c->prompts = NULL;
+        c->grid = c->conc = c->prompts = c->rates = NULL;
     /* the keys as written, in file order (so the first bad one is reported) */
     for (size_t i = 0; map && i + 1 < map->n; i += 2) {
         const struct ynode *key = map->kids[i], *val = map->kids[i + 1];
@@ -864,6 +912,9 @@ static int decode_value(struct dctx *c, const struct schema_key *k, const struct
     case K_PROMPTS:
         c->prompts = n;
         return check_prompts(c, k, n);
+    case K_RATELIST:
+        c->rates = n;
+        return check_rate_list(c, k, n);
     case K_VARIANTS:
         return decode_variants(c, k, n);
     case K_LEN:
@@ -919,11 +970,14 @@ static int finish_bench(struct dctx *c, const struct ynode *map, int line, int c
     struct exp_bench *b = &c->var->bench;
     /* both forms in one map is an error in any pass; across base and variant
      * the merge already dropped the base's other form */
-    if (c->grid && (c->conc || c->prompts)) {
-        const struct ynode *other = c->conc ? c->conc : c->prompts;
+    if (c->grid && (c->conc || c->prompts || c->rates)) {
+        const struct ynode *other = c->conc ? c->conc : c->rates ? c->rates : c->prompts;
         return cerr(c, other->line, other->col,
                     "'bench.grid' and 'bench.%s' are two ways to give the points; use one%s",
-                    c->conc ? "concurrency" : "prompts", vsuffix(c, vs, sizeof(vs)));
+                    c->conc    ? "concurrency"
+                    : c->rates ? "rates"
+                               : "prompts",
+                    vsuffix(c, vs, sizeof(vs)));
     }
     if (!c->full_var) /* pass A: a variant may still complete the grid */
         return 0;
@@ -934,11 +988,16 @@ static int finish_bench(struct dctx *c, const struct ynode *map, int line, int c
                     "'bench.concurrency' needs 'bench.prompts' (an integer, or an expression in c "
                     "such as \"max(8, 2*c)\")%s",
                     vsuffix(c, vs, sizeof(vs)));
-    if (c->prompts && !c->conc)
+    if (c->rates && !c->prompts)
+        return cerr(c, c->rates->line, c->rates->col,
+                    "'bench.rates' needs 'bench.prompts' (an integer, or an expression in c, the "
+                    "rate, such as \"max(16, 10*c)\")%s",
+                    vsuffix(c, vs, sizeof(vs)));
+    if (c->prompts && !c->conc && !c->rates)
         return cerr(c, c->prompts->line, c->prompts->col,
                     "'bench.prompts' needs 'bench.concurrency' (the list of concurrencies)%s",
                     vsuffix(c, vs, sizeof(vs)));
-    if (!c->grid && !c->conc)
+    if (!c->grid && !c->conc && !c->rates)
         return cerr(c, map ? map->line : line, map ? map->col : col,
                     "missing the grid: give 'bench.grid' (e.g. [\"1:8\", \"16:48\"]) or "
                     "'bench.concurrency' with 'bench.prompts'%s",
@@ -950,12 +1009,21 @@ static int finish_bench(struct dctx *c, const struct ynode *map, int line, int c
     if (c->grid)
         return check_grid(c, schema_find("bench.grid"), c->grid, b, &cap);
     /* concurrency list: one point per entry, prompts evaluated for each c */
-    for (size_t i = 0; i < c->conc->n; i++) {
+    for (size_t i = 0; c->conc && i < c->conc->n; i++) {
         long conc, prompts;
         parse_count(c->conc->kids[i]->text, c->conc->kids[i]->len, SCHEMA_MAX_CONC, &conc);
         if (eval_prompts(c, c->prompts, conc, &prompts, false) != 0)
             return -1;
-        grid_add(b, &cap, conc, prompts);
+        grid_add(b, &cap, conc, prompts, 0);
+    }
+    /* rate list: the same, with the rate as c */
+    for (size_t i = 0; c->rates && i < c->rates->n; i++) {
+        double rate = 0;
+        long prompts;
+        parse_rate(c->rates->kids[i]->text, c->rates->kids[i]->len, &rate);
+        if (eval_prompts(c, c->prompts, rate, &prompts, false) != 0)
+            return -1;
+        grid_add(b, &cap, 0, prompts, rate);
     }
     return 0;
 }
@@ -1086,10 +1154,12 @@ static void merge_into(struct ynode *shell, const struct ynode *base, const stru
                        bool is_bench)
 {
     bool over_grid = is_bench && ytree_get(over, "grid");
-    bool over_list = is_bench && (ytree_get(over, "concurrency") || ytree_get(over, "prompts"));
+    bool over_list = is_bench && (ytree_get(over, "concurrency") || ytree_get(over, "prompts") ||
+                                  ytree_get(over, "rates"));
     for (size_t i = 0; base && i + 1 < base->n; i += 2) {
         const char *k = base->kids[i]->text;
-        if ((over_grid && (strcmp(k, "concurrency") == 0 || strcmp(k, "prompts") == 0)) ||
+        if ((over_grid && (strcmp(k, "concurrency") == 0 || strcmp(k, "prompts") == 0 ||
+                           strcmp(k, "rates") == 0)) ||
             (over_list && strcmp(k, "grid") == 0))
             continue;
         ytree_shell_put(shell, base->kids[i], base->kids[i + 1]);

@@ -57,8 +57,9 @@ struct exp_server {
 };
 
 struct exp_point {
-    long concurrency; /* >= 1 */
+    long concurrency; /* >= 1; for a rate point the in-flight cap, min(prompts, 1024) */
     long prompts;     /* >= 1: measured requests (warmup not counted) */
+    double rate;      /* req/s offered in open loop ("r2:64", bench.rates); 0 = closed loop */
 };
 
 struct exp_bench {
@@ -78,6 +79,7 @@ struct exp_bench {
     int dataset_kind;   /* enum ds_kind: 0 random, 1 jsonl, 2 sharegpt */
     char *dataset_path; /* owned; NULL for random prompts */
     long seed;          /* prompt order, lengths and arrivals of the builtin client */
+    int rate_kind;      /* open-loop arrivals: 0 poisson, 1 constant */
 };
 
 struct exp_pattern {

@@ -269,10 +269,15 @@ static int build_client(const struct plan *p, const struct plan_point *pt, bool 
             strvec_push(argv, "--seed");
             strvec_pushf(argv, "%ld", b->seed);
         }
-        if (b->request_rate > 0) {
-            fmt_double(num, sizeof(num), b->request_rate);
+        double rate = pt->rate > 0 ? pt->rate : b->request_rate;
+        if (rate > 0) {
+            fmt_double(num, sizeof(num), rate);
             strvec_push(argv, "--request-rate");
             strvec_push(argv, num);
+        }
+        if (rate > 0 && b->rate_kind == 1) {
+            strvec_push(argv, "--rate-kind");
+            strvec_push(argv, "constant");
         }
         /* RUN_DIR/VARIANT/c16-n48.jsonl, beside RUN_DIR/VARIANT/c16-n48.log;
          * in key mode the variant's folder is a placeholder too: keys leave
@@ -695,12 +700,19 @@ int plan_build(const struct experiment *exp, const struct plan_opts *opts, struc
                 pt->concurrency = b->grid[g].concurrency;
                 pt->prompts = b->grid[g].prompts;
                 pt->repeat = r;
+                pt->rate = b->grid[g].rate;
+                char what[32], num[24]; /* "c16" or "rate2.5" */
+                if (pt->rate > 0) {
+                    fmt_double(num, sizeof(num), pt->rate);
+                    snprintf(what, sizeof(what), "rate%s", num);
+                } else
+                    snprintf(what, sizeof(what), "c%ld", pt->concurrency);
                 if (b->repeat > 1)
-                    snprintf(pt->log_name, sizeof(pt->log_name), "c%ld-n%ld-r%ld.log",
-                             pt->concurrency, pt->prompts, r);
+                    snprintf(pt->log_name, sizeof(pt->log_name), "%s-n%d-r%d.log", what,
+                             (int)pt->prompts, (int)r); /* <= 1e7 and <= 100: ints */
                 else
-                    snprintf(pt->log_name, sizeof(pt->log_name), "c%ld-n%ld.log", pt->concurrency,
-                             pt->prompts);
+                    snprintf(pt->log_name, sizeof(pt->log_name), "%s-n%d.log", what,
+                             (int)pt->prompts);
                 if (point_key(p, pt, err) != 0) {
                     err_prefix(err, "variant '%s'", pv->v->name);
                     return -1;

@@ -81,11 +81,13 @@ struct plan_point {
     long concurrency;
     long prompts;
     long repeat;               /* 1..bench.repeat */
+    double rate;               /* offered req/s of an open-loop grid point, 0 otherwise */
     struct strvec client_argv; /* expanded; builtin: [sweep, bench, --url, ...] */
     char key[17];              /* 16 hex chars: sha256 of everything that determines the
                                   result (see plan_build) */
     char log_name[64];         /* "c16-n48.log"; with bench.repeat > 1 every repeat is
-                                  numbered: "c16-n48-r1.log", "c16-n48-r2.log", ... */
+                                  numbered: "c16-n48-r1.log", "c16-n48-r2.log", ...; a rate
+                                  point is "rate2.5-n64.log" */
 };
 
 struct plan {

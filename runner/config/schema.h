@@ -21,6 +21,8 @@
 #define SCHEMA_MAX_CONC     65536     /* concurrency of one point */
 #define SCHEMA_MAX_PROMPTS  10000000L /* measured requests of one point */
 #define SCHEMA_MAX_KEYS     128       /* rows in the table (sizes the loader's arrays) */
+#define SCHEMA_MAX_RATE     1e6       /* req/s of one rate point */
+#define SCHEMA_RATE_CAP     1024      /* a rate point's in-flight cap: min(prompts, this) */
 
 enum schema_type {
     K_SECTION,    /* a map of the keys below it */
@@ -44,6 +46,7 @@ enum schema_type {
     K_CONCLIST,   /* bench.concurrency: list of integers */
     K_PROMPTS,    /* bench.prompts: an integer or an expression in c */
     K_VARIANTS,   /* the variants list */
+    K_RATELIST,   /* bench.rates: list of numbers > 0 (req/s) */
     K_LEN,        /* long (the mean) at off, and char * (lengths.h text form, NULL when
                      fixed) at off_n: an integer, "uniform:A:B"..., or {dist: ..., ...} */
 };

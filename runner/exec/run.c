@@ -500,8 +500,8 @@ static const char *judge(struct run_ctx *c, size_t pi, const char *log_path, con
     bool client_ok = strcmp(status, RES_OK) == 0, ok = false;
     const ext_set *set = extractor(c, pp->variant, &err);
     struct gp_slo slo = {c->exp.slo_ttft_ms, c->exp.slo_tpot_ms, c->exp.slo_e2e_ms};
-    struct judge_spec spec = {set,         &v->metrics.require,   pp->concurrency,
-                              pp->prompts, v->bench.request_rate, &slo};
+    double rate = pp->rate > 0 ? pp->rate : v->bench.request_rate; /* a rate point's own */
+    struct judge_spec spec = {set, &v->metrics.require, pp->concurrency, pp->prompts, rate, &slo};
     if (!set || judge_point(&spec, log_path, client_ok, &row->metrics, &ok, cause, &err) != 0) {
         if (client_ok)
             buf_printf(cause, "%s", err.msg);

@@ -67,6 +67,23 @@ check_eq "requested input tokens = prompt tokens the server counted" \
 "$SWEEP" plot run-tight >out.txt 2>err.txt
 check_eq "replot: attainment still 0" "$(col run-tight slo_attainment)" 0
 
+# rate points: open loop at offered rates, one row each, achieved within 3%
+write_exp rates.yaml "  output_len: 4
+  rate_kind: constant
+  grid: [\"r20:41\", \"r50:101\"]" "  slo: {ttft_ms: 5000}"
+sed -i '/grid: \["4:12"\]/d' rates.yaml
+"$SWEEP" run rates.yaml --out run-rates >out.txt 2>err.txt
+check_eq "rates: exit 0" "$?" 0
+check_eq "rates: two ok rows" "$(col run-rates status | tr '\n' ' ')" "ok ok "
+check_eq "rates: offered" "$(col run-rates offered_rate | tr '\n' ' ')" "20 50 "
+for r in 20 50; do
+    a=$(col run-rates achieved_rate | sed -n "$([ $r = 20 ] && echo 1 || echo 2)p")
+    check "rates: achieved $a within 3% of $r" within "$a" "$r" 0.03 rel
+done
+check "rates: logs named by rate" test -s run-rates/default/rate20-n41.log -a -s run-rates/default/rate50-n101.log
+"$SWEEP" plot run-rates >out.txt 2>err.txt
+check_eq "rates: replot keeps the offered rates" "$(col run-rates offered_rate | tr '\n' ' ')" "20 50 "
+
 # a bad entry is named (file:line) before any server starts: exit 2
 printf '%s\n' '{"prompt": "fine"}' '{"prompt": ""}' >bad.jsonl
 write_exp bad.yaml "  dataset: {kind: jsonl, path: $T_TMP/bad.jsonl}" "  slo: {ttft_ms: 1}"

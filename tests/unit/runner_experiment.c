@@ -705,7 +705,7 @@ TEST(error_messages)
     CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], \"a\\nb\": 1}\n"),
               "t.yaml:3:24: unknown key 'a\\nb' in 'bench' (known keys here: tool, command, "
               "input_len, output_len, warmup, request_rate, timeout_s, repeat, grid, concurrency, "
-              "prompts, endpoint, dataset)");
+              "prompts, endpoint, rates, rate_kind, dataset)");
 }
 
 /* ---- the dump loads back to an equal experiment ---- */
@@ -761,11 +761,12 @@ static bool exp_equal(const struct experiment *a, const struct experiment *b)
             p->timeout_s != q->timeout_s || p->repeat != q->repeat || p->n_grid != q->n_grid ||
             !str_eq(p->input_dist, q->input_dist) || !str_eq(p->output_dist, q->output_dist) ||
             p->endpoint != q->endpoint || p->dataset_kind != q->dataset_kind ||
-            !str_eq(p->dataset_path, q->dataset_path) || p->seed != q->seed)
+            !str_eq(p->dataset_path, q->dataset_path) || p->seed != q->seed ||
+            p->rate_kind != q->rate_kind)
             return false;
         for (size_t g = 0; g < p->n_grid; g++)
             if (p->grid[g].concurrency != q->grid[g].concurrency ||
-                p->grid[g].prompts != q->grid[g].prompts)
+                p->grid[g].prompts != q->grid[g].prompts || p->grid[g].rate != q->grid[g].rate)
                 return false;
         if (!str_eq(x->metrics.preset, y->metrics.preset) ||
             x->metrics.n_patterns != y->metrics.n_patterns ||
@@ -848,6 +849,59 @@ TEST(dump_round_trip)
                     "variants:\n"
                     "  - {name: a}\n"
                     "  - {name: b, bench: {input_len: 7, dataset: {kind: random, path: \"\"}}}\n");
+}
+
+/* ---- rate points ---- */
+
+TEST(grid_rates)
+{
+    struct experiment e;
+    if (load(BASE "bench: {grid: [\"r2:64\", \"4:8\", \"r0.25:5000\", \"r2:64\", \"r3:64\"], "
+                  "rate_kind: constant}\n",
+             &e) != 0)
+        return;
+    const struct exp_bench *b = &e.variants[0].bench;
+    CHECK_INT(b->n_grid, 4); /* the second r2:64 is a duplicate */
+    CHECK(b->grid[0].rate == 2 && b->grid[0].prompts == 64 && b->grid[0].concurrency == 64);
+    CHECK(b->grid[1].rate == 0 && b->grid[1].concurrency == 4);
+    CHECK(b->grid[2].rate == 0.25 && b->grid[2].concurrency == 1024); /* the cap */
+    CHECK(b->grid[3].rate == 3);
+    CHECK_INT(b->rate_kind, 1);
+    exp_release(&e);
+    /* the list form: prompts is an expression in the rate */
+    if (load(BASE "bench: {rates: [1, 2.5], concurrency: [4], prompts: \"max(4, 10*c)\"}\n", &e) !=
+        0)
+        return;
+    b = &e.variants[0].bench;
+    CHECK_INT(b->n_grid, 3);
+    CHECK(b->grid[0].rate == 0 && b->grid[0].prompts == 40);
+    CHECK(b->grid[1].rate == 1 && b->grid[1].prompts == 10);
+    CHECK(b->grid[2].rate == 2.5 && b->grid[2].prompts == 25);
+    exp_release(&e);
+    round_trip(BASE "bench: {grid: [\"r0.1:8\", \"2:4\"], rate_kind: constant}\n");
+    round_trip(BASE "bench: {rates: [0.3, 7], prompts: 9}\n");
+
+    CHECK_STR(load_err(BASE "bench: {grid: [\"r0:5\"]}\n"),
+              "t.yaml:3:16: bad grid entry 'r0:5': want 'rRATE:PROMPTS' with RATE > 0 and at most "
+              "1e+06 req/s, e.g. 'r2:64'");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"r2\"]}\n"),
+              "t.yaml:3:16: bad grid entry 'r2': want 'rRATE:PROMPTS' with RATE > 0 and at most "
+              "1e+06 req/s, e.g. 'r2:64'");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"r2:0\"]}\n"),
+              "t.yaml:3:16: bad grid entry 'r2:0': prompts must be a whole number from 1 to "
+              "10000000");
+    CHECK_STR(load_err(BASE "bench: {rates: [1, -2], prompts: 4}\n"),
+              "t.yaml:3:20: 'bench.rates' entries must be numbers above 0 and at most 1e+06 "
+              "(req/s), got '-2'");
+    CHECK_STR(load_err(BASE "bench: {rates: [1]}\n"),
+              "t.yaml:3:16: 'bench.rates' needs 'bench.prompts' (an integer, or an expression in "
+              "c, the rate, such as \"max(16, 10*c)\")");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], rates: [1]}\n"),
+              "t.yaml:3:31: 'bench.grid' and 'bench.rates' are two ways to give the points; use "
+              "one");
+    CHECK_STR(load_err(BASE "bench: {rates: [0.5], prompts: \"c - 1\"}\n"),
+              "t.yaml:3:32: prompts expression 'c - 1' gives -0.5 for c=0.5; it must give 1 to "
+              "10000000");
 }
 
 /* ---- workloads: lengths, endpoint, dataset, SLO ---- */

@@ -337,6 +337,41 @@ TEST(workload_argv_and_dataset_key)
     free(model);
 }
 
+/* Rate points: their own log names, --request-rate and arrivals, and keys
+ * apart from each other. */
+TEST(rate_points)
+{
+    char *model = gguf_file("w.gguf", 3);
+    struct experiment e;
+    struct plan p;
+    struct err err;
+    char *t = xasprintf("name: r\nserver: {model: %s}\n"
+                        "bench: {grid: [\"r2:64\", \"r2.5:64\", \"4:8\"], rate_kind: constant, "
+                        "repeat: 2}\n",
+                        model);
+    if (load(t, &e) == 0) {
+        if (build(&e, "results/r/1", &p, &err) == 0) {
+            CHECK_INT(p.n_points, 6);
+            CHECK_STR(p.points[0].log_name, "rate2-n64-r1.log");
+            CHECK_STR(p.points[2].log_name, "rate2.5-n64-r1.log");
+            CHECK_STR(p.points[4].log_name, "c4-n8-r1.log");
+            CHECK(p.points[2].rate == 2.5);
+            const char *a = joined(&p.points[2].client_argv);
+            CHECK_MSG(strstr(a, "|-c|64|-n|64|") && strstr(a, "|--request-rate|2.5|--rate-kind|"
+                                                              "constant|"),
+                      "%s", a);
+            CHECK(strstr(joined(&p.points[4].client_argv), "--request-rate") == NULL);
+            CHECK(strcmp(p.points[0].key, p.points[2].key) != 0);
+            plan_release(&p);
+        } else {
+            CHECK_MSG(0, "plan_build: %s", err.msg);
+        }
+        exp_release(&e);
+    }
+    free(t);
+    free(model);
+}
+
 /* The key leaves the variant's name out, also with the builtin client (whose
  * --jsonl path names the variant's folder): renaming a variant reruns
  * nothing, and two variants with the same settings have the same keys. */
