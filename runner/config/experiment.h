@@ -73,13 +73,18 @@ struct exp_bench {
     long repeat;            /* runs per point, default 1 */
     struct exp_point *grid; /* in file order, duplicates removed */
     size_t n_grid;
-    char *input_dist;   /* owned; lengths.h text form ("uniform:64:512"), NULL: input_len */
-    char *output_dist;  /* owned; the same for max_tokens, NULL: output_len */
-    int endpoint;       /* 0 completions, 1 chat (builtin client) */
-    int dataset_kind;   /* enum ds_kind: 0 random, 1 jsonl, 2 sharegpt */
-    char *dataset_path; /* owned; NULL for random prompts */
-    long seed;          /* prompt order, lengths and arrivals of the builtin client */
-    int rate_kind;      /* open-loop arrivals: 0 poisson, 1 constant */
+    char *input_dist;       /* owned; lengths.h text form ("uniform:64:512"), NULL: input_len */
+    char *output_dist;      /* owned; the same for max_tokens, NULL: output_len */
+    int endpoint;           /* 0 completions, 1 chat (builtin client) */
+    int dataset_kind;       /* enum ds_kind: 0 random, 1 jsonl, 2 sharegpt */
+    char *dataset_path;     /* owned; NULL for random prompts */
+    long seed;              /* prompt order, lengths and arrivals of the builtin client */
+    int rate_kind;          /* open-loop arrivals: 0 poisson, 1 constant */
+    double find_start;      /* bench.find_max.start, req/s; 0 = no search */
+    double find_max_rate;   /* bench.find_max.max, req/s */
+    long find_steps;        /* bench.find_max.steps: bisections */
+    double find_duration_s; /* bench.find_max.duration_s: a probe sends rate x this prompts */
+    double find_attainment; /* bench.find_max.attainment: a probe meets the targets at this */
 };
 
 struct exp_pattern {

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #include "fileio.h"
 #include "sha256.h"
 #include "strutil.h"
+#include "config/schema.h"
 #include "config/tmpl.h"
 #include "xalloc.h"
 
@@ -592,6 +594,34 @@ static int plan_dataset(struct plan_variant *pv, struct err *err)
     return rc;
 }
 
+/* bench.find_max needs the builtin client (its per-request records) and a
+ * target in analysis.slo to meet. */
+static int plan_find_max(const struct plan *p, const struct plan_variant *pv, struct err *err)
+{
+    const struct exp_bench *b = &pv->v->bench;
+    const struct experiment *e = p->exp;
+    if (b->find_start <= 0)
+        return 0;
+    if (b->tool != EXP_TOOL_BUILTIN)
+        return err_set(err, RN_ERR_USAGE,
+                       "variant '%s': bench.find_max needs tool: builtin (its per-request "
+                       "records are what the probes are judged by)",
+                       pv->v->name),
+               -1;
+    if (!(e->slo_ttft_ms > 0 || e->slo_tpot_ms > 0 || e->slo_e2e_ms > 0))
+        return err_set(err, RN_ERR_USAGE,
+                       "variant '%s': bench.find_max needs a target in analysis.slo (ttft_ms, "
+                       "tpot_ms or e2e_ms) for its probes to meet",
+                       pv->v->name),
+               -1;
+    if (b->find_start > b->find_max_rate)
+        return err_set(err, RN_ERR_USAGE,
+                       "variant '%s': bench.find_max.start (%g) is above bench.find_max.max (%g)",
+                       pv->v->name, b->find_start, b->find_max_rate),
+               -1;
+    return 0;
+}
+
 /* Expand the model path of pv and fingerprint it. */
 static int plan_model(struct plan *p, struct plan_variant *pv, struct err *err)
 {
@@ -691,7 +721,7 @@ int plan_build(const struct experiment *exp, const struct plan_opts *opts, struc
         pv->port = pv->v->server.port ? pv->v->server.port : free_port(err);
         /* port first: the model path and argv may use ${port} and ${url} */
         if (pv->port < 0 || plan_model(p, pv, err) != 0 || plan_dataset(pv, err) != 0 ||
-            build_variant(p, vi, err) != 0)
+            plan_find_max(p, pv, err) != 0 || build_variant(p, vi, err) != 0)
             return -1;
         for (size_t g = 0; g < b->n_grid; g++)
             for (long r = 1; r <= b->repeat; r++) {
@@ -732,6 +762,30 @@ int plan_set_port(struct plan *p, size_t vi, long port, struct err *err)
     p->variants[vi].port = port;
     if (build_variant(p, vi, err) != 0 || build_clients(p, vi, err) != 0)
         return -1;
+    return 0;
+}
+
+int plan_add_probe(struct plan *p, size_t vi, double rate, size_t *pi, struct err *err)
+{
+    const struct exp_bench *b = &p->variants[vi].v->bench;
+    char num[24];
+    double n = ceil(rate * b->find_duration_s);
+    long prompts = n < 16 ? 16 : n > SCHEMA_MAX_PROMPTS ? SCHEMA_MAX_PROMPTS : (long)n;
+    p->points = xrealloc(p->points, (p->n_points + 1) * sizeof(*p->points));
+    struct plan_point *pt = &p->points[p->n_points];
+    memset(pt, 0, sizeof(*pt));
+    pt->variant = vi;
+    pt->prompts = prompts;
+    pt->concurrency = prompts < SCHEMA_RATE_CAP ? prompts : SCHEMA_RATE_CAP;
+    pt->repeat = 1;
+    pt->rate = rate;
+    fmt_double(num, sizeof(num), rate);
+    snprintf(pt->log_name, sizeof(pt->log_name), "rate%s-n%d.log", num, (int)prompts);
+    if (point_key(p, pt, err) != 0 || build_client(p, pt, false, &pt->client_argv, err) != 0) {
+        strvec_release(&pt->client_argv);
+        return -1;
+    }
+    *pi = p->n_points++;
     return 0;
 }
 

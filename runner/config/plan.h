@@ -138,6 +138,14 @@ int plan_build(const struct experiment *exp, const struct plan_opts *opts, struc
  * (after the planned one was taken). Keys do not change. */
 int plan_set_port(struct plan *p, size_t vi, long port, struct err *err);
 
+/*
+ * Append a rate point of variant vi at rate req/s (a bench.find_max probe:
+ * ceil(rate x duration_s) prompts, at least 16, log "rateR-nP.log") with its
+ * key and argv; *pi is its index. p->points may move. Returns 0, or -1 with
+ * err set.
+ */
+int plan_add_probe(struct plan *p, size_t vi, double rate, size_t *pi, struct err *err);
+
 /* The path of fp4serve for engine: bundled: next to self_exe, then
  * build/bin/fp4serve, then $PATH. Returns a heap string or NULL. */
 char *plan_find_bundled_engine(const char *self_exe);
