@@ -79,6 +79,8 @@ static const char *schema_type(const struct schema_key *k, char *out, size_t siz
         return "length 1..1048576 or {dist}";
     case K_RATELIST:
         return "list of numbers > 0";
+    case K_MATRIX:
+        return "map of key: list";
     case K_VARIANTS:
         return "list of maps";
     }
@@ -303,8 +305,9 @@ static void em_section(struct em *m, struct view *c, const char *path)
     for (size_t i = 0; i < schema_n_keys; i++) {
         const struct schema_key *k = &schema_keys[i];
         bool var_key = (k->flags & KF_VAR) != 0;
+        /* the matrix is dumped expanded, as the variants it made */
         if (!schema_is_child(k, path) || k->type == K_CONCLIST || k->type == K_PROMPTS ||
-            k->type == K_RATELIST)
+            k->type == K_RATELIST || k->type == K_MATRIX)
             continue;
         if (var_key ? !c->var : !c->top)
             continue;
@@ -420,6 +423,7 @@ static void em_value(struct em *m, struct view *c, const struct schema_key *k)
     case K_CONCLIST:
     case K_PROMPTS:
     case K_RATELIST:
+    case K_MATRIX:
         break;
     case K_LEN: /* a distribution in its text form, which the loader reads back */
         if (*(char *const *)(base + k->off_n))

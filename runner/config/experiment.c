@@ -67,6 +67,7 @@ struct dctx {
     const struct ynode *grid, *conc, *prompts; /* grid-form nodes of the bench map */
     const struct ynode *rates;                 /* bench.rates, the open-loop list form */
     const struct ynode **variants;             /* pass A: the variant maps */
+    const struct ynode *matrix;                /* pass A: the matrix map, NULL when none */
     size_t n_variants;
 };
 
@@ -107,6 +108,22 @@ static bool name_ok(const char *s, size_t n)
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
         if (!isalnum(ch) && ch != '.' && ch != '_' && ch != '-')
+            return false;
+        only_dots = only_dots && ch == '.';
+    }
+    return !only_dots;
+}
+
+/* Variant names may also hold the '=' and ',' of the names a matrix makes
+ * ("max-batch=8,quant=mxfp4"), up to SCHEMA_MAX_MATRIX_NAME bytes. */
+static bool variant_name_ok(const char *s, size_t n)
+{
+    bool only_dots = true;
+    if (n == 0 || n > SCHEMA_MAX_MATRIX_NAME)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (!isalnum(ch) && ch != '.' && ch != '_' && ch != '-' && ch != '=' && ch != ',')
             return false;
         only_dots = only_dots && ch == '.';
     }
@@ -872,6 +889,164 @@ static int decode_section(struct dctx *c, const struct ynode *map, const char *p
     return 0;
 }
 
+/* ---- matrix: {dotted.key: [values]} -> one variant per combination ---- */
+
+/* The full path a matrix key stands for ("flags.x" -> "server.flags.x"), in
+ * out; NULL when it names no variant-level setting. A path below a map of
+ * flags, env or patterns names one entry of it. */
+static const struct schema_key *matrix_target(const char *key, char *out, size_t size)
+{
+    bool short_form = strncmp(key, "flags.", 6) == 0 || strncmp(key, "env.", 4) == 0;
+    snprintf(out, size, "%s%s", short_form ? "server." : "", key);
+    const struct schema_key *k = schema_find(out);
+    if (k) /* a setting itself: a leaf that variants may set */
+        return (k->flags & KF_VAR) && k->type != K_SECTION && k->type != K_VARIANTS &&
+                       k->type != K_FLAGS && k->type != K_ENV && k->type != K_PATTERNS
+                   ? k
+                   : NULL;
+    char parent[128];
+    const char *dot = strrchr(out, '.');
+    if (!dot || !dot[1])
+        return NULL;
+    snprintf(parent, sizeof(parent), "%.*s", (int)(dot - out), out);
+    k = schema_find(parent);
+    return k && (k->type == K_FLAGS || k->type == K_ENV || k->type == K_PATTERNS) ? k : NULL;
+}
+
+/* Matrix values name folders: they must be short plain scalars. */
+static bool matrix_value_ok(const struct ynode *v)
+{
+    if (v->kind != Y_SCALAR || ytree_is_null(v) || v->len == 0 || v->len > 32)
+        return false;
+    for (size_t i = 0; i < v->len; i++) {
+        unsigned char ch = (unsigned char)v->text[i];
+        if (!isalnum(ch) && ch != '.' && ch != '_' && ch != '-')
+            return false;
+    }
+    return true;
+}
+
+static int check_matrix(struct dctx *c, const struct schema_key *k, const struct ynode *n)
+{
+    char q[80], full[160];
+    size_t combos = 1;
+    if (want_kind(c, k, n, Y_MAP) != 0)
+        return -1;
+    if (n->n == 0)
+        return cerr(c, n->line, n->col, "'matrix' is empty; give at least one key: [values]");
+    if (n->n / 2 > SCHEMA_MAX_MATRIX_KEYS)
+        return cerr(c, n->line, n->col, "'matrix' has %zu keys; the limit is %d", n->n / 2,
+                    SCHEMA_MAX_MATRIX_KEYS);
+    for (size_t i = 0; i + 1 < n->n; i += 2) {
+        const struct ynode *key = n->kids[i], *vals = n->kids[i + 1];
+        if (key->len > 100 || !matrix_target(key->text, full, sizeof(full)))
+            return cerr(c, key->line, key->col,
+                        "'matrix' key '%s' names no setting a variant may change (e.g. "
+                        "flags.max-batch, server.env.X, bench.output_len)",
+                        QUOTE(key, q));
+        if (want_kind(c, k, vals, Y_SEQ) != 0)
+            return -1;
+        if (vals->n == 0)
+            return cerr(c, vals->line, vals->col, "'matrix' key '%s' has no values", QUOTE(key, q));
+        for (size_t j = 0; j < vals->n; j++) {
+            if (!matrix_value_ok(vals->kids[j]))
+                return cerr(c, vals->kids[j]->line, vals->kids[j]->col,
+                            "'matrix' values name variants: 1 to 32 of A-Z a-z 0-9 . _ -, got %s",
+                            vals->kids[j]->kind == Y_SCALAR ? QUOTE(vals->kids[j], q)
+                                                            : ytree_kind_name(vals->kids[j]));
+            for (size_t m = 0; m < j; m++)
+                if (strcmp(vals->kids[m]->text, vals->kids[j]->text) == 0)
+                    return cerr(c, vals->kids[j]->line, vals->kids[j]->col,
+                                "'matrix' key '%s' lists '%s' twice", QUOTE(key, q),
+                                vals->kids[j]->text);
+        }
+        combos *= vals->n;
+        if (combos > SCHEMA_MAX_VARIANTS)
+            return cerr(c, n->line, n->col, "'matrix' makes more than %d variants",
+                        SCHEMA_MAX_VARIANTS);
+    }
+    return 0;
+}
+
+/* An owned copy of n (NULL: an empty map at line, col); ytree_free frees it. */
+static struct ynode *node_copy(const struct ynode *n, int line, int col)
+{
+    struct ynode *c = xcalloc(1, sizeof(*c));
+    c->kind = n ? n->kind : Y_MAP;
+    c->line = n ? n->line : line;
+    c->col = n ? n->col : col;
+    c->plain = n && n->plain;
+    if (n && n->text) {
+        c->text = xstrndup(n->text, n->len);
+        c->len = n->len;
+    }
+    for (size_t i = 0; n && i < n->n; i++) {
+        XGROW(c->kids, c->cap, c->n + 1);
+        c->kids[c->n++] = node_copy(n->kids[i], 0, 0);
+    }
+    return c;
+}
+
+/* A plain scalar key at (line, col), owned. */
+static struct ynode *key_node(const char *text, size_t len, int line, int col)
+{
+    struct ynode *k = xcalloc(1, sizeof(*k));
+    k->kind = Y_SCALAR;
+    k->line = line;
+    k->col = col;
+    k->plain = true;
+    k->text = xstrndup(text, len);
+    k->len = len;
+    return k;
+}
+
+/*
+ * The override of one variant under combination `combo` of matrix m: an
+ * owned copy of over (NULL: none) with each matrix key's value for this
+ * combination set at its path (maps made as needed, a value replaced), and
+ * the combination's name ("max-batch=8,quant=mxfp4") appended to name.
+ * The values keep their place in the file, so errors point at them.
+ */
+static struct ynode *matrix_combo(const struct ynode *m, size_t combo, const struct ynode *over,
+                                  struct buf *name)
+{
+    struct ynode *root = node_copy(over, m->line, m->col);
+    size_t pick[SCHEMA_MAX_MATRIX_KEYS]; /* per key, its value; the last key varies fastest */
+    for (size_t i = m->n / 2; i-- > 0;) {
+        pick[i] = combo % m->kids[2 * i + 1]->n;
+        combo /= m->kids[2 * i + 1]->n;
+    }
+    for (size_t i = 0; i + 1 < m->n; i += 2) {
+        const struct ynode *key = m->kids[i], *vals = m->kids[i + 1];
+        const struct ynode *val = vals->kids[pick[i / 2]];
+        char full[160];
+        matrix_target(key->text, full, sizeof(full));
+        struct ynode *at = root;
+        for (const char *p = full; *p;) {
+            size_t len = strcspn(p, ".");
+            bool leaf = p[len] == '\0';
+            size_t k = 0;
+            while (k + 1 < at->n &&
+                   !(at->kids[k]->len == len && strncmp(at->kids[k]->text, p, len) == 0))
+                k += 2;
+            if (k + 1 >= at->n) { /* a new key */
+                XGROW(at->kids, at->cap, at->n + 2);
+                at->kids[at->n++] = key_node(p, len, key->line, key->col);
+                at->kids[at->n++] = NULL;
+            }
+            struct ynode **slot = &at->kids[k + 1];
+            if (leaf || !*slot || (*slot)->kind != Y_MAP) {
+                ytree_free(*slot);
+                *slot = leaf ? node_copy(val, 0, 0) : node_copy(NULL, val->line, val->col);
+            }
+            at = *slot;
+            p += len + !leaf;
+        }
+        buf_printf(name, "%s%s=%s", name->len ? "," : "", schema_leaf(full), val->text);
+    }
+    return root;
+}
+
 /* Defined below; the value decoder dispatches to it for `variants`. */
 static int decode_variants(struct dctx *c, const struct schema_key *k, const struct ynode *n);
 
@@ -919,6 +1094,9 @@ static int decode_value(struct dctx *c, const struct schema_key *k, const struct
         return decode_variants(c, k, n);
     case K_LEN:
         return decode_len(c, k, n);
+    case K_MATRIX:
+        c->matrix = n;
+        return check_matrix(c, k, n);
     }
     return 0;
 }
@@ -1126,11 +1304,11 @@ static int decode_variants(struct dctx *c, const struct schema_key *k, const str
             return cerr(c, v->line, v->col, "missing required key 'name' in variant %zu", i + 1);
         if (want_scalar(c, kname, name, "a string") != 0)
             return -1;
-        if (!name_ok(name->text, name->len))
+        if (!variant_name_ok(name->text, name->len))
             return cerr(c, name->line, name->col,
-                        "variant name '%s' is not a valid name (1 to %d of A-Z a-z 0-9 . _ -, "
-                        "not only dots)",
-                        QUOTE(name, q), SCHEMA_MAX_NAME);
+                        "variant name '%s' is not a valid name (1 to %d of A-Z a-z 0-9 . _ - = "
+                        ", not only dots)",
+                        QUOTE(name, q), SCHEMA_MAX_MATRIX_NAME);
         for (size_t j = 0; j < i; j++) {
             const struct ynode *other = ytree_get(c->variants[j], "name");
             if (strcmp(other->text, name->text) == 0)
@@ -1329,22 +1507,56 @@ int exp_load_string(const char *display_name, const char *text, size_t len, stru
 
     /* Pass B: each variant, merged over the base (one "default" variant when
      * the file has none), decoded in full into its own struct. */
-    size_t n = c.n_variants ? c.n_variants : 1;
-    exp->variants = xcalloc(n, sizeof(*exp->variants));
+    size_t n = c.n_variants ? c.n_variants : 1, combos = 1;
+    for (size_t i = 0; c.matrix && i + 1 < c.matrix->n; i += 2)
+        combos *= c.matrix->kids[i + 1]->n;
+    if (n * combos > SCHEMA_MAX_VARIANTS) {
+        cerr(&c, c.matrix->line, c.matrix->col,
+             "'matrix' x 'variants' makes %zu variants; the limit is %d", n * combos,
+             SCHEMA_MAX_VARIANTS);
+        goto out;
+    }
+    exp->variants = xcalloc(n * combos, sizeof(*exp->variants));
     c.full_exp = false;
     c.full_var = true;
     size_t points = 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct ynode *over = c.n_variants ? c.variants[i] : NULL;
+    for (size_t i = 0; i < n * combos; i++) {
+        const struct ynode *over = c.n_variants ? c.variants[i / combos] : NULL;
         struct exp_variant *v = &exp->variants[exp->n_variants++];
-        v->name = xstrdup(over ? ytree_get(over, "name")->text : "default");
+        struct buf name;
+        buf_init(&name, 4096);
+        if (over || !c.matrix)
+            buf_puts(&name, over ? ytree_get(over, "name")->text : "default");
+        /* with a matrix, the variant's override gets the combination's
+         * values: the merge then treats both as one override */
+        struct ynode *mover = c.matrix ? matrix_combo(c.matrix, i % combos, over, &name) : NULL;
+        struct ynode *view = merged_view(root, mover ? mover : over); /* borrows the nodes */
+        v->name = xstrdup(name.data);
+        buf_release(&name);
+        if (!variant_name_ok(v->name, strlen(v->name))) {
+            cerr(&c, c.matrix->line, c.matrix->col,
+                 "the matrix makes the variant name '%.80s', longer than %d bytes", v->name,
+                 SCHEMA_MAX_MATRIX_NAME);
+            ytree_free(view);
+            ytree_free(mover);
+            goto out;
+        }
+        for (size_t j = 0; j + 1 < exp->n_variants; j++)
+            if (strcmp(exp->variants[j].name, v->name) == 0) {
+                cerr(&c, c.matrix->line, c.matrix->col,
+                     "the matrix makes the variant '%s' twice (a variant already has that name)",
+                     v->name);
+                ytree_free(view);
+                ytree_free(mover);
+                goto out;
+            }
         c.var = v;
-        c.vname = over ? v->name : NULL;
-        struct ynode *view = merged_view(root, over); /* borrows root's nodes */
+        c.vname = over || c.matrix ? v->name : NULL;
         const struct ynode *model = ytree_get(ytree_get(view, "server"), "model");
         c.have_model = model && !ytree_is_null(model);
         int r = decode_section(&c, view, "", view->line, view->col);
         ytree_free(view);
+        ytree_free(mover);
         if (r != 0)
             goto out;
         points += v->bench.n_grid * (size_t)v->bench.repeat;

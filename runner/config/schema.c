@@ -344,6 +344,11 @@ const struct schema_key schema_keys[] = {
      .type = K_NAME,
      .flags = KF_REQ,
      .doc = "the variant's name, unique; names its results subfolder"},
+    {.path = "matrix",
+     .type = K_MATRIX,
+     .doc = "{flags.max-batch: [8, 16], bench.output_len: [64, 256]}: every combination becomes "
+            "a variant named max-batch=8,output_len=64 (each variant crossed with it); flags.X "
+            "and env.X stand for server.flags.X and server.env.X"},
     /* ---- analysis and charts ---- */
     {.path = "analysis", .type = K_SECTION, .doc = "the scaling fit"},
     {.path = "analysis.fit", .type = K_SECTION, .doc = "least squares y = a + b*x per variant"},

@@ -904,6 +904,57 @@ TEST(grid_rates)
               "10000000");
 }
 
+/* ---- matrix ---- */
+
+TEST(matrix_expands_into_named_variants)
+{
+    struct experiment e;
+    if (load(BASE "bench: {grid: [\"1:8\"], output_len: 16}\n"
+                  "matrix:\n  flags.max-batch: [8, 16]\n  flags.quant: [mxfp4, nvfp4]\n"
+                  "  bench.output_len: [32]\n",
+             &e) != 0)
+        return;
+    CHECK_INT(e.n_variants, 4);
+    const char *want[] = {
+        "max-batch=8,quant=mxfp4,output_len=32", "max-batch=8,quant=nvfp4,output_len=32",
+        "max-batch=16,quant=mxfp4,output_len=32", "max-batch=16,quant=nvfp4,output_len=32"};
+    for (size_t i = 0; i < 4 && i < e.n_variants; i++) {
+        const struct exp_variant *v = &e.variants[i];
+        CHECK_STR(v->name, want[i]);
+        CHECK_INT(v->server.n_flags, 2);
+        CHECK_STR(v->server.flags[0].value, i < 2 ? "8" : "16");
+        CHECK_STR(v->server.flags[1].value, i % 2 ? "nvfp4" : "mxfp4");
+        CHECK_INT(v->bench.output_len, 32);
+    }
+    exp_release(&e);
+    /* crossed with variants: the variant's own settings stay, its name leads */
+    if (load("name: t\nserver: {model: m.gguf, flags: {ctx: 512}}\nbench: {grid: [\"1:8\"]}\n"
+             "matrix: {flags.quant: [a, b]}\n"
+             "variants: [{name: x, server: {flags: {t: 2}}}, {name: y}]\n",
+             &e) == 0) {
+        CHECK_INT(e.n_variants, 4);
+        CHECK_STR(e.variants[0].name, "x,quant=a");
+        CHECK_STR(e.variants[3].name, "y,quant=b");
+        CHECK_INT(e.variants[0].server.n_flags, 3); /* ctx, t, quant */
+        CHECK_INT(e.variants[3].server.n_flags, 2); /* ctx, quant */
+        exp_release(&e);
+    }
+    /* the dump lists the variants it made, and loads back to the same */
+    round_trip(BASE "bench: {grid: [\"1:8\"]}\nmatrix: {flags.q: [a, b], env.X: ['1']}\n");
+
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nmatrix: {flags.q: [a, a]}\n"),
+              "t.yaml:4:23: 'matrix' key 'flags.q' lists 'a' twice");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nmatrix: {plots: [tpot]}\n"),
+              "t.yaml:4:10: 'matrix' key 'plots' names no setting a variant may change (e.g. "
+              "flags.max-batch, server.env.X, bench.output_len)");
+    /* a value is decoded where it stands, like any setting */
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nmatrix: {bench.warmup: [x]}\n"),
+              "t.yaml:4:25: 'bench.warmup' wants an integer, got 'x'");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nmatrix: {flags.a: [1, 2, 3, 4, 5, 6, 7, "
+                            "8], flags.b: [1, 2, 3, 4, 5, 6, 7, 8, 9]}\n"),
+              "t.yaml:4:9: 'matrix' makes more than 64 variants");
+}
+
 /* ---- workloads: lengths, endpoint, dataset, SLO ---- */
 
 TEST(workload_keys)
