@@ -237,6 +237,59 @@ static void metric_chart(struct report *r, const char *name, const char *tmpl, c
     free(title);
 }
 
+/* metric against the offered rate of the rate points (open loop), one
+ * series per variant: the mean over the ok rows at each rate. */
+static void rate_chart(struct report *r, const char *name, const char *tmpl, const char *metric)
+{
+    char *label = sum_label(metric);
+    const char *unit = strstr(label, " (");
+    char *title = xasprintf("%s: %.*s vs offered rate", r->rd.name,
+                            (int)(unit ? (size_t)(unit - label) : strlen(label)), label);
+    r->charts = xrealloc(r->charts, (r->n_charts + 1) * sizeof(*r->charts));
+    struct plot_chart *c = &r->charts[r->n_charts];
+    plot_chart_init(c, name, tmpl, title, label, PLOT_FIT_NONE);
+    free(c->xlabel);
+    c->xlabel = xstrdup("offered rate (req/s, log2 scale)");
+    double *xs = xcalloc(r->t.n + 1, sizeof(double)), *ys = xcalloc(r->t.n + 1, sizeof(double));
+    for (size_t vi = 0; vi < r->variants.n; vi++) {
+        struct plot_series *ps = plot_chart_series(c, r->variants.v[vi]);
+        size_t n = 0;
+        for (size_t i = 0; i < r->t.n; i++) {
+            const struct res_point *p = &r->t.rows[i];
+            double x, y;
+            if (p->variant && strcmp(p->variant, r->variants.v[vi]) == 0 && p->status &&
+                strcmp(p->status, RES_OK) == 0 && sum_is_rate_point(p) &&
+                mset_get(&p->metrics, "offered_rate", &x) && mset_get(&p->metrics, metric, &y) &&
+                isfinite(y))
+                xs[n] = x, ys[n++] = y;
+        }
+        /* ascending rate; repeats at one rate become one point (mean, min, max) */
+        for (size_t i = 0; i < n; i++) {
+            size_t lo = i;
+            for (size_t j = i + 1; j < n; j++)
+                lo = xs[j] < xs[lo] ? j : lo;
+            double tx = xs[i], ty = ys[i];
+            xs[i] = xs[lo], ys[i] = ys[lo], xs[lo] = tx, ys[lo] = ty;
+        }
+        for (size_t i = 0; i < n;) {
+            size_t j = i;
+            double sum = 0, mn = ys[i], mx = ys[i];
+            for (; j < n && xs[j] == xs[i]; j++)
+                sum += ys[j], mn = fmin(mn, ys[j]), mx = fmax(mx, ys[j]);
+            plot_series_add(ps, xs[i], sum / (double)(j - i), mn, mx);
+            i = j;
+        }
+    }
+    free(xs);
+    free(ys);
+    if (plot_chart_points(c) == 0)
+        plot_chart_release(c);
+    else
+        r->n_charts++;
+    free(label);
+    free(title);
+}
+
 /* The charts experiment.yaml asks for (throughput, tpot, ttft by default;
  * a canonical metric name draws that metric); the fitted metric always
  * gets a chart with its line. */
@@ -269,6 +322,12 @@ static void build_charts(struct report *r)
     /* goodput against load whenever analysis.slo sets a target */
     if (gp_slo_any(&r->rd.slo))
         metric_chart(r, "goodput", "throughput", "goodput_tok_s", PLOT_FIT_NONE);
+    /* rate points: the same against the offered rate */
+    rate_chart(r, "throughput-vs-rate", "throughput", "output_throughput");
+    rate_chart(r, "ttft-vs-rate", "ttft", "median_ttft_ms");
+    rate_chart(r, "tpot-vs-rate", "tpot", "median_tpot_ms");
+    if (gp_slo_any(&r->rd.slo))
+        rate_chart(r, "goodput-vs-rate", "throughput", "goodput_tok_s");
 }
 
 static void draw_charts(struct report *r)

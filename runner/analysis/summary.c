@@ -10,6 +10,7 @@
 
 #include "buf.h"
 #include "analysis/metric.h"
+#include "fileio.h"
 #include "xalloc.h"
 
 static bool is_ok(const struct res_point *p)
@@ -43,6 +44,11 @@ static int cmp_long(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+bool sum_is_rate_point(const struct res_point *p)
+{
+    return p->log && strncmp(path_base(p->log), "rate", 4) == 0;
+}
+
 void sum_metric(const struct res_table *t, const char *variant, const char *metric,
                 struct sum_series *out)
 {
@@ -52,7 +58,7 @@ void sum_metric(const struct res_table *t, const char *variant, const char *metr
     out->lv = xcalloc(t->n + 1, sizeof(*out->lv));
     out->n = 0;
     for (size_t r = 0; r < t->n; r++)
-        if (of_variant(&t->rows[r], variant))
+        if (of_variant(&t->rows[r], variant) && !sum_is_rate_point(&t->rows[r]))
             cs[nc++] = t->rows[r].concurrency;
     qsort(cs, nc, sizeof(long), cmp_long);
     for (size_t i = 0; i < nc; i++) {
@@ -63,7 +69,7 @@ void sum_metric(const struct res_table *t, const char *variant, const char *metr
             const struct res_point *p = &t->rows[r];
             double v;
             if (p->concurrency == cs[i] && of_variant(p, variant) && is_ok(p) &&
-                mset_get(&p->metrics, metric, &v) && isfinite(v))
+                !sum_is_rate_point(p) && mset_get(&p->metrics, metric, &v) && isfinite(v))
                 vals[n++] = v;
         }
         if (!n)
@@ -107,6 +113,9 @@ void sum_fit(const struct res_table *t, const char *variant, const char *x, cons
         const struct res_point *p = &t->rows[r];
         double xv, yv;
         if (!of_variant(p, variant) || !is_ok(p) || !mset_get(&p->metrics, y, &yv))
+            continue;
+        bool requested = strcmp(x, "concurrency") == 0 || strcmp(x, "prompts") == 0;
+        if (requested && sum_is_rate_point(p))
             continue;
         if (strcmp(x, "concurrency") == 0)
             xv = (double)p->concurrency;

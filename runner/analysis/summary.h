@@ -27,12 +27,17 @@ struct sum_series {
     size_t n;
 };
 
+/* A rate point (open loop at an offered rate, log "rateR-nP.log"): its
+ * concurrency is only a cap, so it is charted and fitted against
+ * offered_rate, never against concurrency. */
+bool sum_is_rate_point(const struct res_point *p);
+
 /* Variant names of t: those in order first (when present in t), then the
  * rest in first-seen order. */
 void sum_variants(const struct res_table *t, const struct strvec *order, struct strvec *out);
 
-/* metric for variant (NULL = every row) at each concurrency, ok rows only.
- * Release with sum_series_release. */
+/* metric for variant (NULL = every row) at each concurrency, ok rows only
+ * (rate points left out). Release with sum_series_release. */
 void sum_metric(const struct res_table *t, const char *variant, const char *metric,
                 struct sum_series *out);
 void sum_series_release(struct sum_series *s);
@@ -41,7 +46,8 @@ const struct sum_level *sum_find(const struct sum_series *s, long c);
 
 /*
  * Fit y against x for variant's ok rows: x "concurrency" (or "prompts")
- * is the point's requested value, any other name a metric. The fit is a
+ * is the point's requested value (rate points left out), any other name a
+ * metric (offered_rate fits the rate points). The fit is a
  * step-time fit (ceiling, throughput) when sum_is_step_metric(y).
  */
 void sum_fit(const struct res_table *t, const char *variant, const char *x, const char *y,

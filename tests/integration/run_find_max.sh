@@ -44,6 +44,11 @@ probes=$(grep -c "find_max: [0-9.]* req/s \(meets\|misses\)" err.txt)
 check_eq "find_max: every probe is a row (the grid's 5 req/s point reused)" "$(rows run-fm)" "$probes"
 check "find_max: probes are rate rows" grep -q "rate80-n160.log" run-fm/points.csv
 
+check_eq "charts against the offered rate: one point per probe" \
+    "$(grep -c '^[0-9]' run-fm/plots/ttft-vs-rate.dat)" "$probes"
+check "a goodput chart against the offered rate" test -s run-fm/plots/goodput-vs-rate.dat
+check "rate points stay off the concurrency charts" test ! -e run-fm/plots/ttft.dat
+
 "$SWEEP" run fm.yaml --resume run-fm >out.txt 2>err2.txt
 check_eq "resumed: exit 0" "$?" 0
 check "resumed: no probe runs again" grep -q "^sweep: 0 ok, 0 failed this session" out.txt
