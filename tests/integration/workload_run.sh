@@ -92,4 +92,23 @@ write_exp bad.yaml "  dataset: {kind: jsonl, path: $T_TMP/bad.jsonl}" "  slo: {t
 check_eq "bad dataset: exit 2" "$?" 2
 check "bad dataset: names file:line" grep -q "bad.jsonl:2: \"prompt\" wants a non-empty string" err.txt
 check "bad dataset: no run folder" test ! -e run-bad/points.csv
+# sweep bench's own flags: each mistake is a usage error (2) naming it,
+# before anything is sent (the URL is never contacted)
+u=http://127.0.0.1:9
+bflag() { # WANT_TEXT ARGS...: exit 2 and WANT_TEXT on stderr
+    want=$1
+    shift
+    "$SWEEP" bench --url "$u" -c 1 -n 1 "$@" >out.txt 2>err.txt
+    rc=$?
+    check_eq "bench $*: exit 2" "$rc" 2
+    check "bench $*: says '$want'" grep -qF -- "$want" err.txt
+}
+bflag "option '--input-len' wants a length (256), uniform:MIN:MAX" --input-len zipf:1:2
+bflag "option '--output-len': 'uniform:9:2' needs 1 <= MIN <= MAX" --output-len uniform:9:2
+bflag "option '--dataset-kind' needs '--dataset FILE'" --dataset-kind jsonl
+bflag "option '--dataset-kind' wants jsonl or sharegpt, got 'csv'" --dataset data.jsonl --dataset-kind csv
+bflag "options '--dataset' and '--prompt-text' exclude each other" --dataset data.jsonl --prompt-text hi
+bflag "bad.jsonl:2: \"prompt\" wants a non-empty string" --dataset bad.jsonl
+bflag "nothere.jsonl" --dataset nothere.jsonl
+bflag "data.jsonl:2:1: not JSON" --dataset data.jsonl --dataset-kind sharegpt
 finish
