@@ -76,7 +76,7 @@ int judge_saved_point(const struct rundir *rd, const char *variant, const char *
         /* a rate point's log says its rate: "rate2.5-n64.log" */
         const char *base = path_base(rel);
         double rate = rundir_rate(rd, variant), r;
-        const char *dash = strchr(base, '-');
+        const char *dash = strstr(base, "-n"); /* not '-': "rate1e-07-n5.log" */
         if (strncmp(base, "rate", 4) == 0 && dash &&
             str_to_double_n(base + 4, (size_t)(dash - base - 4), &r) == 0 && r > 0)
             rate = r;

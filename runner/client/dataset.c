@@ -73,6 +73,11 @@ static const char *check_messages(json_t *m, char **prompt, char **json)
     }
     *prompt = xstrdup(b.data ? b.data : "");
     buf_release(&b);
+    if (count_words(*prompt) == 0) {
+        free(*prompt);
+        *prompt = NULL;
+        return "\"messages\" carry no text";
+    }
     *json = json_dumps(m, JSON_COMPACT | JSON_ENSURE_ASCII);
     return NULL;
 }
@@ -112,6 +117,8 @@ static int load_jsonl(struct ds_set *ds, const struct buf *text, struct err *err
 {
     size_t cap = 0;
     const char *p = text->data ? text->data : "", *end = p + text->len;
+    if (text->len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0)
+        p += 3; /* a UTF-8 byte order mark (some editors write one) */
     for (long line = 1; p < end; line++) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);

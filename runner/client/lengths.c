@@ -112,7 +112,7 @@ long len_sample(const struct len_dist *d, uint64_t *state)
     double u2 = rng_unit(state);
     double x = d->mean + d->sd * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
     x = round(x);
-    if (x < (double)d->min)
+    if (isnan(x) || x < (double)d->min) /* NaN: an sd so large that inf * 0 happened */
         return d->min;
     if (x > (double)d->max)
         return d->max;

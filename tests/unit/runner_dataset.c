@@ -140,6 +140,8 @@ TEST(jsonl_bad_entry_is_named_by_line)
         {"{\"prompt\": \"a\", \"messages\": [{\"role\": \"user\", \"content\": \"b\"}]}\n",
          ":1: has both"},
         {"\n\n", "no usable entries"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \" \"}]}\n",
+         ":1: \"messages\" carry no text"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const char *p = put("bad.jsonl", cases[i].text);
@@ -155,6 +157,18 @@ TEST(jsonl_bad_entry_is_named_by_line)
     err_init(&err);
     CHECK(ds_load("/nonexistent/x.jsonl", DS_JSONL, 1, &ds, &err, 3, 2) != 0);
     CHECK_INT(err.code, 3);
+}
+
+TEST(jsonl_byte_order_mark_and_crlf)
+{
+    const char *p =
+        put("bom.jsonl", "\xef\xbb\xbf{\"prompt\": \"a b\"}\r\n{\"prompt\": \"c\"}\r\n");
+    struct ds_set ds;
+    struct err err;
+    err_init(&err);
+    CHECK_MSG(ds_load(p, DS_JSONL, 1, &ds, &err, 3, 2) == 0, "%s", err.msg);
+    CHECK_INT(ds.n, 2);
+    ds_release(&ds);
 }
 
 TEST(sharegpt_takes_first_human_turn_and_counts_skips)
