@@ -88,6 +88,8 @@ int gp_count_jsonl(const char *path, const struct gp_slo *slo, struct gp_count *
             continue;
         json_error_t je;
         json_t *j = json_loadb(line, (size_t)n, 0, &je);
+        for (char *t = je.text; !j && *t; t++) /* jansson quotes the input: keep one line */
+            *t = (unsigned char)*t < 0x20 ? '?' : *t;
         const char *why = j ? count_record(j, slo, c) : je.text;
         json_decref(j);
         if (why)

@@ -43,6 +43,16 @@ static long count_words(const char *s)
     return n;
 }
 
+/* jansson's message quotes the input ("near '...'"): control bytes become
+ * '?', so the error stays one line. Returns text, changed in place. */
+static const char *one_line(char *text)
+{
+    for (char *p = text; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    return text;
+}
+
 /* Append an entry (takes ownership of prompt and messages). */
 static void add_entry(struct ds_set *ds, size_t *cap, char *prompt, char *messages, long out_len)
 {
@@ -132,7 +142,7 @@ static int load_jsonl(struct ds_set *ds, const struct buf *text, struct err *err
             json_decref(j);
             if (!j)
                 return err_set(err, bad, "%s:%ld:%d: not JSON: %s", ds->path, line, je.column,
-                               je.text),
+                               one_line(je.text)),
                        -1;
             if (why)
                 return err_set(err, bad, "%s:%ld: %s", ds->path, line, why), -1;
@@ -159,7 +169,8 @@ static int load_sharegpt(struct ds_set *ds, const struct buf *text, struct err *
     json_t *root = json_loadb(text->data ? text->data : "", text->len, 0, &je), *conv;
     int rc = -1;
     if (!root)
-        return err_set(err, bad, "%s:%d:%d: not JSON: %s", ds->path, je.line, je.column, je.text),
+        return err_set(err, bad, "%s:%d:%d: not JSON: %s", ds->path, je.line, je.column,
+                       one_line(je.text)),
                -1;
     if (!json_is_array(root)) {
         err_set(err, bad, "%s: a ShareGPT file is a JSON list of {\"conversations\": [...]}",

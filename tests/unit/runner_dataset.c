@@ -200,12 +200,15 @@ TEST(sharegpt_takes_first_human_turn_and_counts_skips)
         {"[{\"conversations\": []}, 3]", ": entry 1: wants an object"},
         {"[{\"conversations\": [{\"from\": \"human\", \"value\": 5}]}]", ": entry 0: turn 0"},
         {"[{\"conversations\": [{\"from\": \"human\", \"value\": \"q\"}]", ":1:"},
+        /* jansson quotes the input near the error; a newline there stays out */
+        {"[{\"conversations\": [{\"from\": \"human\", \"value\": \"caf\\u\n\n9\"}]}]", "not JSON"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         const char *q = put("bad.json", bad[i].text);
         err_init(&err);
         CHECK_MSG(ds_load(q, DS_SHAREGPT, 1, &ds, &err, 3, 2) != 0, "case %zu accepted", i);
         CHECK_MSG(strstr(err.msg, q) && strstr(err.msg, bad[i].want), "case %zu: %s", i, err.msg);
+        CHECK_MSG(strchr(err.msg, '\n') == NULL, "case %zu: two lines: %s", i, err.msg);
     }
 }
 
