@@ -34,10 +34,21 @@ static bool whole(double x)
     return x == floor(x);
 }
 
+/* text for a one-line message: control bytes as '?', cut after 60 bytes */
+static const char *shown(const char *text, char *out, size_t size)
+{
+    size_t o = 0;
+    for (; text[o] && o + 4 < size && o < 60; o++)
+        out[o] = (unsigned char)text[o] < 0x20 || text[o] == 0x7f ? '?' : text[o];
+    snprintf(out + o, size - o, "%s", text[o] ? "..." : "");
+    return out;
+}
+
 int len_parse(const char *text, const char *what, struct len_dist *d, struct err *err, int code)
 {
     double v[4];
     long n;
+    char q[72];
     memset(d, 0, sizeof(*d));
     if (str_to_long(text, &n) == 0) {
         if (n < 1 || n > LEN_MAX)
@@ -49,7 +60,9 @@ int len_parse(const char *text, const char *what, struct len_dist *d, struct err
     }
     if (strncmp(text, "uniform:", 8) == 0) {
         if (split_nums(text + 8, v, 4) != 2 || !whole(v[0]) || !whole(v[1]))
-            return err_set(err, code, "%s: '%s' wants uniform:MIN:MAX (integers)", what, text), -1;
+            return err_set(err, code, "%s: '%s' wants uniform:MIN:MAX (integers)", what,
+                           shown(text, q, sizeof(q))),
+                   -1;
         d->kind = LEN_UNIFORM;
         d->min = (long)fmax(-1, fmin(v[0], (double)LEN_MAX + 1));
         d->max = (long)fmax(-1, fmin(v[1], (double)LEN_MAX + 1));
@@ -59,7 +72,7 @@ int len_parse(const char *text, const char *what, struct len_dist *d, struct err
         if (k < 2 || (k > 2 && !whole(v[2])) || (k > 3 && !whole(v[3])))
             return err_set(err, code,
                            "%s: '%s' wants normal:MEAN:SD[:MIN[:MAX]] (MIN, MAX integers)", what,
-                           text),
+                           shown(text, q, sizeof(q))),
                    -1;
         d->kind = LEN_NORMAL;
         d->mean = v[0];
@@ -67,20 +80,24 @@ int len_parse(const char *text, const char *what, struct len_dist *d, struct err
         d->min = k > 2 ? (long)fmax(-1, fmin(v[2], (double)LEN_MAX + 1)) : 1;
         d->max = k > 3 ? (long)fmax(-1, fmin(v[3], (double)LEN_MAX + 1)) : LEN_MAX;
         if (d->sd < 0)
-            return err_set(err, code, "%s: the sd of '%s' is negative", what, text), -1;
+            return err_set(err, code, "%s: the sd of '%s' is negative", what,
+                           shown(text, q, sizeof(q))),
+                   -1;
         if (d->mean < (double)d->min || d->mean > (double)d->max)
-            return err_set(err, code, "%s: the mean of '%s' is outside [%ld, %ld]", what, text,
-                           d->min, d->max),
+            return err_set(err, code, "%s: the mean of '%s' is outside [%ld, %ld]", what,
+                           shown(text, q, sizeof(q)), d->min, d->max),
                    -1;
     } else {
         return err_set(err, code,
                        "%s wants a length (256), uniform:MIN:MAX or normal:MEAN:SD[:MIN[:MAX]], "
                        "got '%s'",
-                       what, text),
+                       what, shown(text, q, sizeof(q))),
                -1;
     }
     if (d->min < 1 || d->max > LEN_MAX || d->min > d->max)
-        return err_set(err, code, "%s: '%s' needs 1 <= MIN <= MAX <= %ld", what, text, LEN_MAX), -1;
+        return err_set(err, code, "%s: '%s' needs 1 <= MIN <= MAX <= %ld", what,
+                       shown(text, q, sizeof(q)), LEN_MAX),
+               -1;
     return 0;
 }
 

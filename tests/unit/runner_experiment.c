@@ -1007,6 +1007,9 @@ TEST(workload_keys)
               "min, max, mean, sd)");
     CHECK_STR(load_err(B "input_len: {dist: uniform, min: [1], max: 2}\n"),
               "t.yaml:5:35: 'bench.input_len' wants numbers in its distribution, got a list");
+    /* the value is quoted in the message: a newline in it stays out */
+    CHECK_STR(load_err(B "input_len: \"uniform:1:\\n2\"\n"),
+              "t.yaml:5:14: 'bench.input_len': 'uniform:1:?2' wants uniform:MIN:MAX (integers)");
     CHECK_STR(load_err(B "endpoint: grpc\n"),
               "t.yaml:5:13: 'bench.endpoint' must be one of completions, chat, got 'grpc'");
     CHECK_STR(load_err(B "dataset: {kind: jsonl}\n"),
