@@ -28,6 +28,8 @@
 #include "config/plan.h"
 #include "exec/progress.h"
 #include "analysis/report.h"
+#include "client/scrape.h"
+#include "http.h"
 #include "store/results.h"
 #include "exec/cause.h"
 #include "exec/cgroup.h"
@@ -77,6 +79,7 @@ struct run_ctx {
     char *nvsmi;      /* owned: nvidia-smi's path, NULL without it */
     bool nvsmi_looked;
     struct cg_base cg; /* a cgroup per server and client (cg_open); zeroed: none */
+    bool *no_metrics;  /* per variant: its server gave no /metrics (said once) */
 };
 
 /* Ctrl-C (or SIGTERM/SIGHUP) arrived: finish the current step, start none. */
@@ -465,12 +468,40 @@ static void keep_old_file(const char *path)
 static void keep_old_log(const char *path)
 {
     keep_old_file(path);
+    for (int before = 0; before < 2; before++) {
+        char *scrape = scrape_path(path, before);
+        keep_old_file(scrape);
+        free(scrape);
+    }
     size_t n = strlen(path);
     if (n > 4 && strcmp(path + n - 4, ".log") == 0) {
         char *jsonl = xasprintf("%.*s.jsonl", (int)(n - 4), path);
         keep_old_file(jsonl);
         free(jsonl);
     }
+}
+
+/* Save the server's Prometheus text beside the point's log (client/scrape.h),
+ * before or after the point. A server without it is said once per variant,
+ * which is then not asked again: its server_* columns stay empty. */
+static void scrape_server(struct run_ctx *c, size_t vi, const char *log, bool before)
+{
+    const struct plan_variant *pv = &c->plan.variants[vi];
+    if (!pv->v->metrics.server || c->no_metrics[vi])
+        return;
+    char *url = http_join_url(pv->url, pv->v->metrics.server_path);
+    char *path = scrape_path(log, before);
+    struct err e;
+    err_init(&e);
+    if (scrape_fetch_save(url, path, &e) != 0) {
+        c->no_metrics[vi] = true;
+        prog_note(&c->prog,
+                  "sweep: variant '%s': no server metrics at %s (%s); its server_* columns stay "
+                  "empty (metrics.server: false stops asking)",
+                  pv->v->name, url, e.msg);
+    }
+    free(path);
+    free(url);
 }
 
 /* The compiled patterns of variant vi (preset plus its own patterns),
@@ -499,9 +530,15 @@ static const char *judge(struct run_ctx *c, size_t pi, const char *log_path, con
     err_init(&err);
     bool client_ok = strcmp(status, RES_OK) == 0, ok = false;
     const ext_set *set = extractor(c, pp->variant, &err);
-    struct judge_spec spec = {set, &v->metrics.require, pp->concurrency, pp->prompts,
-                              v->bench.request_rate};
-    if (!set || judge_point(&spec, log_path, client_ok, &row->metrics, &ok, cause, &err) != 0) {
+    struct scrape_map *map = xcalloc(v->metrics.n_server_map + 1, sizeof(*map));
+    for (size_t i = 0; i < v->metrics.n_server_map; i++)
+        map[i] = (struct scrape_map){v->metrics.server_map[i].key, v->metrics.server_map[i].value};
+    struct judge_spec spec = {
+        set, &v->metrics.require,    pp->concurrency, pp->prompts, v->bench.request_rate,
+        map, v->metrics.n_server_map};
+    int rc = set ? judge_point(&spec, log_path, client_ok, &row->metrics, &ok, cause, &err) : -1;
+    free(map);
+    if (rc != 0) {
         if (client_ok)
             buf_printf(cause, "%s", err.msg);
         return client_ok ? RES_FAILED : status;
@@ -542,6 +579,7 @@ static const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row
     struct proc client;
     proc_init(&client);
     client.cg_dir = new_cgroup(c, "client");
+    scrape_server(c, pp->variant, log, true);
     double t0 = clock_ms();
     if (proc_spawn(&client, &pp->client_argv, NULL, log, &err) != 0) {
         buf_printf(&cause, "client did not start: %s", err.msg);
@@ -575,6 +613,8 @@ static const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row
         why = SERVER_DIED;
     proc_stop(&client, CLIENT_GRACE_S, c->stop, NULL);
     row->wall_s = (clock_ms() - t0) / 1000.0;
+    if (why != SERVER_DIED)
+        scrape_server(c, pp->variant, log, false);
 
     switch (why) {
     case SERVER_DIED: {
@@ -900,6 +940,7 @@ static void ctx_release(struct run_ctx *c)
         for (size_t i = 0; i < c->plan.n_variants; i++)
             ext_free(c->ext[i]);
     free(c->ext);
+    free(c->no_metrics);
     free(c->nvsmi);
     cg_close(&c->cg);
     free(c->attempted);
@@ -982,6 +1023,7 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
         goto fail;
 
     c->ext = xcalloc(c->plan.n_variants, sizeof(*c->ext));
+    c->no_metrics = xcalloc(c->plan.n_variants + 1, sizeof(*c->no_metrics));
     c->attempted = xcalloc(c->plan.n_points + 1, sizeof(*c->attempted));
     c->took_s = xcalloc(c->plan.n_points + 1, sizeof(*c->took_s));
     for (size_t pi = 0; pi < c->plan.n_points; pi++)
