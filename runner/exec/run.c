@@ -78,8 +78,9 @@ struct run_ctx {
     bool start_stale; /* the last server_start failed on one of them */
     char *nvsmi;      /* owned: nvidia-smi's path, NULL without it */
     bool nvsmi_looked;
-    struct cg_base cg; /* a cgroup per server and client (cg_open); zeroed: none */
-    bool *no_metrics;  /* per variant: its server gave no /metrics (said once) */
+    struct cg_base cg;     /* a cgroup per server and client (cg_open); zeroed: none */
+    bool *no_metrics;      /* per variant: its server gave no /metrics (said once) */
+    struct res_table from; /* --from RUN_DIR's points (empty without) */
 };
 
 /* Ctrl-C (or SIGTERM/SIGHUP) arrived: finish the current step, start none. */
@@ -751,29 +752,65 @@ static size_t pending_points(struct run_ctx *c, size_t vi, size_t *todo)
     return n;
 }
 
+/* Distinct concurrency levels of the ok rows with a median TPOT (variant
+ * NULL: every row): a step law needs two. */
+static size_t tpot_levels(const struct res_table *t, const char *variant)
+{
+    long seen[64];
+    size_t n = 0;
+    for (size_t r = 0; r < t->n; r++) {
+        const struct res_point *p = &t->rows[r];
+        bool dup = false;
+        if ((variant && strcmp(p->variant, variant) != 0) || strcmp(p->status, RES_OK) != 0 ||
+            !mset_get(&p->metrics, "median_tpot_ms", NULL))
+            continue;
+        for (size_t i = 0; i < n && !dup; i++)
+            dup = seen[i] == p->concurrency;
+        if (!dup && n < 64)
+            seen[n++] = p->concurrency;
+    }
+    return n;
+}
+
 /*
  * Refresh the ETA from the scaling law (estimate.h) fitted to the ok rows
  * so far: per variant, the predicted time of its points still to run,
  * scaled by how its finished points compared with their predictions. A
- * variant without rows of its own borrows the model of all rows. Without
- * any usable row the progress module's own average stays in use.
+ * variant without rows of its own borrows the model of all rows. Until a
+ * variant has run two concurrency levels its model assumes perfect
+ * batching: --from's fit replaces it then, else the ETA is shown as a lower
+ * bound (">= 46s"). Without any usable model the progress module's own
+ * average stays in use.
  */
 static void update_eta(struct run_ctx *c)
 {
     struct err err;
     err_init(&err);
-    struct est_model all;
+    struct est_model all, from_all;
     bool have_all = est_model_from_table(&c->table, NULL, &all, &err) == 0;
-    if (!have_all)
+    bool have_from = c->from.n && est_model_from_table(&c->from, NULL, &from_all, &err) == 0;
+    if (!have_all && !have_from)
         return;
+    size_t all_levels = have_all ? tpot_levels(&c->table, NULL) : 0;
+    bool lower = false;
     struct est_point *todo = xcalloc(c->plan.n_points + 1, sizeof(*todo));
     double total = 0;
     for (size_t vi = 0; vi < c->plan.n_variants; vi++) {
         const struct exp_variant *v = c->plan.variants[vi].v;
-        struct est_model m;
+        struct est_model m = all;
         err_init(&err);
-        if (est_model_from_table(&c->table, v->name, &m, &err) != 0)
-            m = all;
+        size_t levels = all_levels;
+        if (est_model_from_table(&c->table, v->name, &m, &err) == 0)
+            levels = tpot_levels(&c->table, v->name);
+        else if (!have_all)
+            levels = 0;
+        bool weak = levels < 2; /* b unknown: perfect batching assumed */
+        if (weak && have_from) {
+            err_init(&err);
+            if (est_model_from_table(&c->from, v->name, &m, &err) != 0)
+                m = from_all;
+            weak = false;
+        }
         size_t n = 0;
         double pred_done = 0, actual_done = 0;
         for (size_t pi = 0; pi < c->plan.n_points; pi++) {
@@ -789,9 +826,10 @@ static void update_eta(struct run_ctx *c)
             }
         }
         total += est_eta_s(&m, todo, n, pred_done, actual_done);
+        lower = lower || (weak && n > 0);
     }
     free(todo);
-    prog_set_eta(&c->prog, total);
+    prog_set_eta_bound(&c->prog, total, lower);
 }
 
 /*
@@ -948,6 +986,7 @@ static void ctx_release(struct run_ctx *c)
     if (c->have_manifest)
         man_release(&c->man);
     res_table_release(&c->table);
+    res_table_release(&c->from);
     if (c->have_plan)
         plan_release(&c->plan);
     if (c->have_exp)
@@ -965,6 +1004,7 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
     c->stop = stop;
     proc_init(&c->server);
     res_table_init(&c->table);
+    res_table_init(&c->from);
     struct err err;
     err_init(&err);
     int status = RN_OK;
@@ -1018,6 +1058,15 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
     if (o->resume_dir && path_exists(c->csv_path) &&
         res_table_load(c->csv_path, &c->table, &err) != 0)
         goto fail;
+    if (o->from_dir) {
+        char *csv = path_join(o->from_dir, "points.csv");
+        int lrc = res_table_load(csv, &c->from, &err);
+        free(csv);
+        if (lrc != 0) {
+            err_prefix(&err, "--from '%s'", o->from_dir);
+            goto fail;
+        }
+    }
     size_t n_renamed = adopt_renamed(c); /* saved with the table by prepare_folder */
     if (prepare_folder(c, fresh_default, &err) != 0)
         goto fail;
