@@ -109,13 +109,17 @@ static void derive(struct fit_analysis *fa, const struct fit_opts *o)
 }
 
 /* Whether the line is a law at all (fit.h: unfit), with the likely reason. */
-static void judge_line(struct fit_analysis *fa, const struct fit_opts *o, const double *x, size_t n)
+static void judge_line(struct fit_analysis *fa, const struct fit_opts *o, const double *x,
+                       const double *y, size_t n)
 {
     const struct fit_line *l = &fa->line;
-    double lo = x[0], hi = x[0];
-    for (size_t i = 1; i < n; i++) {
+    double lo = x[0], hi = x[0], worst = 0; /* largest |residual| / |fitted| */
+    for (size_t i = 0; i < n; i++) {
         lo = x[i] < lo ? x[i] : lo;
         hi = x[i] > hi ? x[i] : hi;
+        double f = l->a + l->b * x[i];
+        double rel = f != 0 ? fabs(y[i] - f) / fabs(f) : INFINITY;
+        worst = rel > worst ? rel : worst;
     }
     double one = l->a + l->b * lo; /* the step at the smallest x */
     const char *what = NULL, *why = NULL;
@@ -130,7 +134,8 @@ static void judge_line(struct fit_analysis *fa, const struct fit_opts *o, const 
         what = buf;
         why = "warm-up in the first points, or a regime change (a different kernel or batch "
               "schedule at higher concurrency)";
-    } else if (fa->n_x >= 3 && l->r2 < FIT_R2_MIN) {
+    } else if (fa->n_x >= 3 && l->r2 < FIT_R2_MIN && worst > FIT_FALL_REL) {
+        /* a flat but precise line has a low R² too: only points well off it count */
         snprintf(buf, sizeof(buf), "R² %.3f below %.2f", l->r2, FIT_R2_MIN);
         what = buf;
         why = "a regime change (bandwidth saturation, queueing, prefill in the steps) or noisy "
@@ -262,7 +267,7 @@ void fit_analyse(const struct fit_obs *obs_in, size_t n_in, const struct fit_opt
         goto out;
     }
     fa->ok = true;
-    judge_line(fa, o, x, n);
+    judge_line(fa, o, x, y, n);
     if (!fa->unfit)
         derive(fa, o);
     fa->res = xcalloc(n + 1, sizeof(*fa->res));
