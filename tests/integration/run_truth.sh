@@ -90,4 +90,14 @@ cat err2.txt
 check_eq "no /metrics: said once" "$(grep -c "no server metrics at .*/metrics (HTTP 404)" err2.txt)" 1
 check "no /metrics: no server column" sh -c "! head -n 1 nomet/points.csv | grep -q server_"
 check "no /metrics: no scrape saved" sh -c "! ls nomet/default | grep -q metrics-"
+
+# metrics.server: false asks nothing; a fit on the server's columns is accepted
+write_exp off.yaml "" '["1:4"]'
+printf 'metrics:\n  server: false\n' >>off.yaml
+"$SWEEP" run off.yaml --out off >out3.txt 2>err3.txt
+check_eq "metrics.server false: run exits 0" "$?" 0
+check "metrics.server false: no scrape saved" sh -c "! ls off/default | grep -q metrics-"
+check "metrics.server false: nothing said" sh -c "! grep -q 'server metrics' err3.txt"
+sed 's/fit: {x: concurrency, y: median_tpot_ms}/fit: {x: server_batch, y: server_step_ms}/' exp.yaml >srvfit.yaml
+check "analysis.fit on server_batch and server_step_ms passes sweep check" "$SWEEP" check srvfit.yaml
 finish
