@@ -100,4 +100,19 @@ check "metrics.server false: no scrape saved" sh -c "! ls off/default | grep -q 
 check "metrics.server false: nothing said" sh -c "! grep -q 'server metrics' err3.txt"
 sed 's/fit: {x: concurrency, y: median_tpot_ms}/fit: {x: server_batch, y: server_step_ms}/' exp.yaml >srvfit.yaml
 check "analysis.fit on server_batch and server_step_ms passes sweep check" "$SWEEP" check srvfit.yaml
+
+# sweep compare prints no ceiling from a fit with a negative intercept (TPOT = -43 + 42·N)
+for r in negA negB; do
+    mkdir -p $r
+    {
+        echo "variant,concurrency,prompts,repeat,status,key,cause,log,started,wall_s,median_tpot_ms,output_throughput"
+        echo "default,1,4,1,ok,,,,,1,0.5,10"
+        echo "default,4,8,1,ok,,,,,1,125,30"
+        echo "default,16,32,1,ok,,,,,1,629,25"
+    } >$r/points.csv
+done
+"$SWEEP" compare negA negB --out cmp >cmp.out 2>&1
+cat cmp.out
+check "compare: no 'nan' ceiling" sh -c "! grep -qi nan cmp.out cmp/compare.md"
+check "compare: no ceiling sentence from an unfit line" sh -c "! grep -q 'tok/s' cmp/compare.md || ! grep -q 'ceiling .* against' cmp/compare.md"
 finish
