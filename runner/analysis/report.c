@@ -193,6 +193,8 @@ static json_t *variant_json(const struct report *r, size_t vi)
     return o;
 }
 
+static json_t *flat_row(const struct report *r, size_t vi);
+
 static int write_fit_json(const struct report *r, struct err *err)
 {
     json_t *root = json_object();
@@ -212,6 +214,11 @@ static int write_fit_json(const struct report *r, struct err *err)
     for (size_t i = 0; i < r->variants.n; i++)
         json_object_set_new(vs, r->variants.v[i], variant_json(r, i));
     json_object_set_new(root, "variants", vs);
+    /* the same as flat rows (fit.csv): pandas.json_normalize(fit["table"]) */
+    json_t *table = json_array();
+    for (size_t i = 0; i < r->variants.n; i++)
+        json_array_append_new(table, flat_row(r, i));
+    json_object_set_new(root, "table", table);
     char *path = path_join(r->dir, "fit.json");
     int rc = rundir_write_json(path, root, JSON_REAL_PRECISION(10), err);
     json_decref(root);
@@ -235,63 +242,84 @@ static void csv_cell(struct buf *b, const char *s)
     buf_putc(b, '"');
 }
 
-static void csv_num(struct buf *b, double v)
+/* One variant's fit as a flat object (keys in column order): a row of
+ * fit.csv and of fit.json's "table". null = not known. */
+static json_t *flat_row(const struct report *r, size_t vi)
 {
-    buf_putc(b, ',');
-    if (isfinite(v))
-        buf_json_num(b, v);
+    const struct fit_analysis *fa = &r->fits[vi], *alt = r->alt_y ? &r->alt[vi] : NULL;
+    const struct sum_thr *th = &r->thr[vi];
+    bool ok = fa->ok;
+    json_t *o = json_object();
+    json_object_set_new(o, "variant", json_string(r->variants.v[vi]));
+    json_object_set_new(o, "x", json_string(r->fit_x));
+    json_object_set_new(o, "y", json_string(r->fit_y));
+    json_object_set_new(o, "ok", json_boolean(fa->ok && !fa->unfit));
+    json_object_set_new(o, "points", json_integer((json_int_t)fa->line.n));
+    json_object_set_new(o, "levels", json_integer((json_int_t)fa->n_x));
+    json_object_set_new(o, "a", jnum(ok ? fa->line.a : NAN));
+    json_object_set_new(o, "b", jnum(ok ? fa->line.b : NAN));
+    json_object_set_new(o, "r2", jnum(ok ? fa->line.r2 : NAN));
+    json_object_set_new(o, "ceiling_tok_s", jnum(fa->ceiling));
+    json_object_set_new(o, "c90", jnum(fa->c90));
+    const struct fit_ci *cis[] = {&fa->a_ci, &fa->b_ci, &fa->ceiling_ci};
+    static const char *const ci_names[][2] = {{"a_ci95_lo", "a_ci95_hi"},
+                                              {"b_ci95_lo", "b_ci95_hi"},
+                                              {"ceiling_ci95_lo", "ceiling_ci95_hi"}};
+    for (size_t k = 0; k < 3; k++) {
+        json_object_set_new(o, ci_names[k][0], jnum(cis[k]->ok ? cis[k]->lo : NAN));
+        json_object_set_new(o, ci_names[k][1], jnum(cis[k]->ok ? cis[k]->hi : NAN));
+    }
+    json_object_set_new(o, "e2e_a_ms", jnum(th->ok ? th->e2e.a : NAN));
+    json_object_set_new(o, "e2e_b_ms", jnum(th->ok ? th->e2e.b : NAN));
+    json_object_set_new(o, "out_tokens", jnum(th->ok ? th->out_tokens : NAN));
+    json_object_set_new(o, "throughput_max_rel_error", jnum(th->ok ? th->max_rel : NAN));
+    json_object_set_new(o, "alt_x", json_string(alt ? r->alt_x : ""));
+    json_object_set_new(o, "alt_y", json_string(alt ? r->alt_y : ""));
+    json_object_set_new(o, "alt_a", jnum(alt && alt->ok ? alt->line.a : NAN));
+    json_object_set_new(o, "alt_b", jnum(alt && alt->ok ? alt->line.b : NAN));
+    json_object_set_new(o, "alt_r2", jnum(alt && alt->ok ? alt->line.r2 : NAN));
+    json_object_set_new(o, "note", json_string(fa->unfit ? fa->unfit_why : fa->reason));
+    return o;
 }
 
-static void csv_ci(struct buf *b, const struct fit_ci *ci)
-{
-    csv_num(b, ci->ok ? ci->lo : NAN);
-    csv_num(b, ci->ok ? ci->hi : NAN);
-}
-
-/* fit.csv: fit.json's numbers as one flat row per variant, for
- * pandas.read_csv and spreadsheets. Empty cell = not known. */
+/* fit.csv: the flat rows of fit.json's "table", for pandas.read_csv and
+ * spreadsheets. Empty cell = not known. */
 static int write_fit_csv(const struct report *r, struct err *err)
 {
     struct buf b;
     buf_init(&b, REPORT_MAX);
-    buf_puts(&b, "variant,x,y,ok,points,levels,a,b,r2,ceiling_tok_s,c90,a_ci95_lo,a_ci95_hi,"
-                 "b_ci95_lo,b_ci95_hi,ceiling_ci95_lo,ceiling_ci95_hi,e2e_a_ms,e2e_b_ms,"
-                 "out_tokens,throughput_max_rel_error,alt_x,alt_y,alt_a,alt_b,alt_r2,note\n");
     for (size_t vi = 0; vi < r->variants.n; vi++) {
-        const struct fit_analysis *fa = &r->fits[vi], *alt = r->alt_y ? &r->alt[vi] : NULL;
-        const struct sum_thr *th = &r->thr[vi];
-        csv_cell(&b, r->variants.v[vi]);
-        buf_putc(&b, ',');
-        csv_cell(&b, r->fit_x);
-        buf_putc(&b, ',');
-        csv_cell(&b, r->fit_y);
-        buf_printf(&b, ",%s,%zu,%zu", fa->ok && !fa->unfit ? "true" : "false", fa->line.n, fa->n_x);
-        bool ok = fa->ok;
-        csv_num(&b, ok ? fa->line.a : NAN);
-        csv_num(&b, ok ? fa->line.b : NAN);
-        csv_num(&b, ok ? fa->line.r2 : NAN);
-        csv_num(&b, fa->ceiling);
-        csv_num(&b, fa->c90);
-        csv_ci(&b, &fa->a_ci);
-        csv_ci(&b, &fa->b_ci);
-        csv_ci(&b, &fa->ceiling_ci);
-        csv_num(&b, th->ok ? th->e2e.a : NAN);
-        csv_num(&b, th->ok ? th->e2e.b : NAN);
-        csv_num(&b, th->ok ? th->out_tokens : NAN);
-        csv_num(&b, th->ok ? th->max_rel : NAN);
-        buf_putc(&b, ',');
-        csv_cell(&b, alt ? r->alt_x : "");
-        buf_putc(&b, ',');
-        csv_cell(&b, alt ? r->alt_y : "");
-        csv_num(&b, alt && alt->ok ? alt->line.a : NAN);
-        csv_num(&b, alt && alt->ok ? alt->line.b : NAN);
-        csv_num(&b, alt && alt->ok ? alt->line.r2 : NAN);
-        buf_putc(&b, ',');
-        csv_cell(&b, fa->unfit ? fa->unfit_why : fa->reason);
+        json_t *row = flat_row(r, vi), *v;
+        const char *key;
+        bool first = true;
+        if (vi == 0) { /* the header: the same keys */
+            json_object_foreach(row, key, v)
+            {
+                buf_puts(&b, first ? "" : ",");
+                csv_cell(&b, key);
+                first = false;
+            }
+            buf_putc(&b, '\n');
+            first = true;
+        }
+        json_object_foreach(row, key, v)
+        {
+            buf_puts(&b, first ? "" : ",");
+            first = false;
+            if (json_is_string(v))
+                csv_cell(&b, json_string_value(v));
+            else if (json_is_integer(v))
+                buf_printf(&b, "%lld", (long long)json_integer_value(v));
+            else if (json_is_real(v))
+                buf_json_num(&b, json_real_value(v));
+            else if (json_is_boolean(v))
+                buf_puts(&b, json_is_true(v) ? "true" : "false");
+        }
         buf_putc(&b, '\n');
+        json_decref(row);
     }
     char *path = path_join(r->dir, "fit.csv");
-    int rc = file_write_atomic(path, b.data, b.len, err, RN_ERR_ENV);
+    int rc = file_write_atomic(path, b.data ? b.data : "", b.len, err, RN_ERR_ENV);
     free(path);
     buf_release(&b);
     return rc;

@@ -333,6 +333,9 @@ TEST(report_unfit_client_fit_server_law_and_fit_csv)
     CHECK(fj && strstr(fj, "\"unfit\": \"the linear model does not describe these points"));
     CHECK(fj && strstr(fj, "\"throughput_law\""));
     CHECK(fj && strstr(fj, "\"server_fit\""));
+    /* fit.json carries the same flat rows for pandas.json_normalize */
+    CHECK(fj && strstr(fj, "\"table\": [\n    {\n      \"variant\": \"v\",\n      \"x\": "
+                           "\"concurrency\","));
     free(md);
     free(fc);
     free(fj);
