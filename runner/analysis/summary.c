@@ -217,6 +217,16 @@ char *sum_label(const char *metric)
         {"achieved_concurrency", "achieved concurrency"},
         {"max_itl_ms", "max ITL"},
     };
+    static const struct {
+        const char *name, *label;
+    } server[] = {
+        {"server_step_ms", "server decode step (ms)"},
+        {"server_batch", "server running batch"},
+        {"server_queue_ms", "server queue time (ms)"},
+    };
+    for (size_t i = 0; i < sizeof(server) / sizeof(server[0]); i++)
+        if (strcmp(server[i].name, metric) == 0)
+            return xstrdup(server[i].label);
     const struct metric_def *d = metric_find(metric);
     const char *unit = d && d->unit[0] ? d->unit : NULL;
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)

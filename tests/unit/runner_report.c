@@ -46,6 +46,8 @@ TEST(labels)
         {"achieved_concurrency", "achieved concurrency"},
         {"max_itl_ms", "max ITL (ms)"},
         {"my_metric", "my_metric"},
+        {"server_step_ms", "server decode step (ms)"},
+        {"server_batch", "server running batch"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *l = sum_label(cases[i][0]);
@@ -54,6 +56,7 @@ TEST(labels)
     }
     CHECK(sum_is_step_metric("median_tpot_ms") && sum_is_step_metric("p99_itl_ms"));
     CHECK(!sum_is_step_metric("median_ttft_ms") && !sum_is_step_metric("tpot_ms"));
+    CHECK(sum_is_step_metric("server_step_ms") && !sum_is_step_metric("server_batch"));
 }
 
 static void add(struct res_table *t, const char *variant, long c, long r, const char *status,
