@@ -686,6 +686,22 @@ static void thr_words(struct buf *b, const struct sum_thr *th)
                 "from it.\n");
 }
 
+/* Every ok row of variant with a server step time counted decode-only steps. */
+static bool decode_only(const struct report *r, const char *variant)
+{
+    bool any = false;
+    for (size_t i = 0; i < r->t.n; i++) {
+        const struct res_point *p = &r->t.rows[i];
+        if (!p->variant || strcmp(p->variant, variant) != 0 || strcmp(p->status, RES_OK) != 0 ||
+            !mset_get(&p->metrics, "server_step_ms", NULL))
+            continue;
+        if (!mset_get(&p->metrics, "server_decode_steps", NULL))
+            return false;
+        any = true;
+    }
+    return any;
+}
+
 /* The client's TPOT fit beside the server's own step law, and why they differ. */
 static void md_client_server(struct buf *b, const struct report *r)
 {
@@ -732,9 +748,15 @@ static void md_client_server(struct buf *b, const struct report *r)
                    "they differ (a %+.0f%%, b %+.0f%% against the server's). The client's TPOT "
                    "also counts the steps that ran other requests' prompts (prefill inside the "
                    "decode steps) and waits in the server's queue, and it is set against the "
-                   "concurrency asked for, not the batch that ran; the server's step law is the "
-                   "one to read a and b from.\n\n",
+                   "concurrency asked for, not the batch that ran; ",
                    100 * da, 100 * db);
+        if (decode_only(r, r->variants.v[vi]))
+            buf_puts(b, "the server's step law, over steps that ran no prompt, is the one to read "
+                        "a and b from.\n\n");
+        else
+            buf_puts(b, "the server's step time is a mean over every step, those that ran "
+                        "prompt tokens included (it does not count decode-only steps apart), so "
+                        "its a and b carry some prefill too.\n\n");
     }
 }
 

@@ -65,6 +65,8 @@ check "server b = $sb within 3% of 2" within "$sb" 2 0.03 rel
 check "client TPOT b = $cb is not within 3% of 2 (prefill in the steps)" sh -c "! awk -v b='$cb' 'BEGIN { exit !(b >= 1.94 && b <= 2.06) }'"
 check "REPORT.md sets the two fits side by side" grep -q '^| default | .*·C | .* | 20.0 + 2.00·B | 1.000 |$' run/REPORT.md
 check "REPORT.md explains the difference" grep -q "other requests' prompts (prefill inside the decode steps)" run/REPORT.md
+check "REPORT.md: the server counted decode-only steps" grep -q "over steps that ran no prompt, is the one to read a and b from" run/REPORT.md
+check "every row has server_decode_steps" test "$(col run server_decode_steps | grep -c .)" -eq 4
 rel=$(fitcsv run/fit.csv throughput_max_rel_error)
 check "throughput curve within 10% of every measured point ($rel)" awk -v r="$rel" 'BEGIN { exit !(r != "" && r < 0.10) }'
 check "the curve includes TTFT" grep -q 'N·32·1000/E2E(N) tok/s, E2E = .* (TTFT included)' run/plots/throughput.gp

@@ -321,6 +321,7 @@ TEST(report_unfit_client_fit_server_law_and_fit_csv)
     CHECK(md && strstr(md, "## Client and server step time"));
     CHECK(md && strstr(md, "| 20.0 + 2.00·B | 1.000 |"));
     CHECK(md && strstr(md, "they differ"));
+    CHECK(md && strstr(md, "(it does not count decode-only steps apart)"));
     CHECK(md && strstr(md, "E2E = 500.0 + 90.00·N ms per request (from mean_e2e_ms"));
     CHECK(md && strstr(md, "within 0.0% of every measured point"));
     /* fit.csv: a header and one row, the unfit one without ceiling */

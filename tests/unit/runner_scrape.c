@@ -165,6 +165,7 @@ TEST(fp4serve_decode_only_steps_win_and_labels_sum)
     CHECK(mset_get(&m, "server_step_ms", &v) && fabs(v - 25.0) < 1e-9); /* 2.0 s / 80 */
     CHECK(mset_get(&m, "server_batch", &v) && fabs(v - 4.5) < 1e-9);    /* 360 / 80 */
     CHECK(mset_get(&m, "server_steps", &v) && v == 100);                /* every step */
+    CHECK(mset_get(&m, "server_decode_steps", &v) && v == 80);
     mset_release(&m);
     /* no decode-only step during the point: both fall back to every step */
     scrape_set_release(&a);
