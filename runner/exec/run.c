@@ -789,7 +789,7 @@ static const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row
         why = SERVER_DIED;
     proc_stop(&client, CLIENT_GRACE_S, c->stop, NULL);
     row->wall_s = (clock_ms() - t0) / 1000.0;
-    if (why != SERVER_DIED)
+    if (why == DONE) /* a point that ended early gets no server columns */
         scrape_server(c, pp->variant, log, false);
 
     switch (why) {
