@@ -123,9 +123,12 @@ $(BUILD)/obj/tests/%.o: tests/%.c $(BUILD)/gen/flags | $(GEN)
 
 # Kernels: hot loops get -O3; ISA-specific files get their instruction sets.
 $(BUILD)/obj/engine/cpu/%.o: OPT = -O3
-$(BUILD)/obj/engine/cpu/%_avx2.o: ISA_FLAGS = -mavx2 -mfma -mf16c
-$(BUILD)/obj/engine/cpu/%_avx512.o: ISA_FLAGS = -mavx2 -mfma -mf16c -mavx512f -mavx512bw \
-	-mavx512vl -mavx512dq -mavx512vnni
+# (x86 targets only: elsewhere those files compile to nothing, and
+# matmul_neon.c serves aarch64)
+X86_TARGET := $(filter x86_64% i386% i486% i586% i686%,$(shell $(CC) -dumpmachine 2>/dev/null))
+$(BUILD)/obj/engine/cpu/%_avx2.o: ISA_FLAGS = $(if $(X86_TARGET),-mavx2 -mfma -mf16c)
+$(BUILD)/obj/engine/cpu/%_avx512.o: ISA_FLAGS = $(if $(X86_TARGET),-mavx2 -mfma -mf16c -mavx512f \
+	-mavx512bw -mavx512vl -mavx512dq -mavx512vnni)
 
 $(LIB_COMMON): $(call obj,$(COMMON_SRC))
 $(LIB_SWEEP): $(call obj,$(RUNNER_SRC))
@@ -197,8 +200,19 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB_FP4) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS)
 
+# ---- aarch64: the NEON kernel table's unit tests, cross-compiled (static) when
+# aarch64-linux-gnu-gcc is installed; tests/integration/engine_neon.sh runs
+# them under qemu-user. Only the kernel sources: no other library is needed.
+A64_CC   ?= $(shell command -v aarch64-linux-gnu-gcc 2>/dev/null)
+A64_SRC  := engine/format/quant.c engine/cpu/matmul.c engine/cpu/matmul_neon.c common/xalloc.c
+A64_BIN  := $(if $(A64_CC),$(BUILD)/aarch64/engine_kernels $(BUILD)/aarch64/engine_quant)
+$(BUILD)/aarch64/%: tests/unit/%.c $(A64_SRC) $(wildcard engine/cpu/*.h engine/format/*.h common/*.h)
+	@mkdir -p $(dir $@)
+	$(A64_CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -static \
+	    -Iengine -Icommon -Itests -o $@ $< $(A64_SRC) -lm
+
 # ---- entry points ----
-test: all $(UNIT_BIN) $(FUZZ_BIN)
+test: all $(UNIT_BIN) $(FUZZ_BIN) $(A64_BIN)
 	@sh scripts/check-banned.sh
 	-@$(MAKE) --no-print-directory models
 	@BUILD=$(BUILD) sh tests/run.sh

@@ -29,7 +29,7 @@
 
 /* The command line, as parsed. */
 struct serve_args {
-    const char *model, *host, *device, *quant, *head, *decode, *attention, *kv, *alias;
+    const char *model, *host, *device, *isa, *quant, *head, *decode, *attention, *kv, *alias;
     long port, threads, max_batch, ctx, prefill_chunk, max_queue, max_body, timeout_s,
         max_connections, load_delay_ms;
     bool verbose;
@@ -80,6 +80,7 @@ static void *load(void *arg)
         .max_logit_rows = (int)a->max_batch,
         .kv_f32 = strcmp(a->kv, "f32") == 0,
         .device = a->device,
+        .isa = a->isa,
     };
     if (model_opts_parse(&mo, a->quant, a->head, a->decode, a->attention, &e->err) != 0) {
         gguf_close(&f);
@@ -149,6 +150,8 @@ int fp4_serve(int argc, char **argv)
         {"port", 'p', OPT_LONG, &a.port, "N", "TCP port; 0 = any free one (default 30000)", 0,
          65535},
         {"device", 0, OPT_STR, &a.device, "DEV", "cpu|cuda (default cpu)"},
+        {"isa", 0, OPT_STR, &a.isa, "ISA",
+         "CPU kernels: auto|avx512|avx2|neon|portable (default auto: the best the CPU has)"},
         {"threads", 't', OPT_LONG, &a.threads, "N", "compute threads (default: online cores)", 0,
          1024},
         {"quant", 0, OPT_STR, &a.quant, "Q",
