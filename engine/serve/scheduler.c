@@ -591,7 +591,13 @@ static int step(sched *s)
         return -1;
     }
     struct prom *met = s->met;
-    atomic_fetch_add_explicit(&met->step_ns, clock_ns() - t0, memory_order_relaxed);
+    uint64_t step_ns = clock_ns() - t0;
+    atomic_fetch_add_explicit(&met->step_ns, step_ns, memory_order_relaxed);
+    if (n_pre == 0) {
+        atomic_fetch_add_explicit(&met->do_step_ns, step_ns, memory_order_relaxed);
+        atomic_fetch_add_explicit(&met->do_steps, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&met->do_step_seqs, (uint64_t)n, memory_order_relaxed);
+    }
     atomic_fetch_add_explicit(&met->steps, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&met->step_seqs, (uint64_t)n, memory_order_relaxed);
     atomic_fetch_add_explicit(&met->decode_rows, (uint64_t)n_dec, memory_order_relaxed);
