@@ -304,8 +304,8 @@ TEST(batch_matches_reference)
             buf_release(&body);
         }
         CHECK_INT(nw, GEN);
-        CHECK_INT(r[k]->n_gen, GEN);
-        bool same = memcmp(want, r[k]->tokens + np[k], sizeof(int32_t) * GEN) == 0;
+        CHECK_INT(r[k]->seqs[0].n_gen, GEN);
+        bool same = memcmp(want, r[k]->seqs[0].tokens + np[k], sizeof(int32_t) * GEN) == 0;
         CHECK_MSG(same, "request %d (temperature %.1f): tokens differ from the reference", k,
                   sp[k].temperature);
         if (k % 3 != 2) {
@@ -363,7 +363,7 @@ TEST(end_of_generation)
     struct streamed st;
     sched_req *r;
     run_one(p, 4, 32, false, NULL, NULL, 0, &st, &r);
-    CHECK_INT(r->n_gen, n);
+    CHECK_INT(r->seqs[0].n_gen, n);
     CHECK_INT(st.usage_completion, n);
     bool eog = tok_is_eog(vocab, want[n - 1]);
     CHECK_STR(st.finish, eog ? "stop" : "length");
@@ -373,7 +373,7 @@ TEST(end_of_generation)
     sched_req_unref(r);
     /* ignore_eos: the same prompt runs to max_tokens, EOG text included */
     run_one(p, 4, 32, true, NULL, NULL, 0, &st, &r);
-    CHECK_INT(r->n_gen, 32);
+    CHECK_INT(r->seqs[0].n_gen, 32);
     CHECK_STR(st.finish, "length");
     buf_release(&st.text);
     sched_req_unref(r);
@@ -401,8 +401,8 @@ TEST(stop_string_ends_text)
     CHECK_STR(st.finish, "stop");
     CHECK_INT(st.text.len, at - full.data);
     CHECK(st.text.len == 0 || memcmp(st.text.data, full.data, st.text.len) == 0);
-    CHECK(r->n_gen < 40);
-    CHECK_INT(st.usage_completion, r->n_gen);
+    CHECK(r->seqs[0].n_gen < 40);
+    CHECK_INT(st.usage_completion, r->seqs[0].n_gen);
     buf_release(&st.text);
     buf_release(&full);
     sched_req_unref(r);
@@ -435,7 +435,7 @@ TEST(cancel_frees_slot)
     struct streamed st;
     drain(r, &st);
     CHECK_INT(atomic_load(&met.finished[PROM_FIN_CANCELLED]), 1);
-    CHECK(r->n_gen < 250);
+    CHECK(r->seqs[0].n_gen < 250);
     struct prom_gauges g;
     sched_gauges(s, &g);
     CHECK_INT(g.running, 0);
@@ -539,7 +539,7 @@ TEST(cancelled_while_queued_leaves_the_queue)
     CHECK_INT(g.queued, 0);
     struct streamed st;
     drain(a, &st);
-    CHECK_INT(a->n_gen, 250);
+    CHECK_INT(a->seqs[0].n_gen, 250);
     struct buf body;
     buf_init(&body, 1);
     int status = -1;
