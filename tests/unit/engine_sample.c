@@ -247,7 +247,8 @@ TEST(penalties_match_vllm_reference)
     int32_t toks[] = {1, 2, 2, 6, 2, 3, 3, 5, 3, 10};
     struct {
         float rp, fp, pp;
-    } cases[] = {{1.3f, 0, 0}, {1, 0.4f, 0}, {1, 0, 0.25f}, {1.3f, 0.4f, 0.25f}, {0.8f, -0.5f, 1.5f}};
+    } cases[] = {
+        {1.3f, 0, 0}, {1, 0.4f, 0}, {1, 0, 0.25f}, {1.3f, 0.4f, 0.25f}, {0.8f, -0.5f, 1.5f}};
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         struct sampler s;
         sampler_init(&s, V,
@@ -262,13 +263,12 @@ TEST(penalties_match_vllm_reference)
             const float *got = sampler_penalize(&s, l, toks, 4, 10);
             CHECK(got != l);
             for (int t = 0; t < V; t++)
-                CHECK_MSG(got[t] == want[t], "case %zu token %d: %g, want %g", c, t,
-                          (double)got[t], (double)want[t]);
+                CHECK_MSG(got[t] == want[t], "case %zu token %d: %g, want %g", c, t, (double)got[t],
+                          (double)want[t]);
         }
         CHECK(memcmp(keep, l, sizeof(l)) == 0); /* the model's row is not touched */
         /* greedy picks the penalised argmax */
-        CHECK_INT(sampler_sample(&s, sampler_penalize(&s, l, toks, 4, 10)),
-                  sample_argmax(want, V));
+        CHECK_INT(sampler_sample(&s, sampler_penalize(&s, l, toks, 4, 10)), sample_argmax(want, V));
         sampler_release(&s);
     }
     /* no penalty: the row itself, nothing allocated */
@@ -337,8 +337,8 @@ TEST(min_p_matches_reference_distribution)
         float t, min_p;
         int top_k;
         float top_p;
-    } cases[] = {{1, 0.3f, 0, 1}, {0.7f, 0.2f, 0, 1}, {1, 0.25f, 3, 1}, {1.5f, 0.1f, 0, 0.8f},
-                 {1, 0.5f, 0, 0.9f}, {1, 1, 0, 1}};
+    } cases[] = {{1, 0.3f, 0, 1},       {0.7f, 0.2f, 0, 1}, {1, 0.25f, 3, 1},
+                 {1.5f, 0.1f, 0, 0.8f}, {1, 0.5f, 0, 0.9f}, {1, 1, 0, 1}};
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         double want[V];
         ref_dist(l, V, cases[c].t, cases[c].min_p, cases[c].top_k, cases[c].top_p, want);
@@ -358,8 +358,8 @@ TEST(min_p_matches_reference_distribution)
                 CHECK_MSG(got[t] == 0, "case %zu: token %d drawn %d times, min-p drops it", c, t,
                           got[t]);
             else
-                CHECK_MSG(fabs(f - want[t]) < 0.015, "case %zu: token %d at %.4f, want %.4f", c,
-                          t, f, want[t]);
+                CHECK_MSG(fabs(f - want[t]) < 0.015, "case %zu: token %d at %.4f, want %.4f", c, t,
+                          f, want[t]);
         }
         sampler_release(&s);
     }

@@ -643,8 +643,7 @@ TEST(prompts_and_choices_match_single_requests)
                 reference(pr[i], np[i], GEN, &one, true, want);
                 CHECK_INT(json_integer_value(json_object_get(json_array_get(ch, k), "index")), k);
                 struct sched_seq *q = &r[rep]->seqs[k];
-                CHECK_MSG(q->n_gen == GEN &&
-                              memcmp(q->tokens + np[i], want, sizeof(want)) == 0,
+                CHECK_MSG(q->n_gen == GEN && memcmp(q->tokens + np[i], want, sizeof(want)) == 0,
                           "request %d prompt %d choice %d differs from its single request", rep, i,
                           c);
                 struct buf t;
