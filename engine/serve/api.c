@@ -1251,8 +1251,10 @@ static long text_chars(const char *p, size_t n)
     return c;
 }
 
-/* A token's text and its raw bytes (chat's "bytes": the lossless form). */
-static void token_json(struct buf *b, const tok_vocab *v, int32_t id, bool bytes)
+/* Chat's token entry in OpenAI's order: "token" (its text), "logprob",
+ * "bytes" (the raw bytes: the lossless form of a partial character). No
+ * braces. */
+static void token_json(struct buf *b, const tok_vocab *v, int32_t id, float logprob)
 {
     char piece[512];
     size_t n = tok_piece(v, id, piece, sizeof(piece));
@@ -1260,8 +1262,8 @@ static void token_json(struct buf *b, const tok_vocab *v, int32_t id, bool bytes
         n = sizeof(piece);
     buf_puts(b, "\"token\":");
     buf_json_str(b, piece, n);
-    if (!bytes)
-        return;
+    buf_puts(b, ",\"logprob\":");
+    lp_num(b, logprob);
     buf_puts(b, ",\"bytes\":[");
     for (size_t i = 0; i < n; i++)
         buf_printf(b, "%s%u", i ? "," : "", (unsigned)(unsigned char)piece[i]);
@@ -1334,21 +1336,12 @@ static void lp_chat(struct buf *b, const struct api_logprobs *lp)
     buf_puts(b, "{\"content\":[");
     for (int i = 0; i < lp->n; i++) {
         buf_puts(b, i ? ",{" : "{");
-        token_json(b, lp->v, lp->ids[i], false);
-        buf_puts(b, ",\"logprob\":");
-        lp_num(b, lp->lp[i]);
-        char piece[512];
-        size_t n = tok_piece(lp->v, lp->ids[i], piece, sizeof(piece));
-        n = n < sizeof(piece) ? n : sizeof(piece);
-        buf_puts(b, ",\"bytes\":[");
-        for (size_t q = 0; q < n; q++)
-            buf_printf(b, "%s%u", q ? "," : "", (unsigned)(unsigned char)piece[q]);
-        buf_puts(b, "],\"top_logprobs\":[");
+        token_json(b, lp->v, lp->ids[i], lp->lp[i]);
+        buf_puts(b, ",\"top_logprobs\":[");
         for (int j = 0; j < lp->k; j++) {
+            size_t at = (size_t)i * (size_t)lp->k + (size_t)j;
             buf_puts(b, j ? ",{" : "{");
-            token_json(b, lp->v, lp->top_ids[(size_t)i * (size_t)lp->k + (size_t)j], true);
-            buf_puts(b, ",\"logprob\":");
-            lp_num(b, lp->top_lp[(size_t)i * (size_t)lp->k + (size_t)j]);
+            token_json(b, lp->v, lp->top_ids[at], lp->top_lp[at]);
             buf_puts(b, "}");
         }
         buf_puts(b, "]}");
