@@ -236,10 +236,14 @@ static enum MHD_Result h_model(struct call *c)
     bool known = false; /* the names a request's "model" may use */
     for (size_t i = 0; s->model_ids[i] && !known; i++)
         known = strcmp(c->path_rest, s->model_ids[i]) == 0;
-    if (!known)
-        return refuse(c, 404, "not_found_error", "model", false,
+    if (!known) {
+        struct api_error e = {0};
+        api_error_set(&e, 404, "not_found_error", "model",
                       "model '%.200s' does not exist (this server serves '%.200s')", c->path_rest,
                       s->model_id);
+        api_error_code(&e, "model_not_found"); /* as a request's unknown "model" */
+        return respond_error(c, &e, false);
+    }
     struct buf b;
     buf_init(&b, (size_t)1 << 16);
     model_json(&b, s);
