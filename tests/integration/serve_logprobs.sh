@@ -87,6 +87,7 @@ while IFS= read -r item; do
     [ "$ps" = "$po" ] && same=$((same + 1))
     n_items=$((n_items + 1))
 done <tests/fixtures/mc/items.jsonl
+check_eq "mc: the fixture's 14 items were scored" "$n_items" 14
 check_eq "mc: every item picks the same choice through the server as offline" "$same" "$n_items"
 check_eq "mc: accuracy through the server = offline ($right_srv/$n_items)" "$right_srv" "$right_off"
 
