@@ -690,6 +690,8 @@ static const struct refused refused[] = {
     {"spaces_between_special_tokens", is_false, "false"},
     {"truncate_prompt_tokens", is_never, "null"},
     {"prompt_logprobs", is_never, "null"},
+    /* logprobs keyed by "token_id:N": ours are keyed by the token's text */
+    {"return_tokens_as_token_ids", is_false, "false"},
     {"allowed_token_ids", is_never, "null"},
     {"bad_words", is_empty, "[]"},
     {"guided_json", is_never, "null"},
@@ -741,21 +743,20 @@ static const struct refused refused[] = {
  * Any other unknown field is ignored too (as vLLM does), but named in a
  * warning in the server's log (api_request.ignored). */
 static const char *const harmless[] = {
-    "user",                       /* OpenAI: end-user id, for abuse tracking */
-    "metadata",                   /* OpenAI: tags for stored completions */
-    "store",                      /* OpenAI: keep the completion for evals */
-    "service_tier",               /* OpenAI: billing tier */
-    "parallel_tool_calls",        /* OpenAI: only with tools, which are refused */
-    "prompt_cache_key",           /* OpenAI: cache routing hint */
-    "safety_identifier",          /* OpenAI: end-user id */
-    "request_id",                 /* vLLM: id for its logs */
-    "priority",                   /* vLLM: queue order, not the text */
-    "cache_salt",                 /* vLLM: prefix-cache isolation */
-    "return_tokens_as_token_ids", /* vLLM: logprobs as "token_id:N" (we send text) */
-    "include_reasoning",          /* vLLM: reasoning models only */
-    "cache_prompt",               /* llama.cpp: prefix reuse */
-    "id_slot",                    /* llama.cpp: KV slot choice */
-    "separate_reasoning",         /* SGLang: reasoning models only */
+    "user",                /* OpenAI: end-user id, for abuse tracking */
+    "metadata",            /* OpenAI: tags for stored completions */
+    "store",               /* OpenAI: keep the completion for evals */
+    "service_tier",        /* OpenAI: billing tier */
+    "parallel_tool_calls", /* OpenAI: only with tools, which are refused */
+    "prompt_cache_key",    /* OpenAI: cache routing hint */
+    "safety_identifier",   /* OpenAI: end-user id */
+    "request_id",          /* vLLM: id for its logs */
+    "priority",            /* vLLM: queue order, not the text */
+    "cache_salt",          /* vLLM: prefix-cache isolation */
+    "include_reasoning",   /* vLLM: reasoning models only */
+    "cache_prompt",        /* llama.cpp: prefix reuse */
+    "id_slot",             /* llama.cpp: KV slot choice */
+    "separate_reasoning",  /* SGLang: reasoning models only */
 };
 
 /* For engine/README.md's table and its test. */

@@ -346,7 +346,8 @@ TEST(refused_values_and_defaults)
         "\"reasoning_effort\":\"low\"",
         "\"top_n_sigma\":1",
         "\"modalities\":[\"text\",\"audio\"]",
-        "\"stream_options\":{\"continuous_usage_stats\":true}"};
+        "\"stream_options\":{\"continuous_usage_stats\":true}",
+        "\"return_tokens_as_token_ids\":true"};
     static const char *const good[] = {"\"typical_p\":1",
                                        "\"tool_choice\":\"none\"",
                                        "\"tool_choice\":\"auto\"",
@@ -358,7 +359,8 @@ TEST(refused_values_and_defaults)
                                        "\"length_penalty\":1.0",
                                        "\"guided_json\":null",
                                        "\"bad_words\":[]",
-                                       "\"use_beam_search\":false"};
+                                       "\"use_beam_search\":false",
+                                       "\"return_tokens_as_token_ids\":false"};
     char body[256];
     struct api_request r;
     struct api_error e;
