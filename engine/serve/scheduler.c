@@ -62,6 +62,7 @@ struct sched_seq {
                          NULL without logprobs */
     int32_t *top_ids; /* (n_prompt + max_tokens, k) the k likeliest at each position; owned */
     float *top_lp;    /* (n_prompt + max_tokens, k) their logprobs; owned */
+    uint64_t t_last;  /* clock_ns at the latest generated token, 0 before */
     int lp_from;      /* stream: first position whose logprobs are not sent yet */
     long lp_offset;   /* stream: text_offset of that position */
 };
@@ -100,7 +101,9 @@ struct sched_req {
     int n_live;        /* seqs not ended */
     bool ended;        /* the scheduler's part is over (reference dropped) */
     uint64_t t_submit; /* clock_ns at submit */
+    uint64_t t_admit;  /* clock_ns at admission (a slot), 0 before */
     uint64_t t_first;  /* clock_ns at the first generated token, 0 before */
+    uint64_t t_last;   /* clock_ns at the latest generated token, 0 before */
     sched_req *next;   /* queue link */
 };
 
@@ -526,6 +529,8 @@ static void req_over(sched *s, sched_req *r, enum prom_finish why)
     }
     atomic_fetch_add_explicit(&s->met->finished[why], 1, memory_order_relaxed);
     uint64_t now = clock_ns();
+    if (why == PROM_FIN_STOP || why == PROM_FIN_LENGTH) /* served: before its reader wakes */
+        prom_request_done(s->met, r->t_submit, r->t_admit, r->t_first, now, r->n_prompt, r->n_gen);
     log_debug("%s: %d prompt + %d generated tokens (%d choices), %s, ttft %.1f ms, e2e %.1f ms",
               r->id, r->n_prompt, r->n_gen, r->n_seqs, finish_names[why],
               r->t_first ? (double)(r->t_first - r->t_submit) / 1e6 : -1.0,
@@ -592,6 +597,8 @@ static void admit(sched *s, struct sched_seq *q)
     model_slot_free(s->m, slot);
     q->n_cached = 0;
     s->run[s->n_run++] = q;
+    if (!r->t_admit)
+        r->t_admit = clock_ns();
     sampler_init(&q->sampler, s->m->cfg.n_vocab, &q->sp);
     tok_stream_init(&q->ts);
     stop_init(&q->stop, r->stops, r->stop_lens, r->n_stops, s->piece_cap);
@@ -773,8 +780,13 @@ static void on_token(sched *s, struct sched_seq *q, int32_t tok)
     pthread_mutex_lock(&r->mu);
     r->n_gen++;
     pthread_mutex_unlock(&r->mu);
+    /* inter-token latency per sequence: the gap between its own tokens */
+    uint64_t now = clock_ns();
+    if (q->t_last)
+        prom_observe(&s->met->hist[PROM_H_ITL], now - q->t_last);
     if (!r->t_first)
-        r->t_first = clock_ns();
+        r->t_first = now;
+    q->t_last = now;
     atomic_fetch_add_explicit(&s->met->generated_tokens, 1, memory_order_relaxed);
     if (!r->ignore_eos && tok_is_eog(s->v, tok)) {
         size_t n = tok_stream_flush(&q->ts, s->piece, s->piece_cap);
