@@ -93,7 +93,10 @@ check_eq "mc: accuracy through the server = offline ($right_srv/$n_items)" "$rig
 
 # ---- n = 4 with a seed ----
 nbody='{"prompt":"Once upon a time","n":4,"seed":7,"temperature":1,"max_tokens":12,"ignore_eos":true}'
+e2e() { metric 'fp4serve_e2e_request_latency_seconds_count{model_name="tiny"}'; }
+e0=$(e2e)
 post /v1/completions "$nbody" | jq -c '[.choices[] | [.index, .text]]' >"$T_TMP/n1"
+check_eq "n=4: one request served in /metrics' histograms" "$(e2e)" "$((e0 + 1))"
 post /v1/completions "$nbody" | jq -c '[.choices[] | [.index, .text]]' >"$T_TMP/n2"
 check "n=4: four choices" jq -e 'length == 4 and (map(.[0]) == [0, 1, 2, 3])' "$T_TMP/n1"
 check "n=4 with a seed: the same four choices again" cmp -s "$T_TMP/n1" "$T_TMP/n2"
