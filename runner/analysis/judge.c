@@ -31,6 +31,7 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
     }
     for (size_t i = 0; i < got.n; i++)
         mset_set(metrics, got.m[i].name, got.m[i].value);
+    scrape_point_columns(log_path, spec->server_map, spec->n_server_map, metrics);
     /* the per-request records, when the builtin client wrote them: a file
      * that cannot be read is noted, never a failed point */
     struct err ge;
@@ -80,7 +81,8 @@ int judge_saved_point(const struct rundir *rd, const char *variant, const char *
         if (strncmp(base, "rate", 4) == 0 && dash &&
             str_to_double_n(base + 4, (size_t)(dash - base - 4), &r) == 0 && r > 0)
             rate = r;
-        struct judge_spec spec = {set, &x->require, p->concurrency, p->prompts, rate, &rd->slo};
+        struct judge_spec spec = {set,  &x->require,   p->concurrency,  p->prompts,
+                                  rate, x->server_map, x->n_server_map, &rd->slo};
         rc = judge_point(&spec, path, true, &ms, &ok, &cause, err);
         if (rc != 0) /* the point fails, the others go on (the caller decides) */
             buf_printf(&cause, "cannot read the log: %s", err->msg);

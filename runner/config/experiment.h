@@ -83,8 +83,8 @@ struct exp_bench {
     double find_start;      /* bench.find_max.start, req/s; 0 = no search */
     double find_max_rate;   /* bench.find_max.max, req/s */
     long find_steps;        /* bench.find_max.steps: bisections */
-    double find_duration_s; /* bench.find_max.duration_s: a probe sends rate x this prompts */
-    double find_attainment; /* bench.find_max.attainment: a probe meets the targets at this */
+    double find_duration_s; /* bench.find_max.probe_s: a probe sends rate x this prompts */
+    double find_attainment; /* bench.find_max.meet: a probe meets the targets at this */
 };
 
 struct exp_pattern {
@@ -96,7 +96,11 @@ struct exp_metrics {
     char *preset;                 /* default "sglang" */
     struct exp_pattern *patterns; /* user patterns, override or add */
     size_t n_patterns;
-    struct strvec require; /* default output_throughput, median_tpot_ms */
+    struct strvec require;     /* default output_throughput, median_tpot_ms */
+    int server;                /* metrics.server: 1 = scrape server_path around each point */
+    char *server_path;         /* default "/metrics" */
+    struct exp_kv *server_map; /* server_* column -> expression over counter deltas */
+    size_t n_server_map;
 };
 
 /* One variant with the base experiment and its overrides already merged. */

@@ -22,7 +22,7 @@ bench:
   rate_kind: constant
   rates: [5]
   prompts: 16
-  find_max: {start: 5, max: 1000, steps: 3, duration_s: 2}
+  find_max: {start: 5, max: 1000, steps: 3, probe_s: 2}
 $2
 analysis:
 $3
