@@ -14,6 +14,7 @@
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "analysis/extract.h"
+#include "analysis/export.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -111,14 +112,43 @@ static const struct preset_row vllm_rows[] = {
     LAT_ROWS("e2e", "E2EL"),
 };
 
+/* AIPerf's console tables (rich box drawing, 0.13: columns avg min max p99
+ * p90 p50 std), read by counting columns. Only rows whose label fits on one
+ * line are read: rich wraps long labels to the terminal's width (80 columns
+ * through a pipe). The profile_export_aiperf.json export (preset
+ * aiperf-json) carries full precision and every percentile. */
+#define BAR              "\xe2\x94\x82" /* the table's vertical line, UTF-8 */
+#define AP_COL(label, k) "^" BAR " *" label " " BAR "(?: *\\S+ *" BAR "){" #k "} *(\\S+) *" BAR
+#define AP_LAT(what, label)                                                                        \
+    {"mean_" what "_ms", AP_COL(label, 0)}, {"median_" what "_ms", AP_COL(label, 5)},              \
+        {"p90_" what "_ms", AP_COL(label, 4)},                                                     \
+    {                                                                                              \
+        "p99_" what "_ms", AP_COL(label, 3)                                                        \
+    }
+
+static const struct preset_row aiperf_rows[] = {
+    {"successful_requests", AP_COL("Request Count \\(requests\\)", 0)},
+    {"duration_s", "^Benchmark Duration:[ \\t]+([^ \\t\\r]+) sec[ \\t\\r]*$"},
+    {"request_throughput", AP_COL("Request Throughput \\(requests/sec\\)", 0)},
+    {"input_throughput", AP_COL("Input Token Throughput \\(tokens/sec\\)", 0)},
+    {"output_throughput", AP_COL("Output Token Throughput \\(tokens/sec\\)", 0)},
+    AP_LAT("ttft", "Time to First Token \\(ms\\)"),
+    AP_LAT("tpot", "Inter Token Latency \\(ms\\)"), /* AIPerf's ITL is our TPOT */
+    AP_LAT("e2e", "Request Latency \\(ms\\)"),
+};
+
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static const struct preset presets[] = {
     {"sglang", sglang_rows, N_OF(sglang_rows)},
     {"vllm", vllm_rows, N_OF(vllm_rows)},
+    {"aiperf", aiperf_rows, N_OF(aiperf_rows)},
 };
 
-static const char *const preset_name_list[] = {"sglang", "vllm", NULL};
+/* the regex presets, then the export presets (export.c) */
+static const char *const preset_name_list[] = {"sglang",      "vllm",         "aiperf",
+                                               "aiperf-json", "aiperf-csv",   "guidellm-json",
+                                               "vllm-json",   "sglang-jsonl", NULL};
 
 /* Both tools open the block with this rule and close it with a line of '='. */
 static const char block_open_re[] = "^=+ Serving Benchmark Result =+[ \\t\\r]*$";
@@ -138,6 +168,7 @@ struct ext_set {
     struct entry *e; /* owned; preset rows first (table order), then user patterns */
     size_t n, cap;
     pcre2_code *open_re, *close_re; /* owned; result block delimiters */
+    const struct xp_preset *xp;     /* an export preset (export.h), or NULL */
 };
 
 const char *const *ext_preset_names(void)
@@ -215,10 +246,17 @@ int ext_new(const char *preset, const struct ext_pattern *user, size_t n_user, e
     *out = NULL;
     if (preset) {
         p = find_preset(preset);
-        if (!p) {
+        set->xp = p ? NULL : xp_find(preset);
+        if (!p && !set->xp) {
             const char *hint = str_suggest(preset, preset_name_list);
-            err_set(err, RN_ERR_USAGE, "unknown preset '%s'%s%s%s (known: sglang, vllm)", preset,
-                    hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+            struct buf known;
+            buf_init(&known, 512);
+            for (size_t i = 0; preset_name_list[i]; i++)
+                buf_printf(&known, "%s%s", i ? ", " : "", preset_name_list[i]);
+            err_set(err, RN_ERR_USAGE, "unknown preset '%s'%s%s%s (known: %s)", preset,
+                    hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "",
+                    known.data);
+            buf_release(&known);
             goto fail;
         }
     }
@@ -734,18 +772,21 @@ void ext_info_release(struct ext_info *info)
 /* "matched 'abc', not a number (line 12)" */
 static void put_unread(struct buf *b, const struct ext_unread *u)
 {
-    buf_printf(b, "matched '%s', %s (line %ld)", u->text,
+    buf_printf(b, "matched '%s', %s", u->text,
                u->kind == 0    ? "not measured"
                : u->kind == -2 ? "out of range"
-                               : "not a number",
-               u->line);
+                               : "not a number");
+    if (u->line) /* 0: a value of an export file */
+        buf_printf(b, " (line %ld)", u->line);
 }
 
 void ext_info_notes(const struct ext_info *info, struct buf *notes)
 {
     if (info->blocks > 1) {
-        buf_printf(notes, "%s%ld result blocks, last used (line %ld)", notes->len ? "; " : "",
-                   info->blocks, info->block_line);
+        buf_printf(notes, "%s%ld %s, last used", notes->len ? "; " : "", info->blocks,
+                   info->block_word ? info->block_word : "result blocks");
+        if (info->block_line)
+            buf_printf(notes, " (line %ld)", info->block_line);
     }
     for (size_t i = 0; i < info->n_unread; i++) {
         if (info->unread[i].kind == 0)
@@ -758,9 +799,43 @@ void ext_info_notes(const struct ext_info *info, struct buf *notes)
                    notes->len ? "; " : "", info->long_lines, EXT_LINE_MAX_BYTES, info->first_long);
 }
 
+/* An export preset: the export's rows, then the user patterns over its
+ * lines (they replace the rows of their names). */
+static int run_export(const ext_set *set, const char *path, const char *text, size_t len,
+                      struct metric_set *out, struct ext_info *info, struct err *err)
+{
+    struct strvec user = STRVEC_INIT;
+    struct metric_set got;
+    struct scan s;
+    int rc;
+    for (size_t i = 0; i < set->n; i++)
+        strvec_push(&user, set->e[i].name);
+    mset_init(&got);
+    rc = xp_parse(set->xp, path, text, len, &user, &got, info, err);
+    if (rc == 0 && set->n) { /* user patterns: over the export's lines */
+        scan_init(&s, set, err);
+        scan_feed(&s, text, len);
+        rc = scan_end(&s, &got, info, false, err);
+        scan_release(&s);
+    }
+    if (rc == 0)
+        for (size_t i = 0; i < got.n; i++)
+            mset_set(out, got.m[i].name, got.m[i].value);
+    mset_release(&got);
+    strvec_release(&user);
+    return rc;
+}
+
+char *ext_source_path(const ext_set *set, const char *log_path)
+{
+    return set->xp ? xp_path(set->xp, log_path) : xstrdup(log_path);
+}
+
 int ext_run(const ext_set *set, const char *text, size_t len, struct metric_set *out,
             struct ext_info *info, struct err *err)
 {
+    if (set->xp)
+        return run_export(set, "(text)", text ? text : "", text ? len : 0, out, info, err);
     struct scan s;
     scan_init(&s, set, err);
     scan_feed(&s, text ? text : "", text ? len : 0);
@@ -772,6 +847,14 @@ int ext_run(const ext_set *set, const char *text, size_t len, struct metric_set 
 int ext_run_file(const ext_set *set, const char *path, struct metric_set *out,
                  struct ext_info *info, struct err *err)
 {
+    if (set->xp) {
+        struct buf text;
+        int rc = xp_read(path, &text, err);
+        if (rc == 0)
+            rc = run_export(set, path, text.data ? text.data : "", text.len, out, info, err);
+        buf_release(&text);
+        return rc;
+    }
     struct scan s;
     scan_init(&s, set, err);
     int rc = scan_file(&s, path, err);
@@ -806,6 +889,14 @@ int ext_require(const ext_set *set, const struct metric_set *got, const struct e
         for (size_t i = 0; i < set->n; i++)
             if (strcmp(set->e[i].name, name) == 0)
                 buf_printf(&msg, "%s/%s/", tried++ ? ", " : " (tried ", set->e[i].regex);
+        if (!tried && set->xp) {
+            size_t at = msg.len;
+            buf_puts(&msg, " (tried ");
+            if (xp_describe(set->xp, name, &msg))
+                tried = 1;
+            else
+                msg.len = at, msg.data[at] = '\0';
+        }
         buf_puts(&msg, tried ? ")" : " (no pattern defines it; add one under metrics.patterns)");
     }
     if (missing)

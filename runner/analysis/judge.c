@@ -24,7 +24,10 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
     ext_info_init(&info);
     mset_init(&got);
     *ok = false;
-    int rc = ext_run_file(spec->set, log_path, &got, &info, &e);
+    /* an export preset reads the tool's export beside the log (export.h) */
+    char *source = ext_source_path(spec->set, log_path);
+    int rc = ext_run_file(spec->set, source, &got, &info, &e);
+    free(source);
     if (rc != 0 && e.code == RN_ERR_ENV) {
         err_set(err, e.code, "%s", e.msg);
         goto out;

@@ -1,0 +1,511 @@
+/*
+ * export: the export presets (tables of key paths, one per tool file format)
+ * and their reader. JSON goes through jansson after Python's non-standard
+ * Infinity/NaN tokens are rewritten; CSV is AIPerf's: sections of a
+ * "Metric,..." header and rows, which a row label and a column header
+ * address. Which tool name maps to which canonical metric, and why, is in
+ * glossary.c and docs/benchmarks.md §3; the tables below must agree with it
+ * (tests/unit/runner_export.c checks them).
+ */
+#include "analysis/export.h"
+
+#include <ctype.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fileio.h"
+#include "strutil.h"
+#include "strvec.h"
+#include "sweep.h"
+#include "xalloc.h"
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- the presets ---- */
+
+/* AIPerf 0.13 (profile_export_aiperf.json): one object per metric tag, with
+ * "avg", "p50", "p90", "p95", "p99", "max"... Its inter_token_latency is
+ * (latency - TTFT) / (output tokens - first chunk's tokens) per request, our
+ * TPOT; inter_chunk_latency (the gaps between chunks, pooled) is our ITL. */
+#define AIPERF_J(stem, tag)                                                                        \
+    {"mean_" stem "_ms", tag ".avg", NULL, 1}, {"median_" stem "_ms", tag ".p50", NULL, 1},        \
+        {"p90_" stem "_ms", tag ".p90", NULL, 1}, {"p95_" stem "_ms", tag ".p95", NULL, 1},        \
+    {                                                                                              \
+        "p99_" stem "_ms", tag ".p99", NULL, 1                                                     \
+    }
+
+static const struct xp_row aiperf_json_rows[] = {
+    {"successful_requests", "request_count.avg", NULL, 1},
+    {"failed_requests", "error_request_count.avg", NULL, 1}, /* only when some failed */
+    {"duration_s", "benchmark_duration.avg", NULL, 1},
+    {"total_input_tokens", "total_isl.avg", NULL, 1},
+    {"total_output_tokens", "total_osl.avg", NULL, 1},
+    {"request_throughput", "request_throughput.avg", NULL, 1},
+    {"input_throughput", "input_token_throughput.avg", NULL, 1},
+    {"output_throughput", "output_token_throughput.avg", NULL, 1},
+    {"total_throughput", "total_token_throughput.avg", NULL, 1},
+    {"achieved_concurrency", "effective_concurrency.avg", NULL, 1},
+    AIPERF_J("ttft", "time_to_first_token"),
+    AIPERF_J("tpot", "inter_token_latency"),
+    AIPERF_J("itl", "inter_chunk_latency"),
+    {"max_itl_ms", "inter_chunk_latency.max", NULL, 1},
+    AIPERF_J("e2e", "request_latency"),
+};
+
+/* AIPerf 0.13 (profile_export_aiperf.csv): the same numbers, two decimals. */
+#define AIPERF_C(stem, label)                                                                      \
+    {"mean_" stem "_ms", label, "avg", 1}, {"median_" stem "_ms", label, "p50", 1},                \
+        {"p90_" stem "_ms", label, "p90", 1}, {"p95_" stem "_ms", label, "p95", 1},                \
+    {                                                                                              \
+        "p99_" stem "_ms", label, "p99", 1                                                         \
+    }
+
+static const struct xp_row aiperf_csv_rows[] = {
+    {"successful_requests", "Request Count", "Value", 1},
+    {"failed_requests", "Error Request Count", "Value", 1},
+    {"duration_s", "Benchmark Duration (sec)", "Value", 1},
+    {"total_input_tokens", "Total Input Sequence Length (tokens)", "Value", 1},
+    {"total_output_tokens", "Total Output Sequence Length (tokens)", "Value", 1},
+    {"request_throughput", "Request Throughput (requests/sec)", "Value", 1},
+    {"input_throughput", "Input Token Throughput (tokens/sec)", "Value", 1},
+    {"output_throughput", "Output Token Throughput (tokens/sec)", "Value", 1},
+    {"total_throughput", "Total Token Throughput (tokens/sec)", "Value", 1},
+    {"achieved_concurrency", "Effective Concurrency", "avg", 1},
+    AIPERF_C("ttft", "Time to First Token (ms)"),
+    AIPERF_C("tpot", "Inter Token Latency (ms)"),
+    AIPERF_C("itl", "Inter Chunk Latency (ms)"),
+    {"max_itl_ms", "Inter Chunk Latency (ms)", "max", 1},
+    AIPERF_C("e2e", "Request Latency (ms)"),
+};
+
+/* GuideLLM 0.8 (`--output kind=json`): benchmarks[], each with metrics.<name>
+ * .successful.{mean,median,percentiles.pNN}. Its inter_token_latency_ms is
+ * (latency - TTFT) / (output tokens - 1), our TPOT (GuideLLM itself uses it
+ * as TPOT for SLOs); its time_per_output_token_ms is latency / output tokens,
+ * which has no canonical name. request_latency is in seconds. */
+#define GLLM_B "benchmarks[-1]."
+#define GLLM_M GLLM_B "metrics."
+#define GLLM(stem, key, scale)                                                                     \
+    {"mean_" stem "_ms", GLLM_M key ".successful.mean", NULL, scale},                              \
+        {"median_" stem "_ms", GLLM_M key ".successful.median", NULL, scale},                      \
+        {"p90_" stem "_ms", GLLM_M key ".successful.percentiles.p90", NULL, scale},                \
+        {"p95_" stem "_ms", GLLM_M key ".successful.percentiles.p95", NULL, scale},                \
+    {                                                                                              \
+        "p99_" stem "_ms", GLLM_M key ".successful.percentiles.p99", NULL, scale                   \
+    }
+
+static const struct xp_row guidellm_rows[] = {
+    {"successful_requests", GLLM_M "request_totals.successful", NULL, 1},
+    {"failed_requests", GLLM_M "request_totals.errored", NULL, 1},
+    {"duration_s", GLLM_B "duration", NULL, 1},
+    {"total_input_tokens", GLLM_M "prompt_token_count.successful.total_sum", NULL, 1},
+    {"total_output_tokens", GLLM_M "output_token_count.successful.total_sum", NULL, 1},
+    {"request_throughput", GLLM_M "requests_per_second.successful.mean", NULL, 1},
+    {"input_throughput", GLLM_M "prompt_tokens_per_second.successful.mean", NULL, 1},
+    {"output_throughput", GLLM_M "output_tokens_per_second.successful.mean", NULL, 1},
+    {"total_throughput", GLLM_M "tokens_per_second.successful.mean", NULL, 1},
+    {"achieved_concurrency", GLLM_M "request_concurrency.successful.mean", NULL, 1},
+    GLLM("ttft", "time_to_first_token_ms", 1),
+    GLLM("tpot", "inter_token_latency_ms", 1),
+    GLLM("e2e", "request_latency", 1000),
+};
+
+/* vLLM 0.33 `bench serve --save-result`: flat keys; p90/p95 only when
+ * --metric-percentiles asks for them (the default is 99). */
+#define VLLM(stem, key)                                                                            \
+    {"mean_" stem "_ms", "mean_" key "_ms", NULL, 1},                                              \
+        {"median_" stem "_ms", "median_" key "_ms", NULL, 1},                                      \
+        {"p90_" stem "_ms", "p90_" key "_ms", NULL, 1},                                            \
+        {"p95_" stem "_ms", "p95_" key "_ms", NULL, 1},                                            \
+    {                                                                                              \
+        "p99_" stem "_ms", "p99_" key "_ms", NULL, 1                                               \
+    }
+
+static const struct xp_row vllm_json_rows[] = {
+    {"successful_requests", "completed", NULL, 1},
+    {"failed_requests", "failed", NULL, 1},
+    {"duration_s", "duration", NULL, 1},
+    {"total_input_tokens", "total_input_tokens", NULL, 1},
+    {"total_output_tokens", "total_output_tokens", NULL, 1},
+    {"request_throughput", "request_throughput", NULL, 1},
+    {"output_throughput", "output_throughput", NULL, 1},
+    {"total_throughput", "total_token_throughput", NULL, 1},
+    VLLM("ttft", "ttft"),
+    VLLM("tpot", "tpot"),
+    VLLM("itl", "itl"),
+    VLLM("e2e", "e2el"),
+};
+
+/* SGLang 0.5 `bench_serving --output-file`: one line per run, appended. */
+static const struct xp_row sglang_jsonl_rows[] = {
+    {"successful_requests", "completed", NULL, 1},
+    {"duration_s", "duration", NULL, 1},
+    {"total_input_tokens", "total_input_tokens", NULL, 1},
+    {"total_output_tokens", "total_output_tokens", NULL, 1},
+    {"request_throughput", "request_throughput", NULL, 1},
+    {"input_throughput", "input_throughput", NULL, 1},
+    {"output_throughput", "output_throughput", NULL, 1},
+    {"total_throughput", "total_throughput", NULL, 1},
+    {"achieved_concurrency", "concurrency", NULL, 1},
+    VLLM("e2e", "e2e_latency"),
+    VLLM("ttft", "ttft"),
+    VLLM("tpot", "tpot"),
+    VLLM("itl", "itl"),
+};
+
+static const struct xp_preset presets[] = {
+    {"aiperf-json", XP_JSON, "/profile_export_aiperf.json", NULL, aiperf_json_rows,
+     N_OF(aiperf_json_rows)},
+    {"aiperf-csv", XP_CSV, "/profile_export_aiperf.csv", NULL, aiperf_csv_rows,
+     N_OF(aiperf_csv_rows)},
+    {"guidellm-json", XP_JSON, ".json", "benchmarks", guidellm_rows, N_OF(guidellm_rows)},
+    {"vllm-json", XP_JSON, ".json", NULL, vllm_json_rows, N_OF(vllm_json_rows)},
+    {"sglang-jsonl", XP_JSONL, ".jsonl", NULL, sglang_jsonl_rows, N_OF(sglang_jsonl_rows)},
+};
+
+static const char *const names[] = {"aiperf-json", "aiperf-csv",   "guidellm-json",
+                                    "vllm-json",   "sglang-jsonl", NULL};
+
+const struct xp_preset *xp_find(const char *name)
+{
+    for (size_t i = 0; name && i < N_OF(presets); i++)
+        if (strcmp(presets[i].name, name) == 0)
+            return &presets[i];
+    return NULL;
+}
+
+const char *const *xp_names(void)
+{
+    return names;
+}
+
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
+char *xp_path(const struct xp_preset *p, const char *log_path)
+{
+    const char *ext = strrchr(p->suffix, '.'); /* ".json" of "/profile_export_aiperf.json" */
+    if (ends_with(log_path, p->suffix) || (ext && ends_with(log_path, ext)))
+        return xstrdup(log_path);
+    size_t n = strlen(log_path);
+    if (ends_with(log_path, ".log"))
+        n -= 4;
+    return xasprintf("%.*s%s", (int)n, log_path, p->suffix);
+}
+
+int xp_read(const char *path, struct buf *text, struct err *err)
+{
+    buf_init(text, XP_FILE_MAX_BYTES);
+    if (file_read_all(path, text, err, RN_ERR_ENV) == 0)
+        return 0;
+    if (text->toobig)
+        err->code = RN_ERR_POINTS; /* the message says "larger than the N-byte limit" */
+    return -1;
+}
+
+/* ---- values ---- */
+
+/* Record a metric that matched but has no number, as extract.c does. */
+static void add_unread(struct ext_info *info, const char *name, const char *text, int kind)
+{
+    char quote[EXT_QUOTE_MAX + 4];
+    size_t n = 0;
+    for (const char *s = text; *s && n < EXT_QUOTE_MAX; s++)
+        quote[n++] = (unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e ? '?' : *s;
+    quote[n] = '\0';
+    if (strlen(text) > EXT_QUOTE_MAX)
+        memcpy(quote + n, "...", 4);
+    XGROW(info->unread, info->cap_unread, info->n_unread + 1);
+    info->unread[info->n_unread++] = (struct ext_unread){xstrdup(name), xstrdup(quote), 0, kind};
+}
+
+/* Store text (a CSV cell or a JSON string) as name's value, or note why not. */
+static void put_text(const struct xp_row *r, const char *text, struct metric_set *out,
+                     struct ext_info *info)
+{
+    double v;
+    int k = ext_parse_value(text, strlen(text), &v);
+    if (k == 1)
+        mset_set(out, r->name, v * r->scale);
+    else if (info)
+        add_unread(info, r->name, text, k);
+}
+
+static bool skipped(const struct strvec *skip, const char *name)
+{
+    for (size_t i = 0; skip && i < skip->n; i++)
+        if (strcmp(skip->v[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* ---- JSON ---- */
+
+/* The node at key path from root, or NULL when any step is missing. */
+static json_t *lookup(json_t *root, const char *path)
+{
+    json_t *node = root;
+    const char *s = path;
+    char key[128];
+    while (node && *s) {
+        size_t n = strcspn(s, ".[");
+        if (n) {
+            if (n >= sizeof(key))
+                return NULL;
+            memcpy(key, s, n);
+            key[n] = '\0';
+            node = json_is_object(node) ? json_object_get(node, key) : NULL;
+            s += n;
+        }
+        while (node && *s == '[') {
+            char *end;
+            long i = strtol(s + 1, &end, 10);
+            if (*end != ']' || !json_is_array(node))
+                return NULL;
+            long len = (long)json_array_size(node);
+            node = json_array_get(node, (size_t)(i < 0 ? len + i : i));
+            s = end + 1;
+        }
+        if (*s == '.')
+            s++;
+    }
+    return node;
+}
+
+/* Copy text with Python's bare Infinity, -Infinity and NaN (outside strings)
+ * turned into the strings "inf", "-inf" and "nan", which put_text reads. */
+static void sanitize(const char *text, size_t len, struct buf *out)
+{
+    bool in_str = false;
+    buf_init(out, len * 2 + 16);
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (in_str) {
+            if (c == '\\' && i + 1 < len)
+                buf_putc(out, text[i++]);
+            else if (c == '"')
+                in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (len - i >= 9 && memcmp(text + i, "-Infinity", 9) == 0) {
+            buf_puts(out, "\"-inf\"");
+            i += 8;
+            continue;
+        } else if (len - i >= 8 && memcmp(text + i, "Infinity", 8) == 0) {
+            buf_puts(out, "\"inf\"");
+            i += 7;
+            continue;
+        } else if (len - i >= 3 && memcmp(text + i, "NaN", 3) == 0) {
+            buf_puts(out, "\"nan\"");
+            i += 2;
+            continue;
+        }
+        buf_putc(out, text[i]);
+    }
+}
+
+/* Parse one JSON document (line: its line number in a JSONL file, else 0). */
+static json_t *load(const char *path, const char *text, size_t len, long line, struct err *err)
+{
+    struct buf clean;
+    json_error_t je;
+    sanitize(text, len, &clean);
+    json_t *root = json_loadb(clean.data ? clean.data : "", clean.len, JSON_DECODE_ANY, &je);
+    buf_release(&clean);
+    if (!root)
+        return err_set(err, RN_ERR_POINTS, "%s:%ld:%d: not JSON: %s", path,
+                       line ? line : (long)je.line, je.column, je.text),
+               NULL;
+    if (!json_is_object(root)) {
+        json_decref(root);
+        if (line)
+            return err_set(err, RN_ERR_POINTS, "%s:%ld: not a JSON object", path, line), NULL;
+        return err_set(err, RN_ERR_POINTS, "%s: not a JSON object at the top", path), NULL;
+    }
+    return root;
+}
+
+static void read_json(const struct xp_preset *p, json_t *root, const struct strvec *skip,
+                      struct metric_set *out, struct ext_info *info)
+{
+    for (size_t i = 0; i < p->n_rows; i++) {
+        const struct xp_row *r = &p->rows[i];
+        json_t *v = lookup(root, r->key);
+        if (!v || skipped(skip, r->name) || mset_get(out, r->name, NULL))
+            continue;
+        if (json_is_number(v))
+            mset_set(out, r->name, json_number_value(v) * r->scale);
+        else if (json_is_string(v))
+            put_text(r, json_string_value(v), out, info);
+        else if (json_is_null(v))
+            continue; /* the tool did not measure it */
+        else if (info)
+            add_unread(info, r->name, json_is_boolean(v) ? "true/false" : "{...}/[...]", -1);
+    }
+}
+
+/* ---- CSV ---- */
+
+/* Split one CSV line into cells (double quotes around a cell, "" inside). */
+static void csv_cells(const char *s, size_t n, struct strvec *cells)
+{
+    struct buf cell;
+    size_t i = 0;
+    strvec_release(cells);
+    buf_init(&cell, n + 1);
+    for (;;) {
+        bool quoted = i < n && s[i] == '"';
+        buf_reset(&cell);
+        if (quoted) {
+            for (i++; i < n; i++) {
+                if (s[i] == '"' && i + 1 < n && s[i + 1] == '"')
+                    buf_putc(&cell, s[i++]);
+                else if (s[i] == '"')
+                    break;
+                else
+                    buf_putc(&cell, s[i]);
+            }
+            i++;
+        }
+        for (; i < n && s[i] != ','; i++)
+            buf_putc(&cell, s[i]);
+        strvec_push(cells, cell.data ? cell.data : "");
+        if (i >= n)
+            break;
+        i++;
+    }
+    buf_release(&cell);
+}
+
+static int read_csv(const struct xp_preset *p, const char *path, const char *text, size_t len,
+                    const struct strvec *skip, struct metric_set *out, struct ext_info *info,
+                    struct err *err)
+{
+    struct strvec head = STRVEC_INIT, cells = STRVEC_INIT;
+    bool any_header = false;
+    for (size_t at = 0; at < len;) {
+        size_t n = 0;
+        while (at + n < len && text[at + n] != '\n')
+            n++;
+        size_t end = n;
+        if (end && text[at + end - 1] == '\r')
+            end--;
+        if (end == 0) {
+            strvec_release(&head); /* a blank line ends the section */
+        } else if (end >= 7 && memcmp(text + at, "Metric,", 7) == 0) {
+            csv_cells(text + at, end, &head);
+            any_header = true;
+        } else if (head.n) {
+            csv_cells(text + at, end, &cells);
+            for (size_t i = 0; i < p->n_rows; i++) {
+                const struct xp_row *r = &p->rows[i];
+                if (strcmp(cells.v[0], r->key) != 0 || skipped(skip, r->name) ||
+                    mset_get(out, r->name, NULL))
+                    continue;
+                for (size_t c = 1; c < head.n && c < cells.n; c++)
+                    if (strcmp(head.v[c], r->col) == 0)
+                        put_text(r, cells.v[c], out, info);
+            }
+        }
+        at += n + 1;
+    }
+    strvec_release(&head);
+    strvec_release(&cells);
+    if (!any_header)
+        return err_set(err, RN_ERR_POINTS,
+                       "%s: no 'Metric,...' header line: not an AIPerf CSV export", path),
+               -1;
+    return 0;
+}
+
+/* ---- the reader ---- */
+
+int xp_parse(const struct xp_preset *p, const char *path, const char *text, size_t len,
+             const struct strvec *skip, struct metric_set *out, struct ext_info *info,
+             struct err *err)
+{
+    struct metric_set got;
+    int rc = -1;
+    mset_init(&got);
+    if (p->format == XP_CSV) {
+        rc = read_csv(p, path, text, len, skip, &got, info, err);
+    } else if (p->format == XP_JSON) {
+        json_t *root = load(path, text, len, 0, err);
+        if (root) {
+            json_t *runs = p->runs_key ? json_object_get(root, p->runs_key) : NULL;
+            if (p->runs_key && (!json_is_array(runs) || json_array_size(runs) == 0)) {
+                err_set(err, RN_ERR_POINTS, "%s: no '%s' in the report (or it is empty)", path,
+                        p->runs_key);
+            } else {
+                if (info && runs && json_array_size(runs) > 1) {
+                    info->blocks = (long)json_array_size(runs);
+                    info->block_word = p->runs_key;
+                }
+                read_json(p, root, skip, &got, info);
+                rc = 0;
+            }
+            json_decref(root);
+        }
+    } else {
+        /* JSONL: the tool appends one line per run; the last one counts */
+        long line = 0, last_line = 0, results = 0;
+        const char *last = NULL;
+        size_t last_n = 0;
+        for (size_t at = 0; at < len; line++) {
+            size_t n = 0;
+            while (at + n < len && text[at + n] != '\n')
+                n++;
+            size_t k = 0;
+            while (k < n && isspace((unsigned char)text[at + k]))
+                k++;
+            if (k < n) {
+                last = text + at;
+                last_n = n;
+                last_line = line + 1;
+                results++;
+            }
+            at += n + 1;
+        }
+        if (!last) {
+            err_set(err, RN_ERR_POINTS, "%s: no result line (the file is empty)", path);
+        } else {
+            json_t *root = load(path, last, last_n, last_line, err);
+            if (root) {
+                if (info && results > 1) {
+                    info->blocks = results;
+                    info->block_line = last_line;
+                    info->block_word = "results";
+                }
+                read_json(p, root, skip, &got, info);
+                json_decref(root);
+                rc = 0;
+            }
+        }
+    }
+    if (rc == 0)
+        for (size_t i = 0; i < got.n; i++)
+            mset_set(out, got.m[i].name, got.m[i].value);
+    mset_release(&got);
+    return rc;
+}
+
+size_t xp_describe(const struct xp_preset *p, const char *name, struct buf *b)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < p->n_rows; i++) {
+        const struct xp_row *r = &p->rows[i];
+        if (strcmp(r->name, name) != 0)
+            continue;
+        if (r->col)
+            buf_printf(b, "%srow '%s' column '%s' of the CSV export", k++ ? ", " : "", r->key,
+                       r->col);
+        else
+            buf_printf(b, "%skey '%s' in the JSON export", k++ ? ", " : "", r->key);
+    }
+    return k;
+}
