@@ -4,7 +4,8 @@
 # (tests/fixtures/logs/exports/) and the aiperf console; a broken export is
 # a clear failure; `sweep run` with an export preset reads the export the
 # client wrote beside its log (a client that wrote none fails its point,
-# naming the file), and `sweep plot` rebuilds the same from the run folder.
+# naming the file), each repeat its own (`${point}` in the client's argv),
+# and `sweep plot` rebuilds the same from the run folder.
 . tests/lib.sh
 
 fix=tests/fixtures/logs
@@ -47,19 +48,19 @@ check_eq "a broken export: exit 1" "$?" 1
 check "names file, line and column" grep -q "bad.json:2:14: not JSON: " "$T_TMP/bad.err"
 
 # sweep run: the client writes vLLM's --save-result file beside its log
-export_cmd="[sh, -c, 'cp \"\$1\" \"\$2\" && echo wrote \"\$2\"', sh, '$TOPDIR/$fix/exports/vllm_save_result.json', '\${run_dir}/\${variant}/c\${concurrency}-n\${prompts}.json']"
+export_cmd="[sh, -c, 'cp \"\$1\" \"\$2\" && echo wrote \"\$2\"', sh, '$TOPDIR/$fix/exports/vllm_save_result.json', '\${run_dir}/\${variant}/\${point}.json']"
 make_experiment fakeserver "$T_TMP/run.yaml" NAME=presets PIDFILE="$T_TMP/fs.pid" GRID='["4:16"]' EXTRA="$(cat <<YAML
 metrics: {preset: vllm-json, require: [output_throughput, median_tpot_ms]}
 variants:
-  - {name: wrote, bench: {command: $export_cmd}}
+  - {name: wrote, bench: {command: $export_cmd, repeat: 2}}
   - {name: silent, bench: {command: [sh, -c, 'echo no export']}}
 YAML
 )"
 "$SWEEP" run "$T_TMP/run.yaml" --out "$T_TMP/out" >"$T_TMP/run.out" 2>"$T_TMP/run.err"
 check_eq "one point without its export: exit 1" "$?" 1
-check "the export's values in points.csv" sh -c "grep '^wrote,4,16,1,ok' '$T_TMP/out/points.csv' | grep -q 28.54705939998894"
+check "each repeat read its own export (\${point})" sh -c "test -f '$T_TMP/out/wrote/c4-n16-r2.json' && grep '^wrote,4,16,1,ok' '$T_TMP/out/points.csv' | grep -q 28.54705939998894 && grep '^wrote,4,16,2,ok' '$T_TMP/out/points.csv' | grep -q 28.54705939998894"
 check "the point without an export names the file" grep -q "silent,4,16,1,failed,.*silent/c4-n16.json: No such file or directory" "$T_TMP/out/points.csv"
 rm -f "$T_TMP/out/points.csv"
 "$SWEEP" plot "$T_TMP/out" --no-preview >"$T_TMP/plot.out" 2>"$T_TMP/plot.err"
-check "sweep plot rebuilds the point from the export" sh -c "grep '^wrote,4,16,1,ok' '$T_TMP/out/points.csv' | grep -q 28.54705939998894"
+check "sweep plot rebuilds the points from the exports" sh -c "grep '^wrote,4,16,2,ok' '$T_TMP/out/points.csv' | grep -q 28.54705939998894"
 finish
