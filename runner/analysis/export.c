@@ -315,7 +315,10 @@ static json_t *load(const char *path, const char *text, size_t len, long line, s
     struct buf clean;
     json_error_t je;
     sanitize(text, len, &clean);
-    json_t *root = json_loadb(clean.data ? clean.data : "", clean.len, JSON_DECODE_ANY, &je);
+    /* a key twice in one object is two runs' output mixed, as a row printed
+     * twice in a console block is: refused, not resolved either way */
+    json_t *root = json_loadb(clean.data ? clean.data : "", clean.len,
+                              JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
     buf_release(&clean);
     if (!root)
         return err_set(err, RN_ERR_POINTS, "%s:%ld:%d: not JSON: %s", path,
@@ -388,7 +391,10 @@ static int read_csv(const struct xp_preset *p, const char *path, const char *tex
 {
     struct strvec head = STRVEC_INIT, cells = STRVEC_INIT;
     bool any_header = false;
-    for (size_t at = 0; at < len;) {
+    long line = 0, *seen = xcalloc(p->n_rows + 1, sizeof(*seen)); /* line a row was read on */
+    int rc = 0;
+    for (size_t at = 0; at < len && rc == 0;) {
+        line++;
         size_t n = 0;
         while (at + n < len && text[at + n] != '\n')
             n++;
@@ -402,10 +408,18 @@ static int read_csv(const struct xp_preset *p, const char *path, const char *tex
             any_header = true;
         } else if (head.n) {
             csv_cells(text + at, end, &cells);
-            for (size_t i = 0; i < p->n_rows; i++) {
+            for (size_t i = 0; i < p->n_rows && rc == 0; i++) {
                 const struct xp_row *r = &p->rows[i];
-                if (strcmp(cells.v[0], r->key) != 0 || skipped(skip, r->name) ||
-                    mset_get(out, r->name, NULL))
+                if (strcmp(cells.v[0], r->key) != 0)
+                    continue;
+                if (seen[i]) { /* two runs' rows mixed: refused, as in a console block */
+                    err_set(err, RN_ERR_POINTS,
+                            "%s: row '%s' appears twice in the CSV export: lines %ld and %ld", path,
+                            r->key, seen[i], line);
+                    rc = -1;
+                }
+                seen[i] = line;
+                if (rc || skipped(skip, r->name) || mset_get(out, r->name, NULL))
                     continue;
                 for (size_t c = 1; c < head.n && c < cells.n; c++)
                     if (strcmp(head.v[c], r->col) == 0)
@@ -416,6 +430,9 @@ static int read_csv(const struct xp_preset *p, const char *path, const char *tex
     }
     strvec_release(&head);
     strvec_release(&cells);
+    free(seen);
+    if (rc)
+        return -1;
     if (!any_header)
         return err_set(err, RN_ERR_POINTS,
                        "%s: no 'Metric,...' header line: not an AIPerf CSV export", path),

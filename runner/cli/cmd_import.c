@@ -142,11 +142,15 @@ static int expand_folders(const struct strvec *in, struct strvec *out, struct er
     return 0;
 }
 
-/* Copy it into the run folder; an existing different file is an error. */
-static int place(const struct item *it, const char *out, struct err *err)
+/* Copy it into the run folder; an existing different file is an error. An
+ * export (preset vllm-json, ...) goes where a point's export is read: beside
+ * the log's name (ext_source_path: VARIANT/c4-n16.json). */
+static int place(const struct item *it, const char *out, const ext_set *set, struct err *err)
 {
-    char *path = path_join(out, it->rel);
+    char *log = path_join(out, it->rel);
+    char *path = ext_source_path(set, log);
     int rc = 0;
+    free(log);
     if (path_exists(path)) {
         if (!file_same(path, it->src)) {
             err_set(err, RN_ERR_USAGE,
@@ -406,7 +410,7 @@ int cmd_import(int argc, char **argv)
         goto fail;
     number_repeats(items, n, &a);
     for (size_t i = 0; i < n; i++)
-        if (place(&items[i], a.out, &err) != 0)
+        if (place(&items[i], a.out, probe, &err) != 0)
             goto fail;
     if (write_manifest(&a, items, n, argc, argv, &err) != 0 ||
         write_points(&a, items, n, &failed, &err) != 0)

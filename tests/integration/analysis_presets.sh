@@ -5,7 +5,8 @@
 # a clear failure; `sweep run` with an export preset reads the export the
 # client wrote beside its log (a client that wrote none fails its point,
 # naming the file), each repeat its own (`${point}` in the client's argv),
-# and `sweep plot` rebuilds the same from the run folder.
+# `sweep plot` rebuilds the same from the run folder, and `sweep import`
+# puts an export where its point reads it.
 . tests/lib.sh
 
 fix=tests/fixtures/logs
@@ -63,4 +64,11 @@ check "the point without an export names the file" grep -q "silent,4,16,1,failed
 rm -f "$T_TMP/out/points.csv"
 "$SWEEP" plot "$T_TMP/out" --no-preview >"$T_TMP/plot.out" 2>"$T_TMP/plot.err"
 check "sweep plot rebuilds the points from the exports" sh -c "grep '^wrote,4,16,2,ok' '$T_TMP/out/points.csv' | grep -q 28.54705939998894"
+
+# sweep import of an export: placed where its point reads it, C and P from the name's tag
+cp "$fix/exports/vllm_save_result.json" "$T_TMP/bench_c4-n16.json"
+"$SWEEP" import "$T_TMP/bench_c4-n16.json" --preset vllm-json --out "$T_TMP/imp" >/dev/null 2>"$T_TMP/imp.err"
+check_eq "import of an export: exit 0" "$?" 0
+check "the export sits beside the point's log name" test -f "$T_TMP/imp/default/c4-n16.json"
+check "and its point is ok with the export's values" sh -c "grep '^default,4,16,1,ok' '$T_TMP/imp/points.csv' | grep -q 28.54705939998894"
 finish
