@@ -315,7 +315,9 @@ int cmd_import(int argc, char **argv)
                             STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, false};
     const struct opt opts[] = {
         {"out", 'o', OPT_STR, &a.out, "RUN_DIR", "the run folder to create (or add to)"},
-        {"preset", 0, OPT_STR, &a.preset, "NAME", "label set: sglang (default) or vllm"},
+        {"preset", 0, OPT_STR, &a.preset, "NAME",
+         "sglang (default), vllm, aiperf, or an export preset (vllm-json, ...: sweep check "
+         "--metrics)"},
         {"pattern", 0, OPT_LIST, &a.patterns, "NAME=REGEX",
          "add or replace a metric regex (one capture group; repeatable)"},
         {"require", 0, OPT_LIST, &a.require, "NAME",
