@@ -3,6 +3,7 @@
  * This file only dispatches to the subcommand table; see runner/README.md
  * for a tour of the modules.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,8 +63,19 @@ int main(int argc, char **argv)
         return RN_OK;
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        if (strcmp(commands[i].name, name) == 0)
-            return help ? commands[i].fn(1, help_argv) : commands[i].fn(argc - 2, argv + 2);
+        if (strcmp(commands[i].name, name) == 0) {
+            int status = help ? commands[i].fn(1, help_argv) : commands[i].fn(argc - 2, argv + 2);
+            /* a summary, result block or JSON that did not reach stdout (a
+             * full disk, /dev/full) must not pass for a success */
+            errno = 0;
+            if (fflush(stdout) != 0 || ferror(stdout)) {
+                log_error("output to stdout could not be written%s%s", errno ? ": " : "",
+                          errno ? strerror(errno) : "");
+                if (status == RN_OK || status == RN_ERR_POINTS)
+                    status = RN_ERR_ENV;
+            }
+            return status;
+        }
     fprintf(stderr, "sweep: unknown command '%s'\n", name);
     usage(stderr);
     return RN_ERR_USAGE;

@@ -47,6 +47,7 @@ struct report {
     size_t n_charts;
     struct strvec drawn; /* names of the charts gnuplot rendered */
     char *chart_error;   /* owned; why charts are missing, or NULL */
+    bool no_gnuplot;     /* chart_error is "gnuplot not found" (nothing else failed) */
 };
 
 static json_t *jnum(double v)
@@ -281,8 +282,10 @@ static void draw_charts(struct report *r)
             plot_render(pdir, r->charts[i].name, &e) != 0) {
             if (!r->chart_error)
                 r->chart_error = xstrdup(e.msg);
-            if (strstr(e.msg, "gnuplot not found"))
-                break; /* the same for every chart */
+            if (strstr(e.msg, "gnuplot not found")) {
+                r->no_gnuplot = i == 0; /* the first chart, so none failed before */
+                break;                  /* the same for every chart */
+            }
             continue;
         }
         strvec_push(&r->drawn, r->charts[i].name);
@@ -669,7 +672,9 @@ int report_build(const char *run_dir, const struct report_opts *opts, struct err
             log_warn("%s", pe.msg);
         free(pdir);
     }
-    if (r.chart_error) {
+    if (r.chart_error && r.no_gnuplot && o->charts_optional) {
+        log_warn("%s", r.chart_error);
+    } else if (r.chart_error) {
         err_set(err, RN_ERR_ENV, "%s", r.chart_error);
         goto out;
     }

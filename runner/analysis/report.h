@@ -18,18 +18,22 @@
 #include "err.h"
 
 struct report_opts {
-    const char *fit_x; /* NULL: analysis.fit.x from experiment.yaml, else "concurrency" */
-    const char *fit_y; /* NULL: analysis.fit.y from experiment.yaml, else "median_tpot_ms" */
-    bool preview;      /* print a gnuplot `dumb` preview of the main chart on stdout */
-    bool quiet;        /* no summary lines on stdout */
+    const char *fit_x;    /* NULL: analysis.fit.x from experiment.yaml, else "concurrency" */
+    const char *fit_y;    /* NULL: analysis.fit.y from experiment.yaml, else "median_tpot_ms" */
+    bool preview;         /* print a gnuplot `dumb` preview of the main chart on stdout */
+    bool quiet;           /* no summary lines on stdout */
+    bool charts_optional; /* a missing gnuplot is no error (the report says charts were
+                             skipped); any chart that fails otherwise still is */
 };
 
 /*
  * Read run_dir/points.csv (and experiment.yaml, manifest.json when present),
  * fit every variant, and (re)write run_dir/fit.json, run_dir/plots/ and
  * run_dir/REPORT.md, each atomically. Charts need gnuplot; without it the
- * fit and report are still written and the error says charts were skipped.
- * Returns 0, or -1 with err set (RN_ERR_ENV for I/O and a missing gnuplot,
+ * fit and report are still written and the error says charts were skipped
+ * (a warning only with charts_optional). Any file that cannot be written is
+ * an error naming it; points.csv is only read. Returns 0, or -1 with err
+ * set (RN_ERR_ENV for I/O, a failed chart and a missing gnuplot,
  * RN_ERR_USAGE for a malformed points.csv).
  */
 int report_build(const char *run_dir, const struct report_opts *opts, struct err *err);

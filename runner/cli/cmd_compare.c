@@ -4,6 +4,7 @@
  * ratio B/A, the fits side by side, and with --out compare.md plus
  * overlay and ratio charts. Nothing is rerun or re-extracted.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -12,6 +13,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "opts.h"
+#include "store/rundir.h"
 
 static const char synopsis[] =
     "RUN_DIR[:VARIANT] RUN_DIR[:VARIANT]... [--out DIR] [--metric NAME]...";
@@ -27,7 +29,8 @@ int cmd_compare(int argc, char **argv)
     const char *out = NULL;
     struct strvec metrics = STRVEC_INIT, specs = STRVEC_INIT;
     const struct opt opts[] = {
-        {"out", 'o', OPT_STR, &out, "DIR", "write compare.md and charts (DIR/plots/) here"},
+        {"out", 'o', OPT_STR, &out, "DIR",
+         "write compare.md and charts (DIR/plots/) here (not a run folder)"},
         {"metric", 0, OPT_LIST, &metrics, "NAME",
          "compare this metric (repeatable; default: throughput, TPOT, TTFT, ITL, E2E)"},
     };
@@ -48,6 +51,19 @@ int cmd_compare(int argc, char **argv)
     if (specs.n == 0) {
         err_set(&err, RN_ERR_USAGE, "no run given (sweep compare RUN_A RUN_B)");
         goto fail;
+    }
+    if (out) { /* its plots/ would replace the run's charts of the same names */
+        char *csv = path_join(out, "points.csv"), *lock = path_join(out, RUNDIR_LOCK_NAME);
+        bool is_run = path_exists(csv) || path_exists(lock); /* a run that just started */
+        free(csv);
+        free(lock);
+        if (is_run) {
+            err_set(&err, RN_ERR_USAGE,
+                    "--out '%s' is a run folder: its charts would be replaced; "
+                    "write the comparison to another folder",
+                    out);
+            goto fail;
+        }
     }
     if (cmp_load((const char *const *)specs.v, specs.n, &metrics, &c, &err) != 0)
         goto fail;

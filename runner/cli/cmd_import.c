@@ -314,7 +314,8 @@ int cmd_import(int argc, char **argv)
     struct import_args a = {NULL,        "sglang",    NULL,        "default",
                             STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, false};
     const struct opt opts[] = {
-        {"out", 'o', OPT_STR, &a.out, "RUN_DIR", "the run folder to create (or add to)"},
+        {"out", 'o', OPT_STR, &a.out, "RUN_DIR",
+         "the run folder to create (or add to; not one made by sweep run)"},
         {"preset", 0, OPT_STR, &a.preset, "NAME",
          "sglang (default), vllm, aiperf, or an export preset (vllm-json, ...: sweep check "
          "--metrics)"},
@@ -334,7 +335,7 @@ int cmd_import(int argc, char **argv)
     struct ext_pattern *user = NULL;
     ext_set *probe = NULL;
     size_t n = 0, failed = 0, skipped = 0;
-    int rc = RN_ERR_USAGE, skip_code = RN_OK;
+    int rc = RN_ERR_USAGE, skip_code = RN_OK, lock_fd = -1;
     err_init(&err);
 
     int pr = opt_parse(argc, argv, opts, n_opts, &a.logs, &err, RN_ERR_USAGE);
@@ -405,6 +406,25 @@ int cmd_import(int argc, char **argv)
             items[j] = items[j - 1];
             items[j - 1] = tmp;
         }
+    /* own the folder before writing into it (no sweep run, plot or other
+     * import at the same time), and never mix logs into a sweep run's folder */
+    if (mkdir_p(a.out, 0755, &err, RN_ERR_ENV) != 0 || (lock_fd = rundir_lock(a.out, &err)) < 0)
+        goto fail;
+    char *yaml = path_join(a.out, "experiment.yaml");
+    bool is_run = path_exists(yaml);
+    free(yaml);
+    if (is_run) {
+        err_set(&err, RN_ERR_USAGE,
+                "--out '%s' holds a run made by 'sweep run' (experiment.yaml); imported logs "
+                "would be mixed into its points: import into a new folder",
+                a.out);
+        goto fail;
+    }
+    /* an earlier import's manifest.json that does not parse would be replaced */
+    struct rundir before;
+    if (rundir_open(a.out, &before, &err) != 0)
+        goto fail;
+    rundir_release(&before);
     char *vdir = path_join(a.out, a.variant);
     int mk = mkdir_p(vdir, 0755, &err, RN_ERR_ENV);
     free(vdir);
@@ -430,6 +450,7 @@ fail:
     log_error("%s", err.msg);
     rc = err.code ? err.code : RN_ERR_USAGE;
 out:
+    rundir_unlock(lock_fd);
     for (size_t i = 0; i < n; i++)
         free(items[i].rel);
     free(items);

@@ -115,6 +115,7 @@ int cmd_plot(int argc, char **argv)
     size_t n_logs = 0, missing_logs = 0, unreadable = 0;
     char *csv = NULL;
     bool rd_open = false;
+    int lock_fd = -1;
     int rc = RN_ERR_USAGE;
     err_init(&err);
     res_table_init(&t);
@@ -137,9 +138,18 @@ int cmd_plot(int argc, char **argv)
     for (size_t i = 0; i < pattern_args.n; i++)
         if (ext_pattern_arg(pattern_args.v[i], &user[i], &err) != 0)
             goto fail;
+    /* a bad --preset or --pattern is a usage error, whatever the folder holds */
+    ext_set *probe = NULL;
+    if ((preset || pattern_args.n) && ext_new(preset, user, pattern_args.n, &probe, &err) != 0)
+        goto fail;
+    ext_free(probe);
     if (rundir_open(dir, &rd, &err) != 0)
         goto fail;
     rd_open = true;
+    /* everything below rewrites the folder: no sweep run or other plot at the same time */
+    lock_fd = rundir_lock(dir, &err);
+    if (lock_fd < 0)
+        goto fail;
     /* check the overrides on a copy, then save them so later plots and
      * REPORT.md read the logs the same way */
     if ((preset || pattern_args.n) && rundir_override(&rd, preset, user, pattern_args.n, &err) != 0)
@@ -229,6 +239,7 @@ fail:
     log_error("%s", err.msg);
     rc = err.code ? err.code : RN_ERR_USAGE;
 out:
+    rundir_unlock(lock_fd);
     if (rd_open)
         rundir_release(&rd);
     rundir_logs_free(logs, n_logs);

@@ -1,5 +1,5 @@
 /*
- * cmd_run: `sweep run EXPERIMENT.yaml [--out DIR] [--only VARIANT]...
+ * cmd_run: `sweep run EXPERIMENT.yaml [--out DIR [--force]] [--only VARIANT]...
  * [--resume RUN_DIR] [--dry-run]`. Parses the flags, installs the signal
  * handling (the one process-wide flag below) and hands over to run.c.
  */
@@ -51,7 +51,7 @@ static void install_signals(void)
 }
 
 static const char synopsis[] =
-    "EXPERIMENT.yaml [--out DIR] [--only VARIANT]... [--resume RUN_DIR] [--dry-run]";
+    "EXPERIMENT.yaml [--out DIR [--force]] [--only VARIANT]... [--resume RUN_DIR] [--dry-run]";
 static const char summary[] =
     "Run an experiment: check every model path and binary, start each variant's server in\n"
     "its own process group and wait until it is healthy, run every grid point with the\n"
@@ -59,15 +59,19 @@ static const char summary[] =
     "server that dies, then fit and chart. Results go to results/<name>/<YYYYmmdd-HHMMSS>/\n"
     "(results/<name>/latest points there). Ctrl-C stops the client and the server, keeps\n"
     "what was measured and prints the --resume command; a second Ctrl-C kills at once.\n"
+    "One sweep at a time writes into a run folder (a lock file, .sweep.lock, in it). --out must\n"
+    "be empty or new; --resume only continues a run of the same experiment (variants and\n"
+    "points may be added).\n"
     "\n"
     "exit status: 0 every point ok, 1 some points failed (the rest are kept), 2 usage or\n"
-    "experiment error, 3 environment error (model path or binary missing, port in use, server\n"
-    "never healthy, results folder not writable), 130 interrupted.";
+    "experiment error (--out not empty, --resume of another experiment), 3 environment error\n"
+    "(model path or binary missing, port in use, server never healthy, run folder in use by\n"
+    "another sweep, a result that could not be written), 130 interrupted.";
 
 int cmd_run(int argc, char **argv)
 {
     const char *out_dir = NULL, *resume_dir = NULL;
-    bool dry_run = false;
+    bool dry_run = false, force = false;
     struct strvec only, positional;
     strvec_init(&only);
     strvec_init(&positional);
@@ -77,6 +81,8 @@ int cmd_run(int argc, char **argv)
         {"only", 0, OPT_LIST, &only, "VARIANT", "run only this variant (repeatable)"},
         {"resume", 0, OPT_STR, &resume_dir, "RUN_DIR",
          "continue that run in place: points with an ok row are skipped, the rest run"},
+        {"force", 0, OPT_BOOL, &force, NULL,
+         "--out DIR is not empty: move what it holds into DIR/previous-N/ (nothing is deleted)"},
         {"dry-run", 0, OPT_BOOL, &dry_run, NULL,
          "print the plan (every server and client argv) and start nothing"},
     };
@@ -96,6 +102,9 @@ int cmd_run(int argc, char **argv)
         err_set(&err, RN_ERR_USAGE,
                 "run: --out and --resume exclude each other (a resumed "
                 "run stays in its folder)");
+    if (rc == 0 && force && !out_dir)
+        err_set(&err, RN_ERR_USAGE,
+                "run: --force only goes with --out DIR (it moves what DIR holds aside)");
     if (err.code) {
         log_error("%s", err.msg);
         fprintf(stderr, "usage: sweep run %s\n", synopsis);
@@ -118,6 +127,7 @@ int cmd_run(int argc, char **argv)
         .exp_path = positional.v[0],
         .out_dir = out_dir,
         .resume_dir = resume_dir,
+        .force = force,
         .only = &only,
         .dry_run = dry_run,
         .self_exe = self ? self : "sweep",

@@ -20,6 +20,7 @@
 #include "sweep.h"
 #include "analysis/estimate.h"
 #include "config/experiment.h"
+#include "config/expdiff.h"
 #include "analysis/extract.h"
 #include "analysis/judge.h"
 #include "fileio.h"
@@ -29,6 +30,7 @@
 #include "exec/progress.h"
 #include "analysis/report.h"
 #include "store/results.h"
+#include "store/rundir.h"
 #include "exec/cause.h"
 #include "exec/cgroup.h"
 #include "exec/gpu.h"
@@ -56,6 +58,8 @@ struct run_ctx {
     char *run_dir;       /* owned */
     char *csv_path;      /* owned: run_dir/points.csv */
     char *manifest_path; /* owned: run_dir/manifest.json */
+    int lock_fd;         /* the run folder's lock (rundir_lock), when have_lock */
+    bool have_lock;
     struct res_table table;
     struct manifest man;
     ext_set **ext;      /* per variant, compiled on first use */
@@ -156,6 +160,159 @@ static void update_latest(const char *run_dir)
     free(tmp);
     free(link);
     free(dir);
+}
+
+/* How many points (grid entry x repeat) variant `now` has that `was`, the
+ * same variant in the folder's experiment.yaml, did not. */
+static size_t points_added(const struct exp_variant *was, const struct exp_variant *now)
+{
+    size_t n = 0;
+    for (size_t g = 0; g < now->bench.n_grid; g++) {
+        const struct exp_point *pt = &now->bench.grid[g];
+        long had = 0; /* repeats the folder's experiment planned for this point */
+        for (size_t k = 0; k < was->bench.n_grid; k++)
+            if (was->bench.grid[k].concurrency == pt->concurrency &&
+                was->bench.grid[k].prompts == pt->prompts)
+                had = was->bench.repeat;
+        if (now->bench.repeat > had)
+            n += (size_t)(now->bench.repeat - had);
+    }
+    return n;
+}
+
+static void note_added(const struct exp_variant *was, const struct exp_variant *now)
+{
+    size_t n = points_added(was, now);
+    if (n)
+        log_info("resume: variant '%s': adding %zu point(s)", now->name, n);
+}
+
+/*
+ * --resume: the folder must hold a run of the same experiment, or its rows
+ * and the new ones would end up in one table and one fit. Its
+ * experiment.yaml must have the same name, and each of its variants must
+ * still be in the experiment (by name, or renamed: an unknown name with
+ * the same settings) with the same server and client (expdiff.h). New
+ * variants and new points are allowed and said on stderr. Returns 0, or -1
+ * with err (RN_ERR_USAGE) naming the difference.
+ */
+static int resume_check(struct run_ctx *c, struct err *err)
+{
+    const char *dir = c->run_dir;
+    const struct experiment *now = &c->exp;
+    char *path = path_join(dir, "experiment.yaml");
+    struct experiment was;
+    struct rundir rd;
+    bool *taken = NULL;
+    int rc = -1;
+    /* a manifest.json that does not parse would be replaced, its earlier
+     * sessions lost: refuse it as rundir_open does (path:line:col) */
+    if (rundir_open(dir, &rd, err) != 0) {
+        err_prefix(err, "--resume '%s'", dir);
+        goto out_path;
+    }
+    rundir_release(&rd);
+    if (!path_exists(path)) {
+        err_set(err, RN_ERR_USAGE,
+                "--resume '%s': no experiment.yaml, so the folder cannot be checked to hold a "
+                "run of '%s' (was it made by sweep import?); run into a new folder with --out",
+                dir, now->name);
+        goto out_path;
+    }
+    if (exp_load_file(path, &was, err) != 0) {
+        err_prefix(err, "--resume '%s'", dir);
+        goto out_path;
+    }
+    if (strcmp(was.name, now->name) != 0) {
+        err_set(err, RN_ERR_USAGE,
+                "--resume '%s': the folder holds experiment '%s', not '%s' (name differs); "
+                "run '%s' into a new folder with --out",
+                dir, was.name, now->name, now->path);
+        goto out;
+    }
+    taken = xcalloc(now->n_variants + 1, sizeof(*taken));
+    for (size_t i = 0; i < was.n_variants; i++) {
+        const struct exp_variant *wv = &was.variants[i], *nv = exp_find_variant(now, wv->name);
+        if (nv) {
+            const char *field = expdiff_variant(wv, nv);
+            if (field) {
+                err_set(err, RN_ERR_USAGE,
+                        "--resume '%s': variant '%s': %s differs from the folder's "
+                        "experiment.yaml (one folder holds one setup); run into a new folder "
+                        "with --out",
+                        dir, wv->name, field);
+                goto out;
+            }
+            taken[nv - now->variants] = true;
+            note_added(wv, nv);
+            continue;
+        }
+        /* renamed: a variant the folder does not know, with the same settings */
+        size_t j = 0;
+        while (j < now->n_variants && (taken[j] || exp_find_variant(&was, now->variants[j].name) ||
+                                       expdiff_variant(wv, &now->variants[j])))
+            j++;
+        if (j == now->n_variants) {
+            err_set(err, RN_ERR_USAGE,
+                    "--resume '%s': the folder's variant '%s' is not in %s (a resume can add "
+                    "variants and points, not drop or change them); run into a new folder with "
+                    "--out",
+                    dir, wv->name, now->path);
+            goto out;
+        }
+        taken[j] = true;
+        log_info("resume: variant '%s' is now called '%s'", wv->name, now->variants[j].name);
+        note_added(wv, &now->variants[j]);
+    }
+    for (size_t j = 0; j < now->n_variants; j++)
+        if (!taken[j])
+            log_info("resume: adding variant '%s' (%zu point(s))", now->variants[j].name,
+                     now->variants[j].bench.n_grid * (size_t)now->variants[j].bench.repeat);
+    rc = 0;
+out:
+    free(taken);
+    exp_release(&was);
+out_path:
+    free(path);
+    return rc;
+}
+
+/*
+ * Own the run folder before anything is written into it: create it and
+ * take its lock, held until the run ends (a second sweep writing into it is
+ * refused, exit 3). A resumed folder must hold the same experiment
+ * (resume_check); a new --out must be empty, or with --force its old
+ * contents move into previous-N/ (never deleted). Returns 0 or -1 (err).
+ */
+static int own_folder(struct run_ctx *c, struct err *err)
+{
+    if (mkdir_p(c->run_dir, 0755, err, RN_ERR_ENV) != 0) {
+        err_prefix(err, "results folder not writable");
+        return -1;
+    }
+    c->lock_fd = rundir_lock(c->run_dir, err);
+    if (c->lock_fd < 0)
+        return -1;
+    c->have_lock = true;
+    if (c->o->resume_dir)
+        return resume_check(c, err);
+    if (rundir_is_empty(c->run_dir))
+        return 0;
+    if (!c->o->force)
+        return err_set(err, RN_ERR_USAGE,
+                       "--out '%s' is not empty (an earlier run?): continue that run with "
+                       "--resume %s, or add --force to move what it holds into %s/previous-N/",
+                       c->run_dir, c->run_dir, c->run_dir),
+               -1;
+    char *moved_to = NULL;
+    if (rundir_move_aside(c->run_dir, &moved_to, err) != 0) {
+        free(moved_to);
+        return -1;
+    }
+    if (moved_to)
+        log_info("--force: moved what %s held into %s", c->run_dir, moved_to);
+    free(moved_to);
+    return 0;
 }
 
 /* Create the run folder and everything that exists before the first
@@ -340,7 +497,8 @@ static void mark_server_log(const char *log, const struct plan_variant *pv, long
     fclose(f);
     struct err e;
     err_init(&e);
-    file_append_sync(log, mem, len, &e, RN_ERR_ENV);
+    if (file_append_sync(log, mem, len, &e, RN_ERR_ENV) != 0)
+        log_warn("%s", e.msg);
     free(mem);
 }
 
@@ -396,7 +554,10 @@ static int server_start(struct run_ctx *c, size_t vi, struct err *err)
     man_server_started(&c->man, &c->plan, vi, c->server.pid, r == READY_OK ? ready_s : -1);
     struct err e2;
     err_init(&e2);
-    man_save(&c->man, c->manifest_path, &e2);
+    if (man_save(&c->man, c->manifest_path, &e2) != 0) {
+        log_error("%s; stopping the run", e2.msg);
+        c->fatal = true;
+    }
     if (r == READY_OK) {
         prog_note(&c->prog, "sweep: variant '%s': server ready after %.1f s", pv->v->name, ready_s);
         rc = 0;
@@ -446,31 +607,39 @@ static int server_ensure(struct run_ctx *c, size_t vi, struct err *err)
 /* ---- one point ---- */
 
 /* A rerun never overwrites a client log: the old one becomes LOG.1, .2 ...
- * (and the builtin client's per-request records, X.jsonl, the same way). */
-static void keep_old_file(const char *path)
+ * (and the builtin client's per-request records, X.jsonl, the same way).
+ * Returns -1 with err when the old file cannot be moved: the client would
+ * append to it, and the log would hold two runs. */
+static int keep_old_file(const char *path, struct err *err)
 {
     if (!path_exists(path))
-        return;
+        return 0;
     for (int n = 1; n < 10000; n++) {
         char *cand = xasprintf("%s.%d", path, n);
         bool taken = path_exists(cand);
-        if (!taken && rename(path, cand) != 0)
-            log_warn("%s: cannot keep the old log: %s", path, strerror(errno));
+        int rc = 0;
+        if (!taken && rename(path, cand) != 0) {
+            err_set(err, RN_ERR_ENV, "%s: cannot keep the old log as %s: %s", path, cand,
+                    strerror(errno));
+            rc = -1;
+        }
         free(cand);
         if (!taken)
-            return;
+            return rc;
     }
+    return err_set(err, RN_ERR_ENV, "%s: cannot keep the old log: 9999 old copies", path), -1;
 }
 
-static void keep_old_log(const char *path)
+static int keep_old_log(const char *path, struct err *err)
 {
-    keep_old_file(path);
+    int rc = keep_old_file(path, err);
     size_t n = strlen(path);
-    if (n > 4 && strcmp(path + n - 4, ".log") == 0) {
+    if (rc == 0 && n > 4 && strcmp(path + n - 4, ".log") == 0) {
         char *jsonl = xasprintf("%.*s.jsonl", (int)(n - 4), path);
-        keep_old_file(jsonl);
+        rc = keep_old_file(jsonl, err);
         free(jsonl);
     }
+    return rc;
 }
 
 /* The compiled patterns of variant vi (preset plus its own patterns),
@@ -524,7 +693,6 @@ static const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row
     char *log = path_join(c->run_dir, rel);
     char started[32];
     time_iso8601(started, sizeof(started));
-    keep_old_log(log);
 
     row->variant = xstrdup(v->name);
     row->concurrency = pp->concurrency;
@@ -541,6 +709,13 @@ static const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row
     err_init(&err);
     struct proc client;
     proc_init(&client);
+    if (keep_old_log(log, &err) != 0) {
+        buf_printf(&cause, "client did not start: %s", err.msg);
+        status = RES_FAILED;
+        log_error("%s; stopping the run", err.msg);
+        c->fatal = true; /* the folder does not take renames: nothing after this can be kept */
+        goto out;
+    }
     client.cg_dir = new_cgroup(c, "client");
     double t0 = clock_ms();
     if (proc_spawn(&client, &pp->client_argv, NULL, log, &err) != 0) {
@@ -699,6 +874,35 @@ static size_t adopt_renamed(struct run_ctx *c)
         }
     }
     return n;
+}
+
+/*
+ * --resume, once the folder's rows are loaded: an ok row of a variant in
+ * the plan, at a point the plan has, must have that point's key. The
+ * settings matched (resume_check), so a different key means what they
+ * name changed underneath: the model file's contents, an ${env:...} value.
+ * Rerunning some points would leave rows of two setups in one fit.
+ * Returns 0, or -1 with err (RN_ERR_USAGE).
+ */
+static int resume_keys_check(struct run_ctx *c, struct err *err)
+{
+    for (size_t pi = 0; pi < c->plan.n_points; pi++) {
+        const struct plan_point *pp = &c->plan.points[pi];
+        const struct plan_variant *pv = &c->plan.variants[pp->variant];
+        const struct res_point *row =
+            res_table_find(&c->table, pv->v->name, pp->concurrency, pp->prompts, pp->repeat);
+        if (!row || !row->status || strcmp(row->status, RES_OK) != 0 || !row->key || !*row->key ||
+            strcmp(row->key, pp->key) == 0)
+            continue;
+        return err_set(err, RN_ERR_USAGE,
+                       "--resume '%s': variant '%s' c=%ld n=%ld: the folder's row has key %s, "
+                       "the experiment now gives %s (same settings, so the model file%s%s or an "
+                       "${env:...} value changed); run into a new folder with --out",
+                       c->run_dir, pv->v->name, pp->concurrency, pp->prompts, row->key, pp->key,
+                       pv->model_path ? " " : "", pv->model_path ? pv->model_path : ""),
+               -1;
+    }
+    return 0;
 }
 
 /* Every point of variant vi that has no ok row yet, in plan order. */
@@ -863,32 +1067,44 @@ static int final_status(struct run_ctx *c, bool interrupted)
 
 /* After the loop (normal end or interrupt): close the manifest, build the
  * report from whatever points.csv holds, print the summary and, after an
- * interrupt, the resume command. Returns the exit status. */
+ * interrupt, the resume command. An artifact that could not be written
+ * (manifest.json, fit.json, a chart, REPORT.md) is an error:
+ * exit 3, unless the run was interrupted (130 says more). A missing
+ * gnuplot only skips the charts (the report says so). Returns the exit
+ * status. */
 static int finish(struct run_ctx *c)
 {
     bool interrupted = stopping(c);
     int status = final_status(c, interrupted);
+    bool unwritten = false;
     man_finish(&c->man, status, c->n_ok, c->n_failed, interrupted);
     struct err err;
     err_init(&err);
-    if (man_save(&c->man, c->manifest_path, &err) != 0)
+    if (man_save(&c->man, c->manifest_path, &err) != 0) {
         log_error("%s", err.msg);
+        unwritten = true;
+    }
     if (c->table.n > 0) {
         struct report_opts ro = {
             .fit_x = c->exp.fit_x,
             .fit_y = c->exp.fit_y,
             .preview = c->o->preview && !interrupted,
             .quiet = false,
+            .charts_optional = true,
         };
         err_init(&err);
-        if (report_build(c->run_dir, &ro, &err) != 0)
-            log_warn("report: %s", err.msg);
+        if (report_build(c->run_dir, &ro, &err) != 0) {
+            log_error("report: %s", err.msg);
+            unwritten = true;
+        }
     }
     printf("sweep: %zu ok, %zu failed this session (%zu already ok); results in %s\n", c->n_ok,
            c->n_failed, c->n_skipped, c->run_dir);
     if (interrupted)
         print_resume_hint(c);
-    fflush(stdout);
+    fflush(stdout); /* a failure is main.c's: exit 3 for any command */
+    if (unwritten && !interrupted)
+        status = RN_ERR_ENV;
     return status;
 }
 
@@ -914,6 +1130,8 @@ static void ctx_release(struct run_ctx *c)
     free(c->run_dir);
     free(c->csv_path);
     free(c->manifest_path);
+    if (c->have_lock) /* last: the folder is ours until everything is written */
+        rundir_unlock(c->lock_fd);
 }
 
 int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
@@ -972,10 +1190,10 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
                  "outlive a SIGKILLed sweep",
                  c->cg.why);
     cg_clean_leftovers(&c->cg);
-    if (preflight(c, &err) != 0)
+    if (preflight(c, &err) != 0 || own_folder(c, &err) != 0)
         goto fail;
     if (o->resume_dir && path_exists(c->csv_path) &&
-        res_table_load(c->csv_path, &c->table, &err) != 0)
+        (res_table_load(c->csv_path, &c->table, &err) != 0 || resume_keys_check(c, &err) != 0))
         goto fail;
     size_t n_renamed = adopt_renamed(c); /* saved with the table by prepare_folder */
     if (prepare_folder(c, fresh_default, &err) != 0)

@@ -19,6 +19,7 @@ struct run_opts {
     const char *exp_path;      /* the experiment file */
     const char *out_dir;       /* --out, or NULL for results/<name>/<stamp> */
     const char *resume_dir;    /* --resume RUN_DIR, or NULL */
+    bool force;                /* --force: move what --out holds into previous-N/ */
     const struct strvec *only; /* --only names, or NULL / empty for every variant */
     bool dry_run;              /* print the plan, start nothing */
     const char *self_exe;      /* this sweep binary (for the builtin client) */
@@ -33,7 +34,13 @@ struct run_opts {
  * 2 = hurry) that the caller's SIGINT/SIGTERM handler raises. Returns the
  * exit status: RN_OK, RN_ERR_POINTS (some points failed), RN_ERR_USAGE,
  * RN_ERR_ENV (model, binary, port, never healthy, folder not writable) or
- * RN_ERR_INTERRUPTED. Every child process is stopped on every path.
+ * RN_ERR_INTERRUPTED. Every child process is stopped on every path. The
+ * run folder is locked (store/rundir.h) from before the first write until
+ * the return; a folder another sweep holds is refused with RN_ERR_ENV, a
+ * non-empty --out without force and a --resume folder of a different
+ * experiment with RN_ERR_USAGE. An artifact that cannot be written
+ * (points.csv, manifest.json, fit.json, charts, REPORT.md) makes the status
+ * RN_ERR_ENV unless the run was interrupted.
  * Messages go to stderr, the summary and resume hint to stdout.
  */
 int run_experiment(const struct run_opts *o, proc_stop_flag *stop);

@@ -108,6 +108,16 @@ usage_err "plot ''" plot ''
 usage_err "check ''" check ''
 usage_err "compare '' B" compare '' "$T_TMP/none-b"
 
+# flags are checked before any file is read: a bad one is a usage error
+# even when the folder or log is missing too
+"$SWEEP" plot --preset nope "$T_TMP/none-run" >/dev/null 2>err
+check_eq "plot --preset nope MISSING: exit 2" "$?" 2
+check "plot --preset nope: names the preset" grep -q "unknown preset 'nope'" err
+"$SWEEP" plot --pattern 'x=(' "$T_TMP/none-run" >/dev/null 2>err
+check_eq "plot --pattern with a bad regex, MISSING: exit 2" "$?" 2
+"$SWEEP" import --tag-regex '(' "$T_TMP/none.log" --out "$T_TMP/imp" >/dev/null 2>err
+check_eq "import --tag-regex '(' MISSING: exit 2" "$?" 2
+
 # a base URL with a trailing '/' works, and the header names the URL that
 # was requested (it printed "...//v1/completions")
 start_fake

@@ -7,6 +7,7 @@
 #include "exec/run.c"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -90,19 +91,19 @@ TEST(old_logs_are_kept)
     char *log = path_join(dir, "c1-n8.log");
     struct err e;
     err_init(&e);
-    keep_old_log(log); /* nothing there: nothing happens */
+    CHECK_INT(keep_old_log(log, &e), 0); /* nothing there: nothing happens */
     CHECK(!path_exists(log));
     file_write_atomic(log, "first", 5, &e, 1);
     char *jsonl = path_join(dir, "c1-n8.jsonl");
     file_write_atomic(jsonl, "{}", 2, &e, 1);
-    keep_old_log(log);
+    CHECK_INT(keep_old_log(log, &e), 0);
     char *jsonl1 = xasprintf("%s.1", jsonl);
     CHECK(!path_exists(jsonl) && path_exists(jsonl1));
     unlink(jsonl1);
     free(jsonl1);
     free(jsonl);
     file_write_atomic(log, "second", 6, &e, 1);
-    keep_old_log(log);
+    CHECK_INT(keep_old_log(log, &e), 0);
     char *one = xasprintf("%s.1", log), *two = xasprintf("%s.2", log);
     struct buf b;
     buf_init(&b, 1 << 20);
@@ -118,6 +119,30 @@ TEST(old_logs_are_kept)
     rmdir(dir);
     free(one);
     free(two);
+    free(log);
+}
+
+TEST(old_log_that_cannot_be_moved_is_an_error)
+{
+    /* a log whose name is 255 bytes cannot become LOG.1 (ENAMETOOLONG, even
+     * for root): the client must not append to it, the point must fail */
+    char dir[] = "/tmp/sweep-run-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char name[256];
+    memset(name, 'c', 251);
+    memcpy(name + 251, ".log", 5);
+    char *log = path_join(dir, name);
+    struct err e;
+    err_init(&e);
+    int fd = open(log, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_INT(keep_old_log(log, &e), -1);
+    CHECK_INT(e.code, RN_ERR_ENV);
+    CHECK_MSG(strstr(e.msg, "cannot keep the old log"), "%s", e.msg);
+    CHECK(path_exists(log));
+    unlink(log);
+    rmdir(dir);
     free(log);
 }
 

@@ -1,0 +1,75 @@
+/*
+ * runner_expdiff: which variant settings make `sweep run --resume` refuse a
+ * folder (expdiff_variant): the server and client settings that decide what
+ * a point measures differ, named by their schema path; the grid, repeats,
+ * waits, port and metrics do not count; env order does not, flag order does.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/expdiff.h"
+#include "config/experiment.h"
+#include "test.h"
+
+#define BASE                                                                                       \
+    "name: t\n"                                                                                    \
+    "server:\n"                                                                                    \
+    "  model: models/m.gguf\n"                                                                     \
+    "  flags: {a: 1, b: 2}\n"                                                                      \
+    "  env: {X: '1', Y: '2'}\n"                                                                    \
+    "bench: {input_len: 8, output_len: 8, grid: ['1:2', '2:4']}\n"
+
+/* expdiff_variant of BASE against BASE with `from` replaced by `to`
+ * (NULL: equal), or "load error". */
+static const char *diff(const char *from, const char *to)
+{
+    static char out[64];
+    const char *at = strstr(BASE, from);
+    if (!at)
+        return "no such text";
+    char text[1024];
+    snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - BASE), BASE, to, at + strlen(from));
+    struct experiment a, b;
+    struct err e;
+    err_init(&e);
+    if (exp_load_string("a.yaml", BASE, strlen(BASE), &a, &e) != 0)
+        return "load error";
+    if (exp_load_string("b.yaml", text, strlen(text), &b, &e) != 0) {
+        fprintf(stderr, "%s\n", e.msg);
+        exp_release(&a);
+        return "load error";
+    }
+    const char *field = expdiff_variant(&a.variants[0], &b.variants[0]);
+    snprintf(out, sizeof(out), "%s", field ? field : "equal");
+    exp_release(&a);
+    exp_release(&b);
+    return out;
+}
+
+TEST(point_settings_that_differ_are_named)
+{
+    CHECK_STR(diff("models/m.gguf", "models/other.gguf"), "server.model");
+    CHECK_STR(diff("{a: 1, b: 2}", "{a: 1, b: 3}"), "server.flags");
+    CHECK_STR(diff("{a: 1, b: 2}", "{b: 2, a: 1}"), "server.flags"); /* argv order changes */
+    CHECK_STR(diff("{a: 1, b: 2}", "{a: 1}"), "server.flags");
+    CHECK_STR(diff("{X: '1', Y: '2'}", "{X: '1', Y: '3'}"), "server.env");
+    CHECK_STR(diff("input_len: 8", "input_len: 9"), "bench.input_len");
+    CHECK_STR(diff("output_len: 8", "output_len: 8, warmup: 5"), "bench.warmup");
+    CHECK_STR(diff("output_len: 8", "output_len: 8, request_rate: 4"), "bench.request_rate");
+    CHECK_STR(diff("  model:", "  host: 127.0.0.2\n  model:"), "server.host");
+    CHECK_STR(diff("  model:", "  args: [--x]\n  model:"), "server.args");
+}
+
+TEST(settings_that_do_not_change_a_point_are_equal)
+{
+    CHECK_STR(diff("{a: 1, b: 2}", "{a: 1, b: 2}"), "equal");
+    CHECK_STR(diff("{X: '1', Y: '2'}", "{Y: '2', X: '1'}"), "equal");
+    CHECK_STR(diff("['1:2', '2:4']", "['1:2', '2:4', '8:8']"), "equal");
+    CHECK_STR(diff("output_len: 8", "output_len: 8, repeat: 3, timeout_s: 5"), "equal");
+    CHECK_STR(
+        diff("  model:", "  port: 8000\n  ready: {timeout_s: 9}\n  stop: {grace_s: 1}\n  model:"),
+        "equal");
+    CHECK_STR(diff("bench:", "metrics: {preset: vllm}\nbench:"), "equal");
+}
+
+TEST_MAIN()
