@@ -3,9 +3,9 @@
  * and their reader. JSON goes through jansson after Python's non-standard
  * Infinity/NaN tokens are rewritten; CSV is AIPerf's: sections of a
  * "Metric,..." header and rows, which a row label and a column header
- * address. Which tool name maps to which canonical metric, and why, is in
- * glossary.c and docs/benchmarks.md §3; the tables below must agree with it
- * (tests/unit/runner_export.c checks them).
+ * address, and AIPerf's console tables the same way, streamed line by line. Which tool name maps to
+ * which canonical metric, and why, is in glossary.c and docs/benchmarks.md §3; the tables below
+ * must agree with it (tests/unit/runner_export.c checks them).
  */
 #include "analysis/export.h"
 
@@ -78,6 +78,29 @@ static const struct xp_row aiperf_csv_rows[] = {
     AIPERF_C("itl", "Inter Chunk Latency (ms)"),
     {"max_itl_ms", "Inter Chunk Latency (ms)", "max", 1},
     AIPERF_C("e2e", "Request Latency (ms)"),
+};
+
+/* AIPerf 0.13's console (rich tables: a "┃ Metric ┃ avg ┃ ... ┃" header, then
+ * "│ label │ value │ ..." rows; a label too long for the terminal wraps onto
+ * continuation rows whose values are empty, and is joined back). Columns
+ * are found by their header, so a version that orders them otherwise, or
+ * adds p95, is read right. The duration is a line of its own. */
+#define AIPERF_T(stem, label)                                                                      \
+    {"mean_" stem "_ms", label, "avg", 1}, {"median_" stem "_ms", label, "p50", 1},                \
+        {"p90_" stem "_ms", label, "p90", 1}, {"p95_" stem "_ms", label, "p95", 1},                \
+    {                                                                                              \
+        "p99_" stem "_ms", label, "p99", 1                                                         \
+    }
+
+static const struct xp_row aiperf_console_rows[] = {
+    {"successful_requests", "Request Count (requests)", "avg", 1},
+    {"duration_s", "Benchmark Duration", NULL, 1},
+    {"request_throughput", "Request Throughput (requests/sec)", "avg", 1},
+    {"input_throughput", "Input Token Throughput (tokens/sec)", "avg", 1},
+    {"output_throughput", "Output Token Throughput (tokens/sec)", "avg", 1},
+    AIPERF_T("ttft", "Time to First Token (ms)"),
+    AIPERF_T("tpot", "Inter Token Latency (ms)"),
+    AIPERF_T("e2e", "Request Latency (ms)"),
 };
 
 /* GuideLLM 0.8 (`--output kind=json`): benchmarks[], each with metrics.<name>
@@ -156,6 +179,7 @@ static const struct xp_row sglang_jsonl_rows[] = {
 };
 
 static const struct xp_preset presets[] = {
+    {"aiperf", XP_TABLE, NULL, NULL, aiperf_console_rows, N_OF(aiperf_console_rows)},
     {"aiperf-json", XP_JSON, "/profile_export_aiperf.json", NULL, aiperf_json_rows,
      N_OF(aiperf_json_rows)},
     {"aiperf-csv", XP_CSV, "/profile_export_aiperf.csv", NULL, aiperf_csv_rows,
@@ -165,8 +189,8 @@ static const struct xp_preset presets[] = {
     {"sglang-jsonl", XP_JSONL, ".jsonl", NULL, sglang_jsonl_rows, N_OF(sglang_jsonl_rows)},
 };
 
-static const char *const names[] = {"aiperf-json", "aiperf-csv",   "guidellm-json",
-                                    "vllm-json",   "sglang-jsonl", NULL};
+static const char *const names[] = {"aiperf",    "aiperf-json",  "aiperf-csv", "guidellm-json",
+                                    "vllm-json", "sglang-jsonl", NULL};
 
 const struct xp_preset *xp_find(const char *name)
 {
@@ -189,6 +213,8 @@ static bool ends_with(const char *s, const char *tail)
 
 char *xp_path(const struct xp_preset *p, const char *log_path)
 {
+    if (!p->suffix) /* the console log itself */
+        return xstrdup(log_path);
     const char *ext = strrchr(p->suffix, '.'); /* ".json" of "/profile_export_aiperf.json" */
     if (ends_with(log_path, p->suffix) || (ext && ends_with(log_path, ext)))
         return xstrdup(log_path);
@@ -440,6 +466,197 @@ static int read_csv(const struct xp_preset *p, const char *path, const char *tex
     return 0;
 }
 
+/* ---- console tables ---- */
+
+#define HEAVY_BAR "\xe2\x94\x83" /* the header's vertical line, UTF-8 */
+#define LIGHT_BAR "\xe2\x94\x82" /* the rows' */
+
+struct xp_stream {
+    const struct xp_preset *p;
+    const char *path;          /* borrowed, for messages */
+    const struct strvec *skip; /* borrowed */
+    struct metric_set *out;    /* borrowed; filled by xp_stream_end */
+    struct ext_info *info;     /* borrowed; may be NULL */
+    struct err *err;           /* borrowed */
+    struct metric_set got;
+    struct strvec head; /* the column headers of the table being read */
+    struct strvec row;  /* a row not yet read: label (wrapped parts joined), values */
+    long row_line;      /* its line; 0 = none pending */
+    long *seen;         /* owned; per preset row, the line it was read on */
+    long line;          /* the line being read (counting "\n" only, as grep -n does) */
+    struct buf part;    /* a line split across chunks */
+    bool overlong, after_cr;
+    int rc;
+};
+
+/* Split s[0..n) at every bar into trimmed cells (the text before the first
+ * bar and after the last one dropped). */
+static void bar_cells(const char *s, size_t n, const char *bar, struct strvec *cells)
+{
+    const char *end = s + n, *at = s;
+    strvec_release(cells);
+    for (;;) {
+        const char *next = memmem(at, (size_t)(end - at), bar, 3);
+        if (!next)
+            break;
+        if (at != s) {
+            const char *a = at, *b = next;
+            while (a < b && (*a == ' ' || *a == '\t'))
+                a++;
+            while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+                b--;
+            strvec_push_owned(cells, xstrndup(a, (size_t)(b - a)));
+        }
+        at = next + 3;
+    }
+}
+
+/* Mark preset row i as read on line; a second time is an error. */
+static bool first_time(struct xp_stream *t, size_t i, long line)
+{
+    if (t->seen[i] && t->rc == 0) {
+        err_set(t->err, RN_ERR_POINTS,
+                "%s: '%s' appears twice (lines %ld and %ld): the tables of two runs mixed?",
+                t->path, t->p->rows[i].key, t->seen[i], line);
+        t->rc = -1;
+    }
+    t->seen[i] = line;
+    return t->rc == 0;
+}
+
+/* Read the pending row, if any. */
+static void flush_row(struct xp_stream *t)
+{
+    if (!t->row_line)
+        return;
+    for (size_t i = 0; i < t->p->n_rows; i++) {
+        const struct xp_row *r = &t->p->rows[i];
+        if (!r->col || strcmp(t->row.v[0], r->key) != 0 || !first_time(t, i, t->row_line))
+            continue;
+        if (skipped(t->skip, r->name) || mset_get(&t->got, r->name, NULL))
+            continue;
+        for (size_t c = 1; c < t->head.n && c < t->row.n; c++)
+            if (strcmp(t->head.v[c], r->col) == 0)
+                put_text(r, t->row.v[c], &t->got, t->info);
+    }
+    t->row_line = 0;
+}
+
+static void table_line(struct xp_stream *t, const char *s, size_t n)
+{
+    if (n >= 3 && memcmp(s, LIGHT_BAR, 3) == 0) {
+        struct strvec cells = STRVEC_INIT;
+        bool values = false;
+        bar_cells(s, n, LIGHT_BAR, &cells);
+        for (size_t i = 1; i < cells.n; i++)
+            values = values || cells.v[i][0];
+        if (cells.n && !values && t->row_line) { /* a wrapped label goes on */
+            char *joined = xasprintf("%s %s", t->row.v[0], cells.v[0]);
+            free(t->row.v[0]);
+            t->row.v[0] = joined;
+        } else if (cells.n) {
+            flush_row(t);
+            strvec_release(&t->row);
+            t->row = cells;
+            strvec_init(&cells);
+            t->row_line = t->line;
+        }
+        strvec_release(&cells);
+        return;
+    }
+    flush_row(t);
+    if (n >= 3 && memcmp(s, HEAVY_BAR, 3) == 0) {
+        bar_cells(s, n, HEAVY_BAR, &t->head);
+        return;
+    }
+    /* a "KEY: value unit" line ("Benchmark Duration: 1.81 sec") */
+    for (size_t i = 0; i < t->p->n_rows; i++) {
+        const struct xp_row *r = &t->p->rows[i];
+        size_t k = strlen(r->key);
+        if (r->col || n < k + 2 || memcmp(s, r->key, k) != 0 || s[k] != ':' ||
+            !first_time(t, i, t->line))
+            continue;
+        const char *v = s + k + 1, *end = s + n;
+        while (v < end && (*v == ' ' || *v == '\t'))
+            v++;
+        const char *e = v;
+        while (e < end && *e != ' ' && *e != '\t')
+            e++;
+        char *text = xstrndup(v, (size_t)(e - v));
+        if (!skipped(t->skip, r->name) && !mset_get(&t->got, r->name, NULL))
+            put_text(r, text, &t->got, t->info);
+        free(text);
+    }
+}
+
+struct xp_stream *xp_stream_new(const struct xp_preset *p, const char *path,
+                                const struct strvec *skip, struct metric_set *out,
+                                struct ext_info *info, struct err *err)
+{
+    struct xp_stream *t = xcalloc(1, sizeof(*t));
+    t->p = p;
+    t->path = path;
+    t->skip = skip;
+    t->out = out;
+    t->info = info;
+    t->err = err;
+    t->line = 1;
+    mset_init(&t->got);
+    strvec_init(&t->head);
+    strvec_init(&t->row);
+    t->seen = xcalloc(p->n_rows + 1, sizeof(*t->seen));
+    buf_init(&t->part, EXT_LINE_MAX_BYTES);
+    return t;
+}
+
+/* The line in part has ended (an overlong one is skipped). */
+static void end_table_line(struct xp_stream *t)
+{
+    if (!t->overlong)
+        table_line(t, t->part.data ? t->part.data : "", t->part.len);
+    buf_reset(&t->part);
+    t->overlong = false;
+}
+
+void xp_stream_feed(struct xp_stream *t, const char *data, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char c = data[i];
+        if (c == '\n' && t->after_cr) { /* the end of a "\r\n": the line has ended */
+            t->after_cr = false;
+            t->line++;
+            continue;
+        }
+        t->after_cr = c == '\r';
+        if (c == '\n' || c == '\r') {
+            end_table_line(t);
+            if (c == '\n')
+                t->line++;
+            continue;
+        }
+        if (!t->overlong && buf_putc(&t->part, c) != 0)
+            t->overlong = true;
+    }
+}
+
+int xp_stream_end(struct xp_stream *t)
+{
+    if (t->part.len || t->overlong)
+        end_table_line(t);
+    flush_row(t);
+    int rc = t->rc;
+    if (rc == 0)
+        for (size_t i = 0; i < t->got.n; i++)
+            mset_set(t->out, t->got.m[i].name, t->got.m[i].value);
+    mset_release(&t->got);
+    strvec_release(&t->head);
+    strvec_release(&t->row);
+    buf_release(&t->part);
+    free(t->seen);
+    free(t);
+    return rc;
+}
+
 /* ---- the reader ---- */
 
 int xp_parse(const struct xp_preset *p, const char *path, const char *text, size_t len,
@@ -449,7 +666,11 @@ int xp_parse(const struct xp_preset *p, const char *path, const char *text, size
     struct metric_set got;
     int rc = -1;
     mset_init(&got);
-    if (p->format == XP_CSV) {
+    if (p->format == XP_TABLE) {
+        struct xp_stream *t = xp_stream_new(p, path, skip, &got, info, err);
+        xp_stream_feed(t, text, len);
+        rc = xp_stream_end(t);
+    } else if (p->format == XP_CSV) {
         rc = read_csv(p, path, text, len, skip, &got, info, err);
     } else if (p->format == XP_JSON) {
         json_t *root = load(path, text, len, 0, err);
@@ -518,7 +739,12 @@ size_t xp_describe(const struct xp_preset *p, const char *name, struct buf *b)
         const struct xp_row *r = &p->rows[i];
         if (strcmp(r->name, name) != 0)
             continue;
-        if (r->col)
+        if (p->format == XP_TABLE && r->col)
+            buf_printf(b, "%srow '%s' column '%s' of the console table", k++ ? ", " : "", r->key,
+                       r->col);
+        else if (p->format == XP_TABLE)
+            buf_printf(b, "%sthe line '%s: ...'", k++ ? ", " : "", r->key);
+        else if (r->col)
             buf_printf(b, "%srow '%s' column '%s' of the CSV export", k++ ? ", " : "", r->key,
                        r->col);
         else

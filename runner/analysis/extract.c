@@ -112,40 +112,15 @@ static const struct preset_row vllm_rows[] = {
     LAT_ROWS("e2e", "E2EL"),
 };
 
-/* AIPerf's console tables (rich box drawing, 0.13: columns avg min max p99
- * p90 p50 std), read by counting columns. Only rows whose label fits on one
- * line are read: rich wraps long labels to the terminal's width (80 columns
- * through a pipe). The profile_export_aiperf.json export (preset
- * aiperf-json) carries full precision and every percentile. */
-#define BAR              "\xe2\x94\x82" /* the table's vertical line, UTF-8 */
-#define AP_COL(label, k) "^" BAR " *" label " " BAR "(?: *\\S+ *" BAR "){" #k "} *(\\S+) *" BAR
-#define AP_LAT(what, label)                                                                        \
-    {"mean_" what "_ms", AP_COL(label, 0)}, {"median_" what "_ms", AP_COL(label, 5)},              \
-        {"p90_" what "_ms", AP_COL(label, 4)},                                                     \
-    {                                                                                              \
-        "p99_" what "_ms", AP_COL(label, 3)                                                        \
-    }
-
-static const struct preset_row aiperf_rows[] = {
-    {"successful_requests", AP_COL("Request Count \\(requests\\)", 0)},
-    {"duration_s", "^Benchmark Duration:[ \\t]+([^ \\t\\r]+) sec[ \\t\\r]*$"},
-    {"request_throughput", AP_COL("Request Throughput \\(requests/sec\\)", 0)},
-    {"input_throughput", AP_COL("Input Token Throughput \\(tokens/sec\\)", 0)},
-    {"output_throughput", AP_COL("Output Token Throughput \\(tokens/sec\\)", 0)},
-    AP_LAT("ttft", "Time to First Token \\(ms\\)"),
-    AP_LAT("tpot", "Inter Token Latency \\(ms\\)"), /* AIPerf's ITL is our TPOT */
-    AP_LAT("e2e", "Request Latency \\(ms\\)"),
-};
-
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static const struct preset presets[] = {
     {"sglang", sglang_rows, N_OF(sglang_rows)},
     {"vllm", vllm_rows, N_OF(vllm_rows)},
-    {"aiperf", aiperf_rows, N_OF(aiperf_rows)},
 };
 
-/* the regex presets, then the export presets (export.c) */
+/* the regex presets, then those of export.c (aiperf's console tables and
+ * the exports) */
 static const char *const preset_name_list[] = {"sglang",      "vllm",         "aiperf",
                                                "aiperf-json", "aiperf-csv",   "guidellm-json",
                                                "vllm-json",   "sglang-jsonl", NULL};
@@ -444,7 +419,8 @@ struct scan {
     struct buf part;                    /* a line split across chunks */
     bool overlong;                      /* the current line passed EXT_LINE_MAX_BYTES */
     long long_lines, first_long;
-    bool stopped; /* a limit stopped a pattern: err is set, the rest is skipped */
+    struct xp_stream *tee; /* a table preset's reader, fed the same chunks (export.h) */
+    bool stopped;          /* a limit stopped a pattern: err is set, the rest is skipped */
     struct err *err;
 };
 
@@ -685,6 +661,8 @@ static int scan_file(struct scan *s, const char *path, struct err *err)
         if (got == 0 || s->stopped)
             break;
         scan_feed(s, chunk, (size_t)got);
+        if (s->tee)
+            xp_stream_feed(s->tee, chunk, (size_t)got);
     }
 out:
     free(chunk);
@@ -810,18 +788,25 @@ static int run_export(const ext_set *set, const char *path, const char *text, si
     int rc;
     for (size_t i = 0; i < set->n; i++)
         strvec_push(&user, set->e[i].name);
+    struct metric_set mine; /* the user patterns' values, which win */
     mset_init(&got);
-    rc = xp_parse(set->xp, path, text, len, &user, &got, info, err);
-    if (rc == 0 && set->n) { /* user patterns: over the export's lines */
+    mset_init(&mine);
+    rc = 0;
+    if (set->n) { /* user patterns: over the export's lines */
         scan_init(&s, set, err);
         scan_feed(&s, text, len);
-        rc = scan_end(&s, &got, info, false, err);
+        rc = scan_end(&s, &mine, info, false, err);
         scan_release(&s);
     }
+    if (rc == 0) /* after the scan, whose ext_info says nothing of runs */
+        rc = xp_parse(set->xp, path, text, len, &user, &got, info, err);
+    for (size_t i = 0; rc == 0 && i < mine.n; i++)
+        mset_set(&got, mine.m[i].name, mine.m[i].value);
     if (rc == 0)
         for (size_t i = 0; i < got.n; i++)
             mset_set(out, got.m[i].name, got.m[i].value);
     mset_release(&got);
+    mset_release(&mine);
     strvec_release(&user);
     return rc;
 }
@@ -847,6 +832,30 @@ int ext_run(const ext_set *set, const char *text, size_t len, struct metric_set 
 int ext_run_file(const ext_set *set, const char *path, struct metric_set *out,
                  struct ext_info *info, struct err *err)
 {
+    if (set->xp && set->xp->format == XP_TABLE) {
+        /* a console log: streamed, the table reader beside the user patterns */
+        struct strvec user = STRVEC_INIT;
+        struct metric_set got;
+        struct scan s;
+        for (size_t i = 0; i < set->n; i++)
+            strvec_push(&user, set->e[i].name);
+        mset_init(&got);
+        scan_init(&s, set, err);
+        s.tee = xp_stream_new(set->xp, path, &user, &got, info, err);
+        int rc = scan_file(&s, path, err);
+        int trc = xp_stream_end(s.tee);
+        if (rc == 0)
+            rc = trc;
+        if (rc == 0)
+            rc = scan_end(&s, &got, info, false, err);
+        scan_release(&s);
+        if (rc == 0)
+            for (size_t i = 0; i < got.n; i++)
+                mset_set(out, got.m[i].name, got.m[i].value);
+        mset_release(&got);
+        strvec_release(&user);
+        return rc;
+    }
     if (set->xp) {
         struct buf text;
         int rc = xp_read(path, &text, err);

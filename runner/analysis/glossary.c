@@ -84,7 +84,7 @@ void gloss_print(FILE *f)
     }
     fputs("\n`*` stands for mean, median, p90, p95 and p99. The sglang and vllm presets read\n"
           "the rows `Mean X (ms):`, `Median X (ms):`, ... of term X; aiperf reads the row X\n"
-          "of AIPerf's console table (columns avg, p50, p90, p99). `-`: the tool has no such\n"
+          "of AIPerf's console table (columns avg, p50, p90, p95, p99). `-`: the tool has no such\n"
           "number, or sweep does not read it. GuideLLM's `request_latency` is in seconds\n"
           "(read x 1000). AIPerf's and GuideLLM's \"inter token latency\" is our TPOT, not\n"
           "`*_itl_ms`.\n",

@@ -242,6 +242,19 @@ TEST(jsonl_uses_the_last_run_and_says_so)
     mset_release(&ms);
     ext_info_release(&info);
     buf_release(&notes);
+    /* a user pattern beside the preset changes neither the values nor the note */
+    struct ext_pattern user[] = {{"rate", "\"request_rate\": ([^,]+),"}};
+    mset_init(&ms);
+    ext_info_init(&info);
+    buf_init(&notes, 1024);
+    CHECK_MSG(run_text("sglang-jsonl", user, 1, text, &ms, &info, &e) == 0, "%s", e.msg);
+    CHECK(mset_get(&ms, "successful_requests", &v) && v == 16);
+    CHECK(mset_get(&ms, "rate", &v) && isinf(v));
+    ext_info_notes(&info, &notes);
+    CHECK_MSG(strncmp(notes.data, "2 results, last used (line 3)", 29) == 0, "%s", notes.data);
+    mset_release(&ms);
+    ext_info_release(&info);
+    buf_release(&notes);
 }
 
 TEST(json_values_inf_null_strings_and_objects)
@@ -466,6 +479,95 @@ TEST(unknown_preset_lists_every_preset)
     CHECK_STR(e.msg, "unknown preset 'vllm-jsn' (did you mean 'vllm-json'?) (known: sglang, vllm, "
                      "aiperf, aiperf-json, aiperf-csv, guidellm-json, vllm-json, sglang-jsonl)");
     CHECK_INT(e.code, RN_ERR_USAGE);
+}
+
+/* ---- AIPerf's console tables ---- */
+
+#define HB "\xe2\x94\x83" /* ┃ */
+#define LB "\xe2\x94\x82" /* │ */
+
+TEST(aiperf_table_columns_by_header_wrapped_labels_joined)
+{
+    /* columns in another order, with p95; a label wrapped onto a row of
+     * empty values; a row with a longer label that starts the same */
+    const char *text =
+        HB "  Metric " HB " p50 " HB "  avg " HB " p95 " HB "\n" LB " Inter Token Latency " LB
+           " 2.5 " LB " 3.0 " LB " 4.0 " LB "\n" LB "               (ms) " LB "     " LB "     " LB
+           "     " LB "\n" LB " Request Latency (ms) Extra " LB " 9 " LB " 9 " LB " 9 " LB "\n" LB
+           " Request Latency (ms) " LB " 100 " LB " 110 " LB " N/A " LB "\n"
+           "Benchmark Duration: 12.5 sec\n";
+    struct metric_set ms;
+    struct err e;
+    double v;
+    mset_init(&ms);
+    CHECK_MSG(run_text("aiperf", NULL, 0, text, &ms, NULL, &e) == 0, "%s", e.msg);
+    CHECK(mset_get(&ms, "median_tpot_ms", &v) && v == 2.5);
+    CHECK(mset_get(&ms, "mean_tpot_ms", &v) && v == 3.0);
+    CHECK(mset_get(&ms, "p95_tpot_ms", &v) && v == 4.0);
+    CHECK(mset_get(&ms, "median_e2e_ms", &v) && v == 100);
+    CHECK(mset_get(&ms, "mean_e2e_ms", &v) && v == 110);
+    CHECK(!mset_get(&ms, "p95_e2e_ms", NULL)); /* N/A */
+    CHECK(mset_get(&ms, "duration_s", &v) && v == 12.5);
+    CHECK_INT(ms.n, 6);
+    mset_release(&ms);
+}
+
+TEST(aiperf_table_row_twice_is_an_error)
+{
+    const char *text =
+        HB " Metric " HB " avg " HB "\n" LB " Request Count (requests) " LB " 16 " LB "\n"
+           "\n" HB " Metric " HB " avg " HB "\n" LB " Request Count (requests) " LB " 8 " LB "\n";
+    struct metric_set ms;
+    struct err e;
+    mset_init(&ms);
+    CHECK(run_text("aiperf", NULL, 0, text, &ms, NULL, &e) == -1);
+    CHECK_STR(e.msg, "(text): 'Request Count (requests)' appears twice (lines 2 and 5): the "
+                     "tables of two runs mixed?");
+    CHECK_INT(e.code, RN_ERR_POINTS);
+    CHECK_INT(ms.n, 0);
+    mset_release(&ms);
+}
+
+TEST(aiperf_console_streams_across_chunks)
+{
+    /* the table lands across the 64 KiB read boundary, after a line too long
+     * to read, with CRLF ends: the file reads as the text does */
+    char *path = test_tmp_path("aiperf.log");
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    for (int i = 0; i < 65536 - 40; i++)
+        fputc(i % 79 == 78 ? '\n' : 'x', f);
+    fputs("\r\n", f);
+    for (int i = 0; i < 70000; i++)
+        fputc('y', f);
+    fputs("\r\n" HB " Metric " HB " avg " HB " p50 " HB "\r\n", f);
+    fputs(LB " Time to First Token (ms) " LB " 12.10 " LB " 11.02 " LB "\r\n", f);
+    fputs(LB " Request Count (requests) " LB " 16.00 " LB " N/A " LB, f); /* no last end */
+    fclose(f);
+    struct err e;
+    ext_set *set = NULL;
+    struct metric_set ms;
+    struct ext_info info;
+    struct buf notes;
+    double v;
+    err_init(&e);
+    mset_init(&ms);
+    ext_info_init(&info);
+    buf_init(&notes, 512);
+    CHECK(ext_new("aiperf", NULL, 0, &set, &e) == 0);
+    CHECK_MSG(ext_run_file(set, path, &ms, &info, &e) == 0, "%s", e.msg);
+    CHECK(mset_get(&ms, "mean_ttft_ms", &v) && v == 12.10);
+    CHECK(mset_get(&ms, "median_ttft_ms", &v) && v == 11.02);
+    CHECK(mset_get(&ms, "successful_requests", &v) && v == 16);
+    CHECK_INT(ms.n, 3);
+    ext_info_notes(&info, &notes);
+    CHECK_MSG(strstr(notes.data ? notes.data : "", "1 line(s) over 65536 bytes not read"), "%s",
+              notes.data ? notes.data : "");
+    ext_free(set);
+    mset_release(&ms);
+    ext_info_release(&info);
+    buf_release(&notes);
+    free(path);
 }
 
 /* ---- the glossary against the presets ---- */
