@@ -811,6 +811,11 @@ static int run_export(const ext_set *set, const char *path, const char *text, si
     return rc;
 }
 
+const struct xp_preset *ext_export(const ext_set *set)
+{
+    return set->xp;
+}
+
 char *ext_source_path(const ext_set *set, const char *log_path)
 {
     return set->xp ? xp_path(set->xp, log_path) : xstrdup(log_path);

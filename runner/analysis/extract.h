@@ -126,6 +126,9 @@ int ext_run_file(const ext_set *set, const char *path, struct metric_set *out,
  */
 char *ext_source_path(const ext_set *set, const char *log_path);
 
+/* The export preset set reads (export.h), or NULL for a console preset. */
+const struct xp_preset *ext_export(const ext_set *set);
+
 /*
  * Check that every name in require is present in got. Returns 0, or -1 with
  * a message (code RN_ERR_POINTS) naming every missing metric and, for each,

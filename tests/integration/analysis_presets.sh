@@ -60,10 +60,12 @@ YAML
 "$SWEEP" run "$T_TMP/run.yaml" --out "$T_TMP/out" >"$T_TMP/run.out" 2>"$T_TMP/run.err"
 check_eq "one point without its export: exit 1" "$?" 1
 check "each repeat read its own export (\${point})" sh -c "test -f '$T_TMP/out/wrote/c4-n16-r2.json' && grep '^wrote,4,16,1,ok' '$T_TMP/out/points.csv' | grep -q 28.54705939998894 && grep '^wrote,4,16,2,ok' '$T_TMP/out/points.csv' | grep -q 28.54705939998894"
-check "the point without an export names the file" grep -q "silent,4,16,1,failed,.*silent/c4-n16.json: No such file or directory" "$T_TMP/out/points.csv"
-rm -f "$T_TMP/out/points.csv"
+check "the point without an export names the file and where to write it" grep -q "silent,4,16,1,failed,.*no export '.*silent/c4-n16.json': the vllm-json preset reads the client's export there (have the client write \"\"\${run_dir}/\${variant}/\${point}.json\"\")" "$T_TMP/out/points.csv"
+cp "$fix/exports/vllm_save_result.json" "$T_TMP/out/silent/c4-n16.json"
 "$SWEEP" plot "$T_TMP/out" --no-preview >"$T_TMP/plot.out" 2>"$T_TMP/plot.err"
+check_eq "sweep plot, the export now there: exit 0" "$?" 0
 check "sweep plot rebuilds the points from the exports" sh -c "grep '^wrote,4,16,2,ok' '$T_TMP/out/points.csv' | grep -q 28.54705939998894"
+check "a point that lacked its export is read again" sh -c "grep '^silent,4,16,1,ok' '$T_TMP/out/points.csv' | grep -q 28.54705939998894"
 
 # sweep import of an export: placed where its point reads it, C and P from the name's tag
 cp "$fix/exports/vllm_save_result.json" "$T_TMP/bench_c4-n16.json"
