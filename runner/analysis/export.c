@@ -344,7 +344,8 @@ static json_t *load(const char *path, const char *text, size_t len, long line, s
     /* a key twice in one object is two runs' output mixed, as a row printed
      * twice in a console block is: refused, not resolved either way */
     json_t *root = json_loadb(clean.data ? clean.data : "", clean.len,
-                              JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+                              JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL,
+                              &je); /* integers as doubles: no "too big integer" */
     buf_release(&clean);
     if (!root)
         return err_set(err, RN_ERR_POINTS, "%s:%ld:%d: not JSON: %s", path,
@@ -367,9 +368,10 @@ static void read_json(const struct xp_preset *p, json_t *root, const struct strv
         json_t *v = lookup(root, r->key);
         if (!v || skipped(skip, r->name) || mset_get(out, r->name, NULL))
             continue;
-        if (json_is_number(v))
-            mset_set(out, r->name, json_number_value(v) * r->scale);
-        else if (json_is_string(v))
+        if (json_is_number(v)) {
+            double d = json_number_value(v) * r->scale;
+            mset_set(out, r->name, d == 0 ? 0.0 : d); /* -0.0 reads as 0, as in a log */
+        } else if (json_is_string(v))
             put_text(r, json_string_value(v), out, info);
         else if (json_is_null(v))
             continue; /* the tool did not measure it */
@@ -544,6 +546,8 @@ static void flush_row(struct xp_stream *t)
 
 static void table_line(struct xp_stream *t, const char *s, size_t n)
 {
+    while (n && (*s == ' ' || *s == '\t')) /* a table indented by a logger */
+        s++, n--;
     if (n >= 3 && memcmp(s, LIGHT_BAR, 3) == 0) {
         struct strvec cells = STRVEC_INIT;
         bool values = false;

@@ -262,7 +262,8 @@ TEST(json_values_inf_null_strings_and_objects)
     const char *text = "{\"completed\": 4, \"failed\": null, \"duration\": \"inf\","
                        " \"mean_ttft_ms\": -Infinity, \"median_ttft_ms\": {\"x\": 1},"
                        " \"p99_ttft_ms\": \"1e999\", \"mean_tpot_ms\": \"12 ms\","
-                       " \"median_tpot_ms\": true}";
+                       " \"median_tpot_ms\": true, \"total_input_tokens\": 100000000000000000000,"
+                       " \"total_output_tokens\": -0.0}";
     struct metric_set ms;
     struct ext_info info;
     struct err e;
@@ -274,7 +275,9 @@ TEST(json_values_inf_null_strings_and_objects)
     CHECK(!mset_get(&ms, "failed_requests", NULL)); /* null: the tool did not measure it */
     CHECK(mset_get(&ms, "duration_s", &v) && isinf(v) && v > 0);
     CHECK(mset_get(&ms, "mean_ttft_ms", &v) && isinf(v) && v < 0);
-    CHECK_INT(ms.n, 3);
+    CHECK(mset_get(&ms, "total_input_tokens", &v) && v == 1e20); /* past a 64-bit integer */
+    CHECK(mset_get(&ms, "total_output_tokens", &v) && v == 0 && !signbit(v));
+    CHECK_INT(ms.n, 5);
     CHECK_INT(info.n_unread, 4);
     struct buf notes;
     buf_init(&notes, 1024);
@@ -490,12 +493,15 @@ TEST(aiperf_table_columns_by_header_wrapped_labels_joined)
 {
     /* columns in another order, with p95; a label wrapped onto a row of
      * empty values; a row with a longer label that starts the same */
+    /* clang-format off */
     const char *text =
-        HB "  Metric " HB " p50 " HB "  avg " HB " p95 " HB "\n" LB " Inter Token Latency " LB
-           " 2.5 " LB " 3.0 " LB " 4.0 " LB "\n" LB "               (ms) " LB "     " LB "     " LB
-           "     " LB "\n" LB " Request Latency (ms) Extra " LB " 9 " LB " 9 " LB " 9 " LB "\n" LB
-           " Request Latency (ms) " LB " 100 " LB " 110 " LB " N/A " LB "\n"
-           "Benchmark Duration: 12.5 sec\n";
+        HB "  Metric " HB " p50 " HB "  avg " HB " p95 " HB "\n"
+        LB " Inter Token Latency " LB " 2.5 " LB " 3.0 " LB " 4.0 " LB "\n"
+        LB "               (ms) " LB "     " LB "     " LB "     " LB "\n"
+        LB " Request Latency (ms) Extra " LB " 9 " LB " 9 " LB " 9 " LB "\n"
+        "  " LB " Request Latency (ms) " LB " 100 " LB " 110 " LB " N/A " LB "\n" /* indented */
+        "Benchmark Duration: 12.5 sec\n";
+    /* clang-format on */
     struct metric_set ms;
     struct err e;
     double v;
@@ -514,9 +520,14 @@ TEST(aiperf_table_columns_by_header_wrapped_labels_joined)
 
 TEST(aiperf_table_row_twice_is_an_error)
 {
+    /* clang-format off */
     const char *text =
-        HB " Metric " HB " avg " HB "\n" LB " Request Count (requests) " LB " 16 " LB "\n"
-           "\n" HB " Metric " HB " avg " HB "\n" LB " Request Count (requests) " LB " 8 " LB "\n";
+        HB " Metric " HB " avg " HB "\n"
+        LB " Request Count (requests) " LB " 16 " LB "\n"
+        "\n"
+        HB " Metric " HB " avg " HB "\n"
+        LB " Request Count (requests) " LB " 8 " LB "\n";
+    /* clang-format on */
     struct metric_set ms;
     struct err e;
     mset_init(&ms);
