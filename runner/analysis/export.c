@@ -10,10 +10,13 @@
 #include "analysis/export.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "strutil.h"
@@ -179,14 +182,16 @@ static const struct xp_row sglang_jsonl_rows[] = {
 };
 
 static const struct xp_preset presets[] = {
-    {"aiperf", XP_TABLE, NULL, NULL, aiperf_console_rows, N_OF(aiperf_console_rows)},
-    {"aiperf-json", XP_JSON, "/profile_export_aiperf.json", NULL, aiperf_json_rows,
-     N_OF(aiperf_json_rows)},
-    {"aiperf-csv", XP_CSV, "/profile_export_aiperf.csv", NULL, aiperf_csv_rows,
+    {"aiperf", XP_TABLE, NULL, NULL, NULL, aiperf_console_rows, N_OF(aiperf_console_rows)},
+    {"aiperf-json", XP_JSON, "/profile_export_aiperf.json", NULL,
+     "input_config.phases[-1].concurrency", aiperf_json_rows, N_OF(aiperf_json_rows)},
+    {"aiperf-csv", XP_CSV, "/profile_export_aiperf.csv", NULL, NULL, aiperf_csv_rows,
      N_OF(aiperf_csv_rows)},
-    {"guidellm-json", XP_JSON, ".json", "benchmarks", guidellm_rows, N_OF(guidellm_rows)},
-    {"vllm-json", XP_JSON, ".json", NULL, vllm_json_rows, N_OF(vllm_json_rows)},
-    {"sglang-jsonl", XP_JSONL, ".jsonl", NULL, sglang_jsonl_rows, N_OF(sglang_jsonl_rows)},
+    {"guidellm-json", XP_JSON, ".json", "benchmarks", "benchmarks[-1].config.strategy.streams",
+     guidellm_rows, N_OF(guidellm_rows)},
+    {"vllm-json", XP_JSON, ".json", NULL, "max_concurrency", vllm_json_rows, N_OF(vllm_json_rows)},
+    {"sglang-jsonl", XP_JSONL, ".jsonl", NULL, "max_concurrency", sglang_jsonl_rows,
+     N_OF(sglang_jsonl_rows)},
 };
 
 static const char *const names[] = {"aiperf",    "aiperf-json",  "aiperf-csv", "guidellm-json",
@@ -663,6 +668,32 @@ int xp_stream_end(struct xp_stream *t)
 
 /* ---- the reader ---- */
 
+/* The last line of a JSONL text that is not blank: its start, length and
+ * number (1-based); *results counts such lines. NULL when there is none. */
+static const char *last_result(const char *text, size_t len, size_t *last_n, long *last_line,
+                               long *results)
+{
+    const char *last = NULL;
+    long line = 0;
+    *last_n = 0;
+    *last_line = *results = 0;
+    for (size_t at = 0; at < len; line++) {
+        size_t n = 0, k = 0;
+        while (at + n < len && text[at + n] != '\n')
+            n++;
+        while (k < n && isspace((unsigned char)text[at + k]))
+            k++;
+        if (k < n) {
+            last = text + at;
+            *last_n = n;
+            *last_line = line + 1;
+            (*results)++;
+        }
+        at += n + 1;
+    }
+    return last;
+}
+
 int xp_parse(const struct xp_preset *p, const char *path, const char *text, size_t len,
              const struct strvec *skip, struct metric_set *out, struct ext_info *info,
              struct err *err)
@@ -695,24 +726,9 @@ int xp_parse(const struct xp_preset *p, const char *path, const char *text, size
         }
     } else {
         /* JSONL: the tool appends one line per run; the last one counts */
-        long line = 0, last_line = 0, results = 0;
-        const char *last = NULL;
-        size_t last_n = 0;
-        for (size_t at = 0; at < len; line++) {
-            size_t n = 0;
-            while (at + n < len && text[at + n] != '\n')
-                n++;
-            size_t k = 0;
-            while (k < n && isspace((unsigned char)text[at + k]))
-                k++;
-            if (k < n) {
-                last = text + at;
-                last_n = n;
-                last_line = line + 1;
-                results++;
-            }
-            at += n + 1;
-        }
+        long last_line, results;
+        size_t last_n;
+        const char *last = last_result(text, len, &last_n, &last_line, &results);
         if (!last) {
             err_set(err, RN_ERR_POINTS, "%s: no result line (the file is empty)", path);
         } else {
@@ -755,4 +771,69 @@ size_t xp_describe(const struct xp_preset *p, const char *name, struct buf *b)
             buf_printf(b, "%skey '%s' in the JSON export", k++ ? ", " : "", r->key);
     }
     return k;
+}
+
+/* Feed the file at path to a table stream in chunks (a console log: any size). */
+static int feed_file(struct xp_stream *t, const char *path, struct err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return err_set(err, RN_ERR_ENV, "%s: %s", path, strerror(errno)), -1;
+    char *chunk = xmalloc(65536);
+    int rc = 0;
+    for (;;) {
+        ssize_t got = read(fd, chunk, 65536);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            err_set(err, RN_ERR_ENV, "%s: %s", path, strerror(errno));
+            rc = -1;
+        }
+        if (got <= 0)
+            break;
+        xp_stream_feed(t, chunk, (size_t)got);
+    }
+    free(chunk);
+    close(fd);
+    return rc;
+}
+
+int xp_shape(const struct xp_preset *p, const char *path, long *concurrency, long *prompts,
+             struct err *err)
+{
+    struct metric_set ms;
+    struct buf text;
+    int rc = -1;
+    double ok, failed = 0, c;
+    *concurrency = *prompts = -1;
+    mset_init(&ms);
+    buf_init(&text, 0);
+    if (p->format == XP_TABLE) {
+        struct xp_stream *t = xp_stream_new(p, path, NULL, &ms, NULL, err);
+        rc = feed_file(t, path, err);
+        if (xp_stream_end(t) != 0)
+            rc = -1;
+    } else if (xp_read(path, &text, err) == 0) {
+        const char *doc = text.data ? text.data : "";
+        size_t n = text.len;
+        long line = 0, results;
+        rc = xp_parse(p, path, doc, n, NULL, &ms, NULL, err);
+        if (p->format == XP_JSONL)
+            doc = last_result(doc, n, &n, &line, &results);
+        json_t *root = rc == 0 && doc && p->conc_key ? load(path, doc, n, line, err) : NULL;
+        json_t *v = root ? lookup(root, p->conc_key) : NULL;
+        c = json_is_number(v) ? json_number_value(v) : -1;
+        if (c >= 1 && c <= 1e9 && c == floor(c))
+            *concurrency = (long)c;
+        json_decref(root);
+    }
+    if (rc == 0 && mset_get(&ms, "successful_requests", &ok) && isfinite(ok) && ok >= 0 &&
+        ok <= 1e12) {
+        mset_get(&ms, "failed_requests", &failed);
+        if (isfinite(failed) && failed >= 0 && failed <= 1e12 && ok + failed >= 1)
+            *prompts = (long)(ok + failed);
+    }
+    buf_release(&text);
+    mset_release(&ms);
+    return rc;
 }

@@ -56,6 +56,7 @@ struct xp_preset {
     const char *suffix;   /* where `sweep run` finds it: the log's path less ".log", plus
                              this; NULL: the log itself (XP_TABLE) */
     const char *runs_key; /* JSON: array of runs in one file, the last is used; NULL = none */
+    const char *conc_key; /* JSON: the requested concurrency (for sweep import); NULL = none */
     const struct xp_row *rows;
     size_t n_rows;
 };
@@ -110,6 +111,15 @@ struct xp_stream *xp_stream_new(const struct xp_preset *p, const char *path,
                                 struct ext_info *info, struct err *err);
 void xp_stream_feed(struct xp_stream *t, const char *data, size_t n);
 int xp_stream_end(struct xp_stream *t);
+
+/*
+ * What an export says about its point (for `sweep import`): the requested
+ * concurrency (conc_key; -1 when the preset has none or the file says
+ * nothing usable) and the prompts (successful + failed requests; -1 when
+ * absent). Returns 0, or -1 with err set as xp_read and xp_parse fail.
+ */
+int xp_shape(const struct xp_preset *p, const char *path, long *concurrency, long *prompts,
+             struct err *err);
 
 /* Append "key 'a.b' in the JSON export" for each row of name (", "-separated)
  * to b; returns how many rows name has. */

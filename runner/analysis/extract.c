@@ -1072,6 +1072,13 @@ int ext_shape_file(const char *path, struct ext_shape *out, struct err *err)
     return shape(NULL, 0, path, out, err);
 }
 
+int ext_shape_for(const ext_set *set, const char *path, struct ext_shape *out, struct err *err)
+{
+    if (!set->xp)
+        return shape(NULL, 0, path, out, err);
+    return xp_shape(set->xp, path, &out->concurrency, &out->prompts, err);
+}
+
 /* ---- tags in file names ---- */
 
 /* Tags shell sweeps put in file names, tried in order (first match wins). */

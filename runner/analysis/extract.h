@@ -211,6 +211,13 @@ int ext_shape(const char *text, size_t len, struct ext_shape *out, struct err *e
 int ext_shape_file(const char *path, struct ext_shape *out, struct err *err);
 
 /*
+ * ext_shape_file as set reads the file: a console preset's log as above, an
+ * export preset's file by its keys (xp_shape: vLLM's "max_concurrency",
+ * "completed" + "failed", ...).
+ */
+int ext_shape_for(const ext_set *set, const char *path, struct ext_shape *out, struct err *err);
+
+/*
  * Read concurrency and prompts from a log's file name (for `sweep import`).
  * regex NULL tries the usual tags after dropping the folder and ".log":
  * "c16-n48", "c16_n48", "16_48", "16:48", "16x48", "16-48", then "c16"

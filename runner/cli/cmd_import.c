@@ -62,12 +62,12 @@ struct item {
     char *rel;          /* owned; VARIANT/cC-nP[-rR].log */
 };
 
-/* Fill c and p of it from its lines, else its name. */
-static int locate(struct item *it, const struct import_args *a, struct err *err)
+/* Fill c and p of it from its lines (or an export's keys), else its name. */
+static int locate(struct item *it, const struct import_args *a, const ext_set *set, struct err *err)
 {
     struct ext_shape shape;
     long tc, tp;
-    if (ext_shape_file(it->src, &shape, err) != 0) {
+    if (ext_shape_for(set, it->src, &shape, err) != 0) {
         if (err->code != RN_ERR_ENV) /* a read error names the file already */
             err_prefix(err, "%s", it->src);
         return -1;
@@ -159,7 +159,13 @@ static int place(const struct item *it, const char *out, const ext_set *set, str
             rc = -1;
         }
     } else {
-        rc = file_copy_atomic(it->src, path, err, RN_ERR_ENV);
+        /* an AIPerf export goes into a folder of its own (VARIANT/c4-n16/) */
+        const char *slash = strrchr(path, '/');
+        char *dir = slash ? xstrndup(path, (size_t)(slash - path)) : NULL;
+        rc = dir ? mkdir_p(dir, 0755, err, RN_ERR_ENV) : 0;
+        if (rc == 0)
+            rc = file_copy_atomic(it->src, path, err, RN_ERR_ENV);
+        free(dir);
     }
     free(path);
     return rc;
@@ -384,7 +390,7 @@ int cmd_import(int argc, char **argv)
         struct err e;
         err_init(&e);
         it->src = a.logs.v[k];
-        if (locate(it, &a, &e) != 0) {
+        if (locate(it, &a, probe, &e) != 0) {
             log_error("%s", e.msg);
             skipped++;
             if (skip_code == RN_OK || e.code == RN_ERR_ENV)

@@ -6,7 +6,7 @@
 # client wrote beside its log (a client that wrote none fails its point,
 # naming the file), each repeat its own (`${point}` in the client's argv),
 # `sweep plot` rebuilds the same from the run folder, and `sweep import`
-# puts an export where its point reads it.
+# puts an export where its point reads it, taking C and P from its keys.
 . tests/lib.sh
 
 fix=tests/fixtures/logs
@@ -67,10 +67,19 @@ check_eq "sweep plot, the export now there: exit 0" "$?" 0
 check "sweep plot rebuilds the points from the exports" sh -c "grep '^wrote,4,16,2,ok' '$T_TMP/out/points.csv' | grep -q 28.54705939998894"
 check "a point that lacked its export is read again" sh -c "grep '^silent,4,16,1,ok' '$T_TMP/out/points.csv' | grep -q 28.54705939998894"
 
-# sweep import of an export: placed where its point reads it, C and P from the name's tag
-cp "$fix/exports/vllm_save_result.json" "$T_TMP/bench_c4-n16.json"
-"$SWEEP" import "$T_TMP/bench_c4-n16.json" --preset vllm-json --out "$T_TMP/imp" >/dev/null 2>"$T_TMP/imp.err"
-check_eq "import of an export: exit 0" "$?" 0
-check "the export sits beside the point's log name" test -f "$T_TMP/imp/default/c4-n16.json"
-check "and its point is ok with the export's values" sh -c "grep '^default,4,16,1,ok' '$T_TMP/imp/points.csv' | grep -q 28.54705939998894"
+# sweep import of an export: placed where its point reads it, C and P from
+# the export's own keys (no tag in these names)
+for p in vllm-json:vllm_save_result.json:c4-n16.json sglang-jsonl:sglang_output.jsonl:c4-n16.jsonl \
+    guidellm-json:guidellm_benchmarks.json:c4-n16.json \
+    aiperf-json:aiperf_profile_export_aiperf.json:c4-n16/profile_export_aiperf.json; do
+    preset=${p%%:*} rest=${p#*:}
+    file=${rest%%:*} placed=${rest#*:}
+    mkdir -p "$T_TMP/src-$preset"
+    cp "$fix/exports/$file" "$T_TMP/src-$preset/$file"
+    "$SWEEP" import "$T_TMP/src-$preset/$file" --preset "$preset" --out "$T_TMP/imp-$preset" >/dev/null 2>"$T_TMP/imp.err"
+    check_eq "import of a $preset export: exit 0" "$?" 0
+    check "$preset: placed where its point reads it ($placed)" test -f "$T_TMP/imp-$preset/default/$placed"
+    check "$preset: C=4 and P=16 from the export, the point ok" grep -q '^default,4,16,1,ok' "$T_TMP/imp-$preset/points.csv"
+done
+check "vllm-json import: the export's values" sh -c "grep '^default,4,16,1,ok' '$T_TMP/imp-vllm-json/points.csv' | grep -q 28.54705939998894"
 finish
