@@ -5,17 +5,21 @@
 #   make test            build, scan for banned calls, run every test (unit, cases,
 #                        fuzz replay, integration)
 #   make bench           benchmarks (ratios measured side by side, never pass/fail)
-#   make check-gpu       the CUDA backend on a GPU (tests/gpu/check.sh; skips without one)
+#   make check-gpu       the CUDA backend on a GPU (tests/gpu/check.sh; skips without one;
+#                        PREBUILT=DIR: binaries from tests/gpu/check.sh --bundle DIR)
 #   make fuzz            libFuzzer on every fuzz target (FUZZ_SECONDS each)
 #   make models          fetch SmolLM2-135M-Instruct Q4_1 into models/
+#   make pydeps          Python packages the tests use (tokenizers) in build/venv
 #   make check           banned-function scan
 #   make format          clang-format every C/CUDA source
 #   make SAN=address,undefined test    the same tests under sanitizers
+#   make CUDA_ARCHS=sm_90              CUDA code for one GPU only (default: sm_80 to sm_121)
 #   make install PREFIX=/usr/local
 #
 # Sources are found by wildcard: a new module is a new .c/.h pair, nothing
 # to register here. engine/cpu/*_avx2.c and *_avx512.c get their ISA flags;
-# the code picks a kernel at run time. CUDA objects are built when nvcc is found.
+# the code picks a kernel at run time. CUDA objects are built when nvcc is found,
+# for every architecture in CUDA_ARCHS (below), with PTX for the last one.
 
 BUILD    ?= build
 .DEFAULT_GOAL := all
@@ -23,7 +27,6 @@ PREFIX   ?= /usr/local
 CC       ?= cc
 SAN      ?=
 FUZZ_SECONDS ?= 60
-CUDA_ARCH ?= sm_90
 
 OPT      ?= -O2
 CFLAGS   ?= -g
@@ -62,7 +65,7 @@ $(BUILD)/gen/version.h: FORCE
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 
 # ---- build flags: a change of compiler, flags or sanitizers rebuilds everything ----
-BUILD_FLAGS := $(CC) | $(CFLAGS) | $(LDFLAGS) | $(NVCC) | $(CUDA_ARCH)
+BUILD_FLAGS = $(CC) | $(CFLAGS) | $(LDFLAGS) | $(NVCC) | $(CUDA_GENCODE)
 $(BUILD)/gen/flags: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(subst ','\'',$(BUILD_FLAGS))' > $@.tmp
@@ -90,6 +93,38 @@ ENGINE_DEFS := -DHAVE_CUDA=1
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 endif
 
+# ---- CUDA architectures: machine code (SASS) for each of CUDA_ARCHS, and PTX
+# for the last (newest) one, which the driver compiles for GPUs newer than
+# the list. Written "sm_80 sm_90", "80 90" or "sm_80,sm_90"; CUDA_ARCH=sm_XX
+# (one architecture) is an alias. The default is Ampere (sm_80, sm_86), Ada
+# (sm_89), Hopper (sm_90) and Blackwell (sm_100 to sm_121), less what this
+# nvcc does not list in `nvcc --list-gpu-code` (CUDA 13 has no sm_101, 12.x
+# no sm_110). $(BUILD)/gen/cuda-archs records what the build used
+# (tests/integration/cuda_archs.sh checks the binary against it).
+CUDA_ARCHS_DEFAULT := sm_80 sm_86 sm_89 sm_90 sm_100 sm_101 sm_103 sm_110 sm_120 sm_121
+comma := ,
+ifneq ($(CUDA_SRC),)
+ifeq ($(strip $(CUDA_ARCHS)),)
+ifneq ($(CUDA_ARCH),)
+CUDA_ARCHS := $(CUDA_ARCH)
+else
+CUDA_KNOWN := $(shell $(NVCC) --list-gpu-code 2>/dev/null)
+CUDA_ARCHS := $(or $(filter $(CUDA_KNOWN),$(CUDA_ARCHS_DEFAULT)),$(CUDA_ARCHS_DEFAULT))
+CUDA_DEFAULT := 1
+endif
+endif
+CUDA_ARCH_NUMS := $(patsubst sm_%,%,$(patsubst compute_%,%,$(subst $(comma), ,$(CUDA_ARCHS))))
+CUDA_PTX := $(lastword $(CUDA_ARCH_NUMS))
+CUDA_GENCODE := $(foreach a,$(CUDA_ARCH_NUMS),-gencode arch=compute_$(a)$(comma)code=sm_$(a)) \
+	$(if $(CUDA_PTX),-gencode arch=compute_$(CUDA_PTX)$(comma)code=compute_$(CUDA_PTX))
+endif
+$(BUILD)/gen/cuda-archs: FORCE
+	@mkdir -p $(dir $@)
+	@printf "NVCC='%s'\nCUDA_ARCHS='%s'\nCUDA_PTX='%s'\nCUDA_DEFAULT='%s'\n" \
+	    '$(if $(CUDA_SRC),$(NVCC))' '$(if $(CUDA_SRC),$(addprefix sm_,$(CUDA_ARCH_NUMS)))' \
+	    '$(if $(CUDA_SRC),$(addprefix compute_,$(CUDA_PTX)))' '$(CUDA_DEFAULT)' > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+
 LIB_COMMON := $(BUILD)/lib/libcommon.a
 LIB_SWEEP  := $(BUILD)/lib/libsweep.a
 LIB_FP4    := $(BUILD)/lib/libfp4.a
@@ -101,7 +136,7 @@ TOOLS      := $(patsubst tests/tools/%.c,$(BUILD)/bin/%,$(wildcard tests/tools/*
 RUNNER_LIBS = $(RUNNER_PC_LIBS) $(LDLIBS)
 ENGINE_LIBS = $(ENGINE_PC_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
-.PHONY: all run test bench check-gpu fuzz models check format install clean help FORCE
+.PHONY: all run test bench check-gpu fuzz models pydeps check format install clean help FORCE
 all: $(SWEEP) $(FP4SERVE) $(FAKESERVER) $(TOOLS)
 
 # ---- compile rules ----
@@ -116,16 +151,19 @@ $(BUILD)/obj/engine/%.o: engine/%.c $(BUILD)/gen/flags | $(GEN)
 	$(CC) $(CFLAGS) $(ISA_FLAGS) $(ENGINE_DEFS) $(ENGINE_PC_CFLAGS) -Iengine -c -o $@ $<
 $(BUILD)/obj/engine/%.o: engine/%.cu $(BUILD)/gen/flags
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 -std=c++17 -arch=$(CUDA_ARCH) -Iengine -Icommon -MMD -MP -c -o $@ $<
+	$(NVCC) -O3 -std=c++17 $(CUDA_GENCODE) -Iengine -Icommon -MMD -MP -c -o $@ $<
 $(BUILD)/obj/tests/%.o: tests/%.c $(BUILD)/gen/flags | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RUNNER_PC_CFLAGS) $(ENGINE_PC_CFLAGS) -Itests -c -o $@ $<
 
 # Kernels: hot loops get -O3; ISA-specific files get their instruction sets.
 $(BUILD)/obj/engine/cpu/%.o: OPT = -O3
-$(BUILD)/obj/engine/cpu/%_avx2.o: ISA_FLAGS = -mavx2 -mfma -mf16c
-$(BUILD)/obj/engine/cpu/%_avx512.o: ISA_FLAGS = -mavx2 -mfma -mf16c -mavx512f -mavx512bw \
-	-mavx512vl -mavx512dq -mavx512vnni
+# (x86 targets only: elsewhere those files compile to nothing, and
+# matmul_neon.c serves aarch64)
+X86_TARGET := $(filter x86_64% i386% i486% i586% i686%,$(shell $(CC) -dumpmachine 2>/dev/null))
+$(BUILD)/obj/engine/cpu/%_avx2.o: ISA_FLAGS = $(if $(X86_TARGET),-mavx2 -mfma -mf16c)
+$(BUILD)/obj/engine/cpu/%_avx512.o: ISA_FLAGS = $(if $(X86_TARGET),-mavx2 -mfma -mf16c -mavx512f \
+	-mavx512bw -mavx512vl -mavx512dq -mavx512vnni)
 
 $(LIB_COMMON): $(call obj,$(COMMON_SRC))
 $(LIB_SWEEP): $(call obj,$(RUNNER_SRC))
@@ -138,7 +176,7 @@ $(BUILD)/lib/%.a:
 $(SWEEP): $(BUILD)/obj/runner/main.o $(LIB_SWEEP) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(RUNNER_LIBS)
-$(FP4SERVE): $(BUILD)/obj/engine/main.o $(LIB_FP4) $(LIB_COMMON)
+$(FP4SERVE): $(BUILD)/obj/engine/main.o $(LIB_FP4) $(LIB_COMMON) | $(BUILD)/gen/cuda-archs
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS)
 $(FAKESERVER): $(call obj,$(wildcard tests/fakeserver/*.c)) $(LIB_COMMON)
@@ -197,17 +235,29 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB_FP4) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS)
 
+# ---- aarch64: the NEON kernel table's unit tests, cross-compiled (static) when
+# aarch64-linux-gnu-gcc is installed; tests/integration/engine_neon.sh runs
+# them under qemu-user. Only the kernel sources: no other library is needed.
+A64_CC   ?= $(shell command -v aarch64-linux-gnu-gcc 2>/dev/null)
+A64_SRC  := engine/format/quant.c engine/cpu/matmul.c engine/cpu/matmul_neon.c common/xalloc.c
+A64_BIN  := $(if $(A64_CC),$(BUILD)/aarch64/engine_kernels $(BUILD)/aarch64/engine_quant)
+$(BUILD)/aarch64/%: tests/unit/%.c $(A64_SRC) $(wildcard engine/cpu/*.h engine/format/*.h common/*.h)
+	@mkdir -p $(dir $@)
+	$(A64_CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -static \
+	    -Iengine -Icommon -Itests -o $@ $< $(A64_SRC) -lm
+
 # ---- entry points ----
-test: all $(UNIT_BIN) $(FUZZ_BIN)
+test: all $(UNIT_BIN) $(FUZZ_BIN) $(A64_BIN)
 	@sh scripts/check-banned.sh
 	-@$(MAKE) --no-print-directory models
+	-@$(MAKE) --no-print-directory pydeps
 	@BUILD=$(BUILD) sh tests/run.sh
 
 bench: all $(BENCH_BIN)
 	@BUILD=$(BUILD) sh tests/bench/run.sh
 
 check-gpu:
-	@BUILD=$(BUILD) bash tests/gpu/check.sh
+	@BUILD=$(BUILD) bash tests/gpu/check.sh $(if $(PREBUILT),--prebuilt $(PREBUILT))
 
 fuzz:
 	$(MAKE) BUILD=$(BUILD)/libfuzzer CC=clang SAN=address,undefined \
@@ -225,6 +275,17 @@ MODEL_SHA256  := b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db5
 models: $(MODEL_SMOLLM2)
 $(MODEL_SMOLLM2):
 	@sh scripts/fetch-model.sh $@ $(MODEL_SHA256)
+
+# Python packages for tests (tests/integration/tokenizer_export.sh loads the
+# exported tokenizer with Hugging Face's `tokenizers`; no torch): a venv
+# under build/, so nothing is installed system-wide. Without PyPI the tests
+# that need them say they skipped.
+PYVENV := $(BUILD)/venv
+pydeps: $(PYVENV)/.ok
+$(PYVENV)/.ok:
+	@python3 -m venv $(PYVENV) && \
+	    $(PYVENV)/bin/pip install -q --disable-pip-version-check tokenizers && touch $@ || \
+	    { echo "pydeps: pip could not install tokenizers into $(PYVENV)" >&2; exit 1; }
 
 run: all
 	@sh scripts/quickstart.sh $(BUILD)

@@ -26,5 +26,6 @@ int fp4_quantize(int argc, char **argv);
 int fp4_eval(int argc, char **argv);
 int fp4_synth(int argc, char **argv);
 int fp4_info(int argc, char **argv);
+int fp4_export(int argc, char **argv);
 
 #endif

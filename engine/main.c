@@ -24,6 +24,7 @@ static const struct command commands[] = {
     {"eval", fp4_eval, "perplexity over a text; KL divergence against native weights"},
     {"synth", fp4_synth, "write a seeded random-weight model of a given shape"},
     {"info", fp4_info, "architecture, hyperparameters, tokenizer and tensors of a GGUF file"},
+    {"export-tokenizer", fp4_export, "write the GGUF's tokenizer as Hugging Face tokenizer files"},
 };
 
 /* Every enum fp_err value (fp4.h) and what it means; --help prints them.
@@ -47,8 +48,12 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: fp4serve COMMAND [ARGS]   (fp4serve COMMAND --help for details)\n\n"
                "commands:\n");
+    int w = 0; /* the longest name sets the column */
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].synopsis);
+        if ((int)strlen(commands[i].name) > w)
+            w = (int)strlen(commands[i].name);
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(f, "  %-*s  %s\n", w, commands[i].name, commands[i].synopsis);
     fprintf(f, "\nexit status:\n");
     for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++)
         fprintf(f, "  %3d  %s\n", (int)statuses[i].code, statuses[i].what);

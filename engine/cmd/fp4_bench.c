@@ -267,7 +267,7 @@ out:
 int fp4_bench(int argc, char **argv)
 {
     const char *model_path = NULL, *batch_list = "1,4,16,64", *quant = "native", *head = NULL;
-    const char *decode = NULL, *attention = NULL, *device = NULL;
+    const char *decode = NULL, *attention = NULL, *device = NULL, *isa = NULL;
     long pp = 128, tg = 128, threads = 0, seed = 1234;
     bool no_probe = false;
     const struct opt opts[] = {
@@ -284,6 +284,8 @@ int fp4_bench(int argc, char **argv)
          "and compares them"},
         {"head", 0, OPT_STR, &head, "H", "head type when requantizing: q8_0|same (default q8_0)"},
         {"device", 0, OPT_STR, &device, "DEV", "cpu|cuda (default cpu)"},
+        {"isa", 0, OPT_STR, &isa, "ISA",
+         "CPU kernels: auto|avx512|avx2|neon|portable (default auto: the best the CPU has)"},
         {"seed", 0, OPT_LONG, &seed, "N", "seed of the random prompts (default 1234)", 0,
          2147483647},
         {"no-probe", 0, OPT_BOOL, &no_probe, NULL, "skip the memory bandwidth probe"},
@@ -313,7 +315,8 @@ int fp4_bench(int argc, char **argv)
     qcopy = split_list(quant, quants, MAX_QUANTS, &n_q);
     struct model_opts mo[MAX_QUANTS];
     for (int q = 0; q < n_q; q++) {
-        mo[q] = (struct model_opts){.threads = (int)threads, .max_batch = max_b, .device = device};
+        mo[q] = (struct model_opts){
+            .threads = (int)threads, .max_batch = max_b, .device = device, .isa = isa};
         mo[q].ctx = (int)(pp + tg + 1);
         mo[q].max_step_tokens = max_b > 512 ? max_b : 512;
         if (model_opts_parse(&mo[q], quants[q], head, decode, attention, &err) != 0)

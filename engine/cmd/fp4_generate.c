@@ -30,7 +30,7 @@ static void print_ids(const char *label, const int32_t *ids, size_t n)
 int fp4_generate(int argc, char **argv)
 {
     const char *model_path = NULL, *prompt = NULL, *quant = NULL, *head = NULL, *logits_path = NULL;
-    const char *device = NULL, *attention = NULL, *kv = "f16";
+    const char *device = NULL, *isa = NULL, *attention = NULL, *kv = "f16";
     long n_gen = 32, threads = 0, ctx = 0;
     bool chat = false, ignore_eos = false, no_special = false;
     const struct opt opts[] = {
@@ -49,6 +49,8 @@ int fp4_generate(int argc, char **argv)
         {"attention", 0, OPT_STR, &attention, "MODE", "split|serial (default split)"},
         {"kv", 0, OPT_STR, &kv, "TYPE", "K/V cache type: f16|f32 (default f16)"},
         {"device", 0, OPT_STR, &device, "DEV", "cpu|cuda (default cpu)"},
+        {"isa", 0, OPT_STR, &isa, "ISA",
+         "CPU kernels: auto|avx512|avx2|neon|portable (default auto: the best the CPU has)"},
         {"logits", 0, OPT_STR, &logits_path, "FILE", "save the first step's logits (f32 LE)"},
     };
     const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
@@ -121,7 +123,7 @@ int fp4_generate(int argc, char **argv)
             log_warn("--ctx %ld leaves room for %ld of the %ld tokens asked (-n)", ctx, room,
                      n_gen);
     }
-    struct model_opts mo = {.threads = (int)threads, .max_batch = 1, .device = device};
+    struct model_opts mo = {.threads = (int)threads, .max_batch = 1, .device = device, .isa = isa};
     mo.ctx = ctx ? (int)ctx : (int)(n_ids + (size_t)n_gen + 1);
     mo.max_step_tokens = (int)(n_ids < 512 ? n_ids : 512);
     if (strcmp(kv, "f16") != 0 && strcmp(kv, "f32") != 0)

@@ -29,7 +29,7 @@
 
 /* The command line, as parsed. */
 struct serve_args {
-    const char *model, *host, *device, *quant, *head, *decode, *attention, *kv, *alias;
+    const char *model, *host, *device, *isa, *quant, *head, *decode, *attention, *kv, *alias;
     long port, threads, max_batch, ctx, prefill_chunk, max_queue, max_body, timeout_s,
         max_connections, load_delay_ms;
     bool verbose;
@@ -48,6 +48,7 @@ struct engine {
     struct chat_template chat;
     sched *sched;
     char quant_name[32];
+    const char *model_id; /* served model id (the metrics' model_name) */
 };
 
 enum { LOADING = 0, READY = 1, FAILED = 2 };
@@ -80,6 +81,7 @@ static void *load(void *arg)
         .max_logit_rows = (int)a->max_batch,
         .kv_f32 = strcmp(a->kv, "f32") == 0,
         .device = a->device,
+        .isa = a->isa,
     };
     if (model_opts_parse(&mo, a->quant, a->head, a->decode, a->attention, &e->err) != 0) {
         gguf_close(&f);
@@ -114,6 +116,7 @@ static void *load(void *arg)
              e->m->max_batch, se.decode,
              e->m->opts.attention == MODEL_ATTN_SERIAL ? "serial" : "split", a->prefill_chunk,
              tp_threads(e->m->pool));
+    prom_set_model(&e->met, e->model_id, e->m->ctx);
     srv_set_ready(e->http, &se);
     atomic_store(&e->state, READY);
     return NULL;
@@ -149,6 +152,8 @@ int fp4_serve(int argc, char **argv)
         {"port", 'p', OPT_LONG, &a.port, "N", "TCP port; 0 = any free one (default 30000)", 0,
          65535},
         {"device", 0, OPT_STR, &a.device, "DEV", "cpu|cuda (default cpu)"},
+        {"isa", 0, OPT_STR, &a.isa, "ISA",
+         "CPU kernels: auto|avx512|avx2|neon|portable (default auto: the best the CPU has)"},
         {"threads", 't', OPT_LONG, &a.threads, "N", "compute threads (default: online cores)", 0,
          1024},
         {"quant", 0, OPT_STR, &a.quant, "Q",
@@ -224,6 +229,7 @@ int fp4_serve(int argc, char **argv)
     err_init(&e->err);
     prom_init(&e->met);
     char *model_id = a.alias ? xstrdup(a.alias) : model_id_of(a.model);
+    e->model_id = model_id;
     struct srv_opts so = {.host = a.host,
                           .port = (int)a.port,
                           .max_body = (size_t)a.max_body,

@@ -548,7 +548,7 @@ static int cpu_prepare(struct model *m, struct err *err)
     rs->max_items = rows * c->n_head_kv + (size_t)m->max_batch * c->n_head_kv * rs->n_chunks;
     rs->items = xcalloc(rs->max_items, sizeof(*rs->items));
     rs->item_cost = xcalloc(rs->max_items, sizeof(double));
-    rs->ops = cpu_ops_select();
+    rs->ops = cpu_ops_for_isa(q_kernels_isa(m->kern));
     log_info("kv cache: %d slots x %d positions, %s, %.1f MB; %d threads; kernels %s/%s",
              m->max_batch, m->ctx, rs->kv_elem == 4 ? "f32" : "f16", rs->kv_bytes / 1e6, nth,
              q_kernels_name(m->kern), rs->ops->name);

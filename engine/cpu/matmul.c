@@ -239,10 +239,11 @@ void qk_ref_decode_bf16(const void *row, int64_t e0, int64_t n, float *out)
  * multiply-add, like vfmadd231ps.
  */
 
-static void ref_dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
+static void ref_dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, uint32_t type,
                       const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
                       const struct qk_out *out)
 {
+    const bool has_min = qk_type_has_min(type);
     for (int r = 0; r < nr; r++) {
         for (int t = 0; t < nb; t++) {
             float *ac = acc + (r * QK_T + t) * 16, *mc = macc + (r * QK_T + t) * 16;
@@ -341,17 +342,37 @@ static bool cpu_has_avx512(void)
 #endif
 }
 
+/* The tables this build has for the CPU's architecture. */
+#if defined(__x86_64__) || defined(__i386__)
+#define AVX2_TABLE   (&qk_avx2)
+#define AVX512_TABLE (&qk_avx512)
+#else
+#define AVX2_TABLE   NULL
+#define AVX512_TABLE NULL
+#endif
+#if defined(__aarch64__)
+#define NEON_TABLE (&qk_neon) /* Advanced SIMD is part of every aarch64 CPU */
+#else
+#define NEON_TABLE NULL
+#endif
+
 const struct q_kernels *q_kernels_select(enum q_isa isa)
 {
     switch (isa) {
     case Q_ISA_AUTO:
-        return cpu_has_avx512() ? &qk_avx512 : cpu_has_avx2() ? &qk_avx2 : &qk_portable;
+#if defined(__aarch64__)
+        return NEON_TABLE;
+#else
+        return cpu_has_avx512() ? AVX512_TABLE : cpu_has_avx2() ? AVX2_TABLE : &qk_portable;
+#endif
     case Q_ISA_PORTABLE:
         return &qk_portable;
     case Q_ISA_AVX2:
-        return cpu_has_avx2() ? &qk_avx2 : NULL;
+        return cpu_has_avx2() ? AVX2_TABLE : NULL;
     case Q_ISA_AVX512:
-        return cpu_has_avx512() ? &qk_avx512 : NULL;
+        return cpu_has_avx512() ? AVX512_TABLE : NULL;
+    case Q_ISA_NEON:
+        return NEON_TABLE;
     }
     return NULL;
 }
@@ -361,13 +382,16 @@ const char *q_kernels_name(const struct q_kernels *k)
     return k ? k->name : "none";
 }
 
+enum q_isa q_kernels_isa(const struct q_kernels *k)
+{
+    return k ? k->isa : Q_ISA_AUTO;
+}
+
 int q_isa_from_name(const char *name)
 {
     static const char *const names[] = {
-        [Q_ISA_AUTO] = "auto",
-        [Q_ISA_PORTABLE] = "portable",
-        [Q_ISA_AVX2] = "avx2",
-        [Q_ISA_AVX512] = "avx512",
+        [Q_ISA_AUTO] = "auto",     [Q_ISA_PORTABLE] = "portable", [Q_ISA_AVX2] = "avx2",
+        [Q_ISA_AVX512] = "avx512", [Q_ISA_NEON] = "neon",
     };
     for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
         if (strcmp(names[i], name) == 0)
@@ -415,7 +439,7 @@ void q_matmul(const struct q_kernels *k, const struct q_matrix *w, const struct 
         k = q_kernels_select(Q_ISA_AUTO);
     assert(a->vec_type == q_vec_type(w->type) && a->cols == w->cols);
     assert(r0 >= 0 && r0 <= r1 && r1 <= w->rows);
-    const bool is_float = qk_type_is_float(w->type), has_min = qk_type_has_min(w->type);
+    const bool is_float = qk_type_is_float(w->type);
     const int64_t cols = w->cols, nbatch = a->rows;
     const float scale = w->scale != 0.0f ? w->scale : 1.0f;
     const int64_t chunk = is_float ? QK_CHUNK_F : QK_CHUNK;
@@ -442,7 +466,7 @@ void q_matmul(const struct q_kernels *k, const struct q_matrix *w, const struct 
                 if (is_float)
                     k->dot_f(frows, nr, n, e0, a, b0, nb, acc, &out);
                 else
-                    k->dot_q(buf.q, nr, qk_round_up(n, 64), e0, has_min, a, b0, nb, acc, macc,
+                    k->dot_q(buf.q, nr, qk_round_up(n, 64), e0, w->type, a, b0, nb, acc, macc,
                              &out);
             }
         }

@@ -1,12 +1,23 @@
 /*
  * matmul_avx2: the AVX2 + FMA + F16C kernel table. Weights are decoded 32
- * elements per ymm (FP4 through a vpshufb lookup); the integer dot uses the
- * sign trick (|w| as u8 times sign-adjusted activations, vpmaddubsw, then
- * vpmaddwd), which is exact for every weight type, Q8_0 included. The 16
- * float lanes of the portable kernel live in two ymm registers (elements
- * 0..31 and 32..63 of every 64), so results are bit-identical to matmul.c.
- * Small batches use fused kernels that decode in registers.
+ * elements per ymm (FP4 through a vpshufb lookup). The 16 float lanes of the
+ * portable kernel live in two ymm registers (elements 0..31 and 32..63 of
+ * every 64), and every lane sees the portable kernel's float operations in
+ * its order, so results are bit-identical to matmul.c.
+ *
+ * Small batches (<= QK_FUSED_B rows) use fused kernels that decode in
+ * registers (the sign trick: |w| as u8 times activations carrying w's
+ * sign). Batched decode and prefill use register tiles of 4 weight rows x 2
+ * activation rows over the decoded chunk: the biased activation bytes are
+ * vpmaddubsw's unsigned operand and the decoder's -128 * sum(w) per lane
+ * corrects the sum, so a lane costs vpmaddubsw, vpmaddwd, vpaddd,
+ * vcvtdq2ps and one FMA, with the weight-scale x activation-scale product
+ * formed for 4 rows in one multiply. The int8 route beats decoding to f32
+ * here: the per-lane float step is the same, and the f32 products of a lane
+ * would take 4 FMAs where the integer route takes 2 multiplies.
  */
+#if defined(__x86_64__) || defined(__i386__)
+
 #include <immintrin.h>
 #include <string.h>
 
@@ -219,6 +230,14 @@ ALWAYS_INLINE void group(const uint32_t T, const void *row, int64_t g, int64_t n
     }
 }
 
+/* -128 * sum(w) per 4-element lane, as int32 (|w| <= 32: the 16-bit pairs
+ * 128 * (w0 + w1) are exact). */
+ALWAYS_INLINE __m256i correction(__m256i w)
+{
+    __m256i p = _mm256_maddubs_epi16(_mm256_set1_epi8((char)0x80), w);
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(-1));
+}
+
 /* The buffered decoder: chunk [e0, e0 + n) into d, group by group, streaming
  * a software prefetch PF_BYTES ahead (rows are decoded in order). */
 #define PF_BYTES 8192
@@ -236,6 +255,12 @@ ALWAYS_INLINE void decode_chunk(const uint32_t T, const void *row, int64_t e0, i
         group(T, row, g0 + g, nblk, w, dw, m);
         _mm256_storeu_si256((__m256i *)(d->w + 64 * g), w[0]);
         _mm256_storeu_si256((__m256i *)(d->w + 64 * g + 32), w[1]);
+        for (int h = 0; h < 2; h++) { /* dot_q's extras: |w| or the lane corrections */
+            if (T == Q_Q8_0)
+                _mm256_storeu_si256((__m256i *)(d->x.aw + 64 * g + 32 * h), _mm256_abs_epi8(w[h]));
+            else
+                _mm256_storeu_si256((__m256i *)(d->x.nc + 16 * g + 8 * h), correction(w[h]));
+        }
         _mm256_storeu_ps(d->dw + 16 * g, dw[0]);
         _mm256_storeu_ps(d->dw + 16 * g + 8, dw[1]);
         d->mw[2 * g] = m[0];
@@ -325,71 +350,172 @@ ALWAYS_INLINE __m256i act32(const uint8_t *p)
     return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)p), _mm256_set1_epi8((char)0x80));
 }
 
-ALWAYS_INLINE void dotq_tile(const bool UNS, const struct qk_dec *dec, int64_t npad, int64_t e0,
-                             const struct q_act *a, int64_t b, const int NB, float *acc,
-                             float *macc, int r, const struct qk_out *out)
+/* One half (lanes 0..7: elements 0..31 of every 64, or lanes 8..15:
+ * elements 32..63) of an NR x NB register tile over the whole chunk; the
+ * accumulators start from zero or acc and end in acc. Signed path: the
+ * biased activations x (u8) times w (s8) plus the decoder's lane correction
+ * nc = -128 * sum(w); |w| <= 32 keeps the pairs below 2^15 (255 * 32 * 2).
+ * Q8_0 (|w| up to 128): |w| (from the decoder) times x - 128 carrying w's
+ * sign. Either way the lane sums are the exact sum((x - 128) * w). */
+ALWAYS_INLINE void dotq_half(const bool Q8, const bool UNI, const int NR, const int NB,
+                             const struct qk_dec *dec, const float *dwt, int64_t npad, int64_t e0,
+                             const struct q_act *a, int64_t b0, float *acc,
+                             const struct qk_out *out, const int h)
 {
-    __m256 vacc[2][2];
+    _Alignas(16) float s4[2][4];
+    __m256 v[QK_R][2];
     const uint8_t *aq[2];
+    const __m256i ones = _mm256_set1_epi16(1);
     for (int t = 0; t < NB; t++) {
-        aq[t] = qk_act_grp(a, b + t, e0 / 64);
-        acc_start(out, acc + t * 16, &vacc[t][0], &vacc[t][1]);
+        aq[t] = qk_act_grp(a, b0 + t, e0 / 64) + 32 * h;
+        for (int r = 0; r < NR; r++)
+            v[r][t] = out->first ? _mm256_setzero_ps()
+                                 : _mm256_loadu_ps(acc + (r * QK_T + t) * 16 + 8 * h);
     }
-    for (int64_t i = 0; i < npad; i += 32) {
-        const int h = (int)((i / 32) % 2);
-        __m256i w = _mm256_loadu_si256((const __m256i *)(dec->w + i));
-        __m256i aw = UNS ? w : _mm256_abs_epi8(w);
-        __m256 dw = _mm256_loadu_ps(dec->dw + i / 4);
+    /* i counts elements of the chunk; per element the decoded row holds one
+     * byte of w and of |w|, and per 4 one int32 correction and one float scale,
+     * so byte offsets are i, i, i and i (and i / 2 into dwt) */
+    for (size_t i = 32 * (size_t)h; i < (size_t)npad; i += 64) {
         for (int t = 0; t < NB; t++) {
-            /* half h of group i / 64: q at 32h, its 8 lane scales at 64 + 32h */
-            const uint8_t *g = aq[t] + (i / 64) * QK_ACT_GROUP + 32 * h;
-            __m256 sc = _mm256_mul_ps(dw, _mm256_loadu_ps((const float *)(g + 64)));
-            vacc[t][h] = _mm256_fmadd_ps(isum32(UNS, w, aw, act32(g)), sc, vacc[t][h]);
-        }
-    }
-    for (int t = 0; t < NB; t++) {
-        __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
-        float *mc = macc + t * 16;
-        if (UNS) { /* the min term over 32-blocks: lane k % 16; entries past the end are 0 */
-            const float *sa = qk_act_sa(a, b + t) + e0 / 32, *mw = dec->mw;
-            acc_start(out, mc, &m0, &m1);
-            for (int64_t k = 0; k < qk_nsum(npad); k += 16) {
-                m0 = _mm256_fmadd_ps(_mm256_loadu_ps(mw + k), _mm256_loadu_ps(sa + k), m0);
-                m1 = _mm256_fmadd_ps(_mm256_loadu_ps(mw + k + 8), _mm256_loadu_ps(sa + k + 8), m1);
+            /* this half of group i / 64: q bytes, their 8 lane scales 64 bytes on */
+            const uint8_t *g = aq[t] + 2 * (i - 32 * (size_t)h);
+            __m256i x = _mm256_loadu_si256((const __m256i *)g);
+            if (Q8)
+                x = _mm256_xor_si256(x, _mm256_set1_epi8((char)0x80));
+            __m256 da = _mm256_setzero_ps();
+            if (UNI) /* one scale per 32-block: the NR products dw * da in one multiply */
+                _mm_store_ps(s4[t],
+                             _mm_mul_ps(_mm_load_ps((const float *)((const uint8_t *)dwt + i / 2)),
+                                        _mm_broadcast_ss((const float *)(g + 64))));
+            else
+                da = _mm256_loadu_ps((const float *)(g + 64));
+            for (int r = 0; r < NR; r++) {
+                const struct qk_dec *d = dec + r;
+                __m256i w = _mm256_loadu_si256((const __m256i *)(d->w + i)), p;
+                if (Q8)
+                    p = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(d->x.aw + i)),
+                                             _mm256_sign_epi8(x, w));
+                else
+                    p = _mm256_maddubs_epi16(x, w);
+                __m256i s = _mm256_madd_epi16(p, ones);
+                if (!Q8)
+                    s = _mm256_add_epi32(
+                        s, _mm256_loadu_si256((const __m256i *)((const uint8_t *)d->x.nc + i)));
+                __m256 sc =
+                    UNI ? _mm256_broadcast_ss(&s4[t][r])
+                        : _mm256_mul_ps(
+                              _mm256_loadu_ps((const float *)((const uint8_t *)d->dw + i)), da);
+                v[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, v[r][t]);
             }
         }
-        if (out->last) {
-            float v = hsum16(vacc[t][0], vacc[t][1]);
-            if (UNS)
-                v += hsum16(m0, m1);
-            out->y[(b + t) * out->ldy + out->r + r] = v * out->scale;
-        } else {
-            _mm256_storeu_ps(acc + t * 16, vacc[t][0]);
-            _mm256_storeu_ps(acc + t * 16 + 8, vacc[t][1]);
-            _mm256_storeu_ps(mc, m0);
-            _mm256_storeu_ps(mc + 8, m1);
+    }
+    for (int t = 0; t < NB; t++)
+        for (int r = 0; r < NR; r++)
+            _mm256_storeu_ps(acc + (r * QK_T + t) * 16 + 8 * h, v[r][t]);
+}
+
+/* An NR x NB tile: both halves, then the min term and the outputs. */
+ALWAYS_INLINE void dotq_tile(const bool Q8, const bool UNI, const int NR, const int NB,
+                             const struct qk_dec *dec, const float *dwt, int64_t npad, int64_t e0,
+                             bool has_min, const struct q_act *a, int64_t b0, float *acc,
+                             float *macc, const struct qk_out *out)
+{
+    dotq_half(Q8, UNI, NR, NB, dec, dwt, npad, e0, a, b0, acc, out, 0);
+    dotq_half(Q8, UNI, NR, NB, dec, dwt, npad, e0, a, b0, acc, out, 1);
+    for (int t = 0; t < NB; t++) {
+        const float *sa = qk_act_sa(a, b0 + t) + e0 / 32;
+        for (int r = 0; r < NR; r++) {
+            float *ac = acc + (r * QK_T + t) * 16, *mc = macc + (r * QK_T + t) * 16;
+            __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
+            if (has_min) { /* over 32-blocks: lane k % 16; entries past the end are 0 */
+                const float *mw = dec[r].mw;
+                acc_start(out, mc, &m0, &m1);
+                for (int64_t k = 0; k < qk_nsum(npad); k += 16) {
+                    m0 = _mm256_fmadd_ps(_mm256_loadu_ps(mw + k), _mm256_loadu_ps(sa + k), m0);
+                    m1 = _mm256_fmadd_ps(_mm256_loadu_ps(mw + k + 8), _mm256_loadu_ps(sa + k + 8),
+                                         m1);
+                }
+            }
+            if (out->last) {
+                float v = hsum16(_mm256_loadu_ps(ac), _mm256_loadu_ps(ac + 8));
+                if (has_min)
+                    v += hsum16(m0, m1);
+                out->y[(b0 + t) * out->ldy + out->r + r] = v * out->scale;
+            } else if (has_min) {
+                _mm256_storeu_ps(mc, m0);
+                _mm256_storeu_ps(mc + 8, m1);
+            }
         }
     }
 }
 
-static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
+#define DOTQ_NB(q8, uni, nr)                                                                       \
+    do {                                                                                           \
+        for (; t + 2 <= nb; t += 2)                                                                \
+            dotq_tile(q8, uni, nr, 2, dec, dwt, npad, e0, has_min, a, b0 + t, acc + 16 * t,        \
+                      macc + 16 * t, out);                                                         \
+        if (t < nb)                                                                                \
+            dotq_tile(q8, uni, nr, 1, dec, dwt, npad, e0, has_min, a, b0 + t, acc + 16 * t,        \
+                      macc + 16 * t, out);                                                         \
+    } while (0)
+
+/* Register tiles of up to 4 weight rows x 2 activation rows (8 accumulators;
+ * 4 x 3 spills and measured slower). Types with one
+ * scale per 32-block (all but Q6_K and NVFP4) gather the rows' block scales
+ * here, so that one multiply forms the 4 rows' lane scales. */
+static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, uint32_t type,
                   const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
                   const struct qk_out *out)
 {
-    for (int r = 0; r < nr; r++) {
-        for (int t = 0; t < nb; t += 2) {
-            float *ac = acc + (r * QK_T + t) * 16, *mc = macc + (r * QK_T + t) * 16;
-            if (has_min && nb - t >= 2)
-                dotq_tile(true, &dec[r], npad, e0, a, b0 + t, 2, ac, mc, r, out);
-            else if (has_min)
-                dotq_tile(true, &dec[r], npad, e0, a, b0 + t, 1, ac, mc, r, out);
-            else if (nb - t >= 2)
-                dotq_tile(false, &dec[r], npad, e0, a, b0 + t, 2, ac, mc, r, out);
-            else
-                dotq_tile(false, &dec[r], npad, e0, a, b0 + t, 1, ac, mc, r, out);
-        }
+    const bool has_min = type_has_min(type), uni = type != Q_Q6_K && type != Q_NVFP4;
+    _Alignas(16) float dwt[QK_CHUNK / 32 * 4]; /* [32-block][row] */
+    int t = 0;
+    if (uni)
+        for (int64_t k = 0; k < npad / 32; k++)
+            for (int r = 0; r < 4; r++)
+                dwt[4 * k + r] = r < nr ? dec[r].dw[8 * k] : 0.0f;
+    switch (nr + 8 * (type == Q_Q8_0) + 16 * uni) {
+    case 1:
+        DOTQ_NB(false, false, 1);
+        break;
+    case 2:
+        DOTQ_NB(false, false, 2);
+        break;
+    case 3:
+        DOTQ_NB(false, false, 3);
+        break;
+    case 4:
+        DOTQ_NB(false, false, 4);
+        break;
+    case 17:
+        DOTQ_NB(false, true, 1);
+        break;
+    case 18:
+        DOTQ_NB(false, true, 2);
+        break;
+    case 19:
+        DOTQ_NB(false, true, 3);
+        break;
+    case 20:
+        DOTQ_NB(false, true, 4);
+        break;
+    case 25:
+        DOTQ_NB(true, true, 1);
+        break;
+    case 26:
+        DOTQ_NB(true, true, 2);
+        break;
+    case 27:
+        DOTQ_NB(true, true, 3);
+        break;
+    case 28:
+        DOTQ_NB(true, true, 4);
+        break;
+    default:
+        break;
     }
 }
+#undef DOTQ_NB
 
 /* ---- fused small-batch kernels: one weight row, decoded in registers ----
  *
@@ -622,3 +748,7 @@ const struct q_kernels qk_avx2 = {
     .dot_f = dot_f,
     .act_q8 = act_q8,
 };
+
+#else
+typedef int matmul_avx2_unused; /* not an x86 build: nothing here */
+#endif

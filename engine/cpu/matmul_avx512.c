@@ -6,6 +6,8 @@
  * so it is amortized over the batch. Float operations match matmul.c's
  * portable kernels lane for lane, so results are bit-identical to them.
  */
+#if defined(__x86_64__) || defined(__i386__)
+
 #include <immintrin.h>
 #include <string.h>
 
@@ -461,10 +463,11 @@ static void dot_q_part(const struct qk_dec *dec, int nr, int64_t npad, int64_t e
 }
 
 /* Register tiles: up to 2 weight rows x 8 activation rows, or 3-4 x 4. */
-static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, bool has_min,
+static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, uint32_t type,
                   const struct q_act *a, int64_t b0, int nb, float *acc, float *macc,
                   const struct qk_out *out)
 {
+    const bool has_min = type_has_min(type);
     if (nr <= 2) {
         dot_q_part(dec, nr, npad, e0, has_min, a, b0, nb, acc, macc, out);
         return;
@@ -752,3 +755,7 @@ const struct q_kernels qk_avx512 = {
     .dot_f = dot_f,
     .act_q8 = act_q8,
 };
+
+#else
+typedef int matmul_avx512_unused; /* not an x86 build: nothing here */
+#endif

@@ -101,6 +101,15 @@ const struct cpu_ops *cpu_ops_portable(void)
     return &portable;
 }
 
+const struct cpu_ops *cpu_ops_for_isa(int isa)
+{
+    const struct cpu_ops *o = isa == Q_ISA_PORTABLE ? &portable
+                              : isa == Q_ISA_AVX2   ? cpu_ops_avx2()
+                              : isa == Q_ISA_AVX512 ? cpu_ops_avx512()
+                                                    : NULL;
+    return o ? o : cpu_ops_select();
+}
+
 const struct cpu_ops *cpu_ops_select(void)
 {
     const struct cpu_ops *o = cpu_ops_avx512();

@@ -49,6 +49,10 @@ struct cpu_ops {
 
 /* The best table for this CPU (AVX-512, then AVX2+F16C+FMA, then portable). */
 const struct cpu_ops *cpu_ops_select(void);
+/* The table that goes with a matmul kernel table's ISA (enum q_isa; the
+ * best one for Q_ISA_AUTO), so that --isa avx2 runs the whole forward pass
+ * as an AVX2-only CPU would. */
+const struct cpu_ops *cpu_ops_for_isa(int isa);
 /* The portable table (tests compare the others with it). */
 const struct cpu_ops *cpu_ops_portable(void);
 /* The AVX2 table, or NULL when the CPU lacks AVX2/F16C/FMA. */

@@ -6,6 +6,7 @@
  */
 #include "ops.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <string.h>
 
@@ -143,3 +144,12 @@ const struct cpu_ops *cpu_ops_avx2(void)
         return &avx2;
     return NULL;
 }
+
+#else
+#include <stddef.h>
+
+const struct cpu_ops *cpu_ops_avx2(void)
+{
+    return NULL; /* not an x86 build */
+}
+#endif

@@ -7,6 +7,7 @@
  */
 #include "ops.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <string.h>
 
 #include "ops_x86.h"
@@ -115,3 +116,12 @@ const struct cpu_ops *cpu_ops_avx512(void)
         return NULL;
     return &avx512;
 }
+
+#else
+#include <stddef.h>
+
+const struct cpu_ops *cpu_ops_avx512(void)
+{
+    return NULL; /* not an x86 build */
+}
+#endif

@@ -172,6 +172,12 @@ struct qk_dec {
     float dw[QK_CHUNK / 4];  /* scale of each 4-element lane */
     float mw[QK_CHUNK / 32]; /* min term per 32-block (types with a min only), zero
                                 up to qk_nsum(npad) entries */
+    /* Table-private extras, written only by the decoders of tables whose dot_q
+     * reads them (AVX2), never compared across tables: */
+    union {
+        int32_t nc[QK_CHUNK / 4]; /* -128 * sum(w) of each lane (every type but Q8_0) */
+        uint8_t aw[QK_CHUNK];     /* |w| (Q8_0) */
+    } x;
 };
 
 /* Decode elements [e0, e0 + n) of a weight row (n a multiple of the type's
@@ -194,17 +200,17 @@ struct qk_out {
 };
 
 /*
- * Integer dot for a tile: nr weight rows (decoded chunk dec[r], npad
- * elements, a multiple of 64) against activation rows b0 .. b0+nb-1 at
- * element offset e0. Lane accumulators live in acc[(r * QK_T + t) * 16 +
+ * Integer dot for a tile: nr weight rows of type `type` (decoded chunk
+ * dec[r], npad elements, a multiple of 64) against activation rows b0 ..
+ * b0+nb-1 at element offset e0. Lane accumulators live in acc[(r * QK_T + t) * 16 +
  * lane] between chunks (lane l holds elements 64i + 4l .. 64i + 4l + 3 of
- * every 64), and, when has_min, in macc the same way over 32-blocks (block k
+ * every 64), and, for types with a min, in macc the same way over 32-blocks (block k
  * -> lane k % 16). Every ISA performs the same float operations per lane in
  * the same order. The types with a min (Q4_1, Q5_1, Q4_K) decode to
  * non-negative values.
  */
 typedef void (*qk_dot_q_fn)(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0,
-                            bool has_min, const struct q_act *a, int64_t b0, int nb, float *acc,
+                            uint32_t type, const struct q_act *a, int64_t b0, int nb, float *acc,
                             float *macc, const struct qk_out *out);
 /* Float dot for a tile: rows w[r] (n floats from element e0; read as zero
  * beyond n) against f32 activation rows; lane l holds elements 16i + l. */
@@ -242,7 +248,7 @@ typedef void (*qk_act_rows_fn)(struct q_act *a, const float *x, int64_t ldx, int
 #define QK_NTYPES 41
 
 struct q_kernels {
-    const char *name; /* "portable", "avx2", "avx512" */
+    const char *name; /* "portable", "avx2", "avx512", "neon" */
     enum q_isa isa;
     qk_decode_fn decode[QK_NTYPES];     /* quantized weight types */
     qk_decode_f_fn decode_f[QK_NTYPES]; /* F16, BF16 */
@@ -252,7 +258,13 @@ struct q_kernels {
     qk_act_rows_fn act_q8; /* quantize rows for Q_Q8_1 */
 };
 
-extern const struct q_kernels qk_portable, qk_avx2, qk_avx512;
+extern const struct q_kernels qk_portable;
+#if defined(__x86_64__) || defined(__i386__)
+extern const struct q_kernels qk_avx2, qk_avx512;
+#endif
+#if defined(__aarch64__)
+extern const struct q_kernels qk_neon; /* matmul_neon.c */
+#endif
 
 /* Portable building blocks (matmul.c) that the SIMD tables reuse for types
  * that are rarely hot. */

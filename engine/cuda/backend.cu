@@ -321,7 +321,7 @@ static int prepare(struct model *m, cu_state *S, struct err *err)
     if (pe != cudaSuccess)
         return err_set(err, FP_ERR_DEVICE,
                        "cuda: cannot run kernels on %s (sm_%d%d): %s (rebuild with "
-                       "CUDA_ARCH=sm_%d%d)",
+                       "CUDA_ARCHS=sm_%d%d)",
                        prop.name, prop.major, prop.minor, cudaGetErrorString(pe), prop.major,
                        prop.minor),
                -1;

@@ -54,7 +54,7 @@ QD uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s)
 QD float bits_float(uint32_t u)
 {
 #ifdef __CUDA_ARCH__
-    return bits_float(u);
+    return __uint_as_float(u);
 #else
     float f;
     memcpy(&f, &u, sizeof(f));

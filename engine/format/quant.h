@@ -131,7 +131,7 @@ void q_act_prepare_rows(struct q_act *a, const float *x, int64_t ldx, int64_t r0
 void q_act_dequant_row(const struct q_act *a, int64_t row, float *dst);
 
 /* Which instruction set a kernel table uses. */
-enum q_isa { Q_ISA_AUTO = 0, Q_ISA_PORTABLE, Q_ISA_AVX2, Q_ISA_AVX512 };
+enum q_isa { Q_ISA_AUTO = 0, Q_ISA_PORTABLE, Q_ISA_AVX2, Q_ISA_AVX512, Q_ISA_NEON };
 
 struct q_kernels; /* a table of kernels for one ISA (opaque) */
 
@@ -139,8 +139,10 @@ struct q_kernels; /* a table of kernels for one ISA (opaque) */
  * request for an ISA the CPU lacks returns NULL. The table is static and
  * shared; callers keep the pointer in their context. */
 const struct q_kernels *q_kernels_select(enum q_isa isa);
-const char *q_kernels_name(const struct q_kernels *k); /* "avx512", "avx2", "portable" */
-/* enum q_isa for "auto", "portable", "avx2" or "avx512", or -1. */
+const char *q_kernels_name(const struct q_kernels *k); /* "avx512", "avx2", "neon", "portable" */
+/* The ISA a kernel table is for (Q_ISA_AUTO for NULL). */
+enum q_isa q_kernels_isa(const struct q_kernels *k);
+/* enum q_isa for "auto", "portable", "avx2", "avx512" or "neon", or -1. */
 int q_isa_from_name(const char *name);
 
 /*
@@ -150,8 +152,11 @@ int q_isa_from_name(const char *name);
  * same cols; asserted). Each weight block is read from memory once for all
  * activation rows. The value for
  * (r, b) is bit-identical whatever a->rows, r0 and r1 are, and the same on
- * every kernel table. Never allocates; uses about 40 KB of stack. Safe to
- * call from several threads on disjoint row ranges.
+ * every kernel table (no tolerance: the batched and prefill tiles of the
+ * SIMD tables, AVX2's included, reproduce the portable arithmetic exactly;
+ * tests/unit/engine_kernels.c compares them bit for bit). Never allocates;
+ * uses about 60 KB of stack. Safe to call from several threads on disjoint
+ * row ranges.
  */
 void q_matmul(const struct q_kernels *k, const struct q_matrix *w, const struct q_act *a, float *y,
               int64_t ldy, int64_t r0, int64_t r1);

@@ -553,12 +553,25 @@ struct model *model_from_gguf(struct gguf_file *f, const struct model_opts *opts
                 m->ctx, m->max_batch, m->max_rows);
         goto fail;
     }
+    int isa = q_isa_from_name(m->opts.isa ? m->opts.isa : "auto");
+    if (isa < 0) {
+        err_set(err, FP_ERR_USAGE,
+                "--isa: unknown kernels '%s' (expected auto, avx512, avx2, neon or "
+                "portable)",
+                m->opts.isa);
+        goto fail;
+    }
+    m->kern = q_kernels_select((enum q_isa)isa);
+    if (!m->kern) {
+        err_set(err, FP_ERR_DEVICE, "--isa %s: this CPU lacks the instructions it needs",
+                m->opts.isa);
+        goto fail;
+    }
     m->be = backend_find(m->opts.device, err);
     if (!m->be)
         goto fail;
     if (bind_weights(m, err))
         goto fail;
-    m->kern = q_kernels_select(Q_ISA_AUTO);
     m->pool = tp_new(m->opts.threads);
     if (requantize(m, err))
         goto fail;

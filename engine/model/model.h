@@ -117,6 +117,8 @@ struct model_opts {
     enum model_decode decode;
     enum model_attention attention;
     const char *device; /* "cpu" (default) or "cuda" */
+    const char *isa;    /* CPU kernels: "auto" (default: the best the CPU has), "avx512",
+                           "avx2", "neon" or "portable" */
 };
 
 /* Per-step timers: wall time of thread 0 per phase, barrier waits

@@ -1,7 +1,8 @@
 /*
- * prom: counters and the /metrics exposition (see prom.h). One table
- * lists every counter with its name, help and unit conversion, so the text
- * and the struct cannot drift; labelled families are written by hand below.
+ * prom: counters, histograms and the /metrics exposition (see prom.h). One
+ * table lists every counter with its name, help and unit conversion, one
+ * every histogram with its name, help and bounds, so the text and the
+ * struct cannot drift; labelled families are written by hand below.
  */
 #include "serve/prom.h"
 
@@ -9,17 +10,126 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "text/utf8.h"
+
 /* The statuses fp4serve sends, each its own label value; anything else
  * (a status MHD sent itself, say) lands in the last one, "other". */
 static const int statuses[PROM_N_STATUS] = {200, 400, 404, 405, 413, 414,
                                             431, 500, 503, 408, 429, 0 /* other */};
-static const char *const route_names[PROM_N_ROUTES] = {"completions", "chat_completions", "health",
-                                                       "models",      "metrics",          "other"};
+static const char *const route_names[PROM_N_ROUTES] = {
+    "completions", "chat_completions", "health", "models", "metrics", "tokenize", "other"};
 static const char *const finish_names[PROM_N_FINISH] = {"stop", "length", "cancelled", "aborted"};
+
+/* vLLM's bounds (vllm/v1/metrics/loggers.py), in seconds. */
+static const double ttft_le[] = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                 0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
+                                 20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+static const double itl_le[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+static const double request_le[] = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
+                                    5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
+                                    60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+
+/* The histograms: name, help, bounds (NULL: 1-2-5 token lengths), scale. */
+static const struct {
+    const char *name, *help;
+    const double *le;
+    int n_le;
+    double scale;
+} hists[PROM_N_HIST] = {
+    [PROM_H_TTFT] = {"fp4serve_time_to_first_token_seconds",
+                     "Time from submission to the first generated token, per request served.",
+                     ttft_le, sizeof(ttft_le) / sizeof(ttft_le[0]), 1e-9},
+    [PROM_H_ITL] = {"fp4serve_inter_token_latency_seconds",
+                    "Time between two generated tokens of one request, per token.", itl_le,
+                    sizeof(itl_le) / sizeof(itl_le[0]), 1e-9},
+    [PROM_H_E2E] = {"fp4serve_e2e_request_latency_seconds",
+                    "Time from submission to the end of generation, per request served.",
+                    request_le, sizeof(request_le) / sizeof(request_le[0]), 1e-9},
+    [PROM_H_QUEUE] = {"fp4serve_request_queue_time_seconds",
+                      "Time waiting for a KV slot, per request served.", request_le,
+                      sizeof(request_le) / sizeof(request_le[0]), 1e-9},
+    [PROM_H_PROMPT] = {"fp4serve_request_prompt_tokens", "Prompt tokens, per request served.", NULL,
+                       0, 1},
+    [PROM_H_GEN] = {"fp4serve_request_generation_tokens",
+                    "Generated tokens (end-of-generation included), per request served.", NULL, 0,
+                    1},
+};
+
+static void hist_bounds(struct prom_hist *h, const double *le, int n, double scale)
+{
+    h->n_le = n < PROM_MAX_LE ? n : PROM_MAX_LE;
+    h->scale = scale;
+    for (int i = 0; i < h->n_le; i++) {
+        h->le[i] = le[i];
+        h->le_units[i] = (uint64_t)(le[i] / scale + 0.5);
+    }
+}
+
+/* 1, 2, 5, 10, 20, 50, ... up to max (vLLM's build_1_2_5_buckets). */
+static void token_bounds(struct prom_hist *h, int max)
+{
+    double le[PROM_MAX_LE];
+    int n = 0;
+    for (double p = 1; n < PROM_MAX_LE; p *= 10)
+        for (int k = 0; k < 3 && n < PROM_MAX_LE; k++) {
+            double v = p * (k == 0 ? 1 : k == 1 ? 2 : 5);
+            if (v > max)
+                goto done;
+            le[n++] = v;
+        }
+done:
+    hist_bounds(h, le, n, 1);
+}
 
 void prom_init(struct prom *m)
 {
     memset(m, 0, sizeof(*m));
+    for (int i = 0; i < PROM_N_HIST; i++) {
+        if (hists[i].le)
+            hist_bounds(&m->hist[i], hists[i].le, hists[i].n_le, hists[i].scale);
+        else
+            token_bounds(&m->hist[i], 2048);
+    }
+}
+
+/* The label value escaped as the text format wants: \\, \" and \n. */
+void prom_set_model(struct prom *m, const char *model_name, int max_model_len)
+{
+    size_t w = 0;
+    for (const char *p = model_name; *p && w + 3 < sizeof(m->model_name); p++) {
+        if (*p == '\\' || *p == '"' || *p == '\n')
+            m->model_name[w++] = '\\';
+        m->model_name[w++] = *p == '\n' ? 'n' : *p;
+    }
+    while (w > 0 && utf8_invalid_at((const uint8_t *)m->model_name, w) < w)
+        w--; /* cut inside a character: drop its first bytes */
+    m->model_name[w] = '\0';
+    for (int i = 0; i < PROM_N_HIST; i++)
+        if (!hists[i].le)
+            token_bounds(&m->hist[i], max_model_len > 0 ? max_model_len : 1);
+}
+
+void prom_observe(struct prom_hist *h, uint64_t v)
+{
+    int k = 0;
+    while (k < h->n_le && v > h->le_units[k])
+        k++;
+    atomic_fetch_add_explicit(&h->bucket[k], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum, v, memory_order_relaxed);
+}
+
+void prom_request_done(struct prom *m, uint64_t t_submit, uint64_t t_admit, uint64_t t_first,
+                       uint64_t t_end, long n_prompt, long n_gen)
+{
+    /* a clock read before t_submit cannot happen (one monotonic clock),
+     * but a zero or reversed time is clamped rather than wrapped */
+    if (t_first) /* a request served without a generated token has no first-token time */
+        prom_observe(&m->hist[PROM_H_TTFT], t_first > t_submit ? t_first - t_submit : 0);
+    prom_observe(&m->hist[PROM_H_E2E], t_end > t_submit ? t_end - t_submit : 0);
+    prom_observe(&m->hist[PROM_H_QUEUE], t_admit > t_submit ? t_admit - t_submit : 0);
+    prom_observe(&m->hist[PROM_H_PROMPT], n_prompt > 0 ? (uint64_t)n_prompt : 0);
+    prom_observe(&m->hist[PROM_H_GEN], n_gen > 0 ? (uint64_t)n_gen : 0);
 }
 
 void prom_response(struct prom *m, enum prom_route route, int status)
@@ -61,13 +171,58 @@ static const struct counter counters[] = {
      offsetof(struct prom, prefill_rows), 1},
     {"fp4serve_step_seconds_total", "Wall time of model steps.", offsetof(struct prom, step_ns),
      1e-9},
+    {"fp4serve_decode_only_steps_total", "Model steps that ran no prompt token.",
+     offsetof(struct prom, do_steps), 1},
+    {"fp4serve_decode_only_step_sequences_total",
+     "Sequences summed over decode-only steps (their mean batch = this / those steps).",
+     offsetof(struct prom, do_step_seqs), 1},
+    {"fp4serve_decode_only_step_seconds_total", "Wall time of decode-only steps.",
+     offsetof(struct prom, do_step_ns), 1e-9},
     {"fp4serve_connections_total", "Connections accepted.", offsetof(struct prom, connections), 1},
 };
 
-/* The exposition is rebuilt on every scrape from the atomics; counters a
- * reader can divide (steps, sequences, seconds) are exported raw, and the
- * two means (batch size, step time) are also given as gauges for people
- * reading /metrics by eye. */
+/* A bound as a label value: "0.005", "2048", "2560". */
+static void put_le(struct buf *out, double v)
+{
+    if (v == (double)(long long)v)
+        buf_printf(out, "%lld", (long long)v);
+    else
+        buf_printf(out, "%g", v);
+}
+
+/* One histogram family: cumulative buckets, +Inf, _sum and _count. The
+ * count is the sum of the buckets as read, so it always equals +Inf even
+ * while requests finish during the scrape. */
+static void render_hist(const struct prom *m, int id, struct buf *out)
+{
+    const struct prom_hist *h = &m->hist[id];
+    const char *name = hists[id].name;
+    buf_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", name, hists[id].help, name);
+    uint64_t cum = 0;
+    for (int k = 0; k <= h->n_le; k++) {
+        cum += get(&h->bucket[k]);
+        buf_printf(out, "%s_bucket{model_name=\"%s\",le=\"", name, m->model_name);
+        if (k < h->n_le)
+            put_le(out, h->le[k]);
+        else
+            buf_puts(out, "+Inf");
+        buf_printf(out, "\"} %llu\n", (unsigned long long)cum);
+    }
+    uint64_t sum = get(&h->sum);
+    if (h->scale == 1)
+        buf_printf(out, "%s_sum{model_name=\"%s\"} %llu\n", name, m->model_name,
+                   (unsigned long long)sum);
+    else
+        buf_printf(out, "%s_sum{model_name=\"%s\"} %.9f\n", name, m->model_name,
+                   (double)sum * h->scale);
+    buf_printf(out, "%s_count{model_name=\"%s\"} %llu\n", name, m->model_name,
+               (unsigned long long)cum);
+}
+
+/* The exposition is rebuilt on every scrape from the atomics. Counters a
+ * reader can divide (steps, sequences, seconds) are exported raw: a mean
+ * since start (batch size, step time) is a ratio of two of them, taken
+ * over whatever window the reader wants, so none is exported as a gauge. */
 void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *out)
 {
     buf_puts(out, "# HELP fp4serve_requests_total HTTP responses by route and status.\n"
@@ -105,16 +260,10 @@ void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *
                (double)get(&m->matmul_ns) * 1e-9);
     buf_printf(out, "fp4serve_step_phase_seconds_total{phase=\"other\"} %.6f\n",
                (double)get(&m->other_ns) * 1e-9);
-    uint64_t steps = get(&m->steps);
-    double mean_batch = steps ? (double)get(&m->step_seqs) / (double)steps : 0;
-    double mean_step_ms = steps ? (double)get(&m->step_ns) * 1e-6 / (double)steps : 0;
     struct {
         const char *name, *help;
         double v;
     } gauges[] = {
-        {"fp4serve_batch_size_mean", "Mean sequences per step since start.", mean_batch},
-        {"fp4serve_step_ms_mean", "Mean step wall time since start, in milliseconds.",
-         mean_step_ms},
         {"fp4serve_queue_length", "Requests waiting for a slot.", (double)g->queued},
         {"fp4serve_running_sequences", "Sequences holding a KV slot.", (double)g->running},
         {"fp4serve_kv_slots", "KV slots (--max-batch).", (double)g->slots},
@@ -135,4 +284,13 @@ void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *
         else
             buf_printf(out, "%s %.6f\n", gauges[i].name, gauges[i].v);
     }
+    if (!g->ready)
+        return; /* the histograms' bounds and label are set with the model */
+    buf_puts(out, "# HELP fp4serve_kv_cache_usage_perc KV cache positions held over all slots, as "
+                  "a fraction of the capacity (0 to 1).\n"
+                  "# TYPE fp4serve_kv_cache_usage_perc gauge\n");
+    buf_printf(out, "fp4serve_kv_cache_usage_perc{model_name=\"%s\"} %.6f\n", m->model_name,
+               g->kv_capacity > 0 ? (double)g->kv_positions / (double)g->kv_capacity : 0.0);
+    for (int i = 0; i < PROM_N_HIST; i++)
+        render_hist(m, i, out);
 }

@@ -1,9 +1,11 @@
 /*
- * prom: fp4serve's counters and the Prometheus text exposition of
- * GET /metrics. Counters are C11 atomics: the scheduler and the HTTP
- * thread add to them without locks, and a scrape reads them as they are.
- * Gauges that belong to the scheduler (queue, running, KV) are passed in
- * as a snapshot when rendering.
+ * prom: fp4serve's counters and histograms and the Prometheus text
+ * exposition of GET /metrics. Counters and histogram buckets are C11
+ * atomics: the scheduler and the HTTP thread add to them without locks,
+ * and a scrape reads them as they are. Gauges that belong to the scheduler
+ * (queue, running, KV) are passed in as a snapshot when rendering.
+ * Histograms follow vLLM's (names with our prefix, its buckets, base units:
+ * seconds and tokens) and carry a model_name label.
  */
 #ifndef ENGINE_PROM_H
 #define ENGINE_PROM_H
@@ -20,7 +22,8 @@ enum prom_route {
     PROM_HEALTH,
     PROM_MODELS,
     PROM_METRICS,
-    PROM_OTHER, /* unknown routes and refusals before routing (413, 431, ...) */
+    PROM_TOKENIZE, /* POST /tokenize and /detokenize */
+    PROM_OTHER,    /* unknown routes and refusals before routing (413, 431, ...) */
     PROM_N_ROUTES,
 };
 
@@ -36,6 +39,31 @@ enum prom_finish {
 /* HTTP statuses kept apart; others are counted under "other". */
 #define PROM_N_STATUS 12
 
+/* The per-request histograms (vLLM's vllm:NAME as fp4serve_NAME). */
+enum prom_hist_id {
+    PROM_H_TTFT = 0, /* time_to_first_token_seconds: submit to first token */
+    PROM_H_ITL,      /* inter_token_latency_seconds: between tokens of one request */
+    PROM_H_E2E,      /* e2e_request_latency_seconds: submit to finish */
+    PROM_H_QUEUE,    /* request_queue_time_seconds: submit to admission (a KV slot) */
+    PROM_H_PROMPT,   /* request_prompt_tokens */
+    PROM_H_GEN,      /* request_generation_tokens */
+    PROM_N_HIST,
+};
+
+#define PROM_MAX_LE 24 /* upper bounds per histogram, +Inf not counted */
+
+/* One histogram. Observations are integers in the histogram's unit
+ * (nanoseconds or tokens); bounds are kept in that unit too, so a value on
+ * a bound lands in that bound's bucket without rounding doubt. */
+struct prom_hist {
+    int n_le;                                      /* bounds in use */
+    double scale;                                  /* unit to base unit: 1e-9 (ns) or 1 */
+    double le[PROM_MAX_LE];                        /* (n_le) ascending bounds, base unit */
+    uint64_t le_units[PROM_MAX_LE];                /* (n_le) the same in the unit */
+    atomic_uint_least64_t bucket[PROM_MAX_LE + 1]; /* per bucket, not cumulative; [n_le] = +Inf */
+    atomic_uint_least64_t sum;                     /* in the unit */
+};
+
 struct prom {
     atomic_uint_least64_t responses[PROM_N_ROUTES][PROM_N_STATUS]; /* by route and status */
     atomic_uint_least64_t finished[PROM_N_FINISH];                 /* generations by reason */
@@ -46,11 +74,16 @@ struct prom {
     atomic_uint_least64_t decode_rows;      /* decode tokens over all steps */
     atomic_uint_least64_t prefill_rows;     /* prompt tokens run through the model */
     atomic_uint_least64_t step_ns;          /* wall time of model_step calls */
+    atomic_uint_least64_t do_steps;         /* the same three over steps that ran no */
+    atomic_uint_least64_t do_step_seqs;     /*   prompt token (decode-only): their mean */
+    atomic_uint_least64_t do_step_ns;       /*   is the decode step law, prefill left out */
     atomic_uint_least64_t attn_ns;          /* phase timers of the model (model_timers) */
     atomic_uint_least64_t matmul_ns;
     atomic_uint_least64_t other_ns;
     atomic_uint_least64_t connections;     /* accepted connections */
     atomic_int_least64_t open_connections; /* connections now open */
+    struct prom_hist hist[PROM_N_HIST];    /* per request (ITL: per token) */
+    char model_name[256]; /* label value, escaped for the exposition; "" until prom_set_model */
 };
 
 /* The scheduler's gauges at the time of a scrape. */
@@ -63,7 +96,21 @@ struct prom_gauges {
     int ready;         /* 1 once the model is loaded */
 };
 
+/* Zero everything and set the histograms' bounds (token lengths up to
+ * 2048 until prom_set_model says otherwise). */
 void prom_init(struct prom *m);
+/* The served model: its id (the model_name label) and context, which sets
+ * the token-length buckets (1, 2, 5, 10, ... up to max_model_len, as vLLM's
+ * build_1_2_5_buckets). Call before the first request is served. */
+void prom_set_model(struct prom *m, const char *model_name, int max_model_len);
+/* Add one observation v (in h's unit: ns or tokens). */
+void prom_observe(struct prom_hist *h, uint64_t v);
+/* A request was served (ended by a stop or its length): its times
+ * (clock_ns at submit, admission, first token and end) and token counts go
+ * into every per-request histogram, so their counts equal requests served
+ * (TTFT's: those that generated a token; t_first 0 = none). */
+void prom_request_done(struct prom *m, uint64_t t_submit, uint64_t t_admit, uint64_t t_first,
+                       uint64_t t_end, long n_prompt, long n_gen);
 /* Count one response of route with HTTP status. */
 void prom_response(struct prom *m, enum prom_route route, int status);
 /* Append the Prometheus text (format 0.0.4) to out. */

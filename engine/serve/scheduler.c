@@ -72,7 +72,9 @@ struct sched_req {
     struct stop_filter stop;
     struct buf text;   /* non-streaming: the answer so far */
     uint64_t t_submit; /* clock_ns at submit */
+    uint64_t t_admit;  /* clock_ns at admission (a slot), 0 before */
     uint64_t t_first;  /* clock_ns at the first generated token, 0 before */
+    uint64_t t_last;   /* clock_ns at the latest generated token, 0 before */
     sched_req *next;   /* queue link */
 };
 
@@ -350,6 +352,9 @@ static void finish(sched *s, sched_req *r, enum prom_finish why, const char *tex
         r->fd = -1;
     }
     atomic_fetch_add_explicit(&s->met->finished[why], 1, memory_order_relaxed);
+    if (why == PROM_FIN_STOP || why == PROM_FIN_LENGTH) /* served: before its reader wakes */
+        prom_request_done(s->met, r->t_submit, r->t_admit, r->t_first, clock_ns(), r->n_prompt,
+                          r->n_gen);
     if (why == PROM_FIN_STOP || why == PROM_FIN_LENGTH) {
         struct chunk_ctx c = {.text = text, .n = n, .finish = finish_names[why]};
         if (!r->stream)
@@ -385,6 +390,7 @@ static void admit(sched *s, sched_req *r)
     model_slot_free(s->m, slot);
     r->n_cached = 0;
     s->run[s->n_run++] = r;
+    r->t_admit = clock_ns();
     sampler_init(&r->sampler, s->m->cfg.n_vocab, &r->sp);
     tok_stream_init(&r->ts);
     stop_init(&r->stop, r->stops, r->stop_lens, r->n_stops, s->piece_cap);
@@ -481,8 +487,12 @@ static void on_token(sched *s, sched_req *r, int32_t tok)
      * flushes whatever both held back into the last event. */
     r->tokens[r->n_tokens++] = tok;
     r->n_gen++;
-    if (!r->t_first)
-        r->t_first = clock_ns();
+    uint64_t now = clock_ns();
+    if (r->t_last)
+        prom_observe(&s->met->hist[PROM_H_ITL], now - r->t_last);
+    else
+        r->t_first = now;
+    r->t_last = now;
     atomic_fetch_add_explicit(&s->met->generated_tokens, 1, memory_order_relaxed);
     if (!r->ignore_eos && tok_is_eog(s->v, tok)) {
         size_t n = tok_stream_flush(&r->ts, s->piece, s->piece_cap);
@@ -581,7 +591,13 @@ static int step(sched *s)
         return -1;
     }
     struct prom *met = s->met;
-    atomic_fetch_add_explicit(&met->step_ns, clock_ns() - t0, memory_order_relaxed);
+    uint64_t step_ns = clock_ns() - t0;
+    atomic_fetch_add_explicit(&met->step_ns, step_ns, memory_order_relaxed);
+    if (n_pre == 0) {
+        atomic_fetch_add_explicit(&met->do_step_ns, step_ns, memory_order_relaxed);
+        atomic_fetch_add_explicit(&met->do_steps, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&met->do_step_seqs, (uint64_t)n, memory_order_relaxed);
+    }
     atomic_fetch_add_explicit(&met->steps, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&met->step_seqs, (uint64_t)n, memory_order_relaxed);
     atomic_fetch_add_explicit(&met->decode_rows, (uint64_t)n_dec, memory_order_relaxed);

@@ -29,6 +29,7 @@
 #include "fp4.h"
 #include "log.h"
 #include "rng.h"
+#include "serve/tokapi.h"
 #include "timeutil.h"
 #include "xalloc.h"
 
@@ -472,6 +473,41 @@ refused:
     return respond_error(c, &e, false);
 }
 
+/* ---- tokenizer endpoints (vLLM's shapes; bodies in tokapi.c) ---- */
+
+/* POST /tokenize and /detokenize: answered on the HTTP thread, like a
+ * completion's tokenizing, bounded by --max-body. */
+static enum MHD_Result h_tok(struct call *c, bool detok)
+{
+    srv *s = c->s;
+    if (!atomic_load(&s->ready))
+        return refuse(c, 503, "unavailable_error", NULL, false, "loading model");
+    struct tokapi_ctx ctx = {.vocab = s->engine.vocab,
+                             .chat = s->engine.chat,
+                             .n_ctx = s->engine.n_ctx,
+                             .model_ids = s->model_ids};
+    struct api_error e;
+    struct buf b;
+    buf_init(&b, BUF_MAX_DEFAULT);
+    const char *body = c->body.data ? c->body.data : "";
+    int rc = detok ? tokapi_detokenize(&ctx, body, c->body.len, &b, &e)
+                   : tokapi_tokenize(&ctx, body, c->body.len, &b, &e);
+    enum MHD_Result r = rc == 0 ? respond(c, 200, "application/json", b.data, b.len, false)
+                                : respond_error(c, &e, false);
+    buf_release(&b);
+    return r;
+}
+
+static enum MHD_Result h_tokenize(struct call *c)
+{
+    return h_tok(c, false);
+}
+
+static enum MHD_Result h_detokenize(struct call *c)
+{
+    return h_tok(c, true);
+}
+
 static enum MHD_Result h_completions(struct call *c)
 {
     return h_completion(c, API_COMPLETION);
@@ -493,6 +529,8 @@ static const struct route routes[] = {
     {"/metrics", "GET", h_metrics, PROM_METRICS, false},
     {"/v1/completions", "POST", h_completions, PROM_COMPLETIONS, true},
     {"/v1/chat/completions", "POST", h_chat, PROM_CHAT, true},
+    {"/tokenize", "POST", h_tokenize, PROM_TOKENIZE, true},
+    {"/detokenize", "POST", h_detokenize, PROM_TOKENIZE, true},
 };
 
 /* ---- the MHD callbacks ---- */

@@ -793,6 +793,11 @@ const char *tok_pre_name(const tok_vocab *v)
     return v->pre_name;
 }
 
+const char *tok_pre_regex(const tok_vocab *v, size_t i)
+{
+    return i < v->n_re ? v->pre->regex[i] : NULL;
+}
+
 const char *tok_text(const tok_vocab *v, int32_t id)
 {
     if (id < 0 || (size_t)id >= v->n_tokens)

@@ -74,6 +74,10 @@ enum tok_type tok_type_of(const tok_vocab *v, int32_t id);
 const char *tok_chat_template(const tok_vocab *v);
 /* The pre-tokenizer name as stored (e.g. "smollm"). */
 const char *tok_pre_name(const tok_vocab *v);
+/* The pre-tokenizer's i-th PCRE2 pattern (each splits the previous one's
+ * pieces; matches and the text between them both become pieces), or NULL
+ * past the last. For tokenizer export (fp4_export.c). */
+const char *tok_pre_regex(const tok_vocab *v, size_t i);
 /* The token's text as stored in the vocabulary (byte-level encoded), or
  * NULL for an out-of-range id. */
 const char *tok_text(const tok_vocab *v, int32_t id);

@@ -6,10 +6,10 @@
  */
 #include "analysis/judge.h"
 
-#include "analysis/export.h"
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/export.h"
 #include "fileio.h"
 #include "strutil.h"
 #include "xalloc.h"
@@ -36,6 +36,7 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
                        "no export '%s': the %s preset reads the client's export there (have the "
                        "client write \"${run_dir}/${variant}/${point}%s\")",
                        source, xp->name, xp->suffix);
+        scrape_point_columns(log_path, spec->server_map, spec->n_server_map, metrics);
         free(source);
         rc = 0;
         goto out;
@@ -48,6 +49,7 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
     }
     for (size_t i = 0; i < got.n; i++)
         mset_set(metrics, got.m[i].name, got.m[i].value);
+    scrape_point_columns(log_path, spec->server_map, spec->n_server_map, metrics);
     if (rc != 0 || ext_require(spec->set, metrics, &info, spec->require, &e) != 0) {
         if (client_ok) {
             buf_printf(cause, "%s", e.msg);
@@ -83,8 +85,9 @@ int judge_saved_point(const struct rundir *rd, const char *variant, const char *
     if (ext_new(x->preset, x->patterns, x->n_patterns, &set, &e) != 0) {
         buf_printf(&cause, "%s", e.msg);
     } else {
-        struct judge_spec spec = {set, &x->require, p->concurrency, p->prompts,
-                                  rundir_rate(rd, variant)};
+        struct judge_spec spec = {
+            set,           &x->require,    p->concurrency, p->prompts, rundir_rate(rd, variant),
+            x->server_map, x->n_server_map};
         rc = judge_point(&spec, path, true, &ms, &ok, &cause, err);
         if (rc != 0) /* the point fails, the others go on (the caller decides) */
             buf_printf(&cause, "cannot read the log: %s", err->msg);

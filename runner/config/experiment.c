@@ -30,6 +30,7 @@
 #include "config/schema.h"
 #include "analysis/extract.h"
 #include "analysis/metric.h"
+#include "client/scrape.h"
 #include "store/results.h"
 #include "fileio.h"
 #include "strutil.h"
@@ -904,6 +905,18 @@ static int finish_metrics(struct dctx *c, const struct ynode *map, int line, int
     for (size_t i = 0; req && i < req->n; i++)
         if (!metric_known(v, req->kids[i]->text))
             return unknown_metric(c, req->kids[i], "metrics.require", &v, 1);
+    for (size_t i = 0; i < v->metrics.n_server_map; i++) {
+        const struct exp_kv *kv = &v->metrics.server_map[i];
+        struct err e;
+        err_init(&e);
+        if (strncmp(kv->key, "server_", 7) != 0 || !kv->key[7])
+            return cerr(c, kv->line, kv->col,
+                        "'metrics.server_map' key '%s' must start with 'server_' (it names a "
+                        "points.csv column)",
+                        kv->key);
+        if (scrape_expr_check(kv->value, &e) != 0)
+            return cerr(c, kv->line, kv->col, "'metrics.server_map' '%s': %s", kv->key, e.msg);
+    }
     return 0;
 }
 
@@ -1059,6 +1072,8 @@ static void variant_release(struct exp_variant *v)
     }
     free(v->metrics.patterns);
     strvec_release(&v->metrics.require);
+    free(v->metrics.server_path);
+    kv_free(v->metrics.server_map, v->metrics.n_server_map);
     memset(v, 0, sizeof(*v));
 }
 
@@ -1078,6 +1093,22 @@ void exp_release(struct experiment *exp)
     memset(exp, 0, sizeof(*exp));
 }
 
+/* A server_* column: a known one (client/scrape.h) or a key of some
+ * variant's metrics.server_map. */
+static bool server_column_known(const struct experiment *exp, const char *name)
+{
+    size_t n;
+    const struct scrape_column *cols = scrape_columns(&n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(cols[i].name, name) == 0)
+            return true;
+    for (size_t v = 0; v < exp->n_variants; v++)
+        for (size_t i = 0; i < exp->variants[v].metrics.n_server_map; i++)
+            if (strcmp(exp->variants[v].metrics.server_map[i].key, name) == 0)
+                return true;
+    return false;
+}
+
 /* fit.x and fit.y must name a metric some variant produces; x may also be
  * a grid column, the requested "concurrency" (the default) or "prompts". */
 static int check_fit(struct dctx *c, const struct ynode *root)
@@ -1091,7 +1122,7 @@ static int check_fit(struct dctx *c, const struct ynode *root)
         vars[i] = &c->exp->variants[i];
     for (int a = 0; a < 2 && rc == 0; a++) {
         bool known =
-            metric_find(names[a]) != NULL ||
+            metric_find(names[a]) != NULL || server_column_known(c->exp, names[a]) ||
             (a == 0 && (strcmp(names[a], "concurrency") == 0 || strcmp(names[a], "prompts") == 0));
         for (size_t i = 0; i < c->exp->n_variants && !known; i++)
             known = metric_known(vars[i], names[a]);

@@ -83,7 +83,11 @@ struct exp_metrics {
     char *preset;                 /* default "sglang" */
     struct exp_pattern *patterns; /* user patterns, override or add */
     size_t n_patterns;
-    struct strvec require; /* default output_throughput, median_tpot_ms */
+    struct strvec require;     /* default output_throughput, median_tpot_ms */
+    int server;                /* metrics.server: 1 = scrape server_path around each point */
+    char *server_path;         /* default "/metrics" */
+    struct exp_kv *server_map; /* server_* column -> expression over counter deltas */
+    size_t n_server_map;
 };
 
 /* One variant with the base experiment and its overrides already merged. */

@@ -16,6 +16,7 @@
 
 #include "err.h"
 #include "analysis/extract.h"
+#include "client/scrape.h"
 #include "store/results.h"
 #include "strvec.h"
 
@@ -24,7 +25,9 @@ struct rundir_extract {
     char *preset;                 /* owned; NULL = no preset (user patterns only) */
     struct ext_pattern *patterns; /* owned, names and regexes included */
     size_t n_patterns;
-    struct strvec require; /* metrics a point needs to count as ok */
+    struct strvec require;         /* metrics a point needs to count as ok */
+    struct scrape_map *server_map; /* owned, strings included: metrics.server_map */
+    size_t n_server_map;
 };
 
 struct rundir_variant {

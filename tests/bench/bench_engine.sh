@@ -5,7 +5,9 @@
 # batched and stay flat for per-request), the achieved bandwidth at B=1
 # against the machine's measured memcpy/read bandwidth, and llama.cpp's
 # single-stream decode (llama-cpp-python) on the same file and threads; and
-# Q4_1 vs MXFP4 vs NVFP4 (requantized at load) at batch 1 and 16.
+# Q4_1 vs MXFP4 vs NVFP4 (requantized at load) at batch 1 and 16. It names the
+# kernel table the CPU gets; on an AVX-512 machine it also runs --isa avx2
+# side by side (what an AVX2-only CPU would run).
 # Knobs: THREADS (2), PP (128), TG (64), BATCHES (1,4,16,64), ROUNDS (3), MODEL.
 set -u
 BUILD=${BUILD:-build}
@@ -27,6 +29,31 @@ echo "== fp4serve bench: decode batched (threads $THREADS, PP $PP, TG $TG)"
 "$FP4SERVE" bench --model "$MODEL" --batch "$BATCHES" --prompt-len "$PP" --gen "$TG" \
     --threads "$THREADS" --decode batched 2>&1 | tee "$out/batched.txt"
 echo
+# The kernel table this CPU gets, and (on an AVX-512 machine) what an
+# AVX2-only one would run: --isa avx2 against auto, alternating, best of ROUNDS.
+kern=$(sed -n 's/.*kernels = \([a-z0-9]*\).*/\1/p' "$out/batched.txt" | head -n 1)
+echo "== kernels: $kern (CPU flags: $(grep -m1 -o -w 'avx2\|fma\|f16c\|avx512f\|avx512bw\|avx512vl\|avx512_vnni\|avx_vnni' /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' '))"
+if [ "$kern" = avx512 ]; then
+    echo "   --isa avx2 vs $kern, same file and threads, S_TG per batch and S_PP (prefill), best of $ROUNDS"
+    for i in $(seq "$ROUNDS"); do
+        for isa in avx2 auto; do
+            "$FP4SERVE" bench --model "$MODEL" --batch "$BATCHES" --prompt-len "$PP" --gen "$TG" \
+                --threads "$THREADS" --isa "$isa" --no-probe 2>/dev/null >>"$out/isa-$isa.txt"
+        done
+    done
+    printf '%6s %12s %12s %7s %12s %12s %7s\n' B tg-avx2 "tg-$kern" ratio pp-avx2 "pp-$kern" ratio
+    for b in $(echo "$BATCHES" | tr ',' ' '); do
+        col() { awk -F'|' -v b="$b" -v c="$2" '$4+0 == b && $2+0 > 0 { gsub(/ /, "", $c); print $c }' "$1" |
+            sort -g | tail -n 1; }
+        t2=$(col "$out/isa-avx2.txt" 9) t5=$(col "$out/isa-auto.txt" 9)
+        p2=$(col "$out/isa-avx2.txt" 7) p5=$(col "$out/isa-auto.txt" 7)
+        printf '%6s %12s %12s %7s %12s %12s %7s\n' "$b" "$t2" "$t5" \
+            "$(echo "$t2 $t5" | awk '{ printf "%.2f", $1 / $2 }')" "$p2" "$p5" \
+            "$(echo "$p2 $p5" | awk '{ printf "%.2f", $1 / $2 }')"
+    done
+fi
+echo
+
 echo "== fp4serve bench: decode per-request"
 "$FP4SERVE" bench --model "$MODEL" --batch "$BATCHES" --prompt-len "$PP" --gen "$TG" \
     --threads "$THREADS" --decode per-request --no-probe 2>&1 | tee "$out/perreq.txt"

@@ -6,7 +6,7 @@
  * of a SmolLM2-135M-shaped model (30 layers + tied head) once per "token"
  * and reports matmul-only tokens/s at batch 1.
  *
- * usage: kernels [--types q4_1,mxfp4] [--isa portable,avx2,avx512] [--batch 1,4,16,64]
+ * usage: kernels [--types q4_1,mxfp4] [--isa portable,avx2,avx512] [--batch 1,4,16,64,256]
  *                [--threads 1,2] [--shapes ffn_up,ffn_down,head] [--ms 150] [--model 0|1]
  */
 #include <math.h>
@@ -424,13 +424,16 @@ int main(int argc, char **argv)
                "GFLOP/s");
     printf("\n");
 
+    int max_b = 1; /* batch sizes above 64 are prompt chunks (prefill) */
+    for (int bi = 0; bi < o.nbatch; bi++)
+        max_b = o.batch[bi] > max_b ? o.batch[bi] : max_b;
     for (int si = 0; si < o.nshapes; si++) {
         const struct shape *sh = &shapes[o.shapes[si]];
         struct q_act a;
-        q_act_init(&a, 64, sh->cols);
-        float *x = xmalloc((size_t)(64 * sh->cols) * sizeof(float));
-        float *y = xmalloc((size_t)(64 * sh->rows) * sizeof(float));
-        for (int64_t i = 0; i < 64 * sh->cols; i++)
+        q_act_init(&a, max_b, sh->cols);
+        float *x = xmalloc((size_t)(max_b * sh->cols) * sizeof(float));
+        float *y = xmalloc((size_t)(max_b * sh->rows) * sizeof(float));
+        for (int64_t i = 0; i < max_b * sh->cols; i++)
             x[i] = gauss();
         for (int ti = 0; ti < o.ntypes; ti++) {
             uint32_t type = (uint32_t)o.types[ti];

@@ -59,6 +59,29 @@ check "-n cut short by --ctx: says so" grep -q -- "--ctx 3 leaves room for 2 of 
 check_eq "tiny bench: exit status" "$?" "0"
 check_eq "tiny bench: three rows" "$(grep -c '^|     6 |      3 |' "$T_TMP/tb")" "3"
 check "tiny bench: phase split" grep -q '^    5 ' "$T_TMP/tb"
+# --isa forces a kernel table: every table the CPU has gives the same logits,
+# bit for bit (the portable one always runs; exit 7 is a CPU without the ISA)
+"$FP4SERVE" generate --model "$TINY" --prompt "hello world" -n 4 -t 2 \
+    --logits "$T_TMP/isa-auto.f32" >/dev/null 2>&1
+for isa in portable avx2 avx512 neon; do
+    "$FP4SERVE" generate --model "$TINY" --prompt "hello world" -n 4 -t 2 --isa "$isa" \
+        --logits "$T_TMP/isa-$isa.f32" >/dev/null 2>"$T_TMP/err"
+    rc=$?
+    if [ "$rc" = 7 ] && [ "$isa" != portable ]; then
+        check "--isa $isa on a CPU without it: says so" grep -q -- "--isa $isa: this CPU lacks" \
+            "$T_TMP/err"
+        continue
+    fi
+    check_eq "--isa $isa: exit status" "$rc" "0"
+    check "--isa $isa: the same logits as auto" cmp -s "$T_TMP/isa-auto.f32" "$T_TMP/isa-$isa.f32"
+done
+"$FP4SERVE" generate --model "$TINY" --prompt "hi" -n 1 --isa sse2 >/dev/null 2>"$T_TMP/err"
+check_eq "--isa sse2: a usage error" "$?" "2"
+check "--isa sse2: names the flag and the value" grep -q -- "--isa: unknown kernels 'sse2'" \
+    "$T_TMP/err"
+"$FP4SERVE" bench --model "$TINY" --batch 2 --prompt-len 6 --gen 3 -t 2 --no-probe \
+    --isa portable >"$T_TMP/tb" 2>/dev/null
+check "bench --isa portable: reports the kernels" grep -q "kernels = portable" "$T_TMP/tb"
 
 # Quantized offline (synth writes MXFP4/NVFP4 from the same f32 values) and
 # requantized at load from f32: the same logits, bit for bit.

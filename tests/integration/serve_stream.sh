@@ -135,7 +135,7 @@ check_eq "models/{id}: POST is 405" \
     "$(curl -s -o /dev/null -w '%{http_code}' -d x "$SRV_URL/v1/models/tiny")" "405"
 curl -s "$SRV_URL/metrics" >"$T_TMP/m"
 for name in fp4serve_requests_total fp4serve_prompt_tokens_total fp4serve_generation_tokens_total \
-    fp4serve_steps_total fp4serve_batch_size_mean fp4serve_step_phase_seconds_total \
+    fp4serve_steps_total fp4serve_step_sequences_total fp4serve_step_phase_seconds_total \
     fp4serve_queue_length fp4serve_running_sequences fp4serve_kv_slots_free \
     fp4serve_open_connections; do
     check "metrics: $name" grep -q "^$name" "$T_TMP/m"

@@ -685,7 +685,7 @@ TEST(metrics_text)
         "fp4serve_requests_total{route=\"completions\",status=\"400\"} 1\n",
         "fp4serve_requests_total{route=\"other\",status=\"other\"} 1\n",
         "fp4serve_steps_total 4\n",
-        "fp4serve_batch_size_mean 2.500000\n",
+        "fp4serve_step_sequences_total 10\n",
         "fp4serve_step_phase_seconds_total{phase=\"attention\"} 1.500000\n",
         "fp4serve_queue_length 2\n",
         "fp4serve_running_sequences 3\n",

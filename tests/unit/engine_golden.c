@@ -96,7 +96,8 @@ static double logits_error(const float *ours, int n_vocab, json_t *lj, json_t *m
 
 /* Run one fixture directory against model_path. want_sha: the model file
  * must hash to the fixture's model_sha256. */
-static void check_golden(const char *model_path, const char *dir, bool kv_f32, double tol)
+static void check_golden(const char *model_path, const char *dir, bool kv_f32, double tol,
+                         const char *isa)
 {
     char *jpath = xasprintf("%s/golden.json", dir);
     json_error_t jerr;
@@ -129,8 +130,11 @@ static void check_golden(const char *model_path, const char *dir, bool kv_f32, d
     CHECK(n_gen >= 32);
     struct err err;
     err_init(&err);
-    struct model_opts o = {
-        .threads = 2, .max_batch = n_p, .ctx = max_prompt + n_gen + 1, .kv_f32 = kv_f32};
+    struct model_opts o = {.threads = 2,
+                           .max_batch = n_p,
+                           .ctx = max_prompt + n_gen + 1,
+                           .kv_f32 = kv_f32,
+                           .isa = isa};
     o.max_step_tokens = sum_prompt > n_p ? sum_prompt : n_p;
     struct model *m = model_new(model_path, &o, &err);
     CHECK_MSG(m != NULL, "%s", err.msg);
@@ -223,7 +227,19 @@ TEST(smollm2_135m_q4_1_matches_llama_cpp)
         printf("skipped: model not present (%s)\n", model);
         return;
     }
-    check_golden(model, "tests/fixtures/golden/smollm2-135m-q4_1", true, SMOLLM2_LOGIT_TOL);
+    check_golden(model, "tests/fixtures/golden/smollm2-135m-q4_1", true, SMOLLM2_LOGIT_TOL, NULL);
+}
+
+/* The same with the AVX2 table forced (what an AVX2-only CPU runs: its
+ * batched prefill and decode tiles), where the CPU has AVX2. */
+TEST(smollm2_135m_q4_1_avx2_matches_llama_cpp)
+{
+    const char *model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (access(model, R_OK) != 0 || !q_kernels_select(Q_ISA_AVX2)) {
+        printf("skipped: model not present (%s) or no AVX2\n", model);
+        return;
+    }
+    check_golden(model, "tests/fixtures/golden/smollm2-135m-q4_1", true, SMOLLM2_LOGIT_TOL, "avx2");
 }
 
 /*
@@ -268,7 +284,7 @@ TEST(synth_tiny_matches_llama_cpp)
     CHECK_MSG(want && strcmp(hex, want) == 0, "synth tiny model sha256 %s, fixture made from %s",
               hex, want ? want : "(none)");
     json_decref(doc);
-    check_golden(path, dir, true, 1e-2);
+    check_golden(path, dir, true, 1e-2, NULL);
     unlink(path);
 }
 

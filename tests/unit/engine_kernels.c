@@ -2,8 +2,9 @@
  * engine_kernels: q_matmul against a double-precision reference (dequantized
  * weights x dequantized prepared activations) for every weight type, batch
  * sizes 1, 3, 16, 64 and odd row ranges; every ISA table against the
- * portable one (decoders byte for byte, results bit for bit); batch and
- * row-range invariance; the multi-chunk path for long rows.
+ * portable one (decoders byte for byte, results bit for bit, the batched
+ * tiles over many odd shapes and random block bytes); batch and row-range
+ * invariance; the multi-chunk path for long rows.
  */
 #include <math.h>
 #include <stdint.h>
@@ -113,14 +114,14 @@ static void check_against_reference(const struct mat *mt, const struct q_act *a,
     free(av);
 }
 
-static const struct q_kernels *tables[3];
+static const struct q_kernels *tables[4];
 static int n_tables;
 
 static void init_tables(void)
 {
     if (n_tables)
         return;
-    for (int isa = Q_ISA_PORTABLE; isa <= Q_ISA_AVX512; isa++) {
+    for (int isa = Q_ISA_PORTABLE; isa <= Q_ISA_NEON; isa++) {
         const struct q_kernels *k = q_kernels_select((enum q_isa)isa);
         if (k)
             tables[n_tables++] = k;
@@ -136,7 +137,8 @@ TEST(select)
     CHECK_STR(q_kernels_name(q_kernels_select(Q_ISA_PORTABLE)), "portable");
     printf("auto kernels: %s\n", q_kernels_name(k));
     CHECK_INT(q_isa_from_name("avx2"), Q_ISA_AVX2);
-    CHECK_INT(q_isa_from_name("neon"), -1);
+    CHECK_INT(q_isa_from_name("neon"), Q_ISA_NEON);
+    CHECK_INT(q_isa_from_name("sse2"), -1);
 }
 
 /* The reference test: every type, every ISA, B = 1, 3, 16, 64, odd row ranges. */
@@ -338,6 +340,105 @@ TEST(matmul_long_rows)
         q_act_release(&a);
         mat_free(&mt);
     }
+}
+
+/* A matrix of random block bytes (every weight code, Q8_0's -128 included)
+ * with finite, moderate scales, like decoders_match_portable's. */
+static void raw_matrix(struct q_matrix *m, uint32_t type, int64_t rows, int64_t cols)
+{
+    const struct q_type_info *info = q_info(type);
+    *m = (struct q_matrix){.type = type,
+                           .rows = rows,
+                           .cols = cols,
+                           .row_bytes = q_row_bytes(type, cols),
+                           .scale = type == Q_NVFP4 ? 0.5f : 1.0f};
+    uint8_t *d = xmalloc(m->row_bytes * (size_t)rows);
+    for (size_t i = 0; i < m->row_bytes * (size_t)rows; i++)
+        d[i] = (uint8_t)rng_next(&rng_state);
+    if (!qk_type_is_float(type)) {
+        for (int64_t k = 0; k < rows * cols / info->block; k++) {
+            uint8_t *b = d + k * info->bytes;
+            if (type == Q_Q6_K)
+                b[209] &= 0x3F;
+            else if (type == Q_MXFP4)
+                b[0] = (uint8_t)(100 + b[0] % 40); /* E8M0: 2^-28 .. 2^11 */
+            else if (type != Q_NVFP4) {
+                b[1] &= 0x3F;
+                if (qk_type_has_min(type))
+                    b[3] &= 0x3F;
+            }
+        }
+    } else if (type == Q_F16 || type == Q_BF16) {
+        for (int64_t i = 0; i < rows * cols; i++)
+            d[2 * i + 1] &= 0x3F; /* finite, small */
+    } else {
+        float *f = (float *)d;
+        for (int64_t i = 0; i < rows * cols; i++)
+            f[i] = rng_gauss(1.0f);
+    }
+    m->data = d;
+}
+
+/* The batched and prefill tiles of every table against the portable kernel,
+ * bit for bit, over many (rows, batch) shapes, odd ones included: random
+ * block bytes, and activation rows at the quantizer's extremes (every q at
+ * +127 or -127, so the biased bytes are 255 or 1). */
+TEST(matmul_tiles_match_portable)
+{
+    init_tables();
+    static const int64_t batches[] = {2, 5, 6, 7, 8, 9, 10, 15, 16, 17, 23, 33, 64};
+    static const int64_t row_counts[] = {1, 2, 3, 5, 6, 7, 9, 13};
+    const int64_t max_rows = 16, max_b = 64;
+    int bad = 0, checked = 0;
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        uint32_t type = all_types[ti];
+        for (int variant = 0; variant < 3; variant++) {
+            /* variant 2: rows longer than a decode chunk */
+            int64_t cols = variant < 2 ? cols_for(type, variant)
+                                       : (qk_type_is_float(type) ? QK_CHUNK_F : QK_CHUNK) + 256;
+            struct q_matrix m;
+            raw_matrix(&m, type, max_rows, cols);
+            float *x = acts(max_b, cols);
+            for (int64_t j = 0; j < cols; j++) {
+                x[j] = 3.0f;                      /* q = 127 everywhere */
+                x[cols + j] = -0.5f;              /* q = -127 */
+                x[2 * cols + j] = j % 2 ? 1 : -1; /* alternating extremes */
+            }
+            struct q_act a;
+            q_act_init(&a, max_b, cols);
+            float *ref = xmalloc((size_t)(max_b * max_rows) * sizeof(float));
+            float *y = xmalloc((size_t)(max_b * max_rows) * sizeof(float));
+            for (size_t bi = 0; bi < sizeof(batches) / sizeof(batches[0]); bi++) {
+                int64_t B = batches[bi];
+                if (variant == 2 && B > 17)
+                    continue;
+                q_act_prepare(&a, type, x, cols, B, cols);
+                for (size_t ri = 0; ri < sizeof(row_counts) / sizeof(row_counts[0]); ri++) {
+                    int64_t r0 = (int64_t)(ri % 3), r1 = r0 + row_counts[ri];
+                    for (int k = 1; k < n_tables; k++) {
+                        for (int64_t i = 0; i < B * max_rows; i++)
+                            ref[i] = y[i] = -1.0f;
+                        q_matmul(tables[0], &m, &a, ref, max_rows, r0, r1);
+                        q_matmul(tables[k], &m, &a, y, max_rows, r0, r1);
+                        checked++;
+                        if (memcmp(ref, y, sizeof(float) * (size_t)(B * max_rows)) != 0 &&
+                            bad++ < 5)
+                            printf("  %s cols %lld B %lld rows [%lld, %lld): %s differs\n",
+                                   q_info(type)->name, (long long)cols, (long long)B, (long long)r0,
+                                   (long long)r1, q_kernels_name(tables[k]));
+                    }
+                }
+            }
+            free(ref);
+            free(y);
+            free(x);
+            q_act_release(&a);
+            free((void *)m.data);
+        }
+    }
+    CHECK_MSG(bad == 0, "%d of %d (type, shape, table) results differ from portable", bad, checked);
+    if (n_tables > 1)
+        CHECK(checked > 0);
 }
 
 /* The NVFP4 tensor scale multiplies every output; scale 0 reads as 1. */

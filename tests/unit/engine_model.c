@@ -383,6 +383,23 @@ TEST(batch_of_16_equals_alone_and_modes_agree)
         CHECK_MSG(memcmp(ref, got, sizeof(float) * 16 * V) == 0, "variant %d: logits differ", v);
         model_free(m);
     }
+    /* And with every kernel table this CPU has (--isa): the same bits. */
+    static const char *const isas[] = {"portable", "avx2", "avx512", "neon"};
+    for (int i = 0; i < 4; i++) {
+        if (!q_kernels_select((enum q_isa)q_isa_from_name(isas[i]))) {
+            printf("skipped: --isa %s (the CPU lacks it)\n", isas[i]);
+            continue;
+        }
+        struct model_opts o = base;
+        o.isa = isas[i];
+        m = load(path, o);
+        memset(ids, 0, sizeof(ids));
+        greedy16(m, true, G, ids, got);
+        CHECK_MSG(memcmp(ref_ids, ids, sizeof(ids)) == 0, "--isa %s: tokens differ", isas[i]);
+        CHECK_MSG(memcmp(ref, got, sizeof(float) * 16 * V) == 0, "--isa %s: logits differ",
+                  isas[i]);
+        model_free(m);
+    }
     /* The ids are not degenerate (a constant output would pass trivially). */
     int distinct = 0;
     for (int i = 1; i < 16 * G; i++)
