@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/export.h"
 #include "fileio.h"
 #include "strutil.h"
 #include "xalloc.h"
@@ -20,11 +21,28 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
     struct err e;
     struct ext_info info;
     struct metric_set got;
+    int rc;
     err_init(&e);
     ext_info_init(&info);
     mset_init(&got);
     *ok = false;
-    int rc = ext_run_file(spec->set, log_path, &got, &info, &e);
+    /* an export preset reads the tool's export beside the log (export.h); a
+     * client that wrote none failed its point, it did not break the run */
+    char *source = ext_source_path(spec->set, log_path);
+    const struct xp_preset *xp = ext_export(spec->set);
+    if (strcmp(source, log_path) != 0 && !path_exists(source)) {
+        if (client_ok)
+            buf_printf(cause,
+                       "no export '%s': the %s preset reads the client's export there (have the "
+                       "client write \"${run_dir}/${variant}/${point}%s\")",
+                       source, xp->name, xp->suffix);
+        scrape_point_columns(log_path, spec->server_map, spec->n_server_map, metrics);
+        free(source);
+        rc = 0;
+        goto out;
+    }
+    rc = ext_run_file(spec->set, source, &got, &info, &e);
+    free(source);
     if (rc != 0 && e.code == RN_ERR_ENV) {
         err_set(err, e.code, "%s", e.msg);
         goto out;
@@ -106,7 +124,7 @@ bool judge_cause_from_log(const char *cause)
     /* the messages of ext_run, ext_require and judge_saved_point */
     static const char *const from_log[] = {
         "missing required metric",         "cannot read the log: ", "is printed twice in",
-        "the result block opened at line", "; simplify the regex",
+        "the result block opened at line", "; simplify the regex",  "no export '",
     };
     if (!cause || !*cause)
         return true;

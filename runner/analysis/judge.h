@@ -32,10 +32,11 @@ struct judge_spec {
 };
 
 /*
- * Read the client log at log_path (streamed: any size) and extract every
- * metric into *metrics (names already there are overwritten), then the
- * server_* columns from the server scrapes saved beside it (scrape.h; none
- * when they are missing). When
+ * Read the client log at log_path (streamed: any size), or with an export
+ * preset the tool's export beside it (ext_source_path: "c4-n16.log" ->
+ * "c4-n16.json"), and extract every metric into *metrics (names already
+ * there are overwritten), then the server_* columns from the server scrapes
+ * saved beside it (scrape.h; none when they are missing). When
  * client_ok (the client exited 0, nothing stopped it) the point must also
  * pass: the log is consistent (no pattern hit a limit, no metric twice in
  * its result block, no block cut short: ext_run), every required metric

@@ -42,7 +42,7 @@
 /* Values of every variable for one expansion, with storage for numbers. */
 struct vals {
     const char *v[TMPL_N_VARS];
-    char port[16], conc[24], prompts[24], in[24], out[24];
+    char port[16], conc[24], prompts[24], in[24], out[24], point[64];
     char *url; /* owned */
 };
 
@@ -85,6 +85,9 @@ static void vals_fill(struct vals *x, const struct plan *p, const struct plan_va
         x->v[TMPL_PROMPTS] = x->prompts;
         x->v[TMPL_INPUT_LEN] = x->in;
         x->v[TMPL_OUTPUT_LEN] = x->out;
+        snprintf(x->point, sizeof(x->point), "%.*s", (int)(strlen(pt->log_name) - strlen(".log")),
+                 pt->log_name);
+        x->v[TMPL_POINT] = x->point;
     }
 }
 

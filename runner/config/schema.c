@@ -320,9 +320,10 @@ const struct schema_key schema_keys[] = {
      .type = K_CHOICE,
      .flags = KF_VAR,
      .def = "sglang",
-     .choices = "sglang|vllm",
+     .choices = "sglang|vllm|aiperf|aiperf-json|aiperf-csv|guidellm-json|vllm-json|sglang-jsonl",
      .off = V(metrics.preset),
-     .doc = "label regexes of a known client (the builtin client prints sglang's labels)"},
+     .doc = "a known client's console labels (the builtin client prints sglang's), or its "
+            "export file beside each log (*-json, *-csv, *-jsonl: docs/benchmarks.md 2.6)"},
     {.path = "metrics.patterns",
      .type = K_PATTERNS,
      .flags = KF_VAR,

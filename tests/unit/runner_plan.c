@@ -112,7 +112,7 @@ TEST(plan_expand_variables)
     err_init(&err);
     CHECK_INT(plan_expand("${bogus}", &v, &b, &err), -1);
     CHECK_STR(err.msg, "unknown variable '${bogus}' (known: model, port, host, url, name, variant, "
-                       "run_dir, concurrency, prompts, input_len, output_len, env:NAME)");
+                       "run_dir, concurrency, prompts, input_len, output_len, point, env:NAME)");
     buf_release(&b);
 }
 
