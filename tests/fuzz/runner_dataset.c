@@ -16,6 +16,7 @@
 #include "client/dataset.h"
 #include "client/lengths.h"
 #include "client/loadgen.h"
+#include "xalloc.h"
 
 /* The input as a file (ds_load reads paths), once per process. */
 static const char *as_file(const uint8_t *data, size_t size)
@@ -73,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (ds.n == 0)
             abort();
-        unsigned char *seen = calloc(ds.n, 1);
+        unsigned char *seen = xcalloc(ds.n, 1);
         for (size_t i = 0; i < ds.n; i++) {
             if (ds.order[i] >= ds.n || seen[ds.order[i]]++ || !ds.e[i].prompt ||
                 ds.e[i].prompt_words < 1)
