@@ -2,7 +2,9 @@
 # {flags.max-batch: [1, 4], bench.output_len: [4, 8]} makes four variants
 # named max-batch=1,output_len=4 ... with their own folders and rows; the
 # server of each gets its flag; --resume after all are ok runs nothing (each
-# point is found by its key); the saved experiment.yaml lists the variants.
+# point is found by its key); the saved experiment.yaml lists the variants;
+# `sweep compare RUN --by AXIS` compares along one axis, a group per value
+# of the others.
 . tests/lib.sh
 cd "$T_TMP" || exit 1
 
@@ -39,4 +41,16 @@ check_eq "matrix resumed: exit 0" "$?" 0
 check "matrix resumed: nothing runs again" grep -q "^sweep: 0 ok, 0 failed this session (4 already ok)" out.txt
 "$SWEEP" check mx.yaml --only "max-batch=4,output_len=8" >out.txt 2>err.txt
 check_eq "matrix: --only takes a generated name" "$(grep -c "^variant '" out.txt)" 1
+"$SWEEP" compare run-mx --by max-batch --out cmp >out.txt 2>err.txt
+check_eq "compare --by: exit 0" "$?" 0
+check_eq "compare --by: one comparison per value of the other axis" \
+    "$(grep '^== ' out.txt | tr '\n' ' ')" \
+    "== output_len=4 along max-batch (2 variants) == output_len=8 along max-batch (2 variants) "
+check "compare --by: max-batch=1 is the baseline" grep -q "baseline A = run-mx:max-batch=1,output_len=4;" out.txt
+check "compare --by: a compare.md per group" test -s cmp/output_len=4/compare.md -a -s cmp/output_len=8/compare.md
+"$SWEEP" compare run-mx --by quant >out.txt 2>err.txt
+check_eq "compare --by an axis the run lacks: exit 2" "$?" 2
+check "compare --by an axis the run lacks: says so" grep -q "no two variants of 'run-mx' differ only in quant" err.txt
+"$SWEEP" compare run-mx run-mx --by max-batch >out.txt 2>err.txt
+check_eq "compare --by with two runs: exit 2" "$?" 2
 finish
