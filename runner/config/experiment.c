@@ -29,6 +29,7 @@
 #include "client/dataset.h"
 #include "client/lengths.h"
 #include "config/expr.h"
+#include "config/matrix.h"
 #include "config/schema.h"
 #include "analysis/extract.h"
 #include "analysis/metric.h"
@@ -892,41 +893,6 @@ static int decode_section(struct dctx *c, const struct ynode *map, const char *p
 
 /* ---- matrix: {dotted.key: [values]} -> one variant per combination ---- */
 
-/* The full path a matrix key stands for ("flags.x" -> "server.flags.x"), in
- * out; NULL when it names no variant-level setting. A path below a map of
- * flags, env or patterns names one entry of it. */
-static const struct schema_key *matrix_target(const char *key, char *out, size_t size)
-{
-    bool short_form = strncmp(key, "flags.", 6) == 0 || strncmp(key, "env.", 4) == 0;
-    snprintf(out, size, "%s%s", short_form ? "server." : "", key);
-    const struct schema_key *k = schema_find(out);
-    if (k) /* a setting itself: a leaf that variants may set */
-        return (k->flags & KF_VAR) && k->type != K_SECTION && k->type != K_VARIANTS &&
-                       k->type != K_FLAGS && k->type != K_ENV && k->type != K_PATTERNS
-                   ? k
-                   : NULL;
-    char parent[128];
-    const char *dot = strrchr(out, '.');
-    if (!dot || !dot[1])
-        return NULL;
-    snprintf(parent, sizeof(parent), "%.*s", (int)(dot - out), out);
-    k = schema_find(parent);
-    return k && (k->type == K_FLAGS || k->type == K_ENV || k->type == K_PATTERNS) ? k : NULL;
-}
-
-/* Matrix values name folders: they must be short plain scalars. */
-static bool matrix_value_ok(const struct ynode *v)
-{
-    if (v->kind != Y_SCALAR || ytree_is_null(v) || v->len == 0 || v->len > 32)
-        return false;
-    for (size_t i = 0; i < v->len; i++) {
-        unsigned char ch = (unsigned char)v->text[i];
-        if (!isalnum(ch) && ch != '.' && ch != '_' && ch != '-')
-            return false;
-    }
-    return true;
-}
-
 static int check_matrix(struct dctx *c, const struct schema_key *k, const struct ynode *n)
 {
     char q[80], full[160];
@@ -940,7 +906,7 @@ static int check_matrix(struct dctx *c, const struct schema_key *k, const struct
                     SCHEMA_MAX_MATRIX_KEYS);
     for (size_t i = 0; i + 1 < n->n; i += 2) {
         const struct ynode *key = n->kids[i], *vals = n->kids[i + 1];
-        if (key->len > 100 || !matrix_target(key->text, full, sizeof(full)))
+        if (key->len > 100 || !mx_target(key->text, full, sizeof(full)))
             return cerr(c, key->line, key->col,
                         "'matrix' key '%s' names no setting a variant may change (e.g. "
                         "flags.max-batch, server.env.X, bench.output_len)",
@@ -950,7 +916,7 @@ static int check_matrix(struct dctx *c, const struct schema_key *k, const struct
         if (vals->n == 0)
             return cerr(c, vals->line, vals->col, "'matrix' key '%s' has no values", QUOTE(key, q));
         for (size_t j = 0; j < vals->n; j++) {
-            if (!matrix_value_ok(vals->kids[j]))
+            if (!mx_value_ok(vals->kids[j]))
                 return cerr(c, vals->kids[j]->line, vals->kids[j]->col,
                             "'matrix' values name variants: 1 to 32 of A-Z a-z 0-9 . _ -, got %s",
                             vals->kids[j]->kind == Y_SCALAR ? QUOTE(vals->kids[j], q)
@@ -967,85 +933,6 @@ static int check_matrix(struct dctx *c, const struct schema_key *k, const struct
                         SCHEMA_MAX_VARIANTS);
     }
     return 0;
-}
-
-/* An owned copy of n (NULL: an empty map at line, col); ytree_free frees it. */
-static struct ynode *node_copy(const struct ynode *n, int line, int col)
-{
-    struct ynode *c = xcalloc(1, sizeof(*c));
-    c->kind = n ? n->kind : Y_MAP;
-    c->line = n ? n->line : line;
-    c->col = n ? n->col : col;
-    c->plain = n && n->plain;
-    if (n && n->text) {
-        c->text = xstrndup(n->text, n->len);
-        c->len = n->len;
-    }
-    for (size_t i = 0; n && i < n->n; i++) {
-        XGROW(c->kids, c->cap, c->n + 1);
-        c->kids[c->n++] = node_copy(n->kids[i], 0, 0);
-    }
-    return c;
-}
-
-/* A plain scalar key at (line, col), owned. */
-static struct ynode *key_node(const char *text, size_t len, int line, int col)
-{
-    struct ynode *k = xcalloc(1, sizeof(*k));
-    k->kind = Y_SCALAR;
-    k->line = line;
-    k->col = col;
-    k->plain = true;
-    k->text = xstrndup(text, len);
-    k->len = len;
-    return k;
-}
-
-/*
- * The override of one variant under combination `combo` of matrix m: an
- * owned copy of over (NULL: none) with each matrix key's value for this
- * combination set at its path (maps made as needed, a value replaced), and
- * the combination's name ("max-batch=8,quant=mxfp4") appended to name.
- * The values keep their place in the file, so errors point at them.
- */
-static struct ynode *matrix_combo(const struct ynode *m, size_t combo, const struct ynode *over,
-                                  struct buf *name)
-{
-    struct ynode *root = node_copy(over, m->line, m->col);
-    size_t pick[SCHEMA_MAX_MATRIX_KEYS]; /* per key, its value; the last key varies fastest */
-    for (size_t i = m->n / 2; i-- > 0;) {
-        pick[i] = combo % m->kids[2 * i + 1]->n;
-        combo /= m->kids[2 * i + 1]->n;
-    }
-    for (size_t i = 0; i + 1 < m->n; i += 2) {
-        const struct ynode *key = m->kids[i], *vals = m->kids[i + 1];
-        const struct ynode *val = vals->kids[pick[i / 2]];
-        char full[160];
-        matrix_target(key->text, full, sizeof(full));
-        struct ynode *at = root;
-        for (const char *p = full; *p;) {
-            size_t len = strcspn(p, ".");
-            bool leaf = p[len] == '\0';
-            size_t k = 0;
-            while (k + 1 < at->n &&
-                   !(at->kids[k]->len == len && strncmp(at->kids[k]->text, p, len) == 0))
-                k += 2;
-            if (k + 1 >= at->n) { /* a new key */
-                XGROW(at->kids, at->cap, at->n + 2);
-                at->kids[at->n++] = key_node(p, len, key->line, key->col);
-                at->kids[at->n++] = NULL;
-            }
-            struct ynode **slot = &at->kids[k + 1];
-            if (leaf || !*slot || (*slot)->kind != Y_MAP) {
-                ytree_free(*slot);
-                *slot = leaf ? node_copy(val, 0, 0) : node_copy(NULL, val->line, val->col);
-            }
-            at = *slot;
-            p += len + !leaf;
-        }
-        buf_printf(name, "%s%s=%s", name->len ? "," : "", schema_leaf(full), val->text);
-    }
-    return root;
 }
 
 /* Defined below; the value decoder dispatches to it for `variants`. */
@@ -1560,7 +1447,7 @@ int exp_load_string(const char *display_name, const char *text, size_t len, stru
             buf_puts(&name, over ? ytree_get(over, "name")->text : "default");
         /* with a matrix, the variant's override gets the combination's
          * values: the merge then treats both as one override */
-        struct ynode *mover = c.matrix ? matrix_combo(c.matrix, i % combos, over, &name) : NULL;
+        struct ynode *mover = c.matrix ? mx_combo(c.matrix, i % combos, over, &name) : NULL;
         struct ynode *view = merged_view(root, mover ? mover : over); /* borrows the nodes */
         v->name = xstrdup(name.data);
         buf_release(&name);
