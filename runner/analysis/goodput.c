@@ -11,13 +11,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sweep.h"
 #include "strutil.h"
 #include "xalloc.h"
 
-#define MAX_LINE ((size_t)64 << 20) /* one record; ITL arrays of long outputs are big */
+#define MAX_LINE            ((size_t)64 << 20) /* one record; ITL arrays of long outputs are big */
+#define GP_EXPORT_MAX_BYTES (256LL << 20)      /* a detailed export larger is not read */
 
 bool gp_slo_any(const struct gp_slo *slo)
 {
@@ -102,13 +104,67 @@ int gp_count_jsonl(const char *path, const struct gp_slo *slo, struct gp_count *
     return rc ? -1 : 0;
 }
 
+/* Element i of array a as a number (NAN when a is absent or it is not one). */
+static double at(json_t *a, size_t i)
+{
+    json_t *v = json_array_get(a, i);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+int gp_count_vllm(const char *path, json_t *j, const struct gp_slo *slo, struct gp_count *c,
+                  struct err *err)
+{
+    json_t *tt = json_object_get(j, "ttfts"), *itl = json_object_get(j, "itls");
+    json_t *ol = json_object_get(j, "output_lens"), *er = json_object_get(j, "errors");
+    json_t *lat = json_object_get(j, "latencies");
+    memset(c, 0, sizeof(*c));
+    c->from_export = true;
+    c->req_input = -1;
+    if (!json_is_array(tt) || !json_is_array(ol))
+        return 1;
+    size_t n = json_array_size(ol);
+    if (json_array_size(tt) != n || (itl && json_array_size(itl) != n) ||
+        (er && json_array_size(er) != n) || (lat && json_array_size(lat) != n))
+        return err_set(err, RN_ERR_ENV,
+                       "%s: per-request arrays of different lengths (ttfts, itls, output_lens, "
+                       "errors, latencies)",
+                       path),
+               -1;
+    for (size_t i = 0; i < n; i++) {
+        c->n_sent++;
+        const char *e = json_string_value(json_array_get(er, i));
+        if (e && *e)
+            continue; /* a failed request: vLLM keeps its slot with the error */
+        double ttft = at(tt, i) * 1e3, out = at(ol, i), e2e = at(lat, i) * 1e3;
+        if (isnan(ttft) || isnan(out))
+            return err_set(err, RN_ERR_ENV, "%s: request %zu has no ttft or output_len", path, i),
+                   -1;
+        if (isnan(e2e)) { /* older exports: E2E = TTFT + the inter-token gaps */
+            e2e = ttft;
+            json_t *gaps = json_array_get(itl, i);
+            for (size_t k = 0; k < json_array_size(gaps); k++)
+                e2e += at(gaps, k) * 1e3;
+        }
+        c->n_ok++;
+        double tpot = out > 1 ? (e2e - ttft) / (out - 1) : NAN;
+        if (slo && (!within(ttft, slo->ttft_ms) || !within(tpot, slo->tpot_ms) ||
+                    !within(e2e, slo->e2e_ms)))
+            continue;
+        c->n_met++;
+        c->out_met += (long)out;
+    }
+    c->end_s = json_number_value(json_object_get(j, "duration"));
+    return 0;
+}
+
 void gp_metrics(const struct gp_count *c, const struct gp_slo *slo, double offered_rate,
                 struct metric_set *ms)
 {
     if (c->req_input >= 0)
         mset_set(ms, "requested_input_tokens", (double)c->req_input);
-    mset_set(ms, "requested_output_tokens", (double)c->req_output);
-    if (offered_rate > 0) {
+    if (!c->from_export)
+        mset_set(ms, "requested_output_tokens", (double)c->req_output);
+    if (offered_rate > 0 && !c->from_export) {
         mset_set(ms, "offered_rate", offered_rate);
         if (c->n_sent > 1 && c->last_sent_s > c->first_sent_s)
             mset_set(ms, "achieved_rate",
@@ -136,10 +192,27 @@ int gp_point(const char *log_path, const struct gp_slo *slo, double offered_rate
     struct gp_count c;
     int rc = 0;
     if (access(path, F_OK) == 0) {
-        rc = gp_count_jsonl(path, slo, &c, err);
+        /* the builtin client's records; an SGLang export of the same name
+         * carries no per-request status and is left alone */
+        FILE *f = fopen(path, "re");
+        char head[4096] = "";
+        bool records = f && fgets(head, sizeof(head), f) && strstr(head, "\"status\"");
+        if (f)
+            fclose(f);
+        rc = records ? gp_count_jsonl(path, slo, &c, err) : 1;
         if (rc == 0)
             gp_metrics(&c, slo, offered_rate, ms);
+    } else if (gp_slo_any(slo)) {      /* a command client's detailed vLLM export */
+        path[strlen(path) - 1] = '\0'; /* X.json */
+        json_error_t je;
+        struct stat st;
+        bool small = stat(path, &st) == 0 && st.st_size <= GP_EXPORT_MAX_BYTES;
+        json_t *j = small ? json_load_file(path, 0, &je) : NULL;
+        rc = j ? gp_count_vllm(path, j, slo, &c, err) : 1;
+        if (rc == 0)
+            gp_metrics(&c, slo, offered_rate, ms);
+        json_decref(j);
     }
     free(path);
-    return rc;
+    return rc < 0 ? -1 : 0;
 }

@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "analysis/metric.h"
 #include "err.h"
 
@@ -32,6 +34,7 @@ struct gp_count {
     double end_s;        /* end of the last measured request, s from the measured start */
     double first_sent_s; /* first and last send, s from the measured start */
     double last_sent_s;
+    bool from_export; /* counted from a tool's export: no requested lengths, no sends */
 };
 
 /* true when some target is set. */
@@ -57,8 +60,19 @@ void gp_metrics(const struct gp_count *c, const struct gp_slo *slo, double offer
                 struct metric_set *ms);
 
 /*
+ * Count vLLM's detailed export (`bench serve --save-result --save-detailed`:
+ * per-request "ttfts", "itls", "output_lens", "errors" and, in newer
+ * versions, "latencies", seconds) against slo. Returns 1 when j is not such
+ * an export (no per-request arrays), 0 when counted, -1 with err set when
+ * its arrays disagree in length or hold something else than numbers.
+ */
+int gp_count_vllm(const char *path, json_t *j, const struct gp_slo *slo, struct gp_count *c,
+                  struct err *err);
+
+/*
  * For the point whose log is log_path ("DIR/c16-n48.log"): read DIR/c16-n48.jsonl
- * when it exists and add gp_metrics to ms. Returns 0 (also when there is no
+ * (the builtin client's records) when it exists, else a detailed vLLM
+ * export DIR/c16-n48.json, and add gp_metrics to ms. Returns 0 (also when there is no
  * such file), or -1 with err set when it exists but cannot be read.
  */
 int gp_point(const char *log_path, const struct gp_slo *slo, double offered_rate,

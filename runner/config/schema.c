@@ -387,7 +387,7 @@ const struct schema_key schema_keys[] = {
      .type = K_SECTION,
      .doc = "latency targets: per point the fraction of requests meeting all of them "
             "(slo_attainment) and goodput (goodput_req_s, goodput_tok_s), from the builtin "
-            "client's per-request records"},
+            "client's per-request records or a detailed vLLM export (X.json beside X.log)"},
     {.path = "analysis.slo.ttft_ms",
      .type = K_NUM,
      .def = "0",

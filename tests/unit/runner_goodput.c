@@ -122,4 +122,42 @@ TEST(point_files_and_errors)
     rmdir(dir);
 }
 
+/* vLLM's detailed export (tests/fixtures/goodput/vllm-c4-n5.json), by hand:
+ *   0  TTFT 50, 39 gaps of 10 ms: E2E 440, TPOT 10, 40 tokens   meets all
+ *   1  TTFT 150                                                  misses TTFT
+ *   2  gaps of 25 ms: TPOT 25                                    misses TPOT
+ *   3  error "HTTP 503"                                          sent, failed
+ *   4  TTFT 100, one token (no TPOT), E2E 100                    meets all
+ * 2 of 5 met, 41 tokens, over "duration" 2 s. */
+TEST(vllm_detailed_export)
+{
+    struct gp_slo slo = {100, 20, 1000};
+    struct metric_set ms;
+    struct err err;
+    err_init(&err);
+    mset_init(&ms);
+    CHECK(gp_point("tests/fixtures/goodput/vllm-c4-n5.log", &slo, 0, &ms, &err) == 0);
+    CHECK_NEAR(get(&ms, "slo_attainment"), 0.4, 1e-12);
+    CHECK_NEAR(get(&ms, "goodput_req_s"), 1.0, 1e-12);
+    CHECK_NEAR(get(&ms, "goodput_tok_s"), 20.5, 1e-12);
+    CHECK(!mset_get(&ms, "requested_output_tokens", NULL)); /* not in the export */
+    mset_release(&ms);
+    /* without targets the export is not read at all */
+    mset_init(&ms);
+    struct gp_slo none = {0, 0, 0};
+    CHECK(gp_point("tests/fixtures/goodput/vllm-c4-n5.log", &none, 0, &ms, &err) == 0);
+    CHECK_INT(ms.n, 0);
+    mset_release(&ms);
+    /* a plain (not detailed) export has no per-request arrays: nothing counted */
+    json_t *plain = json_load_file("tests/fixtures/logs/exports/vllm_save_result.json", 0, NULL);
+    struct gp_count c;
+    CHECK(plain && gp_count_vllm("x.json", plain, &slo, &c, &err) == 1);
+    json_decref(plain);
+    json_t *bad = json_loads("{\"ttfts\": [0.1, 0.2], \"output_lens\": [3]}", 0, NULL);
+    CHECK(gp_count_vllm("x.json", bad, &slo, &c, &err) == -1);
+    CHECK_MSG(strstr(err.msg, "x.json: per-request arrays of different lengths") != NULL, "%s",
+              err.msg);
+    json_decref(bad);
+}
+
 TEST_MAIN()
