@@ -78,7 +78,8 @@ static void *load(void *arg)
         .max_batch = (int)a->max_batch,
         .ctx = (int)a->ctx,
         .max_step_tokens = (int)(a->max_batch + a->prefill_chunk),
-        .max_logit_rows = (int)a->max_batch,
+        /* echo with logprobs needs a logits row per prompt token */
+        .max_logit_rows = (int)(a->max_batch + a->prefill_chunk),
         .kv_f32 = strcmp(a->kv, "f32") == 0,
         .device = a->device,
         .isa = a->isa,

@@ -13,6 +13,7 @@
 
 #include "fp4.h"
 #include "model/model.h"
+#include "model/sample.h"
 #include "model/threadpool.h"
 #include "xalloc.h"
 
@@ -56,19 +57,6 @@ static float max_arg(const float *x, int n, int *arg)
     return m;
 }
 
-/* log of sum(exp(x - mx)) + mx, optionally keeping the exp terms. */
-static double log_sum_exp(const float *x, int n, float mx, double *keep)
-{
-    double s = 0;
-    for (int i = 0; i < n; i++) {
-        double e = exp((double)x[i] - (double)mx);
-        if (keep)
-            keep[i] = e;
-        s += e;
-    }
-    return (double)mx + log(s);
-}
-
 /*
  * One scored position: NLL of the target under the model (and the
  * reference), argmaxes, and KL(ref || model) = sum_i p_ref(i) * (log p_ref(i)
@@ -81,14 +69,14 @@ static void row_stats(const struct rows_job *j, int r, double *er, struct row_st
     int V = j->V, am, ar;
     const float *x = j->logits + (size_t)r * (size_t)V;
     float mx = max_arg(x, V, &am);
-    double lse = log_sum_exp(x, V, mx, NULL);
+    double lse = sample_log_sum_exp(x, V, mx, NULL);
     int32_t t = j->targets[r];
     st->nll = lse - (double)x[t];
     if (!j->ref_logits)
         return;
     const float *y = j->ref_logits + (size_t)r * (size_t)V;
     float my = max_arg(y, V, &ar);
-    double lse_y = log_sum_exp(y, V, my, er);
+    double lse_y = sample_log_sum_exp(y, V, my, er);
     st->ref_nll = lse_y - (double)y[t];
     /* KL = sum p_ref * (log p_ref - log p_model); p_ref = er / sum(er). */
     double sum_er = exp(lse_y - (double)my), kl = 0;

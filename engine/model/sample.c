@@ -1,5 +1,6 @@
 /*
- * sample: greedy, temperature, top-k and top-p (see sample.h). Top-k and
+ * sample: greedy, temperature, min-p, top-k and top-p, penalties and
+ * log-probabilities (see sample.h). Top-k and
  * top-p work on a candidate list that grows only as far as needed: the k
  * best are found with a bounded min-heap, so a peaked distribution costs
  * O(n log k) rather than a full sort of the vocabulary.
@@ -57,18 +58,118 @@ void sampler_init(struct sampler *s, int n_vocab, const struct sample_params *p)
         s->p.top_p = 1;
     if (s->p.top_k < 0 || s->p.top_k > n_vocab)
         s->p.top_k = 0;
+    if (!(s->p.min_p >= 0 && s->p.min_p <= 1))
+        s->p.min_p = 0;
+    /* 0 is the zero-initialised "unset", read as off like 1 */
+    if (!(s->p.repetition_penalty > 0) || !isfinite(s->p.repetition_penalty))
+        s->p.repetition_penalty = 1;
+    if (!isfinite(s->p.frequency_penalty))
+        s->p.frequency_penalty = 0;
+    if (!isfinite(s->p.presence_penalty))
+        s->p.presence_penalty = 0;
     s->rng = p->seed;
     s->n_vocab = n_vocab;
     s->prob = xmalloc(sizeof(float) * (size_t)n_vocab);
     s->idx = xmalloc(sizeof(int32_t) * (size_t)n_vocab);
+    s->work = NULL;
+    s->count = NULL;
+    s->seen = NULL;
+    if (s->p.repetition_penalty != 1 || s->p.frequency_penalty != 0 || s->p.presence_penalty != 0) {
+        s->work = xmalloc(sizeof(float) * (size_t)n_vocab);
+        s->count = xcalloc((size_t)n_vocab, sizeof(int32_t));
+        s->seen = xcalloc((size_t)n_vocab, 1);
+    }
 }
 
 void sampler_release(struct sampler *s)
 {
     free(s->prob);
     free(s->idx);
-    s->prob = NULL;
-    s->idx = NULL;
+    free(s->work);
+    free(s->count);
+    free(s->seen);
+    s->prob = s->work = NULL;
+    s->idx = s->count = NULL;
+    s->seen = NULL;
+}
+
+/* vLLM's apply_penalties, token by token instead of with masks: the
+ * repetition penalty on the union of prompt and output, then the two
+ * subtractions in vLLM's order (so the floats round the same way). The
+ * marks and counts are cleared on the way out, by the same walk. */
+const float *sampler_penalize(struct sampler *s, const float *logits, const int32_t *tokens,
+                              int n_prompt, int n)
+{
+    if (!s->work)
+        return logits;
+    float *w = s->work;
+    memcpy(w, logits, sizeof(float) * (size_t)s->n_vocab);
+    float rp = s->p.repetition_penalty, fp = s->p.frequency_penalty, pp = s->p.presence_penalty;
+    if (rp != 1) {
+        for (int i = 0; i < n; i++) {
+            int32_t t = tokens[i];
+            if (t < 0 || t >= s->n_vocab || s->seen[t])
+                continue;
+            s->seen[t] = 1;
+            w[t] = w[t] > 0 ? w[t] / rp : w[t] * rp;
+        }
+        for (int i = 0; i < n; i++)
+            if (tokens[i] >= 0 && tokens[i] < s->n_vocab)
+                s->seen[tokens[i]] = 0;
+    }
+    if (fp != 0 || pp != 0) {
+        for (int i = n_prompt; i < n; i++)
+            if (tokens[i] >= 0 && tokens[i] < s->n_vocab)
+                s->count[tokens[i]]++;
+        for (int i = n_prompt; i < n; i++) {
+            int32_t t = tokens[i];
+            if (t < 0 || t >= s->n_vocab || s->count[t] == 0)
+                continue;
+            w[t] -= fp * (float)s->count[t];
+            w[t] -= pp;
+            s->count[t] = 0;
+        }
+    }
+    return w;
+}
+
+double sample_log_sum_exp(const float *x, int n, float mx, double *keep)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        double e = exp((double)x[i] - (double)mx);
+        if (keep)
+            keep[i] = e;
+        s += e;
+    }
+    return (double)mx + log(s);
+}
+
+float sample_logprobs(const float *logits, int n, int32_t tok, int k, int32_t *top_ids,
+                      float *top_lp)
+{
+    float mx = logits[sample_argmax(logits, n)];
+    double lse = sample_log_sum_exp(logits, n, mx, NULL);
+    if (k > n)
+        k = n;
+    if (k > SAMPLE_MAX_TOP)
+        k = SAMPLE_MAX_TOP;
+    /* the k best by insertion into a sorted list (k is small; a new entry
+     * usually fails the first comparison, against the worst kept) */
+    int m = 0;
+    for (int32_t i = 0; i < n && k > 0; i++) {
+        if (m == k && !(logits[i] > logits[top_ids[m - 1]]))
+            continue;
+        int j = m < k ? m++ : m - 1;
+        while (j > 0 && logits[i] > logits[top_ids[j - 1]]) {
+            top_ids[j] = top_ids[j - 1];
+            j--;
+        }
+        top_ids[j] = i;
+    }
+    for (int j = 0; j < m; j++)
+        top_lp[j] = (float)((double)logits[top_ids[j]] - lse);
+    return (float)((double)logits[tok] - lse);
 }
 
 /* "a ranks below b": smaller logit, or equal logit and larger id. */
@@ -165,16 +266,29 @@ int32_t sampler_sample(struct sampler *s, const float *logits)
      * llama.cpp). With top-k the k best are taken at once; without it as
      * many as the weights' exponents say top-p can need (and, should the
      * ranked sum fall short by a rounding, eight times more). */
+    /* min-p keeps the tokens whose weight (probability over the best
+     * one's, which weighs 1) is at least min_p: a prefix of the ranked
+     * candidates, so it only shortens what top-k keeps, and top-p's share
+     * is taken of what is left (vLLM applies min-p before both). */
+    float min_p = s->p.min_p;
     double total = 0;
     int n;
     if (k < s->n_vocab) {
         top_k(s, logits, k);
-        for (int i = 0; i < k; i++)
-            total += exp((double)(logits[s->idx[i]] - mx) * inv_t);
-        n = k;
+        int kept = 0;
+        for (int i = 0; i < k; i++) {
+            double w = exp((double)(logits[s->idx[i]] - mx) * inv_t);
+            if ((float)w < min_p)
+                break;
+            total += w;
+            kept++;
+        }
+        k = n = kept;
     } else {
         for (int i = 0; i < s->n_vocab; i++) {
             s->prob[i] = (float)exp((double)(logits[i] - mx) * inv_t);
+            if (s->prob[i] < min_p)
+                s->prob[i] = 0;
             total += s->prob[i];
         }
         if (!(s->p.top_p < 1)) {
@@ -201,6 +315,10 @@ int32_t sampler_sample(struct sampler *s, const float *logits)
         int keep = n;
         for (int i = 0; i < n; i++) {
             s->prob[i] = (float)exp((double)(logits[s->idx[i]] - mx) * inv_t);
+            if (s->prob[i] < min_p) { /* ranked: the rest are lighter still */
+                keep = i;
+                break;
+            }
             mass += s->prob[i];
             if (s->p.top_p < 1 && mass >= s->p.top_p * total) {
                 keep = i + 1;

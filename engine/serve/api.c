@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,12 @@ int api_error_set(struct api_error *e, int status, const char *type, const char 
     vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
     va_end(ap);
     return -1;
+}
+
+void api_error_code(struct api_error *e, const char *code)
+{
+    if (!e->code[0])
+        snprintf(e->code, sizeof(e->code), "%s", code);
 }
 
 /* A 400 invalid_request_error naming param. Every refusal of the parser
@@ -133,22 +140,26 @@ static int f_model(const json_t *v, struct api_request *r, const struct api_limi
         bool known = false;
         for (size_t i = 0; lim->model_ids[i] && !known; i++)
             known = json_str_is(v, lim->model_ids[i]);
-        if (!known)
-            return api_error_set(e, 404, "not_found_error", "model",
-                                 "model '%.200s' does not exist (this server serves '%.200s')", s,
-                                 lim->model_ids[0] ? lim->model_ids[0] : "");
+        if (!known) {
+            api_error_set(e, 404, "not_found_error", "model",
+                          "model '%.200s' does not exist (this server serves '%.200s')", s,
+                          lim->model_ids[0] ? lim->model_ids[0] : "");
+            api_error_code(e, "model_not_found");
+            return -1;
+        }
     }
     r->model = xmemdup0(s, n);
     return 0;
 }
 
 /* A prompt given as token ids: every entry an integer in [0, n_vocab). */
-static int read_ids(const json_t *arr, struct api_request *r, const struct api_limits *lim,
+static int read_ids(const json_t *arr, struct api_prompt *p, const struct api_limits *lim,
                     const char *where, struct api_error *e)
 {
     size_t n = json_array_size(arr);
     if (n == 0)
-        return BAD(e, "prompt", "'prompt' is an empty array (give text or at least one token id)");
+        return BAD(e, "prompt", "'%s' is an empty array (give text or at least one token id)",
+                   where);
     int32_t *ids = xmalloc(n * sizeof(*ids));
     for (size_t i = 0; i < n; i++) {
         const json_t *x = json_array_get(arr, i);
@@ -163,37 +174,52 @@ static int read_ids(const json_t *arr, struct api_request *r, const struct api_l
         }
         ids[i] = (int32_t)t;
     }
-    r->prompt_ids = ids;
-    r->n_prompt_ids = n;
+    p->ids = ids;
+    p->n_ids = n;
     return 0;
 }
 
-/* prompt: a string, an array of token ids, or a batch of one of those.
- * OpenAI's completions accept batches ([["a"], ["b"]]); a batch of one is
- * unwrapped, since clients send it that way, and larger batches are
- * refused: each prompt would need its own stream of choices. */
+/* One prompt: a string or an array of token ids. */
+static int read_prompt(const json_t *v, struct api_prompt *p, const struct api_limits *lim,
+                       const char *where, struct api_error *e)
+{
+    if (json_is_string(v)) {
+        p->text = xmemdup0(json_string_value(v), json_string_length(v));
+        p->len = json_string_length(v);
+        return 0;
+    }
+    if (json_is_array(v))
+        return read_ids(v, p, lim, where, e);
+    return BAD(e, "prompt", "'%s' must be a string or an array of token ids (got %s)", where,
+               json_type_name(v));
+}
+
+/* prompt: a string, an array of token ids, or a batch of those (a list
+ * of strings or of token-id lists, as OpenAI's completions take them):
+ * each prompt is answered by its own choices. n_prompts counts the
+ * entries filled, so a refusal half way through releases what was read. */
 static int f_prompt(const json_t *v, struct api_request *r, const struct api_limits *lim,
                     struct api_error *e)
 {
     if (json_is_array(v) && json_array_size(v) > 0 &&
         (json_is_string(json_array_get(v, 0)) || json_is_array(json_array_get(v, 0)))) {
-        if (json_array_size(v) > 1)
-            return BAD(e, "prompt",
-                       "'prompt' holds %zu prompts; this server takes one prompt per request",
-                       json_array_size(v));
-        v = json_array_get(v, 0);
-        if (json_is_array(v))
-            return read_ids(v, r, lim, "prompt[0]", e);
-    }
-    if (json_is_string(v)) {
-        r->prompt = xmemdup0(json_string_value(v), json_string_length(v));
-        r->prompt_len = json_string_length(v);
+        size_t n = json_array_size(v);
+        if (n > API_MAX_PROMPTS)
+            return BAD(e, "prompt", "'prompt' holds %zu prompts (at most %d)", n, API_MAX_PROMPTS);
+        r->batch = true;
+        r->prompts = xcalloc(n, sizeof(*r->prompts));
+        for (size_t i = 0; i < n; i++) {
+            char where[32];
+            snprintf(where, sizeof(where), "prompt[%zu]", i);
+            r->n_prompts = i + 1;
+            if (read_prompt(json_array_get(v, i), &r->prompts[i], lim, where, e))
+                return -1;
+        }
         return 0;
     }
-    if (json_is_array(v))
-        return read_ids(v, r, lim, "prompt", e);
-    return BAD(e, "prompt", "'prompt' must be a string or an array of token ids (got %s)",
-               json_type_name(v));
+    r->prompts = xcalloc(1, sizeof(*r->prompts));
+    r->n_prompts = 1;
+    return read_prompt(v, &r->prompts[0], lim, "prompt", e);
 }
 
 /* Roles a chat message may have. "developer" is OpenAI's newer name for
@@ -299,7 +325,7 @@ static int read_max_tokens(const json_t *v, const char *name, struct api_request
     if (!json_is_integer(v))
         return BAD(e, name, "'%s' must be an integer (got %s)", name, json_type_name(v));
     json_int_t t = json_integer_value(v);
-    if (t < 1)
+    if (t < 0) /* 0 is checked once echo is known (api_parse) */
         return BAD(e, name, "'%s' is %lld; it must be at least 1", name, (long long)t);
     r->max_tokens = (long)t;
     r->max_tokens_field = name;
@@ -361,6 +387,105 @@ static int f_seed(const json_t *v, struct api_request *r, const struct api_limit
     r->seed = (uint64_t)json_integer_value(v);
     r->has_seed = true;
     return 0;
+}
+
+/* min_p in [0, 1], relative to the most likely token's probability. */
+static int f_min_p(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                   struct api_error *e)
+{
+    return read_number(v, "min_p", 0, 1, false, &r->min_p, e);
+}
+
+/* frequency_penalty and presence_penalty in [-2, 2] (OpenAI's range). */
+static int f_frequency_penalty(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                               struct api_error *e)
+{
+    return read_number(v, "frequency_penalty", -2, 2, false, &r->frequency_penalty, e);
+}
+
+static int f_presence_penalty(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                              struct api_error *e)
+{
+    return read_number(v, "presence_penalty", -2, 2, false, &r->presence_penalty, e);
+}
+
+/* repetition_penalty > 0 (vLLM's); 1 is off. */
+static int f_repetition_penalty(const json_t *v, struct api_request *r,
+                                const struct api_limits *lim, struct api_error *e)
+{
+    return read_number(v, "repetition_penalty", 0, API_MAX_REP_PENALTY, true,
+                       &r->repetition_penalty, e);
+}
+
+/* An integer field in [lo, hi]. */
+static int read_int(const json_t *v, const char *name, long lo, long hi, long *out,
+                    struct api_error *e)
+{
+    if (!json_is_integer(v))
+        return BAD(e, name, "'%s' must be an integer (got %s)", name, json_type_name(v));
+    json_int_t k = json_integer_value(v);
+    if (k < lo || k > hi)
+        return BAD(e, name, "'%s' is %lld; it must be in [%ld, %ld]", name, (long long)k, lo, hi);
+    *out = (long)k;
+    return 0;
+}
+
+/* n: choices per prompt. */
+static int f_n(const json_t *v, struct api_request *r, const struct api_limits *lim,
+               struct api_error *e)
+{
+    return read_int(v, "n", 1, API_MAX_N, &r->n, e);
+}
+
+/* logprobs: on completions the number of alternatives per token (0 = the
+ * chosen token's own only; false = none); on chat a boolean, the count
+ * coming from top_logprobs. */
+static int f_logprobs(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                      struct api_error *e)
+{
+    if (r->kind == API_CHAT) {
+        bool on = false;
+        if (read_bool(v, "logprobs", &on, e))
+            return -1;
+        if (on && r->logprobs < 0)
+            r->logprobs = 0;
+        return 0;
+    }
+    if (json_is_false(v))
+        return 0;
+    long k = 0;
+    if (read_int(v, "logprobs", 0, API_MAX_LOGPROBS, &k, e))
+        return -1;
+    r->logprobs = (int)k;
+    return 0;
+}
+
+/* top_logprobs: chat's count of alternatives (needs "logprobs": true,
+ * checked in api_parse); completions take the count in logprobs. */
+static int f_top_logprobs(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                          struct api_error *e)
+{
+    long k = 0;
+    if (read_int(v, "top_logprobs", 0, API_MAX_LOGPROBS, &k, e))
+        return -1;
+    if (r->kind == API_COMPLETION && k != 0)
+        return BAD(e, "top_logprobs",
+                   "'top_logprobs' is for chat completions; on completions give the count in "
+                   "'logprobs'");
+    r->top_logprobs = (int)k;
+    return 0;
+}
+
+/* echo: completions only (the prompt and its logprobs come back first). */
+static int f_echo(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                  struct api_error *e)
+{
+    if (r->kind == API_CHAT) {
+        if (json_is_false(v))
+            return 0;
+        return BAD(e, "echo", "'echo' is not supported on chat completions (only false)");
+    }
+    return read_bool(v, "echo", &r->echo, e);
 }
 
 /* One stop string: non-empty (an empty one would match at once) and at
@@ -457,7 +582,16 @@ static const struct field fields[] = {
     {"temperature", BOTH, f_temperature},
     {"top_p", BOTH, f_top_p},
     {"top_k", BOTH, f_top_k},
+    {"min_p", BOTH, f_min_p},
+    {"frequency_penalty", BOTH, f_frequency_penalty},
+    {"presence_penalty", BOTH, f_presence_penalty},
+    {"repetition_penalty", BOTH, f_repetition_penalty},
     {"seed", BOTH, f_seed},
+    {"n", BOTH, f_n},
+    /* logprobs before top_logprobs: chat's count needs the switch */
+    {"logprobs", BOTH, f_logprobs},
+    {"top_logprobs", BOTH, f_top_logprobs},
+    {"echo", BOTH, f_echo},
     {"stop", BOTH, f_stop},
     {"ignore_eos", BOTH, f_ignore_eos},
     {"stream", BOTH, f_stream},
@@ -475,10 +609,6 @@ static bool is_zero(const json_t *v)
 static bool is_one_num(const json_t *v)
 {
     return json_is_number(v) && json_number_value(v) == 1;
-}
-static bool is_false_or_zero(const json_t *v)
-{
-    return json_is_false(v) || is_zero(v);
 }
 /* logprobs: false is chat's "off"; 0 is not, since on /v1/completions it
  * asks for the sampled tokens' own logprobs */
@@ -533,14 +663,8 @@ struct refused {
  * engine/README.md shows this table (tests/unit/engine_api.c checks it). */
 static const struct refused refused[] = {
     /* OpenAI */
-    {"n", is_one_num, "1"},
     {"best_of", is_one_num, "1"},
-    {"echo", is_false_or_zero, "false"},
-    {"logprobs", is_false, "null or false"},
-    {"top_logprobs", is_zero, "0"},
     {"suffix", is_empty, "\"\""},
-    {"presence_penalty", is_zero, "0"},
-    {"frequency_penalty", is_zero, "0"},
     {"logit_bias", is_empty, "{}"},
     {"tools", is_empty, "[]"},
     {"tool_choice", is_no_tool, "\"none\" or \"auto\" (no tools)"},
@@ -557,8 +681,6 @@ static const struct refused refused[] = {
     {"use_beam_search", is_false, "false"},
     {"length_penalty", is_one_num, "1"},
     {"early_stopping", is_false, "false"},
-    {"repetition_penalty", is_one_num, "1"},
-    {"min_p", is_zero, "0"},
     {"typical_p", is_one_num, "1"},
     {"min_tokens", is_zero, "0"},
     {"include_stop_str_in_output", is_false, "false"},
@@ -568,6 +690,8 @@ static const struct refused refused[] = {
     {"spaces_between_special_tokens", is_false, "false"},
     {"truncate_prompt_tokens", is_never, "null"},
     {"prompt_logprobs", is_never, "null"},
+    /* logprobs keyed by "token_id:N": ours are keyed by the token's text */
+    {"return_tokens_as_token_ids", is_false, "false"},
     {"allowed_token_ids", is_never, "null"},
     {"bad_words", is_empty, "[]"},
     {"guided_json", is_never, "null"},
@@ -619,21 +743,20 @@ static const struct refused refused[] = {
  * Any other unknown field is ignored too (as vLLM does), but named in a
  * warning in the server's log (api_request.ignored). */
 static const char *const harmless[] = {
-    "user",                       /* OpenAI: end-user id, for abuse tracking */
-    "metadata",                   /* OpenAI: tags for stored completions */
-    "store",                      /* OpenAI: keep the completion for evals */
-    "service_tier",               /* OpenAI: billing tier */
-    "parallel_tool_calls",        /* OpenAI: only with tools, which are refused */
-    "prompt_cache_key",           /* OpenAI: cache routing hint */
-    "safety_identifier",          /* OpenAI: end-user id */
-    "request_id",                 /* vLLM: id for its logs */
-    "priority",                   /* vLLM: queue order, not the text */
-    "cache_salt",                 /* vLLM: prefix-cache isolation */
-    "return_tokens_as_token_ids", /* vLLM: logprobs form; logprobs are refused */
-    "include_reasoning",          /* vLLM: reasoning models only */
-    "cache_prompt",               /* llama.cpp: prefix reuse */
-    "id_slot",                    /* llama.cpp: KV slot choice */
-    "separate_reasoning",         /* SGLang: reasoning models only */
+    "user",                /* OpenAI: end-user id, for abuse tracking */
+    "metadata",            /* OpenAI: tags for stored completions */
+    "store",               /* OpenAI: keep the completion for evals */
+    "service_tier",        /* OpenAI: billing tier */
+    "parallel_tool_calls", /* OpenAI: only with tools, which are refused */
+    "prompt_cache_key",    /* OpenAI: cache routing hint */
+    "safety_identifier",   /* OpenAI: end-user id */
+    "request_id",          /* vLLM: id for its logs */
+    "priority",            /* vLLM: queue order, not the text */
+    "cache_salt",          /* vLLM: prefix-cache isolation */
+    "include_reasoning",   /* vLLM: reasoning models only */
+    "cache_prompt",        /* llama.cpp: prefix reuse */
+    "id_slot",             /* llama.cpp: KV slot choice */
+    "separate_reasoning",  /* SGLang: reasoning models only */
 };
 
 /* For engine/README.md's table and its test. */
@@ -700,6 +823,9 @@ static void request_defaults(struct api_request *r, enum api_kind kind)
     r->max_tokens = -1;
     r->temperature = 1.0;
     r->top_p = 1.0;
+    r->repetition_penalty = 1.0;
+    r->n = 1;
+    r->logprobs = -1;
 }
 
 /* A number that fits neither a 64-bit integer nor a double: quoted as
@@ -770,19 +896,16 @@ static int json_refusal(struct api_error *e, const json_error_t *je, const char 
     return BAD(e, "", "malformed JSON at line %d, column %d: %s", je->line, je->column, je->text);
 }
 
-int api_parse(const char *body, size_t len, enum api_kind kind, const struct api_limits *lim,
-              struct api_request *out, struct api_error *e)
+/* The body as a JSON value, or NULL with *e set. Checks in the order a
+ * client can act on: nothing sent, bytes that are not text, text that is
+ * not JSON, then JSON that is not an object. */
+static json_t *load_root(const char *body, size_t len, struct api_error *e)
 {
-    request_defaults(out, kind);
-    memset(e, 0, sizeof(*e));
-    /* Checks in the order a client can act on: nothing sent, bytes that
-     * are not text, text that is not JSON, JSON of the wrong shape, then
-     * the refused fields, then each field we read. */
     if (len == 0)
-        return BAD(e, "", "the request body is empty (expected a JSON object)");
+        return BAD(e, "", "the request body is empty (expected a JSON object)"), NULL;
     size_t bad = utf8_invalid_at((const uint8_t *)body, len);
     if (bad < len)
-        return BAD(e, "", "the request body is not valid UTF-8 (byte %zu of %zu)", bad, len);
+        return BAD(e, "", "the request body is not valid UTF-8 (byte %zu of %zu)", bad, len), NULL;
     json_error_t je;
     /* duplicate keys are refused: which of two "max_tokens" wins differs
      * between parsers, and the answer should not depend on that. "\u0000"
@@ -791,18 +914,27 @@ int api_parse(const char *body, size_t len, enum api_kind kind, const struct api
      * with its length, never as a C string. */
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root)
-        return json_refusal(e, &je, body, len);
-    int rc = -1;
+        return json_refusal(e, &je, body, len), NULL;
     if (!json_is_object(root)) {
         BAD(e, "", "the request body must be a JSON object (got %s)", json_type_name(root));
-        goto out;
+        json_decref(root);
+        return NULL;
     }
+    return root;
+}
+
+/* A request object: the refused fields, then each field we read, then
+ * what depends on several fields. */
+static int parse_root(json_t *root, enum api_kind kind, const struct api_limits *lim,
+                      struct api_request *out, struct api_error *e)
+{
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         const json_t *v = json_object_get(root, refused[i].name);
         if (v && !json_is_null(v) && !refused[i].is_default(v)) {
             BAD(e, refused[i].name, "field '%s' is not supported by this server (only %s)",
                 refused[i].name, refused[i].what);
-            goto out;
+            api_error_code(e, "unsupported_parameter");
+            return -1;
         }
     }
     const char *key;
@@ -817,18 +949,188 @@ int api_parse(const char *body, size_t len, enum api_kind kind, const struct api
             continue;
         const json_t *v = json_object_get(root, fields[i].name);
         if (v && !json_is_null(v) && fields[i].read(v, out, lim, e))
-            goto out;
+            return -1;
     }
-    if (kind == API_COMPLETION && !out->prompt && !out->prompt_ids) {
+    if (kind == API_COMPLETION && !out->n_prompts) {
         BAD(e, "prompt", "'prompt' is missing (a string or an array of token ids)");
-        goto out;
+        return -1;
+    }
+    if (out->n_prompts) { /* the first prompt under the single-prompt names */
+        out->prompt = out->prompts[0].text;
+        out->prompt_len = out->prompts[0].len;
+        out->prompt_ids = out->prompts[0].ids;
+        out->n_prompt_ids = out->prompts[0].n_ids;
+    }
+    if (out->max_tokens == 0 && !out->echo) {
+        BAD(e, out->max_tokens_field, "'%s' is 0; it must be at least 1 (0 only with echo)",
+            out->max_tokens_field);
+        return -1;
+    }
+    if (kind == API_CHAT && out->top_logprobs > 0 && out->logprobs < 0) {
+        BAD(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        return -1;
+    }
+    if (kind == API_CHAT && out->logprobs >= 0)
+        out->logprobs = out->top_logprobs;
+    if ((out->n_prompts ? out->n_prompts : 1) * (size_t)out->n > API_MAX_CHOICES) {
+        BAD(e, "n", "%zu prompts x n = %ld make %zu choices (at most %d)", out->n_prompts, out->n,
+            out->n_prompts * (size_t)out->n, API_MAX_CHOICES);
+        return -1;
     }
     if (kind == API_CHAT && !out->messages) {
         BAD(e, "messages", "'messages' is missing (an array of {role, content} objects)");
+        return -1;
+    }
+    return 0;
+}
+
+int api_parse(const char *body, size_t len, enum api_kind kind, const struct api_limits *lim,
+              struct api_request *out, struct api_error *e)
+{
+    request_defaults(out, kind);
+    memset(e, 0, sizeof(*e));
+    json_t *root = load_root(body, len, e);
+    if (!root)
+        return -1;
+    int rc = parse_root(root, kind, lim, out, e);
+    json_decref(root);
+    if (rc)
+        api_request_release(out);
+    return rc;
+}
+
+/* SGLang's sampling_params names that differ from ours. */
+static const char *const gen_names[][2] = {
+    {"max_new_tokens", "max_tokens"},
+    {"sampling_seed", "seed"},
+};
+
+/* Top-level fields of SGLang's /generate besides text, input_ids,
+ * sampling_params and stream: harmless ones, and those refused unless
+ * false or null. */
+static const char *const gen_harmless[] = {"rid",
+                                           "lora_path",
+                                           "logprob_start_len",
+                                           "top_logprobs_num",
+                                           "return_text_in_logprobs",
+                                           "log_metrics",
+                                           "bootstrap_host",
+                                           "bootstrap_port",
+                                           "bootstrap_room",
+                                           "session_params"};
+static const char *const gen_refused[] = {"return_logprob",
+                                          "image_data",
+                                          "audio_data",
+                                          "video_data",
+                                          "input_embeds",
+                                          "return_hidden_states",
+                                          "custom_logit_processor"};
+
+/* The field name a /generate client used for one of ours. */
+static void gen_param(struct api_error *e, const char *from_prompt)
+{
+    char p[sizeof(e->param)];
+    snprintf(p, sizeof(p), "%s", e->param);
+    if (strcmp(p, "prompt") == 0) {
+        snprintf(e->param, sizeof(e->param), "%s", from_prompt);
+        return;
+    }
+    if (!p[0] || strcmp(p, "stream") == 0)
+        return;
+    const char *name = p;
+    for (size_t i = 0; i < sizeof(gen_names) / sizeof(gen_names[0]); i++)
+        if (strcmp(p, gen_names[i][1]) == 0)
+            name = gen_names[i][0];
+    snprintf(e->param, sizeof(e->param), "sampling_params.%.28s", name);
+}
+
+/* SGLang's /generate, rewritten as a completions request: text or
+ * input_ids become the prompt, sampling_params' fields become ours (by
+ * their names, max_new_tokens and sampling_seed renamed), so every check
+ * and refusal is the completions parser's; errors name the field as the
+ * client sent it. */
+int api_parse_generate(const char *body, size_t len, const struct api_limits *lim,
+                       struct api_request *out, struct api_error *e)
+{
+    request_defaults(out, API_GENERATE);
+    memset(e, 0, sizeof(*e));
+    json_t *root = load_root(body, len, e);
+    if (!root)
+        return -1;
+    json_t *c = json_object();
+    int rc = -1;
+    const json_t *text = json_object_get(root, "text"), *ids = json_object_get(root, "input_ids");
+    const char *from = "text";
+    if (text && !json_is_null(text) && ids && !json_is_null(ids)) {
+        BAD(e, "text", "give 'text' or 'input_ids', not both");
         goto out;
     }
-    rc = 0;
+    if (ids && !json_is_null(ids)) {
+        json_object_set(c, "prompt", (json_t *)ids);
+        from = "input_ids";
+    } else if (text && !json_is_null(text)) {
+        json_object_set(c, "prompt", (json_t *)text);
+    } else {
+        BAD(e, "text", "'text' or 'input_ids' is missing");
+        goto out;
+    }
+    for (size_t i = 0; i < sizeof(gen_refused) / sizeof(gen_refused[0]); i++) {
+        const json_t *v = json_object_get(root, gen_refused[i]);
+        if (v && !json_is_null(v) && !json_is_false(v)) {
+            BAD(e, gen_refused[i], "field '%s' is not supported by this server's /generate",
+                gen_refused[i]);
+            api_error_code(e, "unsupported_parameter");
+            goto out;
+        }
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val)
+    {
+        bool known = strcmp(key, "text") == 0 || strcmp(key, "input_ids") == 0 ||
+                     strcmp(key, "sampling_params") == 0 || strcmp(key, "stream") == 0;
+        for (size_t i = 0; !known && i < sizeof(gen_harmless) / sizeof(gen_harmless[0]); i++)
+            known = strcmp(key, gen_harmless[i]) == 0;
+        for (size_t i = 0; !known && i < sizeof(gen_refused) / sizeof(gen_refused[0]); i++)
+            known = strcmp(key, gen_refused[i]) == 0;
+        if (!known)
+            note_ignored(out, key);
+    }
+    const json_t *st = json_object_get(root, "stream");
+    if (st)
+        json_object_set(c, "stream", (json_t *)st);
+    const json_t *sp = json_object_get(root, "sampling_params");
+    if (sp && !json_is_null(sp) && !json_is_object(sp)) {
+        BAD(e, "sampling_params", "'sampling_params' must be an object (got %s)",
+            json_type_name(sp));
+        goto out;
+    }
+    if (sp && json_is_object(sp)) {
+        json_object_foreach((json_t *)sp, key, val)
+        {
+            const char *name = key;
+            for (size_t i = 0; i < sizeof(gen_names) / sizeof(gen_names[0]); i++)
+                if (strcmp(key, gen_names[i][0]) == 0)
+                    name = gen_names[i][1];
+            if (strcmp(name, "prompt") == 0 || strcmp(name, "stream") == 0 ||
+                strcmp(name, "model") == 0 || strcmp(name, "echo") == 0 ||
+                strcmp(name, "logprobs") == 0) {
+                note_ignored(out, key); /* not sampling parameters */
+                continue;
+            }
+            if (json_object_get(c, name)) {
+                BAD(e, key, "'sampling_params.%.40s' is given twice (as '%.40s')", key, name);
+                goto out;
+            }
+            json_object_set(c, name, val);
+        }
+    }
+    rc = parse_root(c, API_COMPLETION, lim, out, e);
+    if (rc)
+        gen_param(e, from);
+    out->kind = API_GENERATE;
 out:
+    json_decref(c);
     json_decref(root);
     if (rc)
         api_request_release(out);
@@ -838,8 +1140,11 @@ out:
 void api_request_release(struct api_request *r)
 {
     free(r->model);
-    free(r->prompt);
-    free(r->prompt_ids);
+    for (size_t i = 0; i < r->n_prompts; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].ids);
+    }
+    free(r->prompts);
     for (size_t i = 0; i < r->n_messages; i++) {
         free(r->messages[i].role);
         free(r->messages[i].content);
@@ -855,15 +1160,21 @@ void api_request_release(struct api_request *r)
 
 /* ---- responses ---- */
 
+/* OpenAI's order: message, type, param, code (a string or null). */
 void api_error_json(struct buf *b, const struct api_error *e)
 {
-    buf_printf(b, "{\"error\":{\"code\":%d,\"message\":", e->status);
+    buf_puts(b, "{\"error\":{\"message\":");
     buf_json_str(b, e->msg, strlen(e->msg));
     buf_puts(b, ",\"type\":");
     buf_json_str(b, e->type, strlen(e->type));
     buf_puts(b, ",\"param\":");
     if (e->param[0])
         buf_json_str(b, e->param, strlen(e->param));
+    else
+        buf_puts(b, "null");
+    buf_puts(b, ",\"code\":");
+    if (e->code[0])
+        buf_json_str(b, e->code, strlen(e->code));
     else
         buf_puts(b, "null");
     buf_puts(b, "}}");
@@ -875,8 +1186,9 @@ void api_error_json(struct buf *b, const struct api_error *e)
  * "chat.completion.chunk" for chunks and "chat.completion" for bodies. */
 static void head(struct buf *b, const struct api_resp *r, bool chunk)
 {
-    static const char *const objects[2][2] = {{"text_completion", "text_completion"},
-                                              {"chat.completion", "chat.completion.chunk"}};
+    static const char *const objects[3][2] = {{"text_completion", "text_completion"},
+                                              {"chat.completion", "chat.completion.chunk"},
+                                              {"generate", "generate"}};
     buf_puts(b, "{\"id\":");
     buf_json_str(b, r->id, strlen(r->id));
     buf_printf(b, ",\"object\":\"%s\",\"created\":%lld,\"model\":", objects[r->kind][chunk],
@@ -918,34 +1230,171 @@ static int commit(struct buf *b, size_t start)
     return -1;
 }
 
+/* A log-probability as JSON: -inf (a token the model rules out) as
+ * -9999.0, as vLLM writes it, since JSON has no infinities. */
+static void lp_num(struct buf *b, float x)
+{
+    if (isnan(x))
+        buf_puts(b, "null");
+    else if (!(x > -9999.0f))
+        buf_puts(b, "-9999.0");
+    else
+        buf_printf(b, "%.9g", (double)x);
+}
+
+/* Characters of a token's text (UTF-8 lead bytes; a partial character
+ * counts as one, as its U+FFFD does). */
+static long text_chars(const char *p, size_t n)
+{
+    long c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)p[i] & 0xc0) != 0x80;
+    return c;
+}
+
+/* Chat's token entry in OpenAI's order: "token" (its text), "logprob",
+ * "bytes" (the raw bytes: the lossless form of a partial character). No
+ * braces. */
+static void token_json(struct buf *b, const tok_vocab *v, int32_t id, float logprob)
+{
+    char piece[512];
+    size_t n = tok_piece(v, id, piece, sizeof(piece));
+    if (n > sizeof(piece))
+        n = sizeof(piece);
+    buf_puts(b, "\"token\":");
+    buf_json_str(b, piece, n);
+    buf_puts(b, ",\"logprob\":");
+    lp_num(b, logprob);
+    buf_puts(b, ",\"bytes\":[");
+    for (size_t i = 0; i < n; i++)
+        buf_printf(b, "%s%u", i ? "," : "", (unsigned)(unsigned char)piece[i]);
+    buf_puts(b, "]");
+}
+
+/* Completions' logprobs object: parallel lists of the tokens' text, their
+ * logprobs, a {text: logprob} map of the alternatives, and text offsets.
+ * Two alternatives with the same text would be one key twice: the first
+ * (the likelier) is kept. */
+static void lp_completion(struct buf *b, const struct api_logprobs *lp)
+{
+    char piece[512], other[512];
+    buf_puts(b, "{\"tokens\":[");
+    for (int i = 0; i < lp->n; i++) {
+        size_t n = tok_piece(lp->v, lp->ids[i], piece, sizeof(piece));
+        buf_puts(b, i ? "," : "");
+        buf_json_str(b, piece, n < sizeof(piece) ? n : sizeof(piece));
+    }
+    buf_puts(b, "],\"token_logprobs\":[");
+    for (int i = 0; i < lp->n; i++) {
+        buf_puts(b, i ? "," : "");
+        lp_num(b, lp->lp[i]);
+    }
+    buf_puts(b, "],\"top_logprobs\":[");
+    for (int i = 0; i < lp->n; i++) {
+        buf_puts(b, i ? "," : "");
+        if (isnan(lp->lp[i])) {
+            buf_puts(b, "null");
+            continue;
+        }
+        buf_puts(b, "{");
+        const int32_t *ids = lp->top_ids + (size_t)i * (size_t)lp->k;
+        const float *tl = lp->top_lp + (size_t)i * (size_t)lp->k;
+        bool any = false;
+        for (int j = 0; j < lp->k; j++) {
+            size_t n = tok_piece(lp->v, ids[j], piece, sizeof(piece));
+            n = n < sizeof(piece) ? n : sizeof(piece);
+            bool dup = false;
+            for (int q = 0; q < j && !dup; q++) {
+                size_t m = tok_piece(lp->v, ids[q], other, sizeof(other));
+                dup = m == n && memcmp(piece, other, n) == 0;
+            }
+            if (dup)
+                continue;
+            buf_puts(b, any ? "," : "");
+            buf_json_str(b, piece, n);
+            buf_puts(b, ":");
+            lp_num(b, tl[j]);
+            any = true;
+        }
+        buf_puts(b, "}");
+    }
+    buf_puts(b, "],\"text_offset\":[");
+    long off = lp->offset ? *lp->offset : 0;
+    for (int i = 0; i < lp->n; i++) {
+        buf_printf(b, "%s%ld", i ? "," : "", off);
+        size_t n = tok_piece(lp->v, lp->ids[i], piece, sizeof(piece));
+        off += text_chars(piece, n < sizeof(piece) ? n : sizeof(piece));
+    }
+    if (lp->offset)
+        *lp->offset = off;
+    buf_puts(b, "]}");
+}
+
+/* Chat's logprobs object: {"content": [{token, logprob, bytes,
+ * top_logprobs: [{token, logprob, bytes}]}]}. */
+static void lp_chat(struct buf *b, const struct api_logprobs *lp)
+{
+    buf_puts(b, "{\"content\":[");
+    for (int i = 0; i < lp->n; i++) {
+        buf_puts(b, i ? ",{" : "{");
+        token_json(b, lp->v, lp->ids[i], lp->lp[i]);
+        buf_puts(b, ",\"top_logprobs\":[");
+        for (int j = 0; j < lp->k; j++) {
+            size_t at = (size_t)i * (size_t)lp->k + (size_t)j;
+            buf_puts(b, j ? ",{" : "{");
+            token_json(b, lp->v, lp->top_ids[at], lp->top_lp[at]);
+            buf_puts(b, "}");
+        }
+        buf_puts(b, "]}");
+    }
+    buf_puts(b, "]}");
+}
+
+static void logprobs_json(struct buf *b, enum api_kind kind, const struct api_logprobs *lp)
+{
+    buf_puts(b, ",\"logprobs\":");
+    if (!lp)
+        buf_puts(b, "null");
+    else if (kind == API_CHAT)
+        lp_chat(b, lp);
+    else
+        lp_completion(b, lp);
+}
+
 /* A chat delta carries "content" whenever there is text, and also on a
  * non-final chunk without text; the final chunk of a stream that ends on
  * an end-of-generation token has an empty delta {}, as OpenAI sends it. */
-int api_sse_chunk(struct buf *b, const struct api_resp *r, const char *text, size_t n, bool role,
-                  const char *finish)
+int api_sse_choice(struct buf *b, const struct api_resp *r, const struct api_choice *c)
 {
     size_t start = begin(b);
     buf_puts(b, "data: ");
     head(b, r, true);
+    buf_printf(b, ",\"choices\":[{\"index\":%d,", c->index);
     if (r->kind == API_CHAT) {
-        buf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{");
-        if (role)
+        buf_puts(b, "\"delta\":{");
+        if (c->role)
             buf_puts(b, "\"role\":\"assistant\"");
-        if (n || !finish) {
-            buf_puts(b, role ? ",\"content\":" : "\"content\":");
-            buf_json_str(b, text, n);
+        if (c->n || !c->finish) {
+            buf_puts(b, c->role ? ",\"content\":" : "\"content\":");
+            buf_json_str(b, c->text, c->n);
         }
-        buf_puts(b, "},\"logprobs\":null");
+        buf_puts(b, "}");
     } else {
-        buf_puts(b, ",\"choices\":[{\"index\":0,\"text\":");
-        buf_json_str(b, text, n);
-        buf_puts(b, ",\"logprobs\":null");
+        buf_puts(b, "\"text\":");
+        buf_json_str(b, c->text, c->n);
     }
-    finish_reason(b, finish);
+    logprobs_json(b, r->kind, c->lp);
+    finish_reason(b, c->finish);
     buf_puts(b, "}]}\n\n");
     return commit(b, start);
 }
 
+int api_sse_chunk(struct buf *b, const struct api_resp *r, const char *text, size_t n, bool role,
+                  const char *finish)
+{
+    struct api_choice c = {.text = text, .n = n, .role = role, .finish = finish};
+    return api_sse_choice(b, r, &c);
+}
 int api_sse_usage(struct buf *b, const struct api_resp *r, long prompt_tokens,
                   long completion_tokens)
 {
@@ -974,23 +1423,64 @@ int api_sse_done(struct buf *b)
     return commit(b, start);
 }
 
-int api_final_json(struct buf *b, const struct api_resp *r, const char *text, size_t n,
-                   const char *finish, long prompt_tokens, long completion_tokens)
+size_t api_final_begin(struct buf *b, const struct api_resp *r)
 {
     size_t start = begin(b);
     head(b, r, false);
+    buf_puts(b, ",\"choices\":[");
+    return start;
+}
+
+void api_final_choice(struct buf *b, const struct api_resp *r, const struct api_choice *c,
+                      bool first)
+{
+    buf_printf(b, "%s{\"index\":%d,", first ? "" : ",", c->index);
     if (r->kind == API_CHAT) {
-        buf_puts(b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
-        buf_json_str(b, text, n);
-        buf_puts(b, "},\"logprobs\":null");
+        buf_puts(b, "\"message\":{\"role\":\"assistant\",\"content\":");
+        buf_json_str(b, c->text, c->n);
+        buf_puts(b, "}");
     } else {
-        buf_puts(b, ",\"choices\":[{\"index\":0,\"text\":");
-        buf_json_str(b, text, n);
-        buf_puts(b, ",\"logprobs\":null");
+        buf_puts(b, "\"text\":");
+        buf_json_str(b, c->text, c->n);
     }
-    finish_reason(b, finish);
-    buf_puts(b, "}]");
+    logprobs_json(b, r->kind, c->lp);
+    finish_reason(b, c->finish);
+    buf_puts(b, "}");
+}
+
+int api_final_end(struct buf *b, size_t start, long prompt_tokens, long completion_tokens)
+{
+    buf_puts(b, "]");
     usage(b, prompt_tokens, completion_tokens);
     buf_puts(b, "}");
     return commit(b, start);
+}
+
+int api_final_json(struct buf *b, const struct api_resp *r, const char *text, size_t n,
+                   const char *finish, long prompt_tokens, long completion_tokens)
+{
+    size_t start = api_final_begin(b, r);
+    struct api_choice c = {.text = text, .n = n, .finish = finish};
+    api_final_choice(b, r, &c, true);
+    return api_final_end(b, start, prompt_tokens, completion_tokens);
+}
+
+void api_gen_json(struct buf *b, const char *id, int index, const char *text, size_t n,
+                  const char *finish, long prompt_tokens, long completion_tokens)
+{
+    buf_puts(b, "{\"text\":");
+    buf_json_str(b, text, n);
+    if (index >= 0)
+        buf_printf(b, ",\"index\":%d", index);
+    buf_puts(b, ",\"meta_info\":{\"id\":");
+    buf_json_str(b, id, strlen(id));
+    buf_puts(b, ",\"finish_reason\":");
+    if (!finish)
+        buf_puts(b, "null");
+    else if (strcmp(finish, "length") == 0)
+        buf_printf(b, "{\"type\":\"length\",\"length\":%ld}", completion_tokens);
+    else
+        buf_printf(b, "{\"type\":\"%s\",\"matched\":null}", finish);
+    buf_printf(b, ",\"prompt_tokens\":%ld,\"completion_tokens\":%ld,\"cached_tokens\":0}}",
+               prompt_tokens, completion_tokens);
 }

@@ -171,6 +171,13 @@ static const struct counter counters[] = {
      offsetof(struct prom, prefill_rows), 1},
     {"fp4serve_step_seconds_total", "Wall time of model steps.", offsetof(struct prom, step_ns),
      1e-9},
+    {"fp4serve_decode_only_steps_total", "Model steps that ran no prompt token.",
+     offsetof(struct prom, do_steps), 1},
+    {"fp4serve_decode_only_step_sequences_total",
+     "Sequences summed over decode-only steps (their mean batch = this / those steps).",
+     offsetof(struct prom, do_step_seqs), 1},
+    {"fp4serve_decode_only_step_seconds_total", "Wall time of decode-only steps.",
+     offsetof(struct prom, do_step_ns), 1e-9},
     {"fp4serve_connections_total", "Connections accepted.", offsetof(struct prom, connections), 1},
 };
 

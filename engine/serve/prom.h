@@ -74,6 +74,9 @@ struct prom {
     atomic_uint_least64_t decode_rows;      /* decode tokens over all steps */
     atomic_uint_least64_t prefill_rows;     /* prompt tokens run through the model */
     atomic_uint_least64_t step_ns;          /* wall time of model_step calls */
+    atomic_uint_least64_t do_steps;         /* the same three over steps that ran no */
+    atomic_uint_least64_t do_step_seqs;     /*   prompt token (decode-only): their mean */
+    atomic_uint_least64_t do_step_ns;       /*   is the decode step law, prefill left out */
     atomic_uint_least64_t attn_ns;          /* phase timers of the model (model_timers) */
     atomic_uint_least64_t matmul_ns;
     atomic_uint_least64_t other_ns;

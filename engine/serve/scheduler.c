@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -35,14 +36,44 @@
 #define TEXT_CAP  (OUT_CAP / 8)
 #define OUT_START 4096 /* bytes reserved at admission */
 
+/* One sequence: a choice of a request, in a KV slot of its own once admitted. */
+struct sched_seq {
+    sched_req *req;  /* the request it answers (not a reference) */
+    int index;       /* OpenAI's choice index: prompt x n + choice */
+    int32_t *tokens; /* (n_prompt + max_tokens) prompt, then generated ids; owned */
+    int n_prompt;
+    char *echo; /* (echo_len) the prompt's text for echo, owned; NULL without echo */
+    size_t echo_len;
+    struct sample_params sp; /* the request's, seed + choice */
+
+    /* the scheduler thread's */
+    int slot;        /* KV slot, -1 while waiting or after the end */
+    int n_tokens;    /* ids in tokens */
+    int n_cached;    /* positions in the slot's KV cache */
+    int n_gen;       /* generated ids */
+    bool sent_first; /* a content chunk went out (chat: it carried the role) */
+    bool ended;      /* finished (finish says why) */
+    const char *finish;
+    struct sampler sampler;
+    struct tok_stream ts;
+    struct stop_filter stop;
+    struct buf text;  /* non-streaming: the answer so far */
+    float *lp;        /* (n_prompt + max_tokens) logprob of each token, NAN = none; owned,
+                         NULL without logprobs */
+    int32_t *top_ids; /* (n_prompt + max_tokens, k) the k likeliest at each position; owned */
+    float *top_lp;    /* (n_prompt + max_tokens, k) their logprobs; owned */
+    uint64_t t_last;  /* clock_ns at the latest generated token, 0 before */
+    int lp_from;      /* stream: first position whose logprobs are not sent yet */
+    long lp_offset;   /* stream: text_offset of that position */
+};
+
 struct sched_req {
     /* set by sched_req_new, read-only afterwards */
     enum api_kind kind;
-    bool stream, include_usage, ignore_eos;
-    int32_t *tokens; /* (n_prompt + max_tokens) prompt, then generated ids; owned */
-    int n_prompt;
+    bool stream, include_usage, ignore_eos, echo;
+    bool batch;   /* /generate: a list of answers */
+    int logprobs; /* -1, or alternatives per token */
     int max_tokens;
-    struct sample_params sp;
     char **stops;      /* (n_stops) owned */
     size_t *stop_lens; /* (n_stops) owned */
     size_t n_stops;
@@ -51,6 +82,9 @@ struct sched_req {
     void (*wake)(void *arg);
     void *wake_arg;
     atomic_int refs;
+    struct sched_seq *seqs; /* (n_seqs) in choice order; owned */
+    int n_seqs;
+    int n_prompt; /* prompt tokens, each prompt once (usage) */
 
     /* shared with the HTTP layer, under mu */
     pthread_mutex_t mu;
@@ -59,18 +93,13 @@ struct sched_req {
     bool done;      /* no more output will be appended */
     bool parked;    /* a reader waits for wake */
     bool cancel;    /* the client is gone */
+    int n_gen;      /* generated tokens over every choice */
 
     /* the scheduler thread's */
-    int fd;          /* dup of the client socket, or -1; closed when the generation ends */
-    int slot;        /* KV slot, -1 while queued */
-    int n_tokens;    /* ids in tokens */
-    int n_cached;    /* positions in the slot's KV cache */
-    int n_gen;       /* generated ids */
-    bool sent_first; /* a content chunk went out (chat: it carried the role) */
-    struct sampler sampler;
-    struct tok_stream ts;
-    struct stop_filter stop;
-    struct buf text;   /* non-streaming: the answer so far */
+    int fd;            /* dup of the client socket, or -1; closed when the generation ends */
+    int n_admitted;    /* seqs given a slot so far */
+    int n_live;        /* seqs not ended */
+    bool ended;        /* the scheduler's part is over (reference dropped) */
     uint64_t t_submit; /* clock_ns at submit */
     uint64_t t_admit;  /* clock_ns at admission (a slot), 0 before */
     uint64_t t_first;  /* clock_ns at the first generated token, 0 before */
@@ -96,13 +125,14 @@ struct sched {
     long g_running, g_kv_positions; /* gauges published after each step */
 
     /* the scheduler thread's */
-    sched_req **run; /* (max_batch) running requests in admission order */
+    sched_req *adm;         /* off the queue, some of its seqs still waiting for a slot */
+    struct sched_seq **run; /* (max_batch) running sequences in admission order */
     int n_run;
-    bool *slot_used;        /* (max_batch) */
-    struct model_seq *seqs; /* (max_batch) one step */
-    sched_req **owner;      /* (max_batch) request of seqs[i] */
-    struct pollfd *pfd;     /* (max_batch) */
-    char *piece;            /* detokenizer output, piece_cap bytes */
+    bool *slot_used;          /* (max_batch) */
+    struct model_seq *seqs;   /* (max_batch) one step */
+    struct sched_seq **owner; /* (max_batch) sequence of seqs[i] */
+    struct pollfd *pfd;       /* (max_batch) */
+    char *piece;              /* detokenizer output, piece_cap bytes */
     size_t piece_cap;
     char *text; /* stop-filter output, text_cap bytes */
     size_t text_cap;
@@ -110,10 +140,11 @@ struct sched {
 
 /* ---- requests ---- */
 
-/* Everything is copied, so the HTTP layer may free its parse at once. The
- * token array has room for the whole generation: decoding only appends. The
- * client socket is dup'ed so the scheduler can poll it for hang-up without
- * racing libmicrohttpd closing (and the kernel reusing) the original fd. */
+/* Everything is copied, so the HTTP layer may free its parse at once. Each
+ * sequence's token array has room for its whole generation: decoding only
+ * appends. The client socket is dup'ed so the scheduler can poll it for
+ * hang-up without racing libmicrohttpd closing (and the kernel reusing)
+ * the original fd. */
 sched_req *sched_req_new(const struct sched_req_params *p)
 {
     sched_req *r = xcalloc(1, sizeof(*r));
@@ -121,12 +152,36 @@ sched_req *sched_req_new(const struct sched_req_params *p)
     r->stream = p->stream;
     r->include_usage = p->include_usage;
     r->ignore_eos = p->ignore_eos;
-    r->n_prompt = (int)p->n_prompt;
+    r->echo = p->echo;
+    r->batch = p->batch || p->n_prompts > 1 || p->n > 1;
+    r->logprobs = p->logprobs > SAMPLE_MAX_TOP ? SAMPLE_MAX_TOP : p->logprobs;
     r->max_tokens = (int)p->max_tokens;
-    r->tokens = xmalloc(((size_t)r->n_prompt + (size_t)r->max_tokens) * sizeof(int32_t));
-    memcpy(r->tokens, p->prompt, p->n_prompt * sizeof(int32_t));
-    r->n_tokens = r->n_prompt;
-    r->sp = p->sample;
+    struct sched_prompt one = {.ids = p->prompt, .n_ids = p->n_prompt};
+    const struct sched_prompt *pr = p->n_prompts ? p->prompts : &one;
+    size_t n_pr = p->n_prompts ? p->n_prompts : 1;
+    int n = p->n > 0 ? p->n : 1;
+    r->n_seqs = (int)n_pr * n;
+    r->seqs = xcalloc((size_t)r->n_seqs, sizeof(*r->seqs));
+    for (size_t i = 0; i < n_pr; i++) {
+        r->n_prompt += (int)pr[i].n_ids;
+        for (int j = 0; j < n; j++) {
+            struct sched_seq *q = &r->seqs[i * (size_t)n + (size_t)j];
+            q->req = r;
+            q->index = (int)i * n + j;
+            q->n_prompt = (int)pr[i].n_ids;
+            q->tokens = xmalloc(((size_t)q->n_prompt + (size_t)r->max_tokens) * sizeof(int32_t));
+            memcpy(q->tokens, pr[i].ids, pr[i].n_ids * sizeof(int32_t));
+            q->n_tokens = q->n_prompt;
+            q->sp = p->sample;
+            q->sp.seed = p->sample.seed + (uint64_t)j; /* vLLM's per-choice seeds */
+            if (p->echo && pr[i].text) {
+                q->echo = xmemdup0(pr[i].text, pr[i].len);
+                q->echo_len = pr[i].len;
+            }
+            q->slot = -1;
+        }
+    }
+    r->n_live = r->n_seqs;
     r->n_stops = p->n_stops;
     r->stops = xcalloc(p->n_stops + 1, sizeof(*r->stops));
     r->stop_lens = xcalloc(p->n_stops + 1, sizeof(*r->stop_lens));
@@ -141,16 +196,28 @@ sched_req *sched_req_new(const struct sched_req_params *p)
     r->wake_arg = p->wake_arg;
     atomic_init(&r->refs, 1);
     pthread_mutex_init(&r->mu, NULL);
-    buf_init(&r->out, OUT_CAP);
-    buf_init(&r->text, TEXT_CAP);
+    /* a whole answer of many choices (with logprobs) may pass one stream's cap */
+    buf_init(&r->out, r->stream ? OUT_CAP : OUT_CAP * (size_t)(r->n_seqs < 8 ? r->n_seqs : 8));
     r->fd = p->fd >= 0 ? fcntl(p->fd, F_DUPFD_CLOEXEC, 0) : -1;
-    r->slot = -1;
     return r;
 }
 
 void sched_req_ref(sched_req *r)
 {
     atomic_fetch_add(&r->refs, 1);
+}
+
+/* What a sequence holds from admission on; safe to call twice. */
+static void seq_release(struct sched_seq *q)
+{
+    sampler_release(&q->sampler);
+    stop_release(&q->stop);
+    buf_release(&q->text);
+    free(q->lp);
+    free(q->top_ids);
+    free(q->top_lp);
+    q->lp = q->top_lp = NULL;
+    q->top_ids = NULL;
 }
 
 void sched_req_unref(sched_req *r)
@@ -161,12 +228,16 @@ void sched_req_unref(sched_req *r)
         close(r->fd);
     pthread_mutex_destroy(&r->mu);
     buf_release(&r->out);
-    buf_release(&r->text);
+    for (int i = 0; i < r->n_seqs; i++) {
+        seq_release(&r->seqs[i]);
+        free(r->seqs[i].tokens);
+        free(r->seqs[i].echo);
+    }
+    free(r->seqs);
     for (size_t i = 0; i < r->n_stops; i++)
         free(r->stops[i]);
     free(r->stops);
     free(r->stop_lens);
-    free(r->tokens);
     free(r->id);
     free(r->model);
     free(r);
@@ -257,25 +328,83 @@ static struct api_resp resp_of(const sched_req *r)
         .kind = r->kind, .id = r->id, .created = r->created, .model = r->model};
 }
 
-/* What one publish() appends: text, and a finish reason on the last token. */
+/* Logprobs of q's positions [from, to) for a response. */
+static struct api_logprobs lp_of(const sched *s, const struct sched_seq *q, int from, int to,
+                                 long *offset)
+{
+    size_t k = (size_t)q->req->logprobs;
+    return (struct api_logprobs){.v = s->v,
+                                 .ids = q->tokens + from,
+                                 .lp = q->lp + from,
+                                 .top_ids = q->top_ids + (size_t)from * k,
+                                 .top_lp = q->top_lp + (size_t)from * k,
+                                 .n = to - from,
+                                 .k = (int)k,
+                                 .offset = offset};
+}
+
+/* What one publish() appends for a sequence: text, and a finish reason on
+ * its last token. */
 struct chunk_ctx {
+    const sched *s;
+    struct sched_seq *q;
     const char *text;
     size_t n;
     const char *finish; /* NULL = more to come */
 };
 
-/* One SSE event for a token's text. The last token's event carries the
- * finish reason; the usage event and [DONE] follow it in the same append,
- * so a reader never sees a finished stream without its end marker. */
+/* One SSE event for a sequence's text, with the logprobs of the tokens
+ * since its last event. The last sequence's last event is followed, in
+ * the same append, by the usage event and [DONE], so a reader never sees
+ * a finished stream without its end marker. */
+/* /generate's event: the choice's whole text so far (SGLang's cumulative
+ * stream); [DONE] after the last sequence's last one. */
+static int put_gen_chunk(sched_req *r, const struct chunk_ctx *c)
+{
+    struct sched_seq *q = c->q;
+    if (c->n)
+        buf_append(&q->text, c->text, c->n);
+    if (!c->n && !c->finish)
+        return 0;
+    size_t start = r->out.len;
+    r->out.toobig = false;
+    buf_puts(&r->out, "data: ");
+    api_gen_json(&r->out, r->id, r->batch ? q->index : -1, q->text.data ? q->text.data : "",
+                 q->text.len, c->finish, q->n_prompt, q->n_gen);
+    buf_puts(&r->out, "\n\n");
+    if (c->finish && r->n_live == 0)
+        buf_puts(&r->out, "data: [DONE]\n\n");
+    if (!r->out.toobig)
+        return 0;
+    r->out.len = start;
+    return -1;
+}
+
 static int put_chunk(sched_req *r, const void *vctx)
 {
     const struct chunk_ctx *c = vctx;
+    struct sched_seq *q = c->q;
+    if (r->kind == API_GENERATE)
+        return put_gen_chunk(r, c);
     struct api_resp rp = resp_of(r);
-    int rc = api_sse_chunk(&r->out, &rp, c->text, c->n, r->kind == API_CHAT && !r->sent_first,
-                           c->finish);
-    if (rc == 0 && c->n)
-        r->sent_first = true;
-    if (rc == 0 && c->finish) {
+    long offset = q->lp_offset;
+    struct api_logprobs lp;
+    if (q->lp)
+        lp = lp_of(c->s, q, q->lp_from, q->n_tokens, &offset);
+    struct api_choice ch = {.index = q->index,
+                            .text = c->text,
+                            .n = c->n,
+                            .role = r->kind == API_CHAT && !q->sent_first,
+                            .finish = c->finish,
+                            .lp = q->lp ? &lp : NULL};
+    int rc = api_sse_choice(&r->out, &rp, &ch);
+    if (rc == 0) {
+        q->lp_from = q->n_tokens;
+        q->lp_offset = offset;
+        if (c->n)
+            q->sent_first = true;
+    }
+    if (rc == 0 && c->finish && r->n_live == 0) {
         if (r->include_usage)
             rc = api_sse_usage(&r->out, &rp, r->n_prompt, r->n_gen);
         if (rc == 0)
@@ -284,15 +413,56 @@ static int put_chunk(sched_req *r, const void *vctx)
     return rc;
 }
 
-/* The whole non-streaming answer, built once at the end. */
+/* The whole non-streaming answer, built once every sequence has ended. A
+ * body past the cap is a 500 rather than an empty 200. */
 static int put_final(sched_req *r, const void *vctx)
 {
-    const struct chunk_ctx *c = vctx;
+    const sched *s = vctx;
     struct api_resp rp = resp_of(r);
     buf_reset(&r->out);
     r->status = 200;
-    return api_final_json(&r->out, &rp, r->text.data ? r->text.data : "", r->text.len, c->finish,
-                          r->n_prompt, r->n_gen);
+    if (r->kind == API_GENERATE) { /* SGLang's: an object, or a list of them */
+        r->out.toobig = false;
+        buf_puts(&r->out, r->batch ? "[" : "");
+        for (int i = 0; i < r->n_seqs; i++) {
+            const struct sched_seq *q = &r->seqs[i];
+            buf_puts(&r->out, i ? "," : "");
+            api_gen_json(&r->out, r->id, r->batch ? q->index : -1, q->text.data ? q->text.data : "",
+                         q->text.len, q->finish, q->n_prompt, q->n_gen);
+        }
+        buf_puts(&r->out, r->batch ? "]" : "");
+        if (!r->out.toobig)
+            return 0;
+        buf_reset(&r->out);
+        struct api_error e = {0};
+        api_error_set(&e, 500, "internal_error", NULL, "the answer passed %zu bytes", r->out.max);
+        api_error_json(&r->out, &e);
+        r->status = 500;
+        return -1;
+    }
+    size_t start = api_final_begin(&r->out, &rp);
+    for (int i = 0; i < r->n_seqs; i++) {
+        struct sched_seq *q = &r->seqs[i];
+        long offset = 0;
+        struct api_logprobs lp;
+        if (q->lp)
+            lp = lp_of(s, q, r->echo ? 0 : q->n_prompt, q->n_tokens, &offset);
+        struct api_choice ch = {.index = q->index,
+                                .text = q->text.data ? q->text.data : "",
+                                .n = q->text.len,
+                                .finish = q->finish,
+                                .lp = q->lp ? &lp : NULL};
+        api_final_choice(&r->out, &rp, &ch, i == 0);
+    }
+    if (api_final_end(&r->out, start, r->n_prompt, r->n_gen) == 0)
+        return 0;
+    struct api_error e = {0};
+    api_error_set(&e, 500, "internal_error", NULL,
+                  "the answer passed %zu bytes; ask for fewer choices, tokens or logprobs",
+                  r->out.max);
+    api_error_json(&r->out, &e);
+    r->status = 500;
+    return -1;
 }
 
 /* Shutdown or a model error: a stream gets an error event then [DONE]
@@ -329,38 +499,55 @@ static void gauges(sched *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* End r's generation: the slot, KV and socket are given back and counted
- * first (so a reader that sees the end also sees them free), then the last
- * output goes out by reason, and the scheduler's reference is dropped. */
-static void finish(sched *s, sched_req *r, enum prom_finish why, const char *text, size_t n)
+/* Give q's slot back and take it out of the running set. */
+static void seq_free_slot(sched *s, struct sched_seq *q)
 {
-    if (r->slot >= 0) {
-        model_slot_free(s->m, r->slot);
-        s->slot_used[r->slot] = false;
-        int k = 0;
-        for (int i = 0; i < s->n_run; i++)
-            if (s->run[i] != r)
-                s->run[k++] = s->run[i];
-        s->n_run = k;
-        sampler_release(&r->sampler);
-        stop_release(&r->stop);
-        r->slot = -1;
-        gauges(s);
-    }
+    if (q->slot < 0)
+        return;
+    model_slot_free(s->m, q->slot);
+    s->slot_used[q->slot] = false;
+    int k = 0;
+    for (int i = 0; i < s->n_run; i++)
+        if (s->run[i] != q)
+            s->run[k++] = s->run[i];
+    s->n_run = k;
+    q->slot = -1;
+    gauges(s);
+}
+
+/* The scheduler's part of r is over: socket closed, counted and logged,
+ * before the last output is published (a reader that sees the end also
+ * sees it counted); the caller then drops the scheduler's reference. */
+static void req_over(sched *s, sched_req *r, enum prom_finish why)
+{
+    r->ended = true;
+    if (s->adm == r)
+        s->adm = NULL;
     if (r->fd >= 0) {
         close(r->fd);
         r->fd = -1;
     }
     atomic_fetch_add_explicit(&s->met->finished[why], 1, memory_order_relaxed);
+    uint64_t now = clock_ns();
     if (why == PROM_FIN_STOP || why == PROM_FIN_LENGTH) /* served: before its reader wakes */
-        prom_request_done(s->met, r->t_submit, r->t_admit, r->t_first, clock_ns(), r->n_prompt,
-                          r->n_gen);
-    if (why == PROM_FIN_STOP || why == PROM_FIN_LENGTH) {
-        struct chunk_ctx c = {.text = text, .n = n, .finish = finish_names[why]};
-        if (!r->stream)
-            buf_append(&r->text, text, n);
-        publish(r, r->stream ? put_chunk : put_final, &c, true);
-    } else if (why == PROM_FIN_ABORTED) {
+        prom_request_done(s->met, r->t_submit, r->t_admit, r->t_first, now, r->n_prompt, r->n_gen);
+    log_debug("%s: %d prompt + %d generated tokens (%d choices), %s, ttft %.1f ms, e2e %.1f ms",
+              r->id, r->n_prompt, r->n_gen, r->n_seqs, finish_names[why],
+              r->t_first ? (double)(r->t_first - r->t_submit) / 1e6 : -1.0,
+              (double)(now - r->t_submit) / 1e6);
+}
+
+/* End the whole request before its sequences are done: every slot it holds
+ * is given back first (so a reader that sees the end also sees them free),
+ * then the last output goes out by reason. Once per request. */
+static void req_end(sched *s, sched_req *r, enum prom_finish why)
+{
+    if (r->ended)
+        return;
+    for (int i = 0; i < r->n_seqs; i++)
+        seq_free_slot(s, &r->seqs[i]);
+    req_over(s, r, why);
+    if (why == PROM_FIN_ABORTED) {
         struct api_error e = {0};
         api_error_set(&e, 503, "unavailable_error", NULL,
                       "the server is shutting down; generation stopped after %d tokens", r->n_gen);
@@ -368,34 +555,94 @@ static void finish(sched *s, sched_req *r, enum prom_finish why, const char *tex
     } else {
         publish(r, NULL, NULL, true); /* cancelled: nobody reads; let the server close */
     }
-    uint64_t now = clock_ns();
-    log_debug("%s: %d prompt + %d generated tokens, %s, ttft %.1f ms, e2e %.1f ms", r->id,
-              r->n_prompt, r->n_gen, finish_names[why],
-              r->t_first ? (double)(r->t_first - r->t_submit) / 1e6 : -1.0,
-              (double)(now - r->t_submit) / 1e6);
     sched_req_unref(r);
 }
 
-/* Give r a slot and its sampling state. Allocation happens here, at
- * admission, never inside a step: the sampler's candidate arrays, the stop
- * filter's held text and the first 4 KiB of output. The slot is wiped
- * first, so a sequence never sees a previous tenant's KV. */
-static void admit(sched *s, sched_req *r)
+/* End one sequence normally (why: stop or length) with its last text;
+ * the request ends with its last sequence. */
+static void seq_end(sched *s, struct sched_seq *q, enum prom_finish why, const char *text, size_t n)
 {
+    sched_req *r = q->req;
+    seq_free_slot(s, q);
+    q->ended = true;
+    q->finish = finish_names[why];
+    r->n_live--;
+    if (r->n_live == 0)
+        req_over(s, r, why);
+    if (r->stream) {
+        struct chunk_ctx c = {.s = s, .q = q, .text = text, .n = n, .finish = q->finish};
+        publish(r, put_chunk, &c, r->n_live == 0);
+    } else {
+        if (n)
+            buf_append(&q->text, text, n);
+        if (r->n_live == 0)
+            publish(r, put_final, s, true);
+    }
+    if (r->n_live == 0)
+        sched_req_unref(r);
+}
+
+/* Give q a slot and its sampling state. Allocation happens here, at
+ * admission, never inside a step: the sampler's candidate arrays, the stop
+ * filter's held text, the logprobs and the first 4 KiB of output. The slot
+ * is wiped first, so a sequence never sees a previous tenant's KV. */
+static void admit(sched *s, struct sched_seq *q)
+{
+    sched_req *r = q->req;
     int slot = 0;
     while (s->slot_used[slot])
         slot++;
     s->slot_used[slot] = true;
-    r->slot = slot;
+    q->slot = slot;
     model_slot_free(s->m, slot);
-    r->n_cached = 0;
-    s->run[s->n_run++] = r;
-    r->t_admit = clock_ns();
-    sampler_init(&r->sampler, s->m->cfg.n_vocab, &r->sp);
-    tok_stream_init(&r->ts);
-    stop_init(&r->stop, r->stops, r->stop_lens, r->n_stops, s->piece_cap);
-    buf_reserve(r->stream ? &r->out : &r->text, OUT_START);
-    atomic_fetch_add_explicit(&s->met->prompt_tokens, (uint64_t)r->n_prompt, memory_order_relaxed);
+    q->n_cached = 0;
+    s->run[s->n_run++] = q;
+    if (!r->t_admit)
+        r->t_admit = clock_ns();
+    sampler_init(&q->sampler, s->m->cfg.n_vocab, &q->sp);
+    tok_stream_init(&q->ts);
+    stop_init(&q->stop, r->stops, r->stop_lens, r->n_stops, s->piece_cap);
+    buf_init(&q->text, TEXT_CAP);
+    if (!r->stream)
+        buf_reserve(&q->text, OUT_START);
+    if (r->logprobs >= 0) {
+        size_t pos = (size_t)q->n_prompt + (size_t)r->max_tokens, k = (size_t)r->logprobs;
+        q->lp = xmalloc(pos * sizeof(*q->lp));
+        size_t nk = pos * k > 0 ? pos * k : 1;
+        q->top_ids = xmalloc(nk * sizeof(*q->top_ids));
+        q->top_lp = xmalloc(nk * sizeof(*q->top_lp));
+        q->lp[0] = NAN; /* the first prompt token has no prediction */
+        q->lp_from = r->echo ? 0 : q->n_prompt;
+    }
+    atomic_fetch_add_explicit(&s->met->prompt_tokens, (uint64_t)q->n_prompt, memory_order_relaxed);
+}
+
+/* Give free slots to waiting sequences: first those of a request already
+ * under way, then queued requests in order. */
+static void admit_waiting(sched *s)
+{
+    while (s->n_run < s->max_batch) {
+        if (!s->adm) {
+            pthread_mutex_lock(&s->mu);
+            sched_req *r = s->q_head;
+            if (r) {
+                s->q_head = r->next;
+                if (!s->q_head)
+                    s->q_tail = NULL;
+                s->q_len--;
+                r->next = NULL;
+            }
+            pthread_mutex_unlock(&s->mu);
+            if (!r)
+                return;
+            s->adm = r;
+            buf_reserve(&r->out, OUT_START);
+        }
+        sched_req *r = s->adm;
+        admit(s, &r->seqs[r->n_admitted++]);
+        if (r->n_admitted == r->n_seqs)
+            s->adm = NULL;
+    }
 }
 
 /* Finish every running request whose client is gone: the flag, or a
@@ -409,25 +656,29 @@ static void reap_cancelled(sched *s)
      * the next token failed to send. */
     int n = 0;
     for (int i = 0; i < s->n_run; i++) {
-        s->pfd[i] = (struct pollfd){.fd = s->run[i]->fd, .events = POLLRDHUP};
-        n += s->run[i]->fd >= 0;
+        s->pfd[i] = (struct pollfd){.fd = s->run[i]->req->fd, .events = POLLRDHUP};
+        n += s->run[i]->req->fd >= 0;
     }
     int np = s->n_run;
     if (n && poll(s->pfd, (nfds_t)np, 0) < 0 && errno != EINTR)
         log_warn("poll on client sockets: %s", strerror(errno));
-    /* collect first: finish() reorders s->run */
+    /* collect first: req_end() reorders s->run */
     sched_req *gone[np ? np : 1];
     int n_gone = 0;
     for (int i = 0; i < np; i++) {
-        sched_req *r = s->run[i];
+        sched_req *r = s->run[i]->req;
         pthread_mutex_lock(&r->mu);
         bool c = r->cancel;
         pthread_mutex_unlock(&r->mu);
-        if (c || (n && r->fd >= 0 && (s->pfd[i].revents & (POLLRDHUP | POLLHUP | POLLERR))))
+        bool seen = false; /* each request once: req_end may free it */
+        for (int k = 0; k < n_gone && !seen; k++)
+            seen = gone[k] == r;
+        if (!seen &&
+            (c || (n && r->fd >= 0 && (s->pfd[i].revents & (POLLRDHUP | POLLHUP | POLLERR)))))
             gone[n_gone++] = r;
     }
     for (int i = 0; i < n_gone; i++)
-        finish(s, gone[i], PROM_FIN_CANCELLED, NULL, 0);
+        req_end(s, gone[i], PROM_FIN_CANCELLED);
 }
 
 /* Unlink every queued request whose client is gone (the flag, or a
@@ -478,61 +729,141 @@ static sched_req *unlink_gone_queued(sched *s)
 
 /* ---- tokens out ---- */
 
-/* A token was sampled for r: stream it, or end the generation. */
-static void on_token(sched *s, sched_req *r, int32_t tok)
+/* Logprobs of token tok at position pos of q, from the raw logits row
+ * that predicted it (before penalties and temperature, as vLLM reports). */
+static void note_logprobs(struct sched_seq *q, int pos, const float *row, int n_vocab, int32_t tok)
+{
+    size_t k = (size_t)q->req->logprobs;
+    q->lp[pos] = sample_logprobs(row, n_vocab, tok, (int)k, q->top_ids + (size_t)pos * k,
+                                 q->top_lp + (size_t)pos * k);
+}
+
+/* echo, once the prompt is in: a stream's first event is the prompt's text
+ * with its logprobs; a body's text starts with it. */
+static void put_echo(sched *s, struct sched_seq *q)
+{
+    sched_req *r = q->req;
+    const char *t = q->echo ? q->echo : "";
+    size_t n = q->echo_len;
+    struct buf tmp;
+    buf_init(&tmp, TEXT_CAP);
+    if (!q->echo) { /* token ids were sent: their text */
+        struct tok_stream ts;
+        tok_stream_init(&ts);
+        for (int i = 0; i < q->n_prompt; i++)
+            buf_append(&tmp, s->piece,
+                       tok_stream_push(s->v, &ts, q->tokens[i], s->piece, s->piece_cap));
+        buf_append(&tmp, s->piece, tok_stream_flush(&ts, s->piece, s->piece_cap));
+        t = tmp.data ? tmp.data : "";
+        n = tmp.len;
+    }
+    if (r->stream) {
+        /* lp_from is 0 with echo: the event carries the prompt's logprobs */
+        struct chunk_ctx c = {.s = s, .q = q, .text = t, .n = n};
+        publish(r, put_chunk, &c, false);
+    } else {
+        buf_append(&q->text, t, n);
+    }
+    buf_release(&tmp);
+}
+
+/* A token was sampled for q: stream it, or end the sequence. */
+static void on_token(sched *s, struct sched_seq *q, int32_t tok)
 {
     /* The order matters: end-of-generation first (its text is never
      * sent), then the detokenizer (whole UTF-8 characters only), then the
      * stop filter (whole stop strings only), then max_tokens, which
      * flushes whatever both held back into the last event. */
-    r->tokens[r->n_tokens++] = tok;
+    sched_req *r = q->req;
+    q->tokens[q->n_tokens++] = tok;
+    q->n_gen++;
+    pthread_mutex_lock(&r->mu);
     r->n_gen++;
+    pthread_mutex_unlock(&r->mu);
+    /* inter-token latency per sequence: the gap between its own tokens */
     uint64_t now = clock_ns();
-    if (r->t_last)
-        prom_observe(&s->met->hist[PROM_H_ITL], now - r->t_last);
-    else
+    if (q->t_last)
+        prom_observe(&s->met->hist[PROM_H_ITL], now - q->t_last);
+    if (!r->t_first)
         r->t_first = now;
-    r->t_last = now;
+    q->t_last = now;
     atomic_fetch_add_explicit(&s->met->generated_tokens, 1, memory_order_relaxed);
     if (!r->ignore_eos && tok_is_eog(s->v, tok)) {
-        size_t n = tok_stream_flush(&r->ts, s->piece, s->piece_cap);
+        size_t n = tok_stream_flush(&q->ts, s->piece, s->piece_cap);
         bool hit;
-        size_t w = stop_push(&r->stop, s->piece, n, s->text, s->text_cap, &hit);
+        size_t w = stop_push(&q->stop, s->piece, n, s->text, s->text_cap, &hit);
         if (!hit)
-            w += stop_flush(&r->stop, s->text + w, s->text_cap - w);
-        finish(s, r, PROM_FIN_STOP, s->text, w);
+            w += stop_flush(&q->stop, s->text + w, s->text_cap - w);
+        seq_end(s, q, PROM_FIN_STOP, s->text, w);
         return;
     }
-    size_t n = tok_stream_push(s->v, &r->ts, tok, s->piece, s->piece_cap);
+    size_t n = tok_stream_push(s->v, &q->ts, tok, s->piece, s->piece_cap);
     bool hit = false;
-    size_t w = stop_push(&r->stop, s->piece, n, s->text, s->text_cap, &hit);
+    size_t w = stop_push(&q->stop, s->piece, n, s->text, s->text_cap, &hit);
     if (hit) {
-        finish(s, r, PROM_FIN_STOP, s->text, w);
+        seq_end(s, q, PROM_FIN_STOP, s->text, w);
         return;
     }
-    if (r->n_gen >= r->max_tokens || r->n_tokens >= s->ctx) {
-        n = tok_stream_flush(&r->ts, s->piece, s->piece_cap);
-        size_t w2 = stop_push(&r->stop, s->piece, n, s->text + w, s->text_cap - w, &hit);
+    if (q->n_gen >= r->max_tokens || q->n_tokens >= s->ctx) {
+        n = tok_stream_flush(&q->ts, s->piece, s->piece_cap);
+        size_t w2 = stop_push(&q->stop, s->piece, n, s->text + w, s->text_cap - w, &hit);
         w += w2;
         if (!hit)
-            w += stop_flush(&r->stop, s->text + w, s->text_cap - w);
-        finish(s, r, hit ? PROM_FIN_STOP : PROM_FIN_LENGTH, s->text, w);
+            w += stop_flush(&q->stop, s->text + w, s->text_cap - w);
+        seq_end(s, q, hit ? PROM_FIN_STOP : PROM_FIN_LENGTH, s->text, w);
         return;
     }
     if (w == 0)
         return; /* held back: part of a character or of a stop string */
     if (!r->stream) {
-        if (buf_append(&r->text, s->text, w) != 0) {
+        if (buf_append(&q->text, s->text, w) != 0) {
             log_warn("%s: answer passed %zu bytes; generation stopped", r->id, TEXT_CAP);
-            finish(s, r, PROM_FIN_LENGTH, NULL, 0);
+            seq_end(s, q, PROM_FIN_LENGTH, NULL, 0);
         }
         return;
     }
-    struct chunk_ctx c = {.text = s->text, .n = w, .finish = NULL};
+    struct chunk_ctx c = {.s = s, .q = q, .text = s->text, .n = w, .finish = NULL};
     if (publish(r, put_chunk, &c, false) != 0) {
         log_warn("%s: the client left %zu bytes unread; treating it as gone", r->id, OUT_CAP);
-        finish(s, r, PROM_FIN_CANCELLED, NULL, 0);
+        req_end(s, r, PROM_FIN_CANCELLED);
     }
+}
+
+/* The logits a step returned for q: prompt logprobs (echo), then the next
+ * token from the last row, if the prompt is all in. */
+static void after_step(sched *s, struct sched_seq *q, const struct model_seq *ms)
+{
+    sched_req *r = q->req;
+    int V = s->m->cfg.n_vocab;
+    q->n_cached = ms->pos + ms->n_tokens;
+    if (!ms->out)
+        return;
+    const float *row = ms->out;
+    if (ms->logits == MODEL_LOGITS_ALL) {
+        /* row j predicts the token at pos + j + 1: the prompt's, except
+         * for the last row of the last chunk, which predicts the first
+         * generated token */
+        for (int j = 0; j < ms->n_tokens; j++) {
+            int at = ms->pos + j + 1;
+            const float *x = ms->out + (size_t)j * (size_t)V;
+            if (at < q->n_prompt)
+                note_logprobs(q, at, x, V, q->tokens[at]);
+            row = x;
+        }
+    }
+    if (q->n_cached < q->n_prompt)
+        return; /* more prompt to come */
+    if (q->n_tokens == q->n_prompt && r->echo)
+        put_echo(s, q);
+    if (r->max_tokens == 0) { /* echo only: the prompt's logprobs were the point */
+        seq_end(s, q, PROM_FIN_LENGTH, NULL, 0);
+        return;
+    }
+    const float *l = sampler_penalize(&q->sampler, row, q->tokens, q->n_prompt, q->n_tokens);
+    int32_t tok = sampler_sample(&q->sampler, l);
+    if (q->lp)
+        note_logprobs(q, q->n_tokens, row, V, tok);
+    on_token(s, q, tok);
 }
 
 /* ---- the step ---- */
@@ -544,38 +875,49 @@ static int step(sched *s)
     /* Decode rows go first and are never limited: a running stream gets
      * its token every step whatever arrives. Prompt chunks fill the budget
      * after them, oldest request first, so a long prompt is spread over
-     * several steps instead of stalling every stream for one long step. */
-    int n = 0, rows = 0, budget = s->o.prefill_chunk, n_dec = 0, n_pre = 0;
+     * several steps instead of stalling every stream for one long step.
+     * An echo prompt needs a logits row per token, within the model's
+     * max_logit_rows. */
+    int n = 0, rows = 0, budget = s->o.prefill_chunk, n_dec = 0, n_pre = 0, lrows = 0;
     for (int i = 0; i < s->n_run; i++) { /* decode rows first */
-        sched_req *r = s->run[i];
-        if (r->n_cached < r->n_prompt)
+        struct sched_seq *q = s->run[i];
+        if (q->n_cached < q->n_prompt)
             continue;
-        s->seqs[n] = (struct model_seq){.slot = r->slot,
-                                        .pos = r->n_tokens - 1,
+        s->seqs[n] = (struct model_seq){.slot = q->slot,
+                                        .pos = q->n_tokens - 1,
                                         .n_tokens = 1,
-                                        .tokens = &r->tokens[r->n_tokens - 1],
+                                        .tokens = &q->tokens[q->n_tokens - 1],
                                         .logits = MODEL_LOGITS_LAST};
-        s->owner[n++] = r;
+        s->owner[n++] = q;
         rows++;
+        lrows++;
         n_dec++;
     }
     for (int i = 0; i < s->n_run && budget > 0 && rows < s->m->max_rows; i++) {
-        sched_req *r = s->run[i]; /* then prompt chunks, oldest first */
-        if (r->n_cached >= r->n_prompt)
+        struct sched_seq *q = s->run[i]; /* then prompt chunks, oldest first */
+        if (q->n_cached >= q->n_prompt)
             continue;
-        int k = r->n_prompt - r->n_cached;
+        bool all = q->req->echo && q->lp;
+        int k = q->n_prompt - q->n_cached;
         if (k > budget)
             k = budget;
         if (k > s->m->max_rows - rows)
             k = s->m->max_rows - rows;
-        bool last = r->n_cached + k == r->n_prompt;
-        s->seqs[n] = (struct model_seq){.slot = r->slot,
-                                        .pos = r->n_cached,
+        if (all && k > s->m->max_logit_rows - lrows)
+            k = s->m->max_logit_rows - lrows;
+        bool last = q->n_cached + k == q->n_prompt;
+        if (k < 1 || (last && lrows >= s->m->max_logit_rows))
+            continue;
+        s->seqs[n] = (struct model_seq){.slot = q->slot,
+                                        .pos = q->n_cached,
                                         .n_tokens = k,
-                                        .tokens = &r->tokens[r->n_cached],
-                                        .logits = last ? MODEL_LOGITS_LAST : MODEL_LOGITS_NONE};
-        s->owner[n++] = r;
+                                        .tokens = &q->tokens[q->n_cached],
+                                        .logits = all    ? MODEL_LOGITS_ALL
+                                                  : last ? MODEL_LOGITS_LAST
+                                                         : MODEL_LOGITS_NONE};
+        s->owner[n++] = q;
         rows += k;
+        lrows += all ? k : last;
         budget -= k;
         n_pre += k;
     }
@@ -587,11 +929,17 @@ static int step(sched *s)
     if (model_step(s->m, s->seqs, n, &err) != 0) {
         log_error("model step over %d sequences failed: %s", n, err.msg);
         while (s->n_run)
-            finish(s, s->run[0], PROM_FIN_ABORTED, NULL, 0);
+            req_end(s, s->run[0]->req, PROM_FIN_ABORTED);
         return -1;
     }
     struct prom *met = s->met;
-    atomic_fetch_add_explicit(&met->step_ns, clock_ns() - t0, memory_order_relaxed);
+    uint64_t step_ns = clock_ns() - t0;
+    atomic_fetch_add_explicit(&met->step_ns, step_ns, memory_order_relaxed);
+    if (n_pre == 0) {
+        atomic_fetch_add_explicit(&met->do_step_ns, step_ns, memory_order_relaxed);
+        atomic_fetch_add_explicit(&met->do_steps, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&met->do_step_seqs, (uint64_t)n, memory_order_relaxed);
+    }
     atomic_fetch_add_explicit(&met->steps, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&met->step_seqs, (uint64_t)n, memory_order_relaxed);
     atomic_fetch_add_explicit(&met->decode_rows, (uint64_t)n_dec, memory_order_relaxed);
@@ -599,11 +947,15 @@ static int step(sched *s)
     atomic_fetch_add_explicit(&met->attn_ns, s->m->last.attn_ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&met->matmul_ns, s->m->last.matmul_ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&met->other_ns, s->m->last.other_ns, memory_order_relaxed);
+    /* a sequence ended here may free its request, and a cancelled stream
+     * ends every sequence of its request: skip what is no longer running */
     for (int i = 0; i < n; i++) {
-        sched_req *r = s->owner[i];
-        r->n_cached = s->seqs[i].pos + s->seqs[i].n_tokens;
-        if (s->seqs[i].out)
-            on_token(s, r, sampler_sample(&r->sampler, s->seqs[i].out));
+        struct sched_seq *q = s->owner[i];
+        bool running = false;
+        for (int k = 0; k < s->n_run && !running; k++)
+            running = s->run[k] == q;
+        if (running)
+            after_step(s, q, &s->seqs[i]);
     }
     return 0;
 }
@@ -613,40 +965,30 @@ static int step(sched *s)
 static void *loop(void *arg)
 {
     sched *s = arg;
-    sched_req *admitted[s->max_batch];
     for (;;) {
-        int n_adm = 0;
         pthread_mutex_lock(&s->mu);
-        while (!s->stopping && s->n_run == 0 && !s->q_head)
+        while (!s->stopping && s->n_run == 0 && !s->adm && !s->q_head)
             pthread_cond_wait(&s->cv, &s->mu);
         bool stopping = s->stopping;
         sched_req *gone = stopping ? NULL : unlink_gone_queued(s);
-        while (!stopping && s->q_head && s->n_run + n_adm < s->max_batch) {
-            sched_req *r = s->q_head;
-            s->q_head = r->next;
-            if (!s->q_head)
-                s->q_tail = NULL;
-            s->q_len--;
-            r->next = NULL;
-            admitted[n_adm++] = r;
-        }
         pthread_mutex_unlock(&s->mu);
         while (gone) {
             sched_req *next = gone->next;
-            finish(s, gone, PROM_FIN_CANCELLED, NULL, 0);
+            req_end(s, gone, PROM_FIN_CANCELLED);
             gone = next;
         }
         if (stopping)
             break;
-        for (int i = 0; i < n_adm; i++)
-            admit(s, admitted[i]);
+        admit_waiting(s);
         reap_cancelled(s);
         step(s);
         gauges(s);
     }
     /* stopping: abort what runs and what waits */
     while (s->n_run)
-        finish(s, s->run[0], PROM_FIN_ABORTED, NULL, 0);
+        req_end(s, s->run[0]->req, PROM_FIN_ABORTED);
+    if (s->adm)
+        req_end(s, s->adm, PROM_FIN_ABORTED);
     pthread_mutex_lock(&s->mu);
     sched_req *q = s->q_head;
     s->q_head = s->q_tail = NULL;
@@ -654,7 +996,7 @@ static void *loop(void *arg)
     pthread_mutex_unlock(&s->mu);
     while (q) {
         sched_req *next = q->next;
-        finish(s, q, PROM_FIN_ABORTED, NULL, 0);
+        req_end(s, q, PROM_FIN_ABORTED);
         q = next;
     }
     gauges(s);
@@ -702,10 +1044,14 @@ sched *sched_new(struct model *m, const tok_vocab *v, const struct sched_opts *o
  * positions would run past its slot. */
 int sched_submit(sched *s, sched_req *r, struct api_error *e)
 {
-    if ((long)r->n_prompt + r->max_tokens > s->ctx)
-        return api_error_set(e, 400, "invalid_request_error", "max_tokens",
-                             "%d prompt tokens plus %d max_tokens pass the context of %d",
-                             r->n_prompt, r->max_tokens, s->ctx);
+    for (int i = 0; i < r->n_seqs; i++)
+        if ((long)r->seqs[i].n_prompt + r->max_tokens > s->ctx) {
+            api_error_set(e, 400, "invalid_request_error", "max_tokens",
+                          "%d prompt tokens plus %d max_tokens pass the context of %d",
+                          r->seqs[i].n_prompt, r->max_tokens, s->ctx);
+            api_error_code(e, "context_length_exceeded");
+            return -1;
+        }
     int rc = 0;
     r->t_submit = clock_ns();
     pthread_mutex_lock(&s->mu);

@@ -6,6 +6,10 @@
  * JSON body) at once. The HTTP layer submits requests and reads their
  * output; a wake callback tells it when output is ready.
  *
+ * A request holds one sequence per choice (prompts x n): each takes a KV
+ * slot of its own as slots free up, and the answer carries them as choices
+ * in index order.
+ *
  * Request lifetime: sched_req_new gives one reference to the caller;
  * sched_submit takes another for the scheduler, dropped when the
  * generation ends (finished, cancelled or aborted). The last unref frees.
@@ -32,12 +36,27 @@ struct sched_opts {
     int max_queue;     /* requests waiting for a slot; more are refused with 503 */
 };
 
+/* One prompt of a request with several (completions' batches). */
+struct sched_prompt {
+    const int32_t *ids; /* (n_ids) token ids < n_vocab */
+    size_t n_ids;       /* >= 1 */
+    const char *text;   /* (len) the prompt as sent, for echo; NULL = its tokens' text */
+    size_t len;
+};
+
 /* Everything a request needs; sched_req_new copies it all. */
 struct sched_req_params {
     enum api_kind kind;
-    const int32_t *prompt; /* (n_prompt) token ids < n_vocab */
-    size_t n_prompt;       /* >= 1 */
-    long max_tokens;       /* >= 1; n_prompt + max_tokens <= the model's ctx */
+    const int32_t *prompt;              /* (n_prompt) token ids < n_vocab, when n_prompts is 0 */
+    size_t n_prompt;                    /* >= 1 */
+    const struct sched_prompt *prompts; /* (n_prompts) prompts, each answered by n choices;
+                                           NULL = the one prompt above */
+    size_t n_prompts;
+    int n;           /* choices per prompt; 0 = 1. Choice j samples with seed + j */
+    int logprobs;    /* -1 = none; else logprobs with this many alternatives (<= 20) */
+    bool echo;       /* completions: the prompt (and its logprobs) before the text */
+    bool batch;      /* /generate: answer with a list (the prompts came as one) */
+    long max_tokens; /* >= 1 (0 with echo); n_prompt + max_tokens <= the model's ctx */
     struct sample_params sample;
     char *const *stops;      /* (n_stops) stop strings */
     const size_t *stop_lens; /* (n_stops) their lengths */
@@ -80,7 +99,7 @@ size_t sched_req_read(sched_req *r, char *dst, size_t cap, void (*park)(void *),
  */
 bool sched_req_take(sched_req *r, struct buf *body, int *status, void (*park)(void *), void *arg);
 
-/* Prompt and generated token counts so far (for logs). */
+/* Prompt and generated token counts so far, over every choice (for logs). */
 void sched_req_counts(sched_req *r, long *prompt, long *generated);
 
 /*
@@ -95,7 +114,8 @@ sched *sched_new(struct model *m, const tok_vocab *v, const struct sched_opts *o
 /*
  * Queue a request (takes the scheduler's reference). Refused with *e set
  * (status 503 when the queue is full or the scheduler is stopping, 400
- * when it cannot fit the context): returns -1, r untouched.
+ * with code context_length_exceeded when a prompt cannot fit the
+ * context): returns -1, r untouched.
  */
 int sched_submit(sched *s, sched_req *r, struct api_error *e);
 

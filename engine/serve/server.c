@@ -194,8 +194,12 @@ static void model_json(struct buf *b, const srv *s)
     const struct srv_engine *e = &s->engine;
     buf_puts(b, "{\"id\":");
     buf_json_str(b, s->model_id, strlen(s->model_id));
-    buf_printf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"fp4serve\",\"meta\":{",
-               s->started);
+    buf_printf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"fp4serve\",", s->started);
+    /* vLLM's fields: benchmark clients read root (the model to load a
+     * tokenizer for) and max_model_len */
+    buf_puts(b, "\"root\":");
+    buf_json_str(b, s->model_path, strlen(s->model_path));
+    buf_printf(b, ",\"parent\":null,\"max_model_len\":%d,\"meta\":{", e->n_ctx);
     buf_printf(b, "\"n_vocab\":%d,\"n_ctx\":%d,\"n_ctx_train\":%d,\"max_batch\":%d,", e->n_vocab,
                e->n_ctx, e->n_ctx_train, e->max_batch);
     buf_puts(b, "\"quant\":");
@@ -233,10 +237,14 @@ static enum MHD_Result h_model(struct call *c)
     bool known = false; /* the names a request's "model" may use */
     for (size_t i = 0; s->model_ids[i] && !known; i++)
         known = strcmp(c->path_rest, s->model_ids[i]) == 0;
-    if (!known)
-        return refuse(c, 404, "not_found_error", "model", false,
+    if (!known) {
+        struct api_error e = {0};
+        api_error_set(&e, 404, "not_found_error", "model",
                       "model '%.200s' does not exist (this server serves '%.200s')", c->path_rest,
                       s->model_id);
+        api_error_code(&e, "model_not_found"); /* as a request's unknown "model" */
+        return respond_error(c, &e, false);
+    }
     struct buf b;
     buf_init(&b, (size_t)1 << 16);
     model_json(&b, s);
@@ -317,22 +325,22 @@ static void stream_free(void *cls)
     free(st);
 }
 
-/* The prompt as token ids: given, tokenized, or rendered from messages. */
-static int prompt_ids(const srv *s, const struct api_request *q, int32_t **ids, size_t *n,
-                      size_t *cap, struct api_error *e)
+/* A prompt as token ids: given, tokenized (p), or rendered from messages (p NULL). */
+static int prompt_ids(const srv *s, const struct api_request *q, const struct api_prompt *p,
+                      int32_t **ids, size_t *n, size_t *cap, struct api_error *e)
 {
     const struct srv_engine *en = &s->engine;
     struct err err;
     err_init(&err);
-    if (q->prompt_ids) {
-        *ids = xmalloc(q->n_prompt_ids * sizeof(int32_t));
-        memcpy(*ids, q->prompt_ids, q->n_prompt_ids * sizeof(int32_t));
-        *n = *cap = q->n_prompt_ids;
+    if (p && p->ids) {
+        *ids = xmalloc(p->n_ids * sizeof(int32_t));
+        memcpy(*ids, p->ids, p->n_ids * sizeof(int32_t));
+        *n = *cap = p->n_ids;
         return 0;
     }
-    if (q->kind == API_COMPLETION) {
-        if (tok_encode(en->vocab, q->prompt, q->prompt_len, true, tok_add_bos(en->vocab), ids, n,
-                       cap, &err) != 0)
+    if (p) {
+        if (tok_encode(en->vocab, p->text, p->len, true, tok_add_bos(en->vocab), ids, n, cap,
+                       &err) != 0)
             return api_error_set(e, 400, "invalid_request_error", "prompt", "'prompt': %s",
                                  err.msg);
         return 0;
@@ -348,7 +356,56 @@ static int prompt_ids(const srv *s, const struct api_request *q, int32_t **ids, 
     return 0;
 }
 
-/* POST /v1/completions and /v1/chat/completions. Everything that can make
+/* Every prompt of q tokenized and checked against the context: pr[i]
+ * (ids owned, released by free_prompts) for the n_pr prompts (1 for chat).
+ * *longest is the longest prompt's token count. */
+static int all_prompts(const srv *s, const struct api_request *q, struct sched_prompt *pr,
+                       size_t n_pr, size_t *longest, struct api_error *e)
+{
+    const struct srv_engine *en = &s->engine;
+    const char *pparam = q->kind == API_CHAT ? "messages" : "prompt";
+    *longest = 0;
+    for (size_t i = 0; i < n_pr; i++) {
+        const struct api_prompt *ap = q->kind == API_CHAT ? NULL : &q->prompts[i];
+        int32_t *ids = NULL;
+        size_t n_ids = 0, cap_ids = 0;
+        if (prompt_ids(s, q, ap, &ids, &n_ids, &cap_ids, e) != 0) {
+            free(ids);
+            return -1;
+        }
+        pr[i] = (struct sched_prompt){.ids = ids, .n_ids = n_ids};
+        if (ap && ap->text) {
+            pr[i].text = ap->text;
+            pr[i].len = ap->len;
+        }
+        char which[32] = "";
+        if (n_pr > 1)
+            snprintf(which, sizeof(which), "[%zu]", i);
+        if (n_ids == 0)
+            return api_error_set(e, 400, "invalid_request_error", pparam, "'%s%s' has no tokens",
+                                 pparam, which);
+        if (n_ids >= (size_t)en->n_ctx) {
+            api_error_set(e, 400, "invalid_request_error", pparam,
+                          "the prompt%s is %zu tokens, which leaves no room in the context of "
+                          "%d tokens",
+                          which, n_ids, en->n_ctx);
+            api_error_code(e, "context_length_exceeded");
+            return -1;
+        }
+        if (n_ids > *longest)
+            *longest = n_ids;
+    }
+    return 0;
+}
+
+static void free_prompts(struct sched_prompt *pr, size_t n)
+{
+    for (size_t i = 0; pr && i < n; i++)
+        free((void *)pr[i].ids);
+    free(pr);
+}
+
+/* POST /v1/completions, /v1/chat/completions and /generate. Everything that can make
  * the request fail is checked here, before a status line is sent: parse,
  * tokenize, context, queue room. Only then does a stream start, so a 4xx
  * is never an SSE event (llama.cpp PR #16486). */
@@ -363,49 +420,51 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
     struct api_limits lim = {.n_vocab = en->n_vocab, .model_ids = s->model_ids};
     struct api_request q;
     struct api_error e = {0};
-    int32_t *ids = NULL;
-    size_t n_ids = 0, cap_ids = 0;
+    struct sched_prompt *pr = NULL;
+    size_t n_pr = 0;
     enum MHD_Result rc;
-    if (api_parse(c->body.data ? c->body.data : "", c->body.len, kind, &lim, &q, &e) != 0)
+    const char *body = c->body.data ? c->body.data : "";
+    if ((kind == API_GENERATE ? api_parse_generate(body, c->body.len, &lim, &q, &e)
+                              : api_parse(body, c->body.len, kind, &lim, &q, &e)) != 0)
         return respond_error(c, &e, false);
     if (q.ignored[0]) /* as vLLM does: served, and said once per request */
         log_warn("%s: ignored unknown fields %s", c->route->path, q.ignored);
     const char *pparam = kind == API_CHAT ? "messages" : "prompt";
     /* Tokenizing runs on the HTTP thread: text that cannot fit the context
      * (no token is longer than max_piece bytes) is refused unread, which
-     * bounds that work by ctx x max_piece bytes. */
-    size_t text_bytes = q.prompt_len;
+     * bounds that work by ctx x max_piece bytes per prompt. */
+    size_t text_bytes = 0;
+    for (size_t i = 0; i < q.n_prompts; i++)
+        if (q.prompts[i].len > text_bytes)
+            text_bytes = q.prompts[i].len;
     for (size_t i = 0; i < q.n_messages; i++)
         text_bytes += q.messages[i].content_len;
     size_t max_piece = tok_max_piece(en->vocab) ? tok_max_piece(en->vocab) : 1;
     if (text_bytes / max_piece >= (size_t)en->n_ctx) {
-        api_error_set(&e, 400, "exceed_context_size_error", pparam,
+        api_error_set(&e, 400, "invalid_request_error", pparam,
                       "the prompt is %zu bytes, more than the context of %d tokens can hold",
                       text_bytes, en->n_ctx);
+        api_error_code(&e, "context_length_exceeded");
         goto refused;
     }
-    if (prompt_ids(s, &q, &ids, &n_ids, &cap_ids, &e) != 0)
+    n_pr = kind == API_CHAT ? 1 : q.n_prompts;
+    pr = xcalloc(n_pr, sizeof(*pr));
+    size_t n_ids;
+    if (all_prompts(s, &q, pr, n_pr, &n_ids, &e) != 0)
         goto refused;
-    if (n_ids == 0) {
-        api_error_set(&e, 400, "invalid_request_error", pparam, "'%s' has no tokens", pparam);
-        goto refused;
-    }
-    if (n_ids >= (size_t)en->n_ctx) {
-        api_error_set(&e, 400, "exceed_context_size_error", pparam,
-                      "the prompt is %zu tokens, which leaves no room in the context of %d "
-                      "tokens",
-                      n_ids, en->n_ctx);
-        goto refused;
-    }
-    /* max_tokens policy: absent = the rest of the context; given = must fit */
+    /* max_tokens policy: absent = the rest of the context (after the
+     * longest prompt); given = must fit */
     long room = en->n_ctx - (long)n_ids;
     long max_tokens = q.max_tokens < 0 ? room : q.max_tokens;
+    if (kind == API_GENERATE && q.max_tokens < 0 && max_tokens > 128)
+        max_tokens = 128; /* SGLang's default max_new_tokens */
     if (max_tokens > room) {
         const char *mname = q.max_tokens_field ? q.max_tokens_field : "max_tokens";
         api_error_set(&e, 400, "invalid_request_error", mname,
                       "this model's context is %d tokens; the request has %zu prompt tokens "
                       "plus %ld %s (at most %ld fit)",
                       en->n_ctx, n_ids, max_tokens, mname, room);
+        api_error_code(&e, "context_length_exceeded");
         goto refused;
     }
     /* ids: a per-process salt mixed with a counter, unique within a run
@@ -420,13 +479,21 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
         MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     struct sched_req_params p = {
         .kind = kind,
-        .prompt = ids,
-        .n_prompt = n_ids,
+        .prompts = pr,
+        .n_prompts = n_pr,
+        .n = (int)q.n,
+        .logprobs = q.logprobs,
+        .echo = q.echo,
+        .batch = q.batch,
         .max_tokens = max_tokens,
         .sample = {.temperature = (float)q.temperature,
                    .top_k = q.top_k,
                    .top_p = (float)q.top_p,
-                   .seed = q.has_seed ? q.seed : rng_next(&seed_state)},
+                   .seed = q.has_seed ? q.seed : rng_next(&seed_state),
+                   .min_p = (float)q.min_p,
+                   .repetition_penalty = (float)q.repetition_penalty,
+                   .frequency_penalty = (float)q.frequency_penalty,
+                   .presence_penalty = (float)q.presence_penalty},
         .stops = q.stop,
         .stop_lens = q.stop_len,
         .n_stops = q.n_stop,
@@ -464,11 +531,11 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
     } else {
         rc = answer_when_done(c);
     }
-    free(ids);
+    free_prompts(pr, n_pr);
     api_request_release(&q);
     return rc;
 refused:
-    free(ids);
+    free_prompts(pr, n_pr);
     api_request_release(&q);
     return respond_error(c, &e, false);
 }
@@ -518,6 +585,12 @@ static enum MHD_Result h_chat(struct call *c)
     return h_completion(c, API_CHAT);
 }
 
+/* SGLang's native endpoint (bench_serving --backend sglang). */
+static enum MHD_Result h_generate(struct call *c)
+{
+    return h_completion(c, API_GENERATE);
+}
+
 /* The routes: path, method, handler, metrics label, and whether a body is
  * read. A path ending in '*' matches any non-empty rest (c->path_rest). A
  * known path with another method is a 405 naming the right one. */
@@ -529,6 +602,7 @@ static const struct route routes[] = {
     {"/metrics", "GET", h_metrics, PROM_METRICS, false},
     {"/v1/completions", "POST", h_completions, PROM_COMPLETIONS, true},
     {"/v1/chat/completions", "POST", h_chat, PROM_CHAT, true},
+    {"/generate", "POST", h_generate, PROM_COMPLETIONS, true},
     {"/tokenize", "POST", h_tokenize, PROM_TOKENIZE, true},
     {"/detokenize", "POST", h_detokenize, PROM_TOKENIZE, true},
 };

@@ -390,7 +390,11 @@ void cmp_print(FILE *f, const struct cmp_set *c)
             fprintf(f, " %s\n", fa->reason);
             continue;
         }
-        fprintf(f, " %10.2f %10.2f %12.1f %7.3f", fa->line.a, fa->line.b, fa->ceiling, fa->line.r2);
+        fprintf(f, " %10.2f %10.2f", fa->line.a, fa->line.b);
+        if (isfinite(fa->ceiling)) /* none from a line that is not a law (fit.h: unfit) */
+            fprintf(f, " %12.1f %7.3f", fa->ceiling, fa->line.r2);
+        else
+            fprintf(f, " %12s %7.3f", "-", fa->line.r2);
         if (i && fa0->ok && fa0->line.b != 0)
             fprintf(f, " %8.3f", fa->line.b / fa0->line.b);
         else
@@ -450,8 +454,11 @@ static void md_fits(struct buf *b, const struct cmp_set *c)
             buf_printf(b, "| %s | no fit: %s | | | | | | |\n", c->s[i].label, fa->reason);
             continue;
         }
-        buf_printf(b, "| %s | %.2f | %.2f | %.1f | %.3f | %zu |", c->s[i].label, fa->line.a,
-                   fa->line.b, fa->ceiling, fa->line.r2, fa->line.n);
+        char ceil[32] = "-"; /* none from a line that is not a law (fit.h: unfit) */
+        if (isfinite(fa->ceiling))
+            snprintf(ceil, sizeof(ceil), "%.1f", fa->ceiling);
+        buf_printf(b, "| %s | %.2f | %.2f | %s | %.3f | %zu |", c->s[i].label, fa->line.a,
+                   fa->line.b, ceil, fa->line.r2, fa->line.n);
         if (i && fa0->ok && fa0->line.b != 0)
             buf_printf(b, " %.3f |", fa->line.b / fa0->line.b);
         else
@@ -489,7 +496,8 @@ static void md_words(struct buf *b, const struct cmp_set *c)
                 free(label);
             }
         const struct fit_analysis *fa = &c->s[i].fit, *fa0 = &c->s[0].fit;
-        if (fa->ok && fa0->ok && fa0->line.b > 0 && fa->line.b > 0 && sum_is_step_metric(c->fit_y))
+        if (fa->ok && fa0->ok && !fa->unfit && !fa0->unfit && fa0->line.b > 0 && fa->line.b > 0 &&
+            sum_is_step_metric(c->fit_y))
             buf_printf(b,
                        "- each added request costs %s %.1f ms per decode step against %.1f ms "
                        "for %s (%.2f×); ceiling %.1f against %.1f tok/s\n",

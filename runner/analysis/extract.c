@@ -14,6 +14,7 @@
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "analysis/extract.h"
+#include "analysis/export.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -118,7 +119,11 @@ static const struct preset presets[] = {
     {"vllm", vllm_rows, N_OF(vllm_rows)},
 };
 
-static const char *const preset_name_list[] = {"sglang", "vllm", NULL};
+/* the regex presets, then those of export.c (aiperf's console tables and
+ * the exports) */
+static const char *const preset_name_list[] = {"sglang",      "vllm",         "aiperf",
+                                               "aiperf-json", "aiperf-csv",   "guidellm-json",
+                                               "vllm-json",   "sglang-jsonl", NULL};
 
 /* Both tools open the block with this rule and close it with a line of '='. */
 static const char block_open_re[] = "^=+ Serving Benchmark Result =+[ \\t\\r]*$";
@@ -138,6 +143,7 @@ struct ext_set {
     struct entry *e; /* owned; preset rows first (table order), then user patterns */
     size_t n, cap;
     pcre2_code *open_re, *close_re; /* owned; result block delimiters */
+    const struct xp_preset *xp;     /* an export preset (export.h), or NULL */
 };
 
 const char *const *ext_preset_names(void)
@@ -215,10 +221,17 @@ int ext_new(const char *preset, const struct ext_pattern *user, size_t n_user, e
     *out = NULL;
     if (preset) {
         p = find_preset(preset);
-        if (!p) {
+        set->xp = p ? NULL : xp_find(preset);
+        if (!p && !set->xp) {
             const char *hint = str_suggest(preset, preset_name_list);
-            err_set(err, RN_ERR_USAGE, "unknown preset '%s'%s%s%s (known: sglang, vllm)", preset,
-                    hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+            struct buf known;
+            buf_init(&known, 512);
+            for (size_t i = 0; preset_name_list[i]; i++)
+                buf_printf(&known, "%s%s", i ? ", " : "", preset_name_list[i]);
+            err_set(err, RN_ERR_USAGE, "unknown preset '%s'%s%s%s (known: %s)", preset,
+                    hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "",
+                    known.data);
+            buf_release(&known);
             goto fail;
         }
     }
@@ -406,7 +419,8 @@ struct scan {
     struct buf part;                    /* a line split across chunks */
     bool overlong;                      /* the current line passed EXT_LINE_MAX_BYTES */
     long long_lines, first_long;
-    bool stopped; /* a limit stopped a pattern: err is set, the rest is skipped */
+    struct xp_stream *tee; /* a table preset's reader, fed the same chunks (export.h) */
+    bool stopped;          /* a limit stopped a pattern: err is set, the rest is skipped */
     struct err *err;
 };
 
@@ -647,6 +661,8 @@ static int scan_file(struct scan *s, const char *path, struct err *err)
         if (got == 0 || s->stopped)
             break;
         scan_feed(s, chunk, (size_t)got);
+        if (s->tee)
+            xp_stream_feed(s->tee, chunk, (size_t)got);
     }
 out:
     free(chunk);
@@ -734,18 +750,21 @@ void ext_info_release(struct ext_info *info)
 /* "matched 'abc', not a number (line 12)" */
 static void put_unread(struct buf *b, const struct ext_unread *u)
 {
-    buf_printf(b, "matched '%s', %s (line %ld)", u->text,
+    buf_printf(b, "matched '%s', %s", u->text,
                u->kind == 0    ? "not measured"
                : u->kind == -2 ? "out of range"
-                               : "not a number",
-               u->line);
+                               : "not a number");
+    if (u->line) /* 0: a value of an export file */
+        buf_printf(b, " (line %ld)", u->line);
 }
 
 void ext_info_notes(const struct ext_info *info, struct buf *notes)
 {
     if (info->blocks > 1) {
-        buf_printf(notes, "%s%ld result blocks, last used (line %ld)", notes->len ? "; " : "",
-                   info->blocks, info->block_line);
+        buf_printf(notes, "%s%ld %s, last used", notes->len ? "; " : "", info->blocks,
+                   info->block_word ? info->block_word : "result blocks");
+        if (info->block_line)
+            buf_printf(notes, " (line %ld)", info->block_line);
     }
     for (size_t i = 0; i < info->n_unread; i++) {
         if (info->unread[i].kind == 0)
@@ -758,9 +777,55 @@ void ext_info_notes(const struct ext_info *info, struct buf *notes)
                    notes->len ? "; " : "", info->long_lines, EXT_LINE_MAX_BYTES, info->first_long);
 }
 
+/* An export preset: the export's rows, then the user patterns over its
+ * lines (they replace the rows of their names). */
+static int run_export(const ext_set *set, const char *path, const char *text, size_t len,
+                      struct metric_set *out, struct ext_info *info, struct err *err)
+{
+    struct strvec user = STRVEC_INIT;
+    struct metric_set got;
+    struct scan s;
+    int rc;
+    for (size_t i = 0; i < set->n; i++)
+        strvec_push(&user, set->e[i].name);
+    struct metric_set mine; /* the user patterns' values, which win */
+    mset_init(&got);
+    mset_init(&mine);
+    rc = 0;
+    if (set->n) { /* user patterns: over the export's lines */
+        scan_init(&s, set, err);
+        scan_feed(&s, text, len);
+        rc = scan_end(&s, &mine, info, false, err);
+        scan_release(&s);
+    }
+    if (rc == 0) /* after the scan, whose ext_info says nothing of runs */
+        rc = xp_parse(set->xp, path, text, len, &user, &got, info, err);
+    for (size_t i = 0; rc == 0 && i < mine.n; i++)
+        mset_set(&got, mine.m[i].name, mine.m[i].value);
+    if (rc == 0)
+        for (size_t i = 0; i < got.n; i++)
+            mset_set(out, got.m[i].name, got.m[i].value);
+    mset_release(&got);
+    mset_release(&mine);
+    strvec_release(&user);
+    return rc;
+}
+
+const struct xp_preset *ext_export(const ext_set *set)
+{
+    return set->xp;
+}
+
+char *ext_source_path(const ext_set *set, const char *log_path)
+{
+    return set->xp ? xp_path(set->xp, log_path) : xstrdup(log_path);
+}
+
 int ext_run(const ext_set *set, const char *text, size_t len, struct metric_set *out,
             struct ext_info *info, struct err *err)
 {
+    if (set->xp)
+        return run_export(set, "(text)", text ? text : "", text ? len : 0, out, info, err);
     struct scan s;
     scan_init(&s, set, err);
     scan_feed(&s, text ? text : "", text ? len : 0);
@@ -772,6 +837,38 @@ int ext_run(const ext_set *set, const char *text, size_t len, struct metric_set 
 int ext_run_file(const ext_set *set, const char *path, struct metric_set *out,
                  struct ext_info *info, struct err *err)
 {
+    if (set->xp && set->xp->format == XP_TABLE) {
+        /* a console log: streamed, the table reader beside the user patterns */
+        struct strvec user = STRVEC_INIT;
+        struct metric_set got;
+        struct scan s;
+        for (size_t i = 0; i < set->n; i++)
+            strvec_push(&user, set->e[i].name);
+        mset_init(&got);
+        scan_init(&s, set, err);
+        s.tee = xp_stream_new(set->xp, path, &user, &got, info, err);
+        int rc = scan_file(&s, path, err);
+        int trc = xp_stream_end(s.tee);
+        if (rc == 0)
+            rc = trc;
+        if (rc == 0)
+            rc = scan_end(&s, &got, info, false, err);
+        scan_release(&s);
+        if (rc == 0)
+            for (size_t i = 0; i < got.n; i++)
+                mset_set(out, got.m[i].name, got.m[i].value);
+        mset_release(&got);
+        strvec_release(&user);
+        return rc;
+    }
+    if (set->xp) {
+        struct buf text;
+        int rc = xp_read(path, &text, err);
+        if (rc == 0)
+            rc = run_export(set, path, text.data ? text.data : "", text.len, out, info, err);
+        buf_release(&text);
+        return rc;
+    }
     struct scan s;
     scan_init(&s, set, err);
     int rc = scan_file(&s, path, err);
@@ -806,6 +903,14 @@ int ext_require(const ext_set *set, const struct metric_set *got, const struct e
         for (size_t i = 0; i < set->n; i++)
             if (strcmp(set->e[i].name, name) == 0)
                 buf_printf(&msg, "%s/%s/", tried++ ? ", " : " (tried ", set->e[i].regex);
+        if (!tried && set->xp) {
+            size_t at = msg.len;
+            buf_puts(&msg, " (tried ");
+            if (xp_describe(set->xp, name, &msg))
+                tried = 1;
+            else
+                msg.len = at, msg.data[at] = '\0';
+        }
         buf_puts(&msg, tried ? ")" : " (no pattern defines it; add one under metrics.patterns)");
     }
     if (missing)
@@ -965,6 +1070,13 @@ int ext_shape(const char *text, size_t len, struct ext_shape *out, struct err *e
 int ext_shape_file(const char *path, struct ext_shape *out, struct err *err)
 {
     return shape(NULL, 0, path, out, err);
+}
+
+int ext_shape_for(const ext_set *set, const char *path, struct ext_shape *out, struct err *err)
+{
+    if (!set->xp)
+        return shape(NULL, 0, path, out, err);
+    return xp_shape(set->xp, path, &out->concurrency, &out->prompts, err);
 }
 
 /* ---- tags in file names ---- */

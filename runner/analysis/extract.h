@@ -42,7 +42,8 @@ struct ext_pattern {
     const char *regex; /* PCRE2 pattern with exactly one capture group */
 };
 
-/* NULL-terminated list of preset names ("sglang", "vllm", ...). */
+/* NULL-terminated list of preset names: the regex presets ("sglang",
+ * "vllm", "aiperf"), then the export presets of export.h ("vllm-json", ...). */
 const char *const *ext_preset_names(void);
 
 /*
@@ -54,7 +55,9 @@ int ext_regex_check(const char *regex, struct err *err);
 
 /*
  * Compile preset (NULL = no preset) plus user patterns (a user pattern with
- * the same name as a preset one replaces it). Returns 0, or -1 with err set
+ * the same name as a preset one replaces it). preset may name an export
+ * preset (export.h): then ext_run reads the text as that export and the
+ * user patterns as usual over its lines. Returns 0, or -1 with err set
  * (unknown preset, bad regex naming the pattern and offset).
  */
 int ext_new(const char *preset, const struct ext_pattern *user, size_t n_user, ext_set **out,
@@ -66,14 +69,15 @@ struct ext_unread {
     char *name; /* owned; the metric */
     char *text; /* owned; what the group captured, spaces trimmed, control and
                    non-ASCII bytes as '?', cut at EXT_QUOTE_MAX bytes ("...") */
-    long line;  /* where (1-based) */
+    long line;  /* where (1-based); 0 in an export file */
     int kind;   /* 0 not measured ("N/A"), -1 not a number, -2 out of range */
 };
 
 /* What extraction saw besides the values, for causes and messages. */
 struct ext_info {
-    long blocks;               /* complete result blocks in the log */
+    long blocks;               /* complete result blocks in the log (an export: its runs) */
     long block_line;           /* line of the opening rule of the block used; 0 = none */
+    const char *block_word;    /* static; what blocks counts when not "result blocks" */
     long long_lines;           /* lines over EXT_LINE_MAX_BYTES (not read) */
     long first_long;           /* the first of them; 0 = none */
     struct ext_unread *unread; /* owned; metrics without a value that matched */
@@ -109,10 +113,21 @@ int ext_run(const ext_set *set, const char *text, size_t len, struct metric_set 
 /*
  * ext_run on the file at path, read in chunks (memory stays bounded
  * whatever the size of the file). A file that cannot be opened or read
- * fails with "path: reason" (RN_ERR_ENV).
+ * fails with "path: reason" (RN_ERR_ENV). With an export preset the file
+ * is read whole, up to XP_FILE_MAX_BYTES (a larger one fails, RN_ERR_POINTS).
  */
 int ext_run_file(const ext_set *set, const char *path, struct metric_set *out,
                  struct ext_info *info, struct err *err);
+
+/*
+ * The file a point's metrics are read from, given its client log: log_path
+ * for a regex preset, the tool's export beside it for an export preset
+ * (xp_path: "c4-n16.log" -> "c4-n16.json"). Returns a fresh string.
+ */
+char *ext_source_path(const ext_set *set, const char *log_path);
+
+/* The export preset set reads (export.h), or NULL for a console preset. */
+const struct xp_preset *ext_export(const ext_set *set);
 
 /*
  * Check that every name in require is present in got. Returns 0, or -1 with
@@ -194,6 +209,13 @@ struct ext_shape {
  */
 int ext_shape(const char *text, size_t len, struct ext_shape *out, struct err *err);
 int ext_shape_file(const char *path, struct ext_shape *out, struct err *err);
+
+/*
+ * ext_shape_file as set reads the file: a console preset's log as above, an
+ * export preset's file by its keys (xp_shape: vLLM's "max_concurrency",
+ * "completed" + "failed", ...).
+ */
+int ext_shape_for(const ext_set *set, const char *path, struct ext_shape *out, struct err *err);
 
 /*
  * Read concurrency and prompts from a log's file name (for `sweep import`).

@@ -108,6 +108,45 @@ static void derive(struct fit_analysis *fa, const struct fit_opts *o)
     }
 }
 
+/* Whether the line is a law at all (fit.h: unfit), with the likely reason. */
+static void judge_line(struct fit_analysis *fa, const struct fit_opts *o, const double *x,
+                       const double *y, size_t n)
+{
+    const struct fit_line *l = &fa->line;
+    double lo = x[0], hi = x[0], worst = 0; /* largest |residual| / |fitted| */
+    for (size_t i = 0; i < n; i++) {
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+        double f = l->a + l->b * x[i];
+        double rel = f != 0 ? fabs(y[i] - f) / fabs(f) : INFINITY;
+        worst = rel > worst ? rel : worst;
+    }
+    double one = l->a + l->b * lo; /* the step at the smallest x */
+    const char *what = NULL, *why = NULL;
+    char buf[96];
+    if (o->step && l->a < 0) {
+        snprintf(buf, sizeof(buf), "negative intercept (a = %.1f)", l->a);
+        what = buf;
+        why = "prefill of arriving requests inside the decode steps (the client's TPOT carries "
+              "it), or queueing at the higher concurrencies";
+    } else if (o->step && l->b < 0 && -l->b * (hi - lo) > FIT_FALL_REL * fabs(one)) {
+        snprintf(buf, sizeof(buf), "negative slope (b = %.2f)", l->b);
+        what = buf;
+        why = "warm-up in the first points, or a regime change (a different kernel or batch "
+              "schedule at higher concurrency)";
+    } else if (fa->n_x >= 3 && l->r2 < FIT_R2_MIN && worst > FIT_FALL_REL) {
+        /* a flat but precise line has a low R² too: only points well off it count */
+        snprintf(buf, sizeof(buf), "R² %.3f below %.2f", l->r2, FIT_R2_MIN);
+        what = buf;
+        why = "a regime change (bandwidth saturation, queueing, prefill in the steps) or noisy "
+              "points";
+    }
+    if (!what)
+        return;
+    fa->unfit = true;
+    snprintf(fa->unfit_why, sizeof(fa->unfit_why), "%s: %s; likely %s", FIT_UNFIT, what, why);
+}
+
 /* Group observation indices by x: order[] sorted by x, start[g] the first
  * index of group g in order[], start[n_groups] == n. */
 struct groups {
@@ -228,7 +267,9 @@ void fit_analyse(const struct fit_obs *obs_in, size_t n_in, const struct fit_opt
         goto out;
     }
     fa->ok = true;
-    derive(fa, o);
+    judge_line(fa, o, x, y, n);
+    if (!fa->unfit)
+        derive(fa, o);
     fa->res = xcalloc(n + 1, sizeof(*fa->res));
     fa->n_res = n;
     for (size_t i = 0; i < n; i++) {
@@ -242,9 +283,12 @@ void fit_analyse(const struct fit_obs *obs_in, size_t n_in, const struct fit_opt
         r->regime_change = r->fitted <= 0 || fabs(r->relative) > FIT_REGIME_REL;
         fa->n_regime += r->regime_change;
     }
-    predict(obs, n, o, fa);
+    if (!fa->unfit)
+        predict(obs, n, o, fa);
     if (g.n_groups < n) /* some x was repeated */
         bootstrap(obs, n, &g, o, fa);
+    if (fa->unfit) /* an interval of a ceiling that means nothing */
+        fa->ceiling_ci = (struct fit_ci){false, NAN, NAN};
     if (g.n_groups == 2 && n == 2)
         snprintf(fa->reason, sizeof(fa->reason), "two points: the line passes through both");
 out:

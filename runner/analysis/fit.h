@@ -18,7 +18,10 @@
 #define FIT_REGIME_REL   0.15 /* |y - fitted| / fitted beyond this is a regime change */
 #define FIT_BOOTSTRAP_N  2000 /* bootstrap replicates */
 #define FIT_SEED_DEFAULT 0x5eedULL
-#define FIT_MAX_PRED     16 /* predictions at untested concurrencies, at most */
+#define FIT_MAX_PRED     16   /* predictions at untested concurrencies, at most */
+#define FIT_R2_MIN       0.9  /* below this (3+ levels) the line does not describe the points */
+#define FIT_FALL_REL     0.05 /* a step time falling by more than this share over the x range */
+#define FIT_UNFIT        "the linear model does not describe these points"
 
 /* y = a + b·x by ordinary least squares. */
 struct fit_line {
@@ -80,10 +83,16 @@ struct fit_analysis {
     struct fit_prediction *pred; /* owned; ascending x */
     size_t n_pred;
     struct fit_ci a_ci, b_ci, ceiling_ci; /* bootstrap over repeats (ok only with repeats) */
+    /* ok but not a law: a step time with a negative intercept or a falling
+     * slope, or R² below FIT_R2_MIN over 3+ levels. Then nothing is derived
+     * from the line: no ceiling, no c90, no predictions. */
+    bool unfit;
+    char unfit_why[320]; /* FIT_UNFIT ": " what is wrong "; likely " the reason */
 };
 
 /*
- * Fit obs[0..n) and derive everything in struct fit_analysis. Always fills
+ * Fit obs[0..n) and derive everything in struct fit_analysis (except from
+ * a line that does not describe the points: see unfit). Always fills
  * *out (release with fit_analysis_release); out->ok says whether a line
  * could be fitted. Bootstrap intervals are computed when some x has more
  * than one observation: each replicate resamples, for every x, its

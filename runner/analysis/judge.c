@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/export.h"
 #include "fileio.h"
 #include "strutil.h"
 #include "xalloc.h"
@@ -20,17 +21,40 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
     struct err e;
     struct ext_info info;
     struct metric_set got;
+    int rc;
     err_init(&e);
     ext_info_init(&info);
     mset_init(&got);
     *ok = false;
-    int rc = ext_run_file(spec->set, log_path, &got, &info, &e);
+    /* an export preset reads the tool's export beside the log (export.h); a
+     * client that wrote none failed its point, it did not break the run */
+    char *source = ext_source_path(spec->set, log_path);
+    const struct xp_preset *xp = ext_export(spec->set);
+    if (strcmp(source, log_path) != 0 && !path_exists(source)) {
+        if (client_ok)
+            buf_printf(cause,
+                       "no export '%s': the %s preset reads the client's export there (have the "
+                       "client write \"${run_dir}/${variant}/${point}%s\")",
+                       source, xp->name, xp->suffix);
+        scrape_point_columns(log_path, spec->server_map, spec->n_server_map, metrics);
+        free(source);
+        rc = 0;
+        goto out;
+    }
+    rc = ext_run_file(spec->set, source, &got, &info, &e);
+    free(source);
     if (rc != 0 && e.code == RN_ERR_ENV) {
         err_set(err, e.code, "%s", e.msg);
         goto out;
     }
     for (size_t i = 0; i < got.n; i++)
         mset_set(metrics, got.m[i].name, got.m[i].value);
+    scrape_point_columns(log_path, spec->server_map, spec->n_server_map, metrics);
+    /* the per-request records, when the builtin client wrote them: a file
+     * that cannot be read is noted, never a failed point */
+    struct err ge;
+    err_init(&ge);
+    int gp_rc = gp_point(log_path, spec->slo, spec->request_rate, metrics, &ge);
     if (rc != 0 || ext_require(spec->set, metrics, &info, spec->require, &e) != 0) {
         if (client_ok) {
             buf_printf(cause, "%s", e.msg);
@@ -42,6 +66,8 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
         *ok = !ext_check_invariants(metrics, spec->concurrency, spec->prompts, spec->request_rate,
                                     cause);
     }
+    if (gp_rc != 0 && client_ok)
+        buf_printf(cause, "%sper-request records: %s", cause->len ? "; " : "", ge.msg);
     rc = 0;
 out:
     mset_release(&got);
@@ -66,8 +92,15 @@ int judge_saved_point(const struct rundir *rd, const char *variant, const char *
     if (ext_new(x->preset, x->patterns, x->n_patterns, &set, &e) != 0) {
         buf_printf(&cause, "%s", e.msg);
     } else {
-        struct judge_spec spec = {set, &x->require, p->concurrency, p->prompts,
-                                  rundir_rate(rd, variant)};
+        /* a rate point's log says its rate: "rate2.5-n64.log" */
+        const char *base = path_base(rel);
+        double rate = rundir_rate(rd, variant), r;
+        const char *dash = strstr(base, "-n"); /* not '-': "rate1e-07-n5.log" */
+        if (strncmp(base, "rate", 4) == 0 && dash &&
+            str_to_double_n(base + 4, (size_t)(dash - base - 4), &r) == 0 && r > 0)
+            rate = r;
+        struct judge_spec spec = {set,  &x->require,   p->concurrency,  p->prompts,
+                                  rate, x->server_map, x->n_server_map, &rd->slo};
         rc = judge_point(&spec, path, true, &ms, &ok, &cause, err);
         if (rc != 0) /* the point fails, the others go on (the caller decides) */
             buf_printf(&cause, "cannot read the log: %s", err->msg);
@@ -91,7 +124,7 @@ bool judge_cause_from_log(const char *cause)
     /* the messages of ext_run, ext_require and judge_saved_point */
     static const char *const from_log[] = {
         "missing required metric",         "cannot read the log: ", "is printed twice in",
-        "the result block opened at line", "; simplify the regex",
+        "the result block opened at line", "; simplify the regex",  "no export '",
     };
     if (!cause || !*cause)
         return true;

@@ -10,7 +10,9 @@
 #include <stdbool.h>
 
 #include "analysis/extract.h"
+#include "analysis/goodput.h"
 #include "analysis/metric.h"
+#include "client/scrape.h"
 #include "buf.h"
 #include "err.h"
 #include "store/results.h"
@@ -19,15 +21,22 @@
 
 /* What a point is judged against. */
 struct judge_spec {
-    const ext_set *set;           /* compiled patterns of the point's variant */
-    const struct strvec *require; /* metrics an ok point must have */
-    long concurrency, prompts;    /* what the point asked for */
-    double request_rate;          /* open-loop rate in req/s; 0 = closed loop */
+    const ext_set *set;                  /* compiled patterns of the point's variant */
+    const struct strvec *require;        /* metrics an ok point must have */
+    long concurrency, prompts;           /* what the point asked for */
+    double request_rate;                 /* open-loop rate in req/s; 0 = closed loop */
+    const struct scrape_map *server_map; /* metrics.server_map, may be NULL */
+    size_t n_server_map;
+    const struct gp_slo *slo; /* analysis.slo, or NULL; with the per-request records
+                                 beside the log, goodput.h's columns are added */
 };
 
 /*
- * Read the client log at log_path (streamed: any size) and extract every
- * metric into *metrics (names already there are overwritten). When
+ * Read the client log at log_path (streamed: any size), or with an export
+ * preset the tool's export beside it (ext_source_path: "c4-n16.log" ->
+ * "c4-n16.json"), and extract every metric into *metrics (names already
+ * there are overwritten), then the server_* columns from the server scrapes
+ * saved beside it (scrape.h; none when they are missing). When
  * client_ok (the client exited 0, nothing stopped it) the point must also
  * pass: the log is consistent (no pattern hit a limit, no metric twice in
  * its result block, no block cut short: ext_run), every required metric

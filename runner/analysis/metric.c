@@ -34,6 +34,14 @@ static const struct metric_def defs[] = {
     LAT5("itl", "inter-token latency (gaps between content chunks, pooled)"),
     LAT5("e2e", "end-to-end latency (request sent -> last byte)"),
     {"max_itl_ms", "ms", "largest inter-token gap"},
+    /* from the builtin client's per-request records (analysis/goodput.c) */
+    {"requested_input_tokens", "tokens", "prompt lengths asked for, successful requests"},
+    {"requested_output_tokens", "tokens", "max_tokens asked for, successful requests"},
+    {"offered_rate", "req/s", "open-loop arrival rate the point asked for"},
+    {"achieved_rate", "req/s", "arrival rate sent: (sent - 1) / (last send - first send)"},
+    {"slo_attainment", "", "fraction of sent requests meeting every analysis.slo target"},
+    {"goodput_req_s", "req/s", "requests meeting every target / duration"},
+    {"goodput_tok_s", "tok/s", "output tokens of requests meeting every target / duration"},
 };
 
 static const char *names[sizeof(defs) / sizeof(defs[0]) + 1];

@@ -266,10 +266,14 @@ static void build_plot(const struct plot_chart *c, struct buf *plot, struct buf 
                        s->title);
             char *label, fml[128];
             fit_formula(s->a, s->b, 1, 2, "N", fml, sizeof(fml));
-            if (c->fit == PLOT_FIT_LINE)
+            if (c->fit == PLOT_FIT_LINE) {
                 label = xasprintf("%s fit: %s ms (R² %.3f)", s->title, fml, s->r2);
-            else
-                label = xasprintf("%s fit: N·1000/(%s) tok/s", s->title, fml);
+            } else {
+                fit_formula(s->a * s->out_tokens, s->b * s->out_tokens, 0, 1, "N", fml,
+                            sizeof(fml));
+                label = xasprintf("%s: N·%.0f·1000/E2E(N) tok/s, E2E = %s ms (TTFT included)",
+                                  s->title, s->out_tokens, fml);
+            }
             t = plot_quote(label);
             if (c->fit == PLOT_FIT_LINE)
                 buf_printf(plot,
@@ -282,10 +286,13 @@ static void build_plot(const struct plot_chart *c, struct buf *plot, struct buf 
                            k + 1, k + 1, lc, t);
             free(t);
             free(label);
-            if (c->fit == PLOT_FIT_THROUGHPUT && s->b > 0) {
-                label = xasprintf("%s ceiling 1000/b = %.1f tok/s", s->title, 1000.0 / s->b);
+            if (c->fit == PLOT_FIT_THROUGHPUT && isfinite(s->ceiling) && s->ceiling > 0) {
+                label = xasprintf("%s decode-only ceiling 1000/b = %.1f tok/s (no TTFT)", s->title,
+                                  s->ceiling);
                 t = plot_quote(label);
-                buf_printf(plot, ", \\\n         1000/b%zu with lines lc %d dt 3 lw 1.5 title %s",
+                buf_printf(defs, "ceil%zu = %.10g  # %s decode-only ceiling\n", k + 1, s->ceiling,
+                           s->title);
+                buf_printf(plot, ", \\\n         ceil%zu with lines lc %d dt 3 lw 1.5 title %s",
                            k + 1, lc, t);
                 free(t);
                 free(label);

@@ -24,7 +24,8 @@
 enum plot_fit {
     PLOT_FIT_NONE,
     PLOT_FIT_LINE,       /* y = a + b·x, equation in the key */
-    PLOT_FIT_THROUGHPUT, /* y = x·1000/(a + b·x) with the ceiling 1000/b */
+    PLOT_FIT_THROUGHPUT, /* y = x·1000/(a + b·x): a, b are E2E(N) / out per token (TTFT
+                            included), with the decode-only ceiling when given */
 };
 
 struct plot_series {
@@ -33,8 +34,10 @@ struct plot_series {
     double *y;       /* owned; the value (mean over repeats) */
     double *lo, *hi; /* owned; spread over repeats (min, max); equal to y without repeats */
     size_t n, cap;
-    bool fit;        /* a fitted line belongs to this series */
-    double a, b, r2; /* fit: y = a + b·x (ms, ms per request for a step-time fit) */
+    bool fit;          /* a fitted line belongs to this series */
+    double a, b, r2;   /* fit: y = a + b·x (ms, ms per request for a step-time fit) */
+    double out_tokens; /* PLOT_FIT_THROUGHPUT: tokens per request (E2E = out·(a + b·N)) */
+    double ceiling;    /* PLOT_FIT_THROUGHPUT: decode-only ceiling tok/s; 0 or NAN: none */
 };
 
 struct plot_chart {

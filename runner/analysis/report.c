@@ -32,6 +32,7 @@
 static const char *const table_metrics[] = {
     "output_throughput", "median_tpot_ms", "median_ttft_ms",       "p99_ttft_ms",
     "median_itl_ms",     "median_e2e_ms",  "achieved_concurrency", "failed_requests",
+    "slo_attainment",    "goodput_req_s",
 };
 #define N_TABLE (sizeof(table_metrics) / sizeof(table_metrics[0]))
 
@@ -43,12 +44,24 @@ struct report {
     const char *fit_x, *fit_y;
     struct strvec variants;    /* in display order */
     struct fit_analysis *fits; /* one per variant */
+    struct sum_thr *thr;       /* one per variant: the throughput law, TTFT included */
+    struct fit_analysis *alt;  /* one per variant: the other of client/server step fits */
+    const char *alt_x, *alt_y; /* its axes; NULL when there is no other fit to show */
     struct plot_chart *charts; /* charts written */
     size_t n_charts;
     struct strvec drawn; /* names of the charts gnuplot rendered */
     char *chart_error;   /* owned; why charts are missing, or NULL */
     bool no_gnuplot;     /* chart_error is "gnuplot not found" (nothing else failed) */
 };
+
+/* bench.output_len of variant as run, -1 when not known. */
+static long variant_output_len(const struct rundir *rd, const char *variant)
+{
+    for (size_t i = 0; i < rd->n_v; i++)
+        if (strcmp(rd->v[i].name, variant) == 0)
+            return rd->v[i].output_len;
+    return -1;
+}
 
 static json_t *jnum(double v)
 {
@@ -122,6 +135,22 @@ static json_t *variant_json(const struct report *r, size_t vi)
     json_object_set_new(o, "n_levels", json_integer((json_int_t)fa->n_x));
     if (fa->reason[0])
         json_object_set_new(o, "note", json_string(fa->reason));
+    if (fa->unfit)
+        json_object_set_new(o, "unfit", json_string(fa->unfit_why));
+    const struct sum_thr *th = &r->thr[vi];
+    if (th->ok)
+        json_object_set_new(o, "throughput_law",
+                            json_pack("{s:s, s:o, s:o, s:o, s:o, s:s}", "model",
+                                      "N*out*1000/(e2e_a + e2e_b*N)", "e2e_a_ms", jnum(th->e2e.a),
+                                      "e2e_b_ms", jnum(th->e2e.b), "out_tokens",
+                                      jnum(th->out_tokens), "max_rel_error", jnum(th->max_rel),
+                                      "e2e_source", th->source));
+    if (r->alt_y && r->alt[vi].ok)
+        json_object_set_new(
+            o, strcmp(r->alt_y, "server_step_ms") == 0 ? "server_fit" : "client_fit",
+            json_pack("{s:s, s:s, s:o, s:o, s:o, s:b}", "x", r->alt_x, "y", r->alt_y, "a",
+                      jnum(r->alt[vi].line.a), "b", jnum(r->alt[vi].line.b), "r2",
+                      jnum(r->alt[vi].line.r2), "unfit", r->alt[vi].unfit));
     if (fa->ok) {
         json_object_set_new(o, "a", jnum(fa->line.a));
         json_object_set_new(o, "b", jnum(fa->line.b));
@@ -165,6 +194,8 @@ static json_t *variant_json(const struct report *r, size_t vi)
     return o;
 }
 
+static json_t *flat_row(const struct report *r, size_t vi);
+
 static int write_fit_json(const struct report *r, struct err *err)
 {
     json_t *root = json_object();
@@ -184,10 +215,114 @@ static int write_fit_json(const struct report *r, struct err *err)
     for (size_t i = 0; i < r->variants.n; i++)
         json_object_set_new(vs, r->variants.v[i], variant_json(r, i));
     json_object_set_new(root, "variants", vs);
+    /* the same as flat rows (fit.csv): pandas.json_normalize(fit["table"]) */
+    json_t *table = json_array();
+    for (size_t i = 0; i < r->variants.n; i++)
+        json_array_append_new(table, flat_row(r, i));
+    json_object_set_new(root, "table", table);
     char *path = path_join(r->dir, "fit.json");
     int rc = rundir_write_json(path, root, JSON_REAL_PRECISION(10), err);
     json_decref(root);
     free(path);
+    return rc;
+}
+
+/* One CSV cell (RFC 4180 quoting when needed). */
+static void csv_cell(struct buf *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        buf_puts(b, s);
+        return;
+    }
+    buf_putc(b, '"');
+    for (; *s; s++) {
+        if (*s == '"')
+            buf_putc(b, '"');
+        buf_putc(b, *s);
+    }
+    buf_putc(b, '"');
+}
+
+/* One variant's fit as a flat object (keys in column order): a row of
+ * fit.csv and of fit.json's "table". null = not known. */
+static json_t *flat_row(const struct report *r, size_t vi)
+{
+    const struct fit_analysis *fa = &r->fits[vi], *alt = r->alt_y ? &r->alt[vi] : NULL;
+    const struct sum_thr *th = &r->thr[vi];
+    bool ok = fa->ok;
+    json_t *o = json_object();
+    json_object_set_new(o, "variant", json_string(r->variants.v[vi]));
+    json_object_set_new(o, "x", json_string(r->fit_x));
+    json_object_set_new(o, "y", json_string(r->fit_y));
+    json_object_set_new(o, "ok", json_boolean(fa->ok && !fa->unfit));
+    json_object_set_new(o, "points", json_integer((json_int_t)fa->line.n));
+    json_object_set_new(o, "levels", json_integer((json_int_t)fa->n_x));
+    json_object_set_new(o, "a", jnum(ok ? fa->line.a : NAN));
+    json_object_set_new(o, "b", jnum(ok ? fa->line.b : NAN));
+    json_object_set_new(o, "r2", jnum(ok ? fa->line.r2 : NAN));
+    json_object_set_new(o, "ceiling_tok_s", jnum(fa->ceiling));
+    json_object_set_new(o, "c90", jnum(fa->c90));
+    const struct fit_ci *cis[] = {&fa->a_ci, &fa->b_ci, &fa->ceiling_ci};
+    static const char *const ci_names[][2] = {{"a_ci95_lo", "a_ci95_hi"},
+                                              {"b_ci95_lo", "b_ci95_hi"},
+                                              {"ceiling_ci95_lo", "ceiling_ci95_hi"}};
+    for (size_t k = 0; k < 3; k++) {
+        json_object_set_new(o, ci_names[k][0], jnum(cis[k]->ok ? cis[k]->lo : NAN));
+        json_object_set_new(o, ci_names[k][1], jnum(cis[k]->ok ? cis[k]->hi : NAN));
+    }
+    json_object_set_new(o, "e2e_a_ms", jnum(th->ok ? th->e2e.a : NAN));
+    json_object_set_new(o, "e2e_b_ms", jnum(th->ok ? th->e2e.b : NAN));
+    json_object_set_new(o, "out_tokens", jnum(th->ok ? th->out_tokens : NAN));
+    json_object_set_new(o, "throughput_max_rel_error", jnum(th->ok ? th->max_rel : NAN));
+    json_object_set_new(o, "alt_x", json_string(alt ? r->alt_x : ""));
+    json_object_set_new(o, "alt_y", json_string(alt ? r->alt_y : ""));
+    json_object_set_new(o, "alt_a", jnum(alt && alt->ok ? alt->line.a : NAN));
+    json_object_set_new(o, "alt_b", jnum(alt && alt->ok ? alt->line.b : NAN));
+    json_object_set_new(o, "alt_r2", jnum(alt && alt->ok ? alt->line.r2 : NAN));
+    json_object_set_new(o, "note", json_string(fa->unfit ? fa->unfit_why : fa->reason));
+    return o;
+}
+
+/* fit.csv: the flat rows of fit.json's "table", for pandas.read_csv and
+ * spreadsheets. Empty cell = not known. */
+static int write_fit_csv(const struct report *r, struct err *err)
+{
+    struct buf b;
+    buf_init(&b, REPORT_MAX);
+    for (size_t vi = 0; vi < r->variants.n; vi++) {
+        json_t *row = flat_row(r, vi), *v;
+        const char *key;
+        bool first = true;
+        if (vi == 0) { /* the header: the same keys */
+            json_object_foreach(row, key, v)
+            {
+                buf_puts(&b, first ? "" : ",");
+                csv_cell(&b, key);
+                first = false;
+            }
+            buf_putc(&b, '\n');
+            first = true;
+        }
+        json_object_foreach(row, key, v)
+        {
+            buf_puts(&b, first ? "" : ",");
+            first = false;
+            if (json_is_string(v))
+                csv_cell(&b, json_string_value(v));
+            else if (json_is_integer(v))
+                buf_printf(&b, "%lld", (long long)json_integer_value(v));
+            else if (json_is_real(v))
+                buf_json_num(&b, json_real_value(v));
+            else if (json_is_boolean(v))
+                buf_puts(&b, json_is_true(v) ? "true" : "false");
+        }
+        buf_putc(&b, '\n');
+        json_decref(row);
+    }
+    char *path = path_join(r->dir, "fit.csv");
+    int rc = file_write_atomic(path, b.data ? b.data : "", b.len, err, RN_ERR_ENV);
+    free(path);
+    buf_release(&b);
     return rc;
 }
 
@@ -212,7 +347,16 @@ static void metric_chart(struct report *r, const char *name, const char *tmpl, c
             plot_series_add(ps, (double)s.lv[l].concurrency, s.lv[l].s.mean, s.lv[l].s.min,
                             s.lv[l].s.max);
         const struct fit_analysis *fa = &r->fits[vi];
-        if (fit != PLOT_FIT_NONE && fa->ok && strcmp(r->fit_x, "concurrency") == 0) {
+        const struct sum_thr *th = &r->thr[vi];
+        if (fit == PLOT_FIT_THROUGHPUT && th->ok) {
+            /* N·out·1000/E2E(N) written as N·1000/(E2E(N)/out) */
+            ps->fit = true;
+            ps->a = th->e2e.a / th->out_tokens;
+            ps->b = th->e2e.b / th->out_tokens;
+            ps->r2 = th->e2e.r2;
+            ps->out_tokens = th->out_tokens;
+            ps->ceiling = fa->ok && sum_is_step_metric(r->fit_y) ? fa->ceiling : NAN;
+        } else if (fit == PLOT_FIT_LINE && fa->ok && strcmp(r->fit_x, "concurrency") == 0) {
             ps->fit = true;
             ps->a = fa->line.a;
             ps->b = fa->line.b;
@@ -236,18 +380,103 @@ static void metric_chart(struct report *r, const char *name, const char *tmpl, c
     free(title);
 }
 
+/* metric against the offered rate of the rate points (open loop), one
+ * series per variant: the mean over the ok rows at each rate. */
+static void rate_chart(struct report *r, const char *name, const char *tmpl, const char *metric)
+{
+    char *label = sum_label(metric);
+    const char *unit = strstr(label, " (");
+    char *title = xasprintf("%s: %.*s vs offered rate", r->rd.name,
+                            (int)(unit ? (size_t)(unit - label) : strlen(label)), label);
+    r->charts = xrealloc(r->charts, (r->n_charts + 1) * sizeof(*r->charts));
+    struct plot_chart *c = &r->charts[r->n_charts];
+    plot_chart_init(c, name, tmpl, title, label, PLOT_FIT_NONE);
+    free(c->xlabel);
+    c->xlabel = xstrdup("offered rate (req/s, log2 scale)");
+    double *xs = xcalloc(r->t.n + 1, sizeof(double)), *ys = xcalloc(r->t.n + 1, sizeof(double));
+    for (size_t vi = 0; vi < r->variants.n; vi++) {
+        struct plot_series *ps = plot_chart_series(c, r->variants.v[vi]);
+        size_t n = 0;
+        for (size_t i = 0; i < r->t.n; i++) {
+            const struct res_point *p = &r->t.rows[i];
+            double x, y;
+            if (p->variant && strcmp(p->variant, r->variants.v[vi]) == 0 && p->status &&
+                strcmp(p->status, RES_OK) == 0 && sum_is_rate_point(p) &&
+                mset_get(&p->metrics, "offered_rate", &x) && mset_get(&p->metrics, metric, &y) &&
+                isfinite(y))
+                xs[n] = x, ys[n++] = y;
+        }
+        /* ascending rate; repeats at one rate become one point (mean, min, max) */
+        for (size_t i = 0; i < n; i++) {
+            size_t lo = i;
+            for (size_t j = i + 1; j < n; j++)
+                lo = xs[j] < xs[lo] ? j : lo;
+            double tx = xs[i], ty = ys[i];
+            xs[i] = xs[lo], ys[i] = ys[lo], xs[lo] = tx, ys[lo] = ty;
+        }
+        for (size_t i = 0; i < n;) {
+            size_t j = i;
+            double sum = 0, mn = ys[i], mx = ys[i];
+            for (; j < n && xs[j] == xs[i]; j++)
+                sum += ys[j], mn = fmin(mn, ys[j]), mx = fmax(mx, ys[j]);
+            plot_series_add(ps, xs[i], sum / (double)(j - i), mn, mx);
+            i = j;
+        }
+    }
+    free(xs);
+    free(ys);
+    if (plot_chart_points(c) == 0)
+        plot_chart_release(c);
+    else
+        r->n_charts++;
+    free(label);
+    free(title);
+}
+
+/* Per-user tok/s (1000 / median TPOT) against total output tok/s, one line
+ * per variant, a point per concurrency level (means over repeats). */
+static void interactivity_chart(struct report *r)
+{
+    char *title = xasprintf("%s: tokens per second per user vs total", r->rd.name);
+    r->charts = xrealloc(r->charts, (r->n_charts + 1) * sizeof(*r->charts));
+    struct plot_chart *c = &r->charts[r->n_charts];
+    plot_chart_init(c, "interactivity", "interactivity", title,
+                    "per-user output tok/s (1000 / median TPOT)", PLOT_FIT_NONE);
+    free(c->xlabel);
+    c->xlabel = xstrdup("total output throughput (tok/s)");
+    for (size_t vi = 0; vi < r->variants.n; vi++) {
+        struct sum_series thr, tpot;
+        sum_metric(&r->t, r->variants.v[vi], "output_throughput", &thr);
+        sum_metric(&r->t, r->variants.v[vi], "median_tpot_ms", &tpot);
+        struct plot_series *ps = plot_chart_series(c, r->variants.v[vi]);
+        for (size_t l = 0; l < thr.n; l++) {
+            const struct sum_level *t = sum_find(&tpot, thr.lv[l].concurrency);
+            if (t && t->s.mean > 0) {
+                double u = 1000.0 / t->s.mean;
+                plot_series_add(ps, thr.lv[l].s.mean, u, u, u);
+            }
+        }
+        sum_series_release(&thr);
+        sum_series_release(&tpot);
+    }
+    if (plot_chart_points(c) == 0)
+        plot_chart_release(c);
+    else
+        r->n_charts++;
+    free(title);
+}
+
 /* The charts experiment.yaml asks for (throughput, tpot, ttft by default;
  * a canonical metric name draws that metric); the fitted metric always
  * gets a chart with its line. */
 static void build_charts(struct report *r)
 {
-    bool step = sum_is_step_metric(r->fit_y), fit_drawn = false;
+    bool fit_drawn = false;
     const char *tpot = strstr(r->fit_y, "_tpot_ms") ? r->fit_y : "median_tpot_ms";
     for (size_t i = 0; i < r->rd.plots.n; i++) {
         const char *p = r->rd.plots.v[i];
         if (strcmp(p, "throughput") == 0) {
-            metric_chart(r, "throughput", "throughput", "output_throughput",
-                         step ? PLOT_FIT_THROUGHPUT : PLOT_FIT_NONE);
+            metric_chart(r, "throughput", "throughput", "output_throughput", PLOT_FIT_THROUGHPUT);
         } else if (strcmp(p, "tpot") == 0) {
             bool fitted = strcmp(tpot, r->fit_y) == 0;
             metric_chart(r, "tpot", "tpot", tpot, fitted ? PLOT_FIT_LINE : PLOT_FIT_NONE);
@@ -265,6 +494,16 @@ static void build_charts(struct report *r)
     }
     if (!fit_drawn)
         metric_chart(r, "fit", "tpot", r->fit_y, PLOT_FIT_LINE);
+    /* goodput against load whenever analysis.slo sets a target */
+    if (gp_slo_any(&r->rd.slo))
+        metric_chart(r, "goodput", "throughput", "goodput_tok_s", PLOT_FIT_NONE);
+    /* rate points: the same against the offered rate */
+    rate_chart(r, "throughput-vs-rate", "throughput", "output_throughput");
+    rate_chart(r, "ttft-vs-rate", "ttft", "median_ttft_ms");
+    rate_chart(r, "tpot-vs-rate", "tpot", "median_tpot_ms");
+    if (gp_slo_any(&r->rd.slo))
+        rate_chart(r, "goodput-vs-rate", "throughput", "goodput_tok_s");
+    interactivity_chart(r);
 }
 
 static void draw_charts(struct report *r)
@@ -437,10 +676,16 @@ static void fit_words(struct buf *b, const struct report *r, const struct fit_an
     buf_printf(b, "%s = %s%s%s (%zu points at %zu concurrency levels). ", r->fit_y,
                fit_formula(fa->line.a, fa->line.b, 1, 2, "N", fml, sizeof(fml)), unit[0] ? " " : "",
                unit, fa->line.n, fa->n_x);
+    if (fa->unfit) {
+        buf_printf(b, "R² %.3f. **%s**", fa->line.r2, fa->unfit_why);
+        buf_puts(b, ". Nothing is predicted from this line: no ceiling, no throughput.\n");
+        free(ylabel);
+        return;
+    }
     if (step && fa->line.b > 0) {
         buf_printf(b,
-                   "Each added request adds %.1f ms per decode step; ceiling %.1f tok/s; "
-                   "R² %.3f",
+                   "Each added request adds %.1f ms per decode step; decode-only ceiling %.1f "
+                   "tok/s (1000/b: leaves time to first token out); R² %.3f",
                    fa->line.b, fa->ceiling, fa->line.r2);
         if (isfinite(fa->c90))
             buf_printf(b, "; 90%% of the ceiling is reached at about %.0f concurrent requests",
@@ -487,6 +732,97 @@ static void fit_words(struct buf *b, const struct report *r, const struct fit_an
     free(ylabel);
 }
 
+/* The throughput law (TTFT included) in words, when it could be fitted. */
+static void thr_words(struct buf *b, const struct sum_thr *th)
+{
+    if (!th->ok)
+        return;
+    char fml[128];
+    buf_printf(b,
+               "\nThroughput with time to first token included: E2E = %s ms per request (from "
+               "%s, R² %.3f), so output throughput = N·%.0f·1000/E2E(N) tok/s",
+               fit_formula(th->e2e.a, th->e2e.b, 1, 2, "N", fml, sizeof(fml)), th->source,
+               th->e2e.r2, th->out_tokens);
+    if (isfinite(th->max_rel))
+        buf_printf(b, "; it is within %.1f%% of every measured point", 100 * th->max_rel);
+    buf_puts(b, ". The throughput chart draws this curve; predicted throughputs below come "
+                "from it.\n");
+}
+
+/* Every ok row of variant with a server step time counted decode-only steps. */
+static bool decode_only(const struct report *r, const char *variant)
+{
+    bool any = false;
+    for (size_t i = 0; i < r->t.n; i++) {
+        const struct res_point *p = &r->t.rows[i];
+        if (!p->variant || strcmp(p->variant, variant) != 0 || strcmp(p->status, RES_OK) != 0 ||
+            !mset_get(&p->metrics, "server_step_ms", NULL))
+            continue;
+        if (!mset_get(&p->metrics, "server_decode_steps", NULL))
+            return false;
+        any = true;
+    }
+    return any;
+}
+
+/* The client's TPOT fit beside the server's own step law, and why they differ. */
+static void md_client_server(struct buf *b, const struct report *r)
+{
+    if (!r->alt_y)
+        return;
+    bool main_server = strcmp(r->fit_y, "server_step_ms") == 0;
+    buf_puts(b, "## Client and server step time\n\n"
+                "The client sees TPOT against the concurrency it asked for; the server's "
+                "/metrics give its mean decode step time against the batch it really ran "
+                "(points.csv columns server_step_ms, server_batch).\n\n"
+                "| variant | client: TPOT vs C | R² | server: step vs batch | R² |\n"
+                "|---|---|---:|---|---:|\n");
+    for (size_t vi = 0; vi < r->variants.n; vi++) {
+        const struct fit_analysis *cl = main_server ? &r->alt[vi] : &r->fits[vi];
+        const struct fit_analysis *sv = main_server ? &r->fits[vi] : &r->alt[vi];
+        char f1[128] = "(no fit)", f2[128] = "(no fit)";
+        if (cl->ok)
+            fit_formula(cl->line.a, cl->line.b, 1, 2, "C", f1, sizeof(f1));
+        if (sv->ok)
+            fit_formula(sv->line.a, sv->line.b, 1, 2, "B", f2, sizeof(f2));
+        buf_printf(b, "| %s | %s%s |", r->variants.v[vi], f1, cl->unfit ? " (not a law)" : "");
+        if (cl->ok)
+            buf_printf(b, " %.3f", cl->line.r2);
+        buf_printf(b, " | %s%s |", f2, sv->unfit ? " (not a law)" : "");
+        if (sv->ok)
+            buf_printf(b, " %.3f", sv->line.r2);
+        buf_puts(b, " |\n");
+    }
+    buf_putc(b, '\n');
+    for (size_t vi = 0; vi < r->variants.n; vi++) {
+        const struct fit_analysis *cl = main_server ? &r->alt[vi] : &r->fits[vi];
+        const struct fit_analysis *sv = main_server ? &r->fits[vi] : &r->alt[vi];
+        if (!cl->ok || !sv->ok)
+            continue;
+        double da = sv->line.a != 0 ? (cl->line.a - sv->line.a) / fabs(sv->line.a) : NAN;
+        double db = sv->line.b != 0 ? (cl->line.b - sv->line.b) / fabs(sv->line.b) : NAN;
+        buf_printf(b, "**%s**: ", r->variants.v[vi]);
+        if (fabs(da) <= 0.1 && fabs(db) <= 0.1) {
+            buf_puts(b, "the two agree within 10%: the client's TPOT is the server's decode "
+                        "step.\n\n");
+            continue;
+        }
+        buf_printf(b,
+                   "they differ (a %+.0f%%, b %+.0f%% against the server's). The client's TPOT "
+                   "also counts the steps that ran other requests' prompts (prefill inside the "
+                   "decode steps) and waits in the server's queue, and it is set against the "
+                   "concurrency asked for, not the batch that ran; ",
+                   100 * da, 100 * db);
+        if (decode_only(r, r->variants.v[vi]))
+            buf_puts(b, "the server's step law, over steps that ran no prompt, is the one to read "
+                        "a and b from.\n\n");
+        else
+            buf_puts(b, "the server's step time is a mean over every step, those that ran "
+                        "prompt tokens included (it does not count decode-only steps apart), so "
+                        "its a and b carry some prefill too.\n\n");
+    }
+}
+
 static void md_fits(struct buf *b, const struct report *r)
 {
     buf_printf(b, "## Scaling fit: %s = a + b·%s\n\n", r->fit_y, r->fit_x);
@@ -498,6 +834,7 @@ static void md_fits(struct buf *b, const struct report *r)
             continue;
         }
         fit_words(b, r, fa);
+        thr_words(b, &r->thr[vi]);
         if (fa->n_regime) {
             buf_printf(b,
                        "\nPoints more than %.0f%% off the line (a regime change: bandwidth "
@@ -582,6 +919,7 @@ static int write_report_md(const struct report *r, struct err *err)
     md_what_ran(&b, r);
     md_points(&b, r);
     md_fits(&b, r);
+    md_client_server(&b, r);
     md_charts(&b, r);
     md_failures(&b, r);
     buf_printf(&b,
@@ -608,15 +946,17 @@ static void summary_lines(const struct report *r)
         char fml[128];
         printf("fit %s: %s = %s (R² %.3f)", r->variants.v[vi], r->fit_y,
                fit_formula(fa->line.a, fa->line.b, 1, 2, "N", fml, sizeof(fml)), fa->line.r2);
+        if (fa->unfit)
+            printf("; %s", fa->unfit_why);
         if (isfinite(fa->ceiling))
-            printf("; ceiling %.1f tok/s", fa->ceiling);
+            printf("; decode-only ceiling %.1f tok/s", fa->ceiling);
         if (fa->n_regime)
             printf("; %zu point(s) off the line by more than %.0f%%", fa->n_regime,
                    100 * FIT_REGIME_REL);
         printf("\n");
     }
-    printf("wrote %s/fit.json, %s/REPORT.md and %zu chart(s) in %s/plots/\n", r->dir, r->dir,
-           r->drawn.n, r->dir);
+    printf("wrote %s/fit.json, %s/fit.csv, %s/REPORT.md and %zu chart(s) in %s/plots/\n", r->dir,
+           r->dir, r->dir, r->drawn.n, r->dir);
 }
 
 int report_build(const char *run_dir, const struct report_opts *opts, struct err *err)
@@ -652,7 +992,37 @@ int report_build(const char *run_dir, const struct report_opts *opts, struct err
     r.fits = xcalloc(r.variants.n + 1, sizeof(*r.fits));
     for (size_t i = 0; i < r.variants.n; i++)
         sum_fit(&r.t, r.variants.v[i], r.fit_x, r.fit_y, &r.fits[i]);
-    if (write_fit_json(&r, err) != 0)
+    r.thr = xcalloc(r.variants.n + 1, sizeof(*r.thr));
+    r.alt = xcalloc(r.variants.n + 1, sizeof(*r.alt));
+    /* the other step fit: the server's when the main one is the client's, and back */
+    if (strcmp(r.fit_y, "server_step_ms") == 0) {
+        r.alt_x = "concurrency";
+        r.alt_y = "median_tpot_ms";
+    } else if (sum_is_step_metric(r.fit_y)) {
+        r.alt_x = "server_batch";
+        r.alt_y = "server_step_ms";
+    }
+    bool step = sum_is_step_metric(r.fit_y);
+    for (size_t i = 0; i < r.variants.n; i++) {
+        sum_throughput(&r.t, r.variants.v[i], variant_output_len(&r.rd, r.variants.v[i]),
+                       &r.thr[i]);
+        if (r.alt_y)
+            sum_fit(&r.t, r.variants.v[i], r.alt_x, r.alt_y, &r.alt[i]);
+        /* predicted throughput comes from the law with TTFT, never 1000·N/step */
+        struct fit_analysis *fa = &r.fits[i];
+        for (size_t k = 0; k < fa->n_pred; k++)
+            fa->pred[k].throughput = step && strcmp(r.fit_x, "concurrency") == 0
+                                         ? sum_thr_at(&r.thr[i], fa->pred[k].x)
+                                         : NAN;
+    }
+    if (r.alt_y) { /* no server column anywhere: nothing to set beside the main fit */
+        bool any = false;
+        for (size_t i = 0; i < r.variants.n; i++)
+            any = any || r.alt[i].ok;
+        if (!any)
+            r.alt_x = r.alt_y = NULL;
+    }
+    if (write_fit_json(&r, err) != 0 || write_fit_csv(&r, err) != 0)
         goto out;
     build_charts(&r);
     draw_charts(&r);
@@ -684,7 +1054,11 @@ out:
 out_nord:
     for (size_t i = 0; r.fits && i < r.variants.n; i++)
         fit_analysis_release(&r.fits[i]);
+    for (size_t i = 0; r.alt && i < r.variants.n; i++)
+        fit_analysis_release(&r.alt[i]);
     free(r.fits);
+    free(r.alt);
+    free(r.thr);
     for (size_t i = 0; i < r.n_charts; i++)
         plot_chart_release(&r.charts[i]);
     free(r.charts);

@@ -18,7 +18,10 @@
 #include "http.h"
 #include "client/lgreport.h"
 #include "client/loadgen.h"
+#include "client/dataset.h"
+#include "client/lengths.h"
 #include "opts.h"
+#include "strutil.h"
 #include "version.h"
 
 #define DEFAULT_VOCAB 1000 /* ids below 1000 exist in every vocabulary we know */
@@ -33,8 +36,10 @@ static void on_signal(int sig)
 }
 
 static const char synopsis[] =
-    "--url URL -c CONC -n PROMPTS [--input-len N] [--output-len N] [--request-rate R]\n"
-    "       [--warmup N] [--model NAME] [--endpoint PATH] [--seed S] [--jsonl FILE]\n"
+    "--url URL -c CONC -n PROMPTS [--input-len LEN] [--output-len LEN] [--request-rate R]\n"
+    "       [--rate-kind poisson|constant] [--dataset FILE [--dataset-kind jsonl|sharegpt]]\n"
+    "       [--warmup N] [--model NAME] [--endpoint chat|completions|PATH] [--seed S]\n"
+    "       [--jsonl FILE]\n"
     "       [--vocab-size N] [--prompt-text TEXT] [--idle-timeout S] [--request-timeout S]\n"
     "       [--connect-timeout S] [--no-preconnect]";
 
@@ -43,7 +48,9 @@ static const char summary[] =
     "Closed loop by default (exactly CONC requests in flight until PROMPTS were sent);\n"
     "with --request-rate, Poisson arrivals on a seeded schedule with at most CONC in\n"
     "flight, and latencies reported from the intended send time too. Prompts are\n"
-    "INPUT_LEN random token ids (text words for chat endpoints) unless --prompt-text.\n"
+    "INPUT_LEN random token ids (text words for chat endpoints) unless --prompt-text\n"
+    "or --dataset (entries in a seeded order). A LEN is a number, uniform:MIN:MAX or\n"
+    "normal:MEAN:SD[:MIN[:MAX]], drawn per request from the seed.\n"
     "Failed requests are counted by kind and excluded from latencies and throughput.\n"
     "\n"
     "exit status: 0 the run completed (failed requests are data and are reported);\n"
@@ -151,6 +158,9 @@ int cmd_bench(int argc, char **argv)
         .connect_timeout_s = 10,
     };
     const char *url = NULL, *model = NULL, *jsonl = NULL;
+    const char *in_text = "256", *out_text = "128", *rate_kind = "poisson";
+    const char *dataset = NULL, *dataset_kind = NULL;
+    struct ds_set ds = {0};
     long seed = 42, vocab = 0;
     bool no_preconnect = false;
     cfg.concurrency = 0;
@@ -162,17 +172,23 @@ int cmd_bench(int argc, char **argv)
          "requests in flight (closed loop) or the in-flight cap (open loop) (required)", 1, 100000},
         {"prompts", 'n', OPT_LONG, &cfg.n_prompts, "PROMPTS", "measured requests (required)", 1,
          1e9},
-        {"input-len", 0, OPT_LONG, &cfg.input_len, "N", "prompt length in tokens (default 256)", 1,
-         1e7},
-        {"output-len", 0, OPT_LONG, &cfg.output_len, "N",
-         "max_tokens per request, ignore_eos set (default 128)", 1, 1e7},
+        {"input-len", 0, OPT_STR, &in_text, "LEN",
+         "prompt length in tokens, or a distribution (default 256)"},
+        {"output-len", 0, OPT_STR, &out_text, "LEN",
+         "max_tokens per request, ignore_eos set, or a distribution (default 128)"},
         {"request-rate", 0, OPT_DOUBLE, &cfg.request_rate, "R",
-         "open loop: Poisson arrivals, R requests/s (default: closed loop)", 1e-6, 1e9},
+         "open loop: R requests/s arrive (default: closed loop)", 1e-6, 1e9},
+        {"rate-kind", 0, OPT_STR, &rate_kind, "KIND",
+         "open-loop arrivals: poisson (default) or constant (evenly spaced)"},
+        {"dataset", 0, OPT_STR, &dataset, "FILE",
+         "prompts from FILE (JSONL or ShareGPT JSON) instead of random ones"},
+        {"dataset-kind", 0, OPT_STR, &dataset_kind, "KIND",
+         "jsonl or sharegpt (default: sharegpt for *.json, else jsonl)"},
         {"warmup", 0, OPT_LONG, &cfg.warmup, "N",
          "warmup requests at the same concurrency, excluded (default 1)", 0, 1e6},
         {"model", 0, OPT_STR, &model, "NAME", "model field (default: /v1/models data[0].id)"},
         {"endpoint", 0, OPT_STR, &cfg.endpoint, "PATH",
-         "/v1/completions (default) or /v1/chat/completions"},
+         "completions (/v1/completions, default), chat (/v1/chat/completions) or a path"},
         {"seed", 0, OPT_LONG, &seed, "S", "seed of prompts and arrival times (default 42)"},
         {"jsonl", 0, OPT_STR, &jsonl, "FILE", "write one JSON object per request to FILE"},
         {"vocab-size", 0, OPT_LONG, &vocab, "N",
@@ -202,8 +218,39 @@ int cmd_bench(int argc, char **argv)
                 !url               ? "--url"
                 : !cfg.concurrency ? "-c"
                                    : "-n");
+    /* the short names of the two endpoints every OpenAI-style server has */
+    if (strcmp(cfg.endpoint, "chat") == 0)
+        cfg.endpoint = "/v1/chat/completions";
+    else if (strcmp(cfg.endpoint, "completions") == 0)
+        cfg.endpoint = "/v1/completions";
     if (prc == 0 && !err.code)
         check_flags(url, cfg.endpoint, &err);
+    if (prc == 0 && !err.code &&
+        len_parse(in_text, "option '--input-len'", &cfg.in_dist, &err, RN_ERR_USAGE) == 0 &&
+        len_parse(out_text, "option '--output-len'", &cfg.out_dist, &err, RN_ERR_USAGE) == 0) {
+        cfg.input_len = len_mean(&cfg.in_dist);
+        cfg.output_len = len_mean(&cfg.out_dist);
+        if (strcmp(rate_kind, "poisson") != 0 && strcmp(rate_kind, "constant") != 0)
+            err_set(&err, RN_ERR_USAGE, "option '--rate-kind' wants poisson or constant, got '%s'",
+                    rate_kind);
+        cfg.constant_rate = strcmp(rate_kind, "constant") == 0;
+        int kind = dataset_kind ? ds_kind_parse(dataset_kind) : -1;
+        if (dataset_kind && kind != DS_JSONL && kind != DS_SHAREGPT)
+            err_set(&err, RN_ERR_USAGE, "option '--dataset-kind' wants jsonl or sharegpt, got '%s'",
+                    dataset_kind);
+        else if (dataset_kind && !dataset)
+            err_set(&err, RN_ERR_USAGE, "option '--dataset-kind' needs '--dataset FILE'");
+        else if (dataset && cfg.prompt_text)
+            err_set(&err, RN_ERR_USAGE,
+                    "options '--dataset' and '--prompt-text' exclude each other");
+        /* a bad file is a usage error (2): found before anything is sent */
+        else if (dataset && ds_load(dataset,
+                                    kind >= 0                         ? (enum ds_kind)kind
+                                    : str_ends_with(dataset, ".json") ? DS_SHAREGPT
+                                                                      : DS_JSONL,
+                                    (uint64_t)seed, &ds, &err, RN_ERR_USAGE, RN_ERR_USAGE) == 0)
+            cfg.dataset = &ds;
+    }
     if (err.code) {
         fprintf(stderr, "sweep bench: %s\n", err.msg);
         return err.code;
@@ -238,18 +285,31 @@ int cmd_bench(int argc, char **argv)
     printf("#sweep bench %s: %s\n", BUILD_VERSION, target);
     free(target);
     printf("#model: %s\n", cfg.model ? cfg.model : "(none given; the field is left out)");
-    if (cfg.prompt_text)
+    char in_desc[96], out_desc[96];
+    len_format(&cfg.in_dist, in_desc, sizeof(in_desc));
+    len_format(&cfg.out_dist, out_desc, sizeof(out_desc));
+    if (cfg.dataset) {
+        printf("#prompt: dataset %s (%s): %zu entries in a seeded order", ds.path,
+               ds_kind_name(ds.kind), ds.n);
+        if (ds.n_skipped)
+            printf("; %zu skipped without a human turn and a reply (the first: entry %ld)",
+                   ds.n_skipped, ds.first_skipped);
+        printf("\n");
+    } else if (cfg.prompt_text)
         printf("#prompt: fixed text of %zu bytes\n", strlen(cfg.prompt_text));
     else if (chat)
-        printf("#prompt: %ld random words (chat takes no token ids)\n", cfg.input_len);
+        printf("#prompt: %s random words (chat takes no token ids)\n", in_desc);
     else
-        printf("#prompt: %ld random token ids from [0, %ld)%s\n", cfg.input_len, cfg.vocab_size,
+        printf("#prompt: %s random token ids from [0, %ld)%s\n", in_desc, cfg.vocab_size,
                vocab          ? ""
                : info.n_vocab ? " (n_vocab from /v1/models)"
                               : " (default range)");
-    printf("#load: %ld requests + %ld warmup, %s, concurrency %ld, max_tokens %ld, seed %ld\n",
-           cfg.n_prompts, cfg.warmup, cfg.request_rate > 0 ? "open loop (Poisson)" : "closed loop",
-           cfg.concurrency, cfg.output_len, seed);
+    printf("#load: %ld requests + %ld warmup, %s, concurrency %ld, max_tokens %s%s, seed %ld\n",
+           cfg.n_prompts, cfg.warmup,
+           cfg.request_rate <= 0 ? "closed loop"
+           : cfg.constant_rate   ? "open loop (constant)"
+                                 : "open loop (Poisson)",
+           cfg.concurrency, out_desc, cfg.dataset ? " (unless the entry gives one)" : "", seed);
     fflush(stdout);
 
     /* epoll_wait is never restarted after a handler (signal(7)): it returns
@@ -287,6 +347,7 @@ int cmd_bench(int argc, char **argv)
     }
 out:
     lg_result_release(&res);
+    ds_release(&ds);
     curl_global_cleanup();
     return rc;
 }

@@ -2,7 +2,8 @@
  * cmd_check: `sweep check EXPERIMENT.yaml`: load and validate the file,
  * then print the plan (every variant's server argv and environment, the
  * model's status, every point's client argv, log name and key) without
- * starting anything. `--schema` prints the experiment-file schema instead.
+ * starting anything. `--schema` prints the experiment-file schema instead,
+ * `--metrics` the canonical metrics and each preset's names for them.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -11,13 +12,15 @@
 
 #include "sweep.h"
 #include "analysis/estimate.h"
+#include "analysis/glossary.h"
 #include "config/experiment.h"
 #include "log.h"
 #include "opts.h"
 #include "config/plan.h"
 #include "xalloc.h"
 
-static const char synopsis[] = "EXPERIMENT.yaml [--only VARIANT]... [--from RUN_DIR] | --schema";
+static const char synopsis[] =
+    "EXPERIMENT.yaml [--only VARIANT]... [--from RUN_DIR] | --schema | --metrics";
 static const char summary[] =
     "Validate an experiment file and print its plan: each variant's server argv (shell-quoted,\n"
     "though nothing is ever run through a shell), environment and model status, then every\n"
@@ -29,6 +32,7 @@ static const char summary[] =
 struct check_args {
     struct strvec only; /* --only VARIANT, repeatable */
     bool schema;        /* --schema */
+    bool metrics;       /* --metrics: the glossary (analysis/glossary.c) */
     const char *from;   /* --from RUN_DIR: time estimate from that run's fit (estimate.c) */
 };
 
@@ -95,7 +99,7 @@ static int check_file(const char *file, const struct check_args *a)
 
 int cmd_check(int argc, char **argv)
 {
-    struct check_args a = {.only = STRVEC_INIT, .schema = false, .from = NULL};
+    struct check_args a = {.only = STRVEC_INIT, .schema = false, .metrics = false, .from = NULL};
     struct strvec pos = STRVEC_INIT;
     struct err err;
     int rc;
@@ -103,6 +107,8 @@ int cmd_check(int argc, char **argv)
         {"only", 0, OPT_LIST, &a.only, "VARIANT", "plan only this variant (repeatable)"},
         {"schema", 0, OPT_BOOL, &a.schema, NULL,
          "print every key of an experiment file (type, default, unit, meaning) and exit"},
+        {"metrics", 0, OPT_BOOL, &a.metrics, NULL,
+         "print what TTFT, TPOT, ITL, E2E... mean here and each preset's name for them, and exit"},
         {"from", 0, OPT_STR, &a.from, "RUN_DIR",
          "estimate each point's duration from that run's scaling fit, and the total"},
     };
@@ -120,6 +126,13 @@ int cmd_check(int argc, char **argv)
         fprintf(stderr, "sweep check: --schema takes no experiment file, --only or --from "
                         "(see --help)\n");
         rc = RN_ERR_USAGE;
+    } else if (a.metrics && (a.schema || pos.n || a.only.n || a.from)) {
+        fprintf(stderr, "sweep check: --metrics takes no experiment file, --schema, --only or "
+                        "--from (see --help)\n");
+        rc = RN_ERR_USAGE;
+    } else if (a.metrics) {
+        gloss_print(stdout);
+        rc = RN_OK;
     } else if (a.schema) {
         exp_print_schema(stdout);
         rc = RN_OK;

@@ -7,32 +7,117 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sweep.h"
+#include "buf.h"
 #include "analysis/compare.h"
 #include "fileio.h"
 #include "log.h"
 #include "opts.h"
 #include "store/rundir.h"
+#include "strvec.h"
 
 static const char synopsis[] =
-    "RUN_DIR[:VARIANT] RUN_DIR[:VARIANT]... [--out DIR] [--metric NAME]...";
+    "RUN_DIR[:VARIANT] RUN_DIR[:VARIANT]... [--out DIR] [--metric NAME]...\n"
+    "       RUN_DIR --by AXIS [--out DIR] [--metric NAME]...";
 static const char summary[] =
     "Compare runs, or variants of runs, side by side. The first is the baseline A; for every\n"
     "other series B and every concurrency, each key metric is shown next to A's with the\n"
     "ratio B/A, and the fitted a, b and ceiling next to A's. Points only some runs have are\n"
     "shown as missing. With --out, writes DIR/compare.md and overlay and ratio charts in\n"
-    "DIR/plots/.";
+    "DIR/plots/. With --by AXIS, the variants a matrix made (named AXIS=VALUE,...) are\n"
+    "compared along that axis: one comparison per combination of the other axes, the\n"
+    "first value the baseline (with --out, each in DIR/OTHER-AXES/).";
+
+/* Variant name "a=1,b=2,c=3" without its "AXIS=..." part ("a=1,c=3"), in
+ * out; false when the name has no such part. */
+static bool other_axes(const char *name, const char *axis, struct buf *out)
+{
+    bool found = false;
+    size_t alen = strlen(axis);
+    buf_reset(out);
+    for (const char *p = name; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len > alen && strncmp(p, axis, alen) == 0 && p[alen] == '=')
+            found = true;
+        else
+            buf_printf(out, "%s%.*s", out->len ? "," : "", (int)len, p);
+        p += len + (p[len] == ',');
+    }
+    if (!out->len)
+        buf_puts(out, "all");
+    return found;
+}
+
+/*
+ * sweep compare RUN --by AXIS: group the run's variants by everything but
+ * AXIS and compare each group's variants (in the run's order, so the
+ * matrix's first value is the baseline). Returns the exit status.
+ */
+static int compare_by(const char *run, const char *axis, const struct strvec *metrics,
+                      const char *out, struct err *err)
+{
+    struct rundir rd;
+    if (rundir_open(run, &rd, err) != 0)
+        return err->code;
+    struct strvec keys = STRVEC_INIT; /* the groups, in first-seen order */
+    struct buf key;
+    buf_init(&key, 4096);
+    int rc = RN_OK;
+    for (size_t i = 0; i < rd.n_v; i++)
+        if (other_axes(rd.v[i].name, axis, &key) && strvec_find(&keys, key.data) < 0)
+            strvec_push(&keys, key.data);
+    size_t compared = 0;
+    for (size_t g = 0; g < keys.n && rc == RN_OK; g++) {
+        struct strvec specs = STRVEC_INIT;
+        for (size_t i = 0; i < rd.n_v; i++)
+            if (other_axes(rd.v[i].name, axis, &key) && strcmp(key.data, keys.v[g]) == 0)
+                strvec_pushf(&specs, "%s:%s", run, rd.v[i].name);
+        if (specs.n >= 2) {
+            struct cmp_set c;
+            printf("%s== %s along %s (%zu variants)\n", compared ? "\n" : "", keys.v[g], axis,
+                   specs.n);
+            if (cmp_load((const char *const *)specs.v, specs.n, metrics, &c, err) != 0) {
+                rc = err->code ? err->code : RN_ERR_USAGE;
+            } else {
+                cmp_print(stdout, &c);
+                char *dir = out ? path_join(out, keys.v[g]) : NULL;
+                if (dir && cmp_write(&c, dir, err) != 0)
+                    rc = err->code ? err->code : RN_ERR_ENV;
+                else if (dir)
+                    printf("\nwrote %s/compare.md and its charts\n", dir);
+                free(dir);
+                cmp_release(&c);
+                compared++;
+            }
+        }
+        strvec_release(&specs);
+    }
+    if (rc == RN_OK && compared == 0) {
+        err_set(err, RN_ERR_USAGE,
+                "--by '%s': no two variants of '%s' differ only in %s (matrix variants are "
+                "named AXIS=VALUE,...)",
+                axis, run, axis);
+        rc = RN_ERR_USAGE;
+    }
+    buf_release(&key);
+    strvec_release(&keys);
+    rundir_release(&rd);
+    return rc;
+}
 
 int cmd_compare(int argc, char **argv)
 {
-    const char *out = NULL;
+    const char *out = NULL, *by = NULL;
     struct strvec metrics = STRVEC_INIT, specs = STRVEC_INIT;
     const struct opt opts[] = {
         {"out", 'o', OPT_STR, &out, "DIR",
          "write compare.md and charts (DIR/plots/) here (not a run folder)"},
         {"metric", 0, OPT_LIST, &metrics, "NAME",
          "compare this metric (repeatable; default: throughput, TPOT, TTFT, ITL, E2E)"},
+        {"by", 0, OPT_STR, &by, "AXIS",
+         "one run: compare its matrix variants along AXIS (e.g. quant, max-batch)"},
     };
     const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
@@ -64,6 +149,16 @@ int cmd_compare(int argc, char **argv)
                     out);
             goto fail;
         }
+    }
+    if (by) {
+        if (specs.n != 1 || strchr(specs.v[0], ':')) {
+            err_set(&err, RN_ERR_USAGE, "--by takes one run folder (sweep compare RUN --by AXIS)");
+            goto fail;
+        }
+        rc = compare_by(specs.v[0], by, &metrics, out, &err);
+        if (rc != RN_OK)
+            goto fail;
+        goto out;
     }
     if (cmp_load((const char *const *)specs.v, specs.n, &metrics, &c, &err) != 0)
         goto fail;

@@ -44,7 +44,8 @@ int cmd_extract(int argc, char **argv)
     struct strvec pattern_args = STRVEC_INIT, require = STRVEC_INIT, logs = STRVEC_INIT;
     const struct opt opts[] = {
         {"preset", 0, OPT_STR, &preset, "NAME",
-         "label set: sglang (default; also sweep's client) or vllm"},
+         "sglang (default; also sweep's client), vllm, aiperf, or an export: aiperf-json, "
+         "aiperf-csv, guidellm-json, vllm-json, sglang-jsonl (LOG is then that file)"},
         {"pattern", 0, OPT_LIST, &pattern_args, "NAME=REGEX",
          "add or replace a metric: a PCRE2 regex with one capture group (repeatable)"},
         {"require", 0, OPT_LIST, &require, "NAME", "exit 1 unless every log has this metric"},

@@ -62,12 +62,12 @@ struct item {
     char *rel;          /* owned; VARIANT/cC-nP[-rR].log */
 };
 
-/* Fill c and p of it from its lines, else its name. */
-static int locate(struct item *it, const struct import_args *a, struct err *err)
+/* Fill c and p of it from its lines (or an export's keys), else its name. */
+static int locate(struct item *it, const struct import_args *a, const ext_set *set, struct err *err)
 {
     struct ext_shape shape;
     long tc, tp;
-    if (ext_shape_file(it->src, &shape, err) != 0) {
+    if (ext_shape_for(set, it->src, &shape, err) != 0) {
         if (err->code != RN_ERR_ENV) /* a read error names the file already */
             err_prefix(err, "%s", it->src);
         return -1;
@@ -142,11 +142,15 @@ static int expand_folders(const struct strvec *in, struct strvec *out, struct er
     return 0;
 }
 
-/* Copy it into the run folder; an existing different file is an error. */
-static int place(const struct item *it, const char *out, struct err *err)
+/* Copy it into the run folder; an existing different file is an error. An
+ * export (preset vllm-json, ...) goes where a point's export is read: beside
+ * the log's name (ext_source_path: VARIANT/c4-n16.json). */
+static int place(const struct item *it, const char *out, const ext_set *set, struct err *err)
 {
-    char *path = path_join(out, it->rel);
+    char *log = path_join(out, it->rel);
+    char *path = ext_source_path(set, log);
     int rc = 0;
+    free(log);
     if (path_exists(path)) {
         if (!file_same(path, it->src)) {
             err_set(err, RN_ERR_USAGE,
@@ -155,7 +159,13 @@ static int place(const struct item *it, const char *out, struct err *err)
             rc = -1;
         }
     } else {
-        rc = file_copy_atomic(it->src, path, err, RN_ERR_ENV);
+        /* an AIPerf export goes into a folder of its own (VARIANT/c4-n16/) */
+        const char *slash = strrchr(path, '/');
+        char *dir = slash ? xstrndup(path, (size_t)(slash - path)) : NULL;
+        rc = dir ? mkdir_p(dir, 0755, err, RN_ERR_ENV) : 0;
+        if (rc == 0)
+            rc = file_copy_atomic(it->src, path, err, RN_ERR_ENV);
+        free(dir);
     }
     free(path);
     return rc;
@@ -312,7 +322,9 @@ int cmd_import(int argc, char **argv)
     const struct opt opts[] = {
         {"out", 'o', OPT_STR, &a.out, "RUN_DIR",
          "the run folder to create (or add to; not one made by sweep run)"},
-        {"preset", 0, OPT_STR, &a.preset, "NAME", "label set: sglang (default) or vllm"},
+        {"preset", 0, OPT_STR, &a.preset, "NAME",
+         "sglang (default), vllm, aiperf, or an export preset (vllm-json, ...: sweep check "
+         "--metrics)"},
         {"pattern", 0, OPT_LIST, &a.patterns, "NAME=REGEX",
          "add or replace a metric regex (one capture group; repeatable)"},
         {"require", 0, OPT_LIST, &a.require, "NAME",
@@ -378,7 +390,7 @@ int cmd_import(int argc, char **argv)
         struct err e;
         err_init(&e);
         it->src = a.logs.v[k];
-        if (locate(it, &a, &e) != 0) {
+        if (locate(it, &a, probe, &e) != 0) {
             log_error("%s", e.msg);
             skipped++;
             if (skip_code == RN_OK || e.code == RN_ERR_ENV)
@@ -426,7 +438,7 @@ int cmd_import(int argc, char **argv)
         goto fail;
     number_repeats(items, n, &a);
     for (size_t i = 0; i < n; i++)
-        if (place(&items[i], a.out, &err) != 0)
+        if (place(&items[i], a.out, probe, &err) != 0)
             goto fail;
     if (write_manifest(&a, items, n, argc, argv, &err) != 0 ||
         write_points(&a, items, n, &failed, &err) != 0)

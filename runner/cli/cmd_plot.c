@@ -96,7 +96,9 @@ int cmd_plot(int argc, char **argv)
     bool no_preview = false, quiet = false, reset = false;
     struct strvec pattern_args = STRVEC_INIT, pos = STRVEC_INIT;
     const struct opt opts[] = {
-        {"preset", 0, OPT_STR, &preset, "NAME", "read the logs with this label set (sglang, vllm)"},
+        {"preset", 0, OPT_STR, &preset, "NAME",
+         "read the logs with this preset (sglang, vllm, aiperf; an export preset such as "
+         "vllm-json reads the export beside each log)"},
         {"pattern", 0, OPT_LIST, &pattern_args, "NAME=REGEX",
          "add or replace a metric regex (one capture group; repeatable)"},
         {"reset", 0, OPT_BOOL, &reset, NULL,

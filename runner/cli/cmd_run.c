@@ -51,7 +51,8 @@ static void install_signals(void)
 }
 
 static const char synopsis[] =
-    "EXPERIMENT.yaml [--out DIR [--force]] [--only VARIANT]... [--resume RUN_DIR] [--dry-run]";
+    "EXPERIMENT.yaml [--out DIR [--force]] [--only VARIANT]... [--resume RUN_DIR] "
+    "[--from RUN_DIR] [--dry-run]";
 static const char summary[] =
     "Run an experiment: check every model path and binary, start each variant's server in\n"
     "its own process group and wait until it is healthy, run every grid point with the\n"
@@ -70,7 +71,7 @@ static const char summary[] =
 
 int cmd_run(int argc, char **argv)
 {
-    const char *out_dir = NULL, *resume_dir = NULL;
+    const char *out_dir = NULL, *resume_dir = NULL, *from_dir = NULL;
     bool dry_run = false, force = false;
     struct strvec only, positional;
     strvec_init(&only);
@@ -85,6 +86,8 @@ int cmd_run(int argc, char **argv)
          "--out DIR is not empty: move what it holds into DIR/previous-N/ (nothing is deleted)"},
         {"dry-run", 0, OPT_BOOL, &dry_run, NULL,
          "print the plan (every server and client argv) and start nothing"},
+        {"from", 0, OPT_STR, &from_dir, "RUN_DIR",
+         "an earlier run whose fit gives the ETA until two concurrency levels have run"},
     };
     const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
@@ -127,6 +130,7 @@ int cmd_run(int argc, char **argv)
         .exp_path = positional.v[0],
         .out_dir = out_dir,
         .resume_dir = resume_dir,
+        .from_dir = from_dir,
         .force = force,
         .only = &only,
         .dry_run = dry_run,

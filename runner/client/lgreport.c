@@ -76,6 +76,8 @@ void lgr_compute(const struct lg_config *cfg, const struct lg_result *res, struc
     size_t n_buckets = (size_t)sum->duration_s + 2;
     long *bucket = xcalloc(n_buckets, sizeof(*bucket)); /* text chunks per second */
     double e2e_total_ms = 0;
+    uint64_t first_sent = UINT64_MAX, last_sent = 0;
+    size_t n_sent = 0;
 
     for (size_t i = res->n_warmup; i < res->n_total; i++) {
         const struct lg_record *r = &res->rec[i];
@@ -83,6 +85,9 @@ void lgr_compute(const struct lg_config *cfg, const struct lg_result *res, struc
             sum->n_unsent++;
             continue;
         }
+        n_sent++;
+        first_sent = r->t_sent_ns < first_sent ? r->t_sent_ns : first_sent;
+        last_sent = r->t_sent_ns > last_sent ? r->t_sent_ns : last_sent;
         /* queue delay is the client's own lateness: every sent request has it,
          * failed or not */
         if (res->open_loop)
@@ -117,6 +122,9 @@ void lgr_compute(const struct lg_config *cfg, const struct lg_result *res, struc
             sum->n_usage_missing++;
         sum->total_input += r->prompt_tokens > 0 ? r->prompt_tokens : 0;
         sum->total_output += r->output_tokens;
+        if (sum->req_input >= 0)
+            sum->req_input = r->req_input >= 0 ? sum->req_input + r->req_input : -1;
+        sum->req_output += r->req_output;
         /* from the schedule: what a user arriving at that instant saw, the
          * client's queueing included (no coordinated omission) */
         if (res->open_loop) {
@@ -127,6 +135,8 @@ void lgr_compute(const struct lg_config *cfg, const struct lg_result *res, struc
     /* throughputs count successes only, over the whole measured phase
      * (ramp-up and drain included, as SGLang and vLLM do) */
     size_t sent = sum->n_ok + sum->n_failed;
+    if (n_sent > 1 && last_sent > first_sent)
+        sum->achieved_rate = (double)(n_sent - 1) / (ms_between(first_sent, last_sent) / 1e3);
     sum->error_rate = sent ? (double)sum->n_failed / (double)sent : 0;
     if (sum->duration_s > 0) {
         double d = sum->duration_s;
@@ -259,6 +269,12 @@ void lgr_print(FILE *f, const struct lg_config *cfg, const struct lgr_summary *s
     row_num(f, "Benchmark duration (s):", s->duration_s);
     row_int(f, "Total input tokens:", s->total_input);
     row_int(f, "Total generated tokens:", s->total_output);
+    /* what was asked for beside what the server counted (usage) */
+    if (s->req_input >= 0)
+        row_int(f, "Requested input tokens:", s->req_input);
+    row_int(f, "Requested output tokens:", s->req_output);
+    if (s->open_loop)
+        row_num(f, "Achieved request rate (req/s):", s->achieved_rate);
     row_num(f, "Request throughput (req/s):", s->request_throughput);
     row_num(f, "Input token throughput (tok/s):", s->input_throughput);
     row_num(f, "Output token throughput (tok/s):", s->output_throughput);
@@ -271,6 +287,9 @@ void lgr_print(FILE *f, const struct lg_config *cfg, const struct lgr_summary *s
         if (s->total_output > 0)
             row_num(f,
                     "Client CPU per output token (us):", s->cpu_s * 1e6 / (double)s->total_output);
+        if (s->n_ok + s->n_failed > 0)
+            row_num(f, "Client CPU per request (us):",
+                    s->cpu_s * 1e6 / (double)(s->n_ok + s->n_failed));
     }
     section(f, "End-to-End Latency", "E2E Latency", &s->e2e, "md951");
     section(f, "Time to First Token", "TTFT", &s->ttft, "md951");
@@ -331,6 +350,7 @@ static void record_json(struct buf *b, const struct lg_result *res, size_t i)
     buf_printf(
         b, ",\"prompt_tokens\":%ld,\"output_tokens\":%ld,\"chunks\":%ld,\"usage_missing\":%s",
         r->prompt_tokens, r->output_tokens, r->n_chunks, r->usage_missing ? "true" : "false");
+    buf_printf(b, ",\"input_requested\":%ld,\"output_requested\":%ld", r->req_input, r->req_output);
     buf_puts(b, ",\"itl_ms\":[");
     for (size_t k = 1; k < r->n_chunk_times; k++)
         buf_printf(b, k > 1 ? ",%.3f" : "%.3f", ms_between(r->chunk_ns[k - 1], r->chunk_ns[k]));

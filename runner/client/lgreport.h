@@ -30,7 +30,11 @@ struct lgr_summary {
     bool open_loop;                             /* the open-loop rows below are meaningful */
     struct stats_summary queue;                 /* ms, send - intended, every sent request */
     struct stats_summary ttft_sched, e2e_sched; /* ms, from the intended send time */
-    double cpu_s; /* client CPU time (user + system), s; < 0 unknown */
+    double cpu_s;               /* client CPU time (user + system), s; < 0 unknown */
+    long req_input, req_output; /* requested prompt lengths (-1: unknown) and max_tokens, summed
+                                   over the successful requests */
+    double achieved_rate;       /* req/s: (sent - 1) / (last send - first send), measured
+                                   requests; 0 with fewer than two sent */
 };
 
 /* Compute every statistic of the measured requests of res. */

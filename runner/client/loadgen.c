@@ -85,14 +85,42 @@ static const char *const words[] = {
 
 long lg_build_body(const struct lg_config *cfg, size_t index, bool warmup, struct buf *out)
 {
+    long in, outlen;
+    return lg_build_body_len(cfg, index, warmup, out, &in, &outlen);
+}
+
+/* Words of text as a JSON string: the chat prompt of n random words. */
+static void random_words(struct buf *out, long n, uint64_t *state)
+{
+    buf_putc(out, '"');
+    for (long i = 0; i < n; i++)
+        buf_printf(out, "%s%s", i ? " " : "",
+                   words[uniform(state, sizeof(words) / sizeof(words[0]))]);
+    buf_putc(out, '"');
+}
+
+long lg_build_body_len(const struct lg_config *cfg, size_t index, bool warmup, struct buf *out,
+                       long *req_in, long *req_out)
+{
     /* each request has its own stream of random numbers, derived from the
      * seed and its index, so prompts do not depend on the order of sending */
     uint64_t state = cfg->seed ^ (0x6a09e667f3bcc909ull * (index + 1));
     if (warmup)
         state ^= 0xbb67ae8584caa73bull;
+    /* lengths from a stream of their own: a fixed length draws nothing, and
+     * the prompt ids of a request stay what they were without distributions */
+    uint64_t len_state = state ^ 0x510e527fade682d1ull;
     rng_next(&state);
     bool chat = cfg->endpoint && strstr(cfg->endpoint, "chat") != NULL;
     long ids = -1;
+    long input_len = cfg->in_dist.max > 0 ? len_sample(&cfg->in_dist, &len_state) : cfg->input_len;
+    long output_len =
+        cfg->out_dist.max > 0 ? len_sample(&cfg->out_dist, &len_state) : cfg->output_len;
+    const struct ds_entry *e = cfg->dataset ? ds_pick(cfg->dataset, index, warmup) : NULL;
+    if (e && e->output_len > 0)
+        output_len = e->output_len; /* the entry's own length wins */
+    *req_in = e ? e->prompt_words : cfg->prompt_text ? -1 : input_len;
+    *req_out = output_len;
 
     buf_puts(out, "{");
     if (cfg->model) {
@@ -100,33 +128,33 @@ long lg_build_body(const struct lg_config *cfg, size_t index, bool warmup, struc
         buf_json_str(out, cfg->model, strlen(cfg->model));
         buf_puts(out, ",");
     }
-    if (chat) {
+    if (chat && e && e->messages) {
+        buf_puts(out, "\"messages\":");
+        buf_puts(out, e->messages);
+    } else if (chat) {
         buf_puts(out, "\"messages\":[{\"role\":\"user\",\"content\":");
-        if (cfg->prompt_text) {
-            buf_json_str(out, cfg->prompt_text, strlen(cfg->prompt_text));
-        } else {
-            buf_putc(out, '"');
-            for (long i = 0; i < cfg->input_len; i++)
-                buf_printf(out, "%s%s", i ? " " : "",
-                           words[uniform(&state, sizeof(words) / sizeof(words[0]))]);
-            buf_putc(out, '"');
-        }
+        const char *text = e ? e->prompt : cfg->prompt_text;
+        if (text)
+            buf_json_str(out, text, strlen(text));
+        else
+            random_words(out, input_len, &state);
         buf_puts(out, "}]");
-    } else if (cfg->prompt_text) {
+    } else if (e || cfg->prompt_text) {
+        const char *text = e ? e->prompt : cfg->prompt_text;
         buf_puts(out, "\"prompt\":");
-        buf_json_str(out, cfg->prompt_text, strlen(cfg->prompt_text));
+        buf_json_str(out, text, strlen(text));
     } else {
         buf_puts(out, "\"prompt\":[");
         uint64_t vocab = cfg->vocab_size > 0 ? (uint64_t)cfg->vocab_size : 1;
-        for (long i = 0; i < cfg->input_len; i++)
+        for (long i = 0; i < input_len; i++)
             buf_printf(out, i ? ",%llu" : "%llu", (unsigned long long)uniform(&state, vocab));
         buf_puts(out, "]");
-        ids = cfg->input_len;
+        ids = input_len;
     }
     buf_printf(out,
                ",\"max_tokens\":%ld,\"ignore_eos\":true,\"stream\":true,"
                "\"stream_options\":{\"include_usage\":true},\"temperature\":0}",
-               cfg->output_len);
+               output_len);
     return ids;
 }
 
@@ -413,7 +441,8 @@ static void send_request(struct lg_ctx *lg, size_t i)
     size_t index = warm ? i : i - lg->res->n_warmup;
     buf_reset(&s->body);
     buf_reset(&s->errbody);
-    r->prompt_tokens = lg_build_body(lg->cfg, index, warm, &s->body);
+    r->prompt_tokens =
+        lg_build_body_len(lg->cfg, index, warm, &s->body, &r->req_input, &r->req_output);
     stream_reset(&s->st);
     s->rec = i;
     s->status = 0;
@@ -651,8 +680,9 @@ void lg_result_release(struct lg_result *res)
     memset(res, 0, sizeof(*res));
 }
 
-/* The Poisson schedule: request j is due at t0 + offset_j, the first at t0,
- * with exponential gaps of mean 1/rate from its own seeded stream. Fixed up
+/* The schedule: request j is due at t0 + offset_j, the first at t0, with
+ * gaps of exactly 1/rate (constant_rate) or, by default (Poisson),
+ * exponential gaps of mean 1/rate from its own seeded stream. Fixed up
  * front, so a late client cannot stretch it: lateness shows as queue delay. */
 static void make_schedule(const struct lg_config *cfg, struct lg_result *res, uint64_t t0)
 {
@@ -660,7 +690,8 @@ static void make_schedule(const struct lg_config *cfg, struct lg_result *res, ui
     double at_s = 0;
     for (size_t j = res->n_warmup; j < res->n_total; j++) {
         if (j > res->n_warmup)
-            at_s += -log(1.0 - rng_unit(&state)) / cfg->request_rate;
+            at_s += cfg->constant_rate ? 1.0 / cfg->request_rate
+                                       : -log(1.0 - rng_unit(&state)) / cfg->request_rate;
         res->rec[j].t_intended_ns = t0 + (uint64_t)(at_s * 1e9);
     }
 }

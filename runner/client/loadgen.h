@@ -16,6 +16,8 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "client/dataset.h"
+#include "client/lengths.h"
 #include "err.h"
 
 /* Why a request failed. The order is the order of the report's lines. */
@@ -40,24 +42,28 @@ const char *lg_fail_name(enum lg_fail f);
 const char *lg_fail_label(enum lg_fail f);
 
 struct lg_config {
-    const char *base_url;        /* "http://127.0.0.1:30000"; a trailing '/' is ignored */
-    const char *endpoint;        /* "/v1/completions", or a path containing "chat" for chat */
-    const char *model;           /* the request's "model"; NULL leaves the field out */
-    long concurrency;            /* closed loop: requests in flight; open loop: the cap */
-    long n_prompts;              /* measured requests */
-    long warmup;                 /* requests before the measured ones, excluded from stats */
-    long input_len;              /* prompt length, tokens (ids) or words (chat) */
-    long output_len;             /* max_tokens of every request */
-    double request_rate;         /* open loop, requests/s (Poisson); <= 0 = closed loop */
-    uint64_t seed;               /* prompts and the arrival schedule */
-    long vocab_size;             /* prompt ids are drawn from [0, vocab_size) */
-    const char *prompt_text;     /* non-NULL: send this text as every prompt instead */
-    double idle_timeout_s;       /* a request with no byte for this long fails (> 0) */
-    double request_timeout_s;    /* a request still running this long fails; 0 = no limit */
-    double connect_timeout_s;    /* TCP connect limit, s */
-    bool preconnect;             /* open the connections before the first request */
-    bool progress;               /* a progress line on stderr (for terminals) */
-    volatile sig_atomic_t *stop; /* may be NULL; nonzero cancels the run (from a signal) */
+    const char *base_url;         /* "http://127.0.0.1:30000"; a trailing '/' is ignored */
+    const char *endpoint;         /* "/v1/completions", or a path containing "chat" for chat */
+    const char *model;            /* the request's "model"; NULL leaves the field out */
+    long concurrency;             /* closed loop: requests in flight; open loop: the cap */
+    long n_prompts;               /* measured requests */
+    long warmup;                  /* requests before the measured ones, excluded from stats */
+    long input_len;               /* prompt length, tokens (ids) or words (chat) */
+    long output_len;              /* max_tokens of every request */
+    double request_rate;          /* open loop, requests/s (Poisson); <= 0 = closed loop */
+    bool constant_rate;           /* open loop: evenly spaced arrivals instead of Poisson */
+    struct len_dist in_dist;      /* per-request prompt length; max == 0: input_len for all */
+    struct len_dist out_dist;     /* per-request max_tokens; max == 0: output_len for all */
+    const struct ds_set *dataset; /* borrowed; non-NULL: prompts from these entries */
+    uint64_t seed;                /* prompts and the arrival schedule */
+    long vocab_size;              /* prompt ids are drawn from [0, vocab_size) */
+    const char *prompt_text;      /* non-NULL: send this text as every prompt instead */
+    double idle_timeout_s;        /* a request with no byte for this long fails (> 0) */
+    double request_timeout_s;     /* a request still running this long fails; 0 = no limit */
+    double connect_timeout_s;     /* TCP connect limit, s */
+    bool preconnect;              /* open the connections before the first request */
+    bool progress;                /* a progress line on stderr (for terminals) */
+    volatile sig_atomic_t *stop;  /* may be NULL; nonzero cancels the run (from a signal) */
 };
 
 /* One request. Times are CLOCK_MONOTONIC ns; 0 means "did not happen". */
@@ -72,6 +78,8 @@ struct lg_record {
     long n_chunks;      /* text chunks received */
     long output_tokens; /* usage.completion_tokens, else n_chunks (usage_missing) */
     long prompt_tokens; /* usage.prompt_tokens, else the ids sent; -1 unknown */
+    long req_input;     /* prompt length asked for: ids, words (chat, dataset); -1 unknown */
+    long req_output;    /* max_tokens sent */
     long http_status;   /* 0 when no response arrived */
     bool usage_missing; /* the stream carried no usage: output_tokens counts chunks */
     bool warmup;        /* a warmup request (excluded from every statistic) */
@@ -112,6 +120,10 @@ int lg_probe(const char *base_url, double timeout_s, struct lg_server_info *info
  * sent, or -1 when the prompt is text (its length is up to the tokenizer).
  */
 long lg_build_body(const struct lg_config *cfg, size_t index, bool warmup, struct buf *out);
+/* The same, and the requested prompt length (ids or words; -1 for
+ * --prompt-text) and max_tokens of the request into *req_in and *req_out. */
+long lg_build_body_len(const struct lg_config *cfg, size_t index, bool warmup, struct buf *out,
+                       long *req_in, long *req_out);
 
 /*
  * Run the warmup requests (closed loop, min(C, warmup) in flight), then the

@@ -77,6 +77,12 @@ static const char *schema_type(const struct schema_key *k, char *out, size_t siz
         return out;
     case K_PROMPTS:
         return "integer or expression";
+    case K_LEN:
+        return "length 1..1048576 or {dist}";
+    case K_RATELIST:
+        return "list of numbers > 0";
+    case K_MATRIX:
+        return "map of key: list";
     case K_VARIANTS:
         return "list of maps";
     }
@@ -168,8 +174,9 @@ void exp_print_schema(FILE *f)
             "\nTemplates are one argv element each, never run through a shell. They may use "
             "`${model}` `${port}` `${host}` `${url}` `${name}` `${variant}` `${run_dir}` and "
             "`${env:NAME}` (or `${env:NAME:-default}`); `bench.command` may also use "
-            "`${concurrency}` `${prompts}` `${input_len}` `${output_len}`. `$$` is a literal "
-            "`$`.\n"
+            "`${concurrency}` `${prompts}` `${input_len}` `${output_len}` and `${point}` (the "
+            "point's log name less `.log`: `c16-n48`, `c16-n48-r2`; an export preset reads "
+            "the client's export there). `$$` is a literal `$`.\n"
             "\nA variant (`variants[]`) may set `name`, `server`, `bench` and `metrics`: maps "
             "merge into the base, lists and scalars replace, and giving one grid form "
             "(`grid`, or `concurrency`/`prompts`) drops the other from the base.\n"
@@ -301,7 +308,9 @@ static void em_section(struct em *m, struct view *c, const char *path)
     for (size_t i = 0; i < schema_n_keys; i++) {
         const struct schema_key *k = &schema_keys[i];
         bool var_key = (k->flags & KF_VAR) != 0;
-        if (!schema_is_child(k, path) || k->type == K_CONCLIST || k->type == K_PROMPTS)
+        /* the matrix is dumped expanded, as the variants it made */
+        if (!schema_is_child(k, path) || k->type == K_CONCLIST || k->type == K_PROMPTS ||
+            k->type == K_RATELIST || k->type == K_MATRIX)
             continue;
         if (var_key ? !c->var : !c->top)
             continue;
@@ -390,8 +399,11 @@ static void em_value(struct em *m, struct view *c, const struct schema_key *k)
         char s[48];
         em_start(m, false, true);
         for (size_t i = 0; i < c->var->bench.n_grid; i++) {
-            snprintf(s, sizeof(s), "%ld:%ld", c->var->bench.grid[i].concurrency,
-                     c->var->bench.grid[i].prompts);
+            const struct exp_point *g = &c->var->bench.grid[i];
+            if (g->rate > 0) /* %.17g: the rate reads back to the same double */
+                snprintf(s, sizeof(s), "r%.17g:%ld", g->rate, g->prompts);
+            else
+                snprintf(s, sizeof(s), "%ld:%ld", g->concurrency, g->prompts);
             em_str(m, s, true);
         }
         em_end(m, false);
@@ -414,6 +426,14 @@ static void em_value(struct em *m, struct view *c, const struct schema_key *k)
     }
     case K_CONCLIST:
     case K_PROMPTS:
+    case K_RATELIST:
+    case K_MATRIX:
+        break;
+    case K_LEN: /* a distribution in its text form, which the loader reads back */
+        if (*(char *const *)(base + k->off_n))
+            em_str(m, *(char *const *)(base + k->off_n), false);
+        else
+            em_long(m, *(const long *)(base + k->off));
         break;
     }
 }

@@ -12,9 +12,25 @@
 /* The settings that go into what a point measures (its key, plan.h),
  * in the order a difference is reported. */
 static const char *const point_keys[] = {
-    "server.engine",    "server.command", "server.model",       "server.host",   "server.flags",
-    "server.args",      "server.env",     "bench.tool",         "bench.command", "bench.input_len",
-    "bench.output_len", "bench.warmup",   "bench.request_rate",
+    "server.engine",
+    "server.command",
+    "server.model",
+    "server.host",
+    "server.flags",
+    "server.args",
+    "server.env",
+    "bench.tool",
+    "bench.command",
+    "bench.input_len",
+    "bench.output_len",
+    "bench.warmup",
+    "bench.request_rate",
+    /* the workload (lengths above may be distributions) */
+    "bench.endpoint",
+    "bench.rate_kind",
+    "bench.dataset.kind",
+    "bench.dataset.path",
+    "bench.dataset.seed",
 };
 
 static bool str_eq(const char *a, const char *b)
@@ -79,6 +95,10 @@ static bool same_value(const struct schema_key *k, const struct exp_variant *a,
         return kv_eq(*(struct exp_kv *const *)pa, *(const size_t *)((const char *)a + k->off_n),
                      *(struct exp_kv *const *)pb, *(const size_t *)((const char *)b + k->off_n),
                      k->type == K_FLAGS);
+    case K_LEN: /* the mean and, for a distribution, its text form */
+        return *(const long *)pa == *(const long *)pb &&
+               str_eq(*(char *const *)((const char *)a + k->off_n),
+                      *(char *const *)((const char *)b + k->off_n));
     default:
         return false; /* not a point-defining type: a table mistake shows as a difference */
     }

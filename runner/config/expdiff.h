@@ -14,8 +14,9 @@
  * The dotted schema path ("server.flags") of the first setting that decides
  * what a point measures in which a and b differ, or NULL when they agree.
  * Compared: server engine, command, model, host, flags (in order), args and
- * env (in any order); bench tool, command, input_len, output_len, warmup
- * and request_rate. Not compared: the grid and repeats (which points there
+ * env (in any order); bench tool, command, input_len, output_len (with
+ * their distributions), warmup, request_rate, endpoint, rate_kind and the
+ * dataset's kind, path and seed. Not compared: the grid and repeats (which points there
  * are), timeouts, readiness and stop settings (how long sweep waits), the
  * port (auto ports differ every run) and metrics (how logs are read:
  * `sweep plot` can change that afterwards).

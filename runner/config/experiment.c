@@ -26,10 +26,14 @@
 #include <unistd.h>
 
 #include "sweep.h"
+#include "client/dataset.h"
+#include "client/lengths.h"
 #include "config/expr.h"
+#include "config/matrix.h"
 #include "config/schema.h"
 #include "analysis/extract.h"
 #include "analysis/metric.h"
+#include "client/scrape.h"
 #include "store/results.h"
 #include "fileio.h"
 #include "strutil.h"
@@ -65,7 +69,9 @@ struct dctx {
     bool have_model;                           /* the merged server has a model (pass B) */
     const char *vname;                         /* variant name for messages; NULL: no variants */
     const struct ynode *grid, *conc, *prompts; /* grid-form nodes of the bench map */
+    const struct ynode *rates;                 /* bench.rates, the open-loop list form */
     const struct ynode **variants;             /* pass A: the variant maps */
+    const struct ynode *matrix;                /* pass A: the matrix map, NULL when none */
     size_t n_variants;
 };
 
@@ -106,6 +112,22 @@ static bool name_ok(const char *s, size_t n)
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
         if (!isalnum(ch) && ch != '.' && ch != '_' && ch != '-')
+            return false;
+        only_dots = only_dots && ch == '.';
+    }
+    return !only_dots;
+}
+
+/* Variant names may also hold the '=' and ',' of the names a matrix makes
+ * ("max-batch=8,quant=mxfp4"), up to SCHEMA_MAX_MATRIX_NAME bytes. */
+static bool variant_name_ok(const char *s, size_t n)
+{
+    bool only_dots = true;
+    if (n == 0 || n > SCHEMA_MAX_MATRIX_NAME)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (!isalnum(ch) && ch != '.' && ch != '_' && ch != '-' && ch != '=' && ch != ',')
             return false;
         only_dots = only_dots && ch == '.';
     }
@@ -286,6 +308,70 @@ static int decode_number(struct dctx *c, const struct schema_key *k, const struc
         return cerr(c, n->line, n->col, "'%s' must be %s %g and at most %g, got %s", k->path,
                     (k->flags & KF_GT) ? "greater than" : "at least", k->min, k->max, n->text);
     *(double *)(base + k->off) = d;
+    return 0;
+}
+
+/*
+ * Lengths (K_LEN): an integer, the text form of lengths.h ("uniform:64:512"),
+ * or a map {dist: uniform, min, max} / {dist: normal, mean, sd, min, max}.
+ * The mean goes to the long at off (for ${input_len} and estimates), the
+ * text form (NULL for a fixed length) to the string at off_n.
+ */
+static int decode_len(struct dctx *c, const struct schema_key *k, const struct ynode *n)
+{
+    static const char *const fields[] = {"dist", "min", "max", "mean", "sd"};
+    char q[80], text[200];
+    const struct ynode *f[5] = {NULL};
+    struct len_dist d;
+    struct err e;
+    if (n->kind == Y_MAP) {
+        for (size_t i = 0; i + 1 < n->n; i += 2) {
+            size_t j = 0;
+            while (j < 5 && strcmp(n->kids[i]->text, fields[j]) != 0)
+                j++;
+            if (j == 5)
+                return cerr(c, n->kids[i]->line, n->kids[i]->col,
+                            "unknown key '%s' in '%s' (known keys here: dist, min, max, mean, sd)",
+                            QUOTE(n->kids[i], q), k->path);
+            f[j] = n->kids[i + 1];
+            if (want_scalar(c, k, f[j], "numbers in its distribution") != 0)
+                return -1;
+        }
+        const char *dist = f[0] ? f[0]->text : "";
+        bool uni = strcmp(dist, "uniform") == 0, nor = strcmp(dist, "normal") == 0;
+        if (!uni && !nor)
+            return cerr(c, f[0] ? f[0]->line : n->line, f[0] ? f[0]->col : n->col,
+                        "'%s.dist' must be uniform or normal, got '%s'", k->path,
+                        f[0] ? QUOTE(f[0], q) : "nothing");
+        if (uni && (!f[1] || !f[2] || f[3] || f[4]))
+            return cerr(c, n->line, n->col, "'%s' with dist: uniform wants min and max (only)",
+                        k->path);
+        if (nor && (!f[3] || !f[4]))
+            return cerr(c, n->line, n->col,
+                        "'%s' with dist: normal wants mean and sd (min and max optional)", k->path);
+        if (uni)
+            snprintf(text, sizeof(text), "uniform:%.40s:%.40s", f[1]->text, f[2]->text);
+        else
+            snprintf(text, sizeof(text), "normal:%.40s:%.40s:%.40s%s%.40s", f[3]->text, f[4]->text,
+                     f[1] ? f[1]->text : "1", f[2] ? ":" : "", f[2] ? f[2]->text : "");
+    } else {
+        if (want_scalar(c, k, n, "a length or a distribution") != 0)
+            return -1;
+        snprintf(text, sizeof(text), "%.190s", n->text);
+    }
+    err_init(&e);
+    char what[64];
+    snprintf(what, sizeof(what), "'%s'", k->path);
+    if (len_parse(text, what, &d, &e, E) != 0)
+        return cerr(c, n->line, n->col, "%s", e.msg);
+    *(long *)(base_of(c, k) + k->off) = len_mean(&d);
+    char **dist = (char **)(base_of(c, k) + k->off_n);
+    free(*dist);
+    *dist = NULL;
+    if (d.kind != LEN_FIXED) {
+        len_format(&d, text, sizeof(text));
+        *dist = xstrdup(text);
+    }
     return 0;
 }
 
@@ -480,13 +566,26 @@ static int parse_count(const char *s, size_t n, long max, long *out)
 
 /* Append a point unless it is already there (grids hold at most a few
  * thousand points, so a linear scan is fine). */
-static void grid_add(struct exp_bench *b, size_t *cap, long conc, long prompts)
+static void grid_add(struct exp_bench *b, size_t *cap, long conc, long prompts, double rate)
 {
+    if (rate > 0) /* the in-flight cap of an open-loop point */
+        conc = prompts < SCHEMA_RATE_CAP ? prompts : SCHEMA_RATE_CAP;
     for (size_t i = 0; i < b->n_grid; i++)
-        if (b->grid[i].concurrency == conc && b->grid[i].prompts == prompts)
+        if (b->grid[i].concurrency == conc && b->grid[i].prompts == prompts &&
+            b->grid[i].rate == rate)
             return; /* duplicates are dropped, first one kept */
     XGROW(b->grid, *cap, b->n_grid + 1);
-    b->grid[b->n_grid++] = (struct exp_point){conc, prompts};
+    b->grid[b->n_grid++] = (struct exp_point){conc, prompts, rate};
+}
+
+/* A rate: a number > 0 and at most SCHEMA_MAX_RATE req/s. */
+static int parse_rate(const char *s, size_t n, double *out)
+{
+    double v;
+    if (str_to_double_n(s, n, &v) != 0 || !(v > 0) || v > SCHEMA_MAX_RATE)
+        return -1;
+    *out = v;
+    return 0;
 }
 
 /* A grid entry written as {concurrency: C, prompts: P}. */
@@ -537,10 +636,24 @@ static int check_grid(struct dctx *c, const struct schema_key *k, const struct y
         return cerr(c, n->line, n->col, "'%s' is empty; list at least one point", k->path);
     for (size_t i = 0; i < n->n; i++) {
         const struct ynode *it = n->kids[i];
-        long conc, prompts;
+        long conc = 0, prompts;
+        double rate = 0;
         if (it->kind == Y_MAP) {
             if (grid_entry_map(c, it, &conc, &prompts) != 0)
                 return -1;
+        } else if (it->kind == Y_SCALAR && it->len > 0 && it->text[0] == 'r') {
+            /* "r2.5:64": 2.5 req/s offered, 64 prompts */
+            const char *colon = memchr(it->text, ':', it->len);
+            size_t rl = colon ? (size_t)(colon - it->text) - 1 : 0;
+            if (!colon || parse_rate(it->text + 1, rl, &rate) != 0)
+                return cerr(c, it->line, it->col,
+                            "bad grid entry '%s': want 'rRATE:PROMPTS' with RATE > 0 and at most "
+                            "%g req/s, e.g. 'r2:64'",
+                            QUOTE(it, q), SCHEMA_MAX_RATE);
+            if (parse_count(colon + 1, it->len - rl - 2, SCHEMA_MAX_PROMPTS, &prompts) != 0)
+                return cerr(c, it->line, it->col,
+                            "bad grid entry '%s': prompts must be a whole number from 1 to %ld",
+                            QUOTE(it, q), SCHEMA_MAX_PROMPTS);
         } else if (it->kind == Y_SCALAR && !ytree_is_null(it)) {
             const char *colon = memchr(it->text, ':', it->len);
             if (!colon)
@@ -563,7 +676,7 @@ static int check_grid(struct dctx *c, const struct schema_key *k, const struct y
                         ytree_kind_name(it));
         }
         if (b)
-            grid_add(b, cap, conc, prompts);
+            grid_add(b, cap, conc, prompts, rate);
     }
     return 0;
 }
@@ -590,8 +703,28 @@ static int check_conc_list(struct dctx *c, const struct schema_key *k, const str
     return 0;
 }
 
+/* bench.rates: a non-empty list of rates in range. */
+static int check_rate_list(struct dctx *c, const struct schema_key *k, const struct ynode *n)
+{
+    char q[80];
+    double v;
+    if (want_kind(c, k, n, Y_SEQ) != 0)
+        return -1;
+    if (n->n == 0)
+        return cerr(c, n->line, n->col, "'%s' is empty; list at least one rate", k->path);
+    for (size_t i = 0; i < n->n; i++) {
+        const struct ynode *it = n->kids[i];
+        if (it->kind != Y_SCALAR || parse_rate(it->text, it->len, &v) != 0)
+            return cerr(c, it->line, it->col,
+                        "'%s' entries must be numbers above 0 and at most %g (req/s), got '%s'",
+                        k->path, SCHEMA_MAX_RATE,
+                        it->kind == Y_SCALAR ? QUOTE(it, q) : ytree_kind_name(it));
+    }
+    return 0;
+}
+
 /* prompts for concurrency conc: a constant or the expression, rounded up. */
-static int eval_prompts(struct dctx *c, const struct ynode *n, long conc, long *out,
+static int eval_prompts(struct dctx *c, const struct ynode *n, double conc, long *out,
                         bool syntax_only)
 {
     char q[80];
@@ -606,11 +739,11 @@ static int eval_prompts(struct dctx *c, const struct ynode *n, long conc, long *
     struct err e;
     double d;
     err_init(&e);
-    enum expr_status st = expr_eval(n->text, (double)conc, &d, &e, E);
+    enum expr_status st = expr_eval(n->text, conc, &d, &e, E);
     if (st == EXPR_SYNTAX)
         return cerr(c, n->line, n->col, "bad prompts expression '%s': %s", QUOTE(n, q), e.msg);
     if (st == EXPR_VALUE && !syntax_only)
-        return cerr(c, n->line, n->col, "prompts expression '%s' has no value for c=%ld: %s",
+        return cerr(c, n->line, n->col, "prompts expression '%s' has no value for c=%g: %s",
                     QUOTE(n, q), conc, e.msg);
     if (syntax_only)
         return 0;
@@ -618,8 +751,8 @@ static int eval_prompts(struct dctx *c, const struct ynode *n, long conc, long *
     double up = ceil(d - 1e-9 * fmax(1.0, fabs(d))); /* 1e-9 relative slack */
     if (up < 1 || up > (double)SCHEMA_MAX_PROMPTS)
         return cerr(c, n->line, n->col,
-                    "prompts expression '%s' gives %g for c=%ld; it must give 1 to %ld",
-                    QUOTE(n, q), d, conc, SCHEMA_MAX_PROMPTS);
+                    "prompts expression '%s' gives %g for c=%g; it must give 1 to %ld", QUOTE(n, q),
+                    d, conc, SCHEMA_MAX_PROMPTS);
     *out = (long)up;
     return 0;
 }
@@ -691,7 +824,7 @@ static int decode_section(struct dctx *c, const struct ynode *map, const char *p
         col = map->col;
     }
     if (strcmp(path, "bench") == 0)
-        c->grid = c->conc = c->prompts = NULL;
+        c->grid = c->conc = c->prompts = c->rates = NULL;
     /* the keys as written, in file order (so the first bad one is reported) */
     for (size_t i = 0; map && i + 1 < map->n; i += 2) {
         const struct ynode *key = map->kids[i], *val = map->kids[i + 1];
@@ -760,6 +893,50 @@ static int decode_section(struct dctx *c, const struct ynode *map, const char *p
     return 0;
 }
 
+/* ---- matrix: {dotted.key: [values]} -> one variant per combination ---- */
+
+static int check_matrix(struct dctx *c, const struct schema_key *k, const struct ynode *n)
+{
+    char q[80], full[160];
+    size_t combos = 1;
+    if (want_kind(c, k, n, Y_MAP) != 0)
+        return -1;
+    if (n->n == 0)
+        return cerr(c, n->line, n->col, "'matrix' is empty; give at least one key: [values]");
+    if (n->n / 2 > SCHEMA_MAX_MATRIX_KEYS)
+        return cerr(c, n->line, n->col, "'matrix' has %zu keys; the limit is %d", n->n / 2,
+                    SCHEMA_MAX_MATRIX_KEYS);
+    for (size_t i = 0; i + 1 < n->n; i += 2) {
+        const struct ynode *key = n->kids[i], *vals = n->kids[i + 1];
+        if (key->len > 100 || !mx_target(key->text, full, sizeof(full)))
+            return cerr(c, key->line, key->col,
+                        "'matrix' key '%s' names no setting a variant may change (e.g. "
+                        "flags.max-batch, server.env.X, bench.output_len)",
+                        QUOTE(key, q));
+        if (want_kind(c, k, vals, Y_SEQ) != 0)
+            return -1;
+        if (vals->n == 0)
+            return cerr(c, vals->line, vals->col, "'matrix' key '%s' has no values", QUOTE(key, q));
+        for (size_t j = 0; j < vals->n; j++) {
+            if (!mx_value_ok(vals->kids[j]))
+                return cerr(c, vals->kids[j]->line, vals->kids[j]->col,
+                            "'matrix' values name variants: 1 to 32 of A-Z a-z 0-9 . _ -, got %s",
+                            vals->kids[j]->kind == Y_SCALAR ? QUOTE(vals->kids[j], q)
+                                                            : ytree_kind_name(vals->kids[j]));
+            for (size_t m = 0; m < j; m++)
+                if (strcmp(vals->kids[m]->text, vals->kids[j]->text) == 0)
+                    return cerr(c, vals->kids[j]->line, vals->kids[j]->col,
+                                "'matrix' key '%s' lists '%s' twice", QUOTE(key, q),
+                                vals->kids[j]->text);
+        }
+        combos *= vals->n;
+        if (combos > SCHEMA_MAX_VARIANTS)
+            return cerr(c, n->line, n->col, "'matrix' makes more than %d variants",
+                        SCHEMA_MAX_VARIANTS);
+    }
+    return 0;
+}
+
 /* Defined below; the value decoder dispatches to it for `variants`. */
 static int decode_variants(struct dctx *c, const struct schema_key *k, const struct ynode *n);
 
@@ -801,9 +978,57 @@ static int decode_value(struct dctx *c, const struct schema_key *k, const struct
     case K_PROMPTS:
         c->prompts = n;
         return check_prompts(c, k, n);
+    case K_RATELIST:
+        c->rates = n;
+        return check_rate_list(c, k, n);
     case K_VARIANTS:
         return decode_variants(c, k, n);
+    case K_LEN:
+        return decode_len(c, k, n);
+    case K_MATRIX:
+        c->matrix = n;
+        return check_matrix(c, k, n);
     }
+    return 0;
+}
+
+/*
+ * bench.dataset in a full pass: a path exactly when the kind reads a file,
+ * and the builtin client only. The file itself is read by the plan (like
+ * the model), so a saved experiment.yaml loads without it.
+ */
+static int check_dataset(struct dctx *c, const struct ynode *map, int line, int col)
+{
+    char vs[96];
+    struct exp_bench *b = &c->var->bench;
+    const struct ynode *dn = ytree_get(map, "dataset");
+    const struct ynode *pn = ytree_get(dn, "path");
+    const struct ynode *at = pn ? pn : dn ? dn : map;
+    if (at) {
+        line = at->line;
+        col = at->col;
+    }
+    if (b->dataset_path && !*b->dataset_path) { /* "" clears a base's path (a variant's choice) */
+        free(b->dataset_path);
+        b->dataset_path = NULL;
+    }
+    if (b->dataset_kind == DS_RANDOM && b->dataset_path)
+        return cerr(c, line, col,
+                    "'bench.dataset.path' needs 'bench.dataset.kind' jsonl or sharegpt (it is "
+                    "random)%s",
+                    vsuffix(c, vs, sizeof(vs)));
+    if (b->dataset_kind == DS_RANDOM)
+        return 0;
+    if (!b->dataset_path)
+        return cerr(c, line, col,
+                    "missing required key 'bench.dataset.path' (needed when "
+                    "bench.dataset.kind is %s)%s",
+                    ds_kind_name(b->dataset_kind), vsuffix(c, vs, sizeof(vs)));
+    if (b->tool != EXP_TOOL_BUILTIN)
+        return cerr(c, line, col,
+                    "'bench.dataset' only applies when tool is builtin (give a command client "
+                    "its file in bench.command)%s",
+                    vsuffix(c, vs, sizeof(vs)));
     return 0;
 }
 
@@ -814,24 +1039,34 @@ static int finish_bench(struct dctx *c, const struct ynode *map, int line, int c
     struct exp_bench *b = &c->var->bench;
     /* both forms in one map is an error in any pass; across base and variant
      * the merge already dropped the base's other form */
-    if (c->grid && (c->conc || c->prompts)) {
-        const struct ynode *other = c->conc ? c->conc : c->prompts;
+    if (c->grid && (c->conc || c->prompts || c->rates)) {
+        const struct ynode *other = c->conc ? c->conc : c->rates ? c->rates : c->prompts;
         return cerr(c, other->line, other->col,
                     "'bench.grid' and 'bench.%s' are two ways to give the points; use one%s",
-                    c->conc ? "concurrency" : "prompts", vsuffix(c, vs, sizeof(vs)));
+                    c->conc    ? "concurrency"
+                    : c->rates ? "rates"
+                               : "prompts",
+                    vsuffix(c, vs, sizeof(vs)));
     }
     if (!c->full_var) /* pass A: a variant may still complete the grid */
         return 0;
+    if (check_dataset(c, map, line, col) != 0)
+        return -1;
     if (c->conc && !c->prompts)
         return cerr(c, c->conc->line, c->conc->col,
                     "'bench.concurrency' needs 'bench.prompts' (an integer, or an expression in c "
                     "such as \"max(8, 2*c)\")%s",
                     vsuffix(c, vs, sizeof(vs)));
-    if (c->prompts && !c->conc)
+    if (c->rates && !c->prompts)
+        return cerr(c, c->rates->line, c->rates->col,
+                    "'bench.rates' needs 'bench.prompts' (an integer, or an expression in c, the "
+                    "rate, such as \"max(16, 10*c)\")%s",
+                    vsuffix(c, vs, sizeof(vs)));
+    if (c->prompts && !c->conc && !c->rates)
         return cerr(c, c->prompts->line, c->prompts->col,
                     "'bench.prompts' needs 'bench.concurrency' (the list of concurrencies)%s",
                     vsuffix(c, vs, sizeof(vs)));
-    if (!c->grid && !c->conc)
+    if (!c->grid && !c->conc && !c->rates)
         return cerr(c, map ? map->line : line, map ? map->col : col,
                     "missing the grid: give 'bench.grid' (e.g. [\"1:8\", \"16:48\"]) or "
                     "'bench.concurrency' with 'bench.prompts'%s",
@@ -843,12 +1078,21 @@ static int finish_bench(struct dctx *c, const struct ynode *map, int line, int c
     if (c->grid)
         return check_grid(c, schema_find("bench.grid"), c->grid, b, &cap);
     /* concurrency list: one point per entry, prompts evaluated for each c */
-    for (size_t i = 0; i < c->conc->n; i++) {
+    for (size_t i = 0; c->conc && i < c->conc->n; i++) {
         long conc, prompts;
         parse_count(c->conc->kids[i]->text, c->conc->kids[i]->len, SCHEMA_MAX_CONC, &conc);
         if (eval_prompts(c, c->prompts, conc, &prompts, false) != 0)
             return -1;
-        grid_add(b, &cap, conc, prompts);
+        grid_add(b, &cap, conc, prompts, 0);
+    }
+    /* rate list: the same, with the rate as c */
+    for (size_t i = 0; c->rates && i < c->rates->n; i++) {
+        double rate = 0;
+        long prompts;
+        parse_rate(c->rates->kids[i]->text, c->rates->kids[i]->len, &rate);
+        if (eval_prompts(c, c->prompts, rate, &prompts, false) != 0)
+            return -1;
+        grid_add(b, &cap, 0, prompts, rate);
     }
     return 0;
 }
@@ -907,6 +1151,18 @@ static int finish_metrics(struct dctx *c, const struct ynode *map, int line, int
     for (size_t i = 0; req && i < req->n; i++)
         if (!metric_known(v, req->kids[i]->text))
             return unknown_metric(c, req->kids[i], "metrics.require", &v, 1);
+    for (size_t i = 0; i < v->metrics.n_server_map; i++) {
+        const struct exp_kv *kv = &v->metrics.server_map[i];
+        struct err e;
+        err_init(&e);
+        if (strncmp(kv->key, "server_", 7) != 0 || !kv->key[7])
+            return cerr(c, kv->line, kv->col,
+                        "'metrics.server_map' key '%s' must start with 'server_' (it names a "
+                        "points.csv column)",
+                        kv->key);
+        if (scrape_expr_check(kv->value, &e) != 0)
+            return cerr(c, kv->line, kv->col, "'metrics.server_map' '%s': %s", kv->key, e.msg);
+    }
     return 0;
 }
 
@@ -964,11 +1220,11 @@ static int decode_variants(struct dctx *c, const struct schema_key *k, const str
             return cerr(c, v->line, v->col, "missing required key 'name' in variant %zu", i + 1);
         if (want_scalar(c, kname, name, "a string") != 0)
             return -1;
-        if (!name_ok(name->text, name->len))
+        if (!variant_name_ok(name->text, name->len))
             return cerr(c, name->line, name->col,
-                        "variant name '%s' is not a valid name (1 to %d of A-Z a-z 0-9 . _ -, "
-                        "not only dots)",
-                        QUOTE(name, q), SCHEMA_MAX_NAME);
+                        "variant name '%s' is not a valid name (1 to %d of A-Z a-z 0-9 . _ - = "
+                        ", not only dots)",
+                        QUOTE(name, q), SCHEMA_MAX_MATRIX_NAME);
         for (size_t j = 0; j < i; j++) {
             const struct ynode *other = ytree_get(c->variants[j], "name");
             if (strcmp(other->text, name->text) == 0)
@@ -992,10 +1248,12 @@ static void merge_into(struct ynode *shell, const struct ynode *base, const stru
                        bool is_bench)
 {
     bool over_grid = is_bench && ytree_get(over, "grid");
-    bool over_list = is_bench && (ytree_get(over, "concurrency") || ytree_get(over, "prompts"));
+    bool over_list = is_bench && (ytree_get(over, "concurrency") || ytree_get(over, "prompts") ||
+                                  ytree_get(over, "rates"));
     for (size_t i = 0; base && i + 1 < base->n; i += 2) {
         const char *k = base->kids[i]->text;
-        if ((over_grid && (strcmp(k, "concurrency") == 0 || strcmp(k, "prompts") == 0)) ||
+        if ((over_grid && (strcmp(k, "concurrency") == 0 || strcmp(k, "prompts") == 0 ||
+                           strcmp(k, "rates") == 0)) ||
             (over_list && strcmp(k, "grid") == 0))
             continue;
         ytree_shell_put(shell, base->kids[i], base->kids[i + 1]);
@@ -1003,7 +1261,10 @@ static void merge_into(struct ynode *shell, const struct ynode *base, const stru
     for (size_t i = 0; over && i + 1 < over->n; i += 2) {
         struct ynode *key = over->kids[i], *val = over->kids[i + 1];
         struct ynode *old = ytree_get(shell, key->text);
-        if (old && old->kind == Y_MAP && val->kind == Y_MAP) {
+        /* a length distribution is one value: a variant's replaces the base's */
+        bool whole = is_bench &&
+                     (strcmp(key->text, "input_len") == 0 || strcmp(key->text, "output_len") == 0);
+        if (old && old->kind == Y_MAP && val->kind == Y_MAP && !whole) {
             struct ynode *m = ytree_shell(val->line, val->col);
             merge_into(m, old, val, false);
             ytree_shell_put(shell, key, m);
@@ -1068,6 +1329,9 @@ static void variant_release(struct exp_variant *v)
     free(v->server.ready_path);
     strvec_release(&v->bench.command);
     free(v->bench.grid);
+    free(v->bench.input_dist);
+    free(v->bench.output_dist);
+    free(v->bench.dataset_path);
     free(v->metrics.preset);
     for (size_t i = 0; i < v->metrics.n_patterns; i++) {
         free(v->metrics.patterns[i].name);
@@ -1075,6 +1339,8 @@ static void variant_release(struct exp_variant *v)
     }
     free(v->metrics.patterns);
     strvec_release(&v->metrics.require);
+    free(v->metrics.server_path);
+    kv_free(v->metrics.server_map, v->metrics.n_server_map);
     memset(v, 0, sizeof(*v));
 }
 
@@ -1104,6 +1370,22 @@ void exp_release(struct experiment *exp)
     memset(exp, 0, sizeof(*exp));
 }
 
+/* A server_* column: a known one (client/scrape.h) or a key of some
+ * variant's metrics.server_map. */
+static bool server_column_known(const struct experiment *exp, const char *name)
+{
+    size_t n;
+    const struct scrape_column *cols = scrape_columns(&n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(cols[i].name, name) == 0)
+            return true;
+    for (size_t v = 0; v < exp->n_variants; v++)
+        for (size_t i = 0; i < exp->variants[v].metrics.n_server_map; i++)
+            if (strcmp(exp->variants[v].metrics.server_map[i].key, name) == 0)
+                return true;
+    return false;
+}
+
 /* fit.x and fit.y must name a metric some variant produces; x may also be
  * a grid column, the requested "concurrency" (the default) or "prompts". */
 static int check_fit(struct dctx *c, const struct ynode *root)
@@ -1117,7 +1399,7 @@ static int check_fit(struct dctx *c, const struct ynode *root)
         vars[i] = &c->exp->variants[i];
     for (int a = 0; a < 2 && rc == 0; a++) {
         bool known =
-            metric_find(names[a]) != NULL ||
+            metric_find(names[a]) != NULL || server_column_known(c->exp, names[a]) ||
             (a == 0 && (strcmp(names[a], "concurrency") == 0 || strcmp(names[a], "prompts") == 0));
         for (size_t i = 0; i < c->exp->n_variants && !known; i++)
             known = metric_known(vars[i], names[a]);
@@ -1169,22 +1451,56 @@ int exp_load_string(const char *display_name, const char *text, size_t len, stru
 
     /* Pass B: each variant, merged over the base (one "default" variant when
      * the file has none), decoded in full into its own struct. */
-    size_t n = c.n_variants ? c.n_variants : 1;
-    exp->variants = xcalloc(n, sizeof(*exp->variants));
+    size_t n = c.n_variants ? c.n_variants : 1, combos = 1;
+    for (size_t i = 0; c.matrix && i + 1 < c.matrix->n; i += 2)
+        combos *= c.matrix->kids[i + 1]->n;
+    if (n * combos > SCHEMA_MAX_VARIANTS) {
+        cerr(&c, c.matrix->line, c.matrix->col,
+             "'matrix' x 'variants' makes %zu variants; the limit is %d", n * combos,
+             SCHEMA_MAX_VARIANTS);
+        goto out;
+    }
+    exp->variants = xcalloc(n * combos, sizeof(*exp->variants));
     c.full_exp = false;
     c.full_var = true;
     size_t points = 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct ynode *over = c.n_variants ? c.variants[i] : NULL;
+    for (size_t i = 0; i < n * combos; i++) {
+        const struct ynode *over = c.n_variants ? c.variants[i / combos] : NULL;
         struct exp_variant *v = &exp->variants[exp->n_variants++];
-        v->name = xstrdup(over ? ytree_get(over, "name")->text : "default");
+        struct buf name;
+        buf_init(&name, 4096);
+        if (over || !c.matrix)
+            buf_puts(&name, over ? ytree_get(over, "name")->text : "default");
+        /* with a matrix, the variant's override gets the combination's
+         * values: the merge then treats both as one override */
+        struct ynode *mover = c.matrix ? mx_combo(c.matrix, i % combos, over, &name) : NULL;
+        struct ynode *view = merged_view(root, mover ? mover : over); /* borrows the nodes */
+        v->name = xstrdup(name.data);
+        buf_release(&name);
+        if (!variant_name_ok(v->name, strlen(v->name))) {
+            cerr(&c, c.matrix->line, c.matrix->col,
+                 "the matrix makes the variant name '%.80s', longer than %d bytes", v->name,
+                 SCHEMA_MAX_MATRIX_NAME);
+            ytree_free(view);
+            ytree_free(mover);
+            goto out;
+        }
+        for (size_t j = 0; j + 1 < exp->n_variants; j++)
+            if (strcmp(exp->variants[j].name, v->name) == 0) {
+                cerr(&c, c.matrix->line, c.matrix->col,
+                     "the matrix makes the variant '%s' twice (a variant already has that name)",
+                     v->name);
+                ytree_free(view);
+                ytree_free(mover);
+                goto out;
+            }
         c.var = v;
-        c.vname = over ? v->name : NULL;
-        struct ynode *view = merged_view(root, over); /* borrows root's nodes */
+        c.vname = over || c.matrix ? v->name : NULL;
         const struct ynode *model = ytree_get(ytree_get(view, "server"), "model");
         c.have_model = model && !ytree_is_null(model);
         int r = decode_section(&c, view, "", view->line, view->col);
         ytree_free(view);
+        ytree_free(mover);
         if (r != 0)
             goto out;
         points += v->bench.n_grid * (size_t)v->bench.repeat;

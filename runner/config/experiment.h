@@ -81,8 +81,9 @@ struct exp_server {
 };
 
 struct exp_point {
-    long concurrency; /* >= 1 */
+    long concurrency; /* >= 1; for a rate point the in-flight cap, min(prompts, 1024) */
     long prompts;     /* >= 1: measured requests (warmup not counted) */
+    double rate;      /* req/s offered in open loop ("r2:64", bench.rates); 0 = closed loop */
 };
 
 struct exp_bench {
@@ -96,6 +97,18 @@ struct exp_bench {
     long repeat;            /* runs per point, default 1 */
     struct exp_point *grid; /* in file order, duplicates removed */
     size_t n_grid;
+    char *input_dist;       /* owned; lengths.h text form ("uniform:64:512"), NULL: input_len */
+    char *output_dist;      /* owned; the same for max_tokens, NULL: output_len */
+    int endpoint;           /* 0 completions, 1 chat (builtin client) */
+    int dataset_kind;       /* enum ds_kind: 0 random, 1 jsonl, 2 sharegpt */
+    char *dataset_path;     /* owned; NULL for random prompts */
+    long seed;              /* prompt order, lengths and arrivals of the builtin client */
+    int rate_kind;          /* open-loop arrivals: 0 poisson, 1 constant */
+    double find_start;      /* bench.find_max.start, req/s; 0 = no search */
+    double find_max_rate;   /* bench.find_max.max, req/s */
+    long find_steps;        /* bench.find_max.steps: bisections */
+    double find_duration_s; /* bench.find_max.probe_s: a probe sends rate x this prompts */
+    double find_attainment; /* bench.find_max.meet: a probe meets the targets at this */
 };
 
 struct exp_pattern {
@@ -107,7 +120,11 @@ struct exp_metrics {
     char *preset;                 /* default "sglang" */
     struct exp_pattern *patterns; /* user patterns, override or add */
     size_t n_patterns;
-    struct strvec require; /* default output_throughput, median_tpot_ms */
+    struct strvec require;     /* default output_throughput, median_tpot_ms */
+    int server;                /* metrics.server: 1 = scrape server_path around each point */
+    char *server_path;         /* default "/metrics" */
+    struct exp_kv *server_map; /* server_* column -> expression over counter deltas */
+    size_t n_server_map;
 };
 
 /* One variant with the base experiment and its overrides already merged. */
@@ -127,6 +144,9 @@ struct experiment {
     char *fit_x;         /* analysis.fit.x, default "concurrency" */
     char *fit_y;         /* analysis.fit.y, default "median_tpot_ms" */
     struct strvec plots; /* chart names, default throughput, tpot, ttft */
+    double slo_ttft_ms;  /* analysis.slo targets, ms; 0 = no target on that latency */
+    double slo_tpot_ms;
+    double slo_e2e_ms;
     struct exp_executor executor;
 };
 

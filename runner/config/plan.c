@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -21,9 +22,11 @@
 #include <unistd.h>
 
 #include "sweep.h"
+#include "client/dataset.h"
 #include "fileio.h"
 #include "sha256.h"
 #include "strutil.h"
+#include "config/schema.h"
 #include "config/tmpl.h"
 #include "xalloc.h"
 
@@ -39,7 +42,7 @@
 /* Values of every variable for one expansion, with storage for numbers. */
 struct vals {
     const char *v[TMPL_N_VARS];
-    char port[16], conc[24], prompts[24], in[24], out[24];
+    char port[16], conc[24], prompts[24], in[24], out[24], point[64];
     char *url; /* owned */
 };
 
@@ -82,6 +85,9 @@ static void vals_fill(struct vals *x, const struct plan *p, const struct plan_va
         x->v[TMPL_PROMPTS] = x->prompts;
         x->v[TMPL_INPUT_LEN] = x->in;
         x->v[TMPL_OUTPUT_LEN] = x->out;
+        snprintf(x->point, sizeof(x->point), "%.*s", (int)(strlen(pt->log_name) - strlen(".log")),
+                 pt->log_name);
+        x->v[TMPL_POINT] = x->point;
     }
 }
 
@@ -247,15 +253,36 @@ static int build_client(const struct plan *p, const struct plan_point *pt, bool 
         strvec_push(argv, "-n");
         strvec_push(argv, x.prompts);
         strvec_push(argv, "--input-len");
-        strvec_push(argv, x.in);
+        strvec_push(argv, b->input_dist ? b->input_dist : x.in);
         strvec_push(argv, "--output-len");
-        strvec_push(argv, x.out);
+        strvec_push(argv, b->output_dist ? b->output_dist : x.out);
         strvec_push(argv, "--warmup");
         strvec_pushf(argv, "%ld", b->warmup);
-        if (b->request_rate > 0) {
-            fmt_double(num, sizeof(num), b->request_rate);
+        /* the workload flags appear only when they differ from bench's own
+         * defaults, so the keys of points that use none stay what they were */
+        if (b->endpoint == 1) {
+            strvec_push(argv, "--endpoint");
+            strvec_push(argv, "chat");
+        }
+        if (b->dataset_path) {
+            strvec_push(argv, "--dataset");
+            strvec_push(argv, b->dataset_path);
+            strvec_push(argv, "--dataset-kind");
+            strvec_push(argv, b->dataset_kind == 2 ? "sharegpt" : "jsonl");
+        }
+        if (b->seed != 42) {
+            strvec_push(argv, "--seed");
+            strvec_pushf(argv, "%ld", b->seed);
+        }
+        double rate = pt->rate > 0 ? pt->rate : b->request_rate;
+        if (rate > 0) {
+            fmt_double(num, sizeof(num), rate);
             strvec_push(argv, "--request-rate");
             strvec_push(argv, num);
+        }
+        if (rate > 0 && b->rate_kind == 1) {
+            strvec_push(argv, "--rate-kind");
+            strvec_push(argv, "constant");
         }
         /* RUN_DIR/VARIANT/c16-n48.jsonl, beside RUN_DIR/VARIANT/c16-n48.log;
          * in key mode the variant's folder is a placeholder too: keys leave
@@ -337,6 +364,8 @@ static int point_key(const struct plan *p, struct plan_point *pt, struct err *er
     hash_num(&h, "shape", "in=%ld out=%ld warmup=%ld rate=%s", b->input_len, b->output_len,
              b->warmup, rate);
     hash_num(&h, "point", "c=%ld n=%ld r=%ld", pt->concurrency, pt->prompts, pt->repeat);
+    if (pv->dataset_sha256[0]) /* the file's contents, not only its name */
+        hash_num(&h, "dataset", "%s", pv->dataset_sha256);
     sha256_final(&h, digest);
     sha256_to_hex(digest, hex);
     memcpy(pt->key, hex, 16);
@@ -542,6 +571,60 @@ static int build_clients(struct plan *p, size_t vi, struct err *err)
     return 0;
 }
 
+/* Read and check pv's dataset file, if any (a bad entry is named: a usage
+ * error before anything starts), and keep its digest for the keys. */
+static int plan_dataset(struct plan_variant *pv, struct err *err)
+{
+    const struct exp_bench *b = &pv->v->bench;
+    struct ds_set ds;
+    struct buf text;
+    int rc = -1;
+    pv->dataset_sha256[0] = '\0';
+    if (!b->dataset_path)
+        return 0;
+    if (ds_load(b->dataset_path, (enum ds_kind)b->dataset_kind, (uint64_t)b->seed, &ds, err,
+                RN_ERR_USAGE, RN_ERR_USAGE) != 0) {
+        err_prefix(err, "variant '%s': bench.dataset", pv->v->name);
+        return -1;
+    }
+    ds_release(&ds);
+    buf_init(&text, DS_MAX_FILE_BYTES);
+    if (file_read_all(b->dataset_path, &text, err, RN_ERR_USAGE) == 0) {
+        sha256_hex(text.data ? text.data : "", text.len, pv->dataset_sha256);
+        rc = 0;
+    }
+    buf_release(&text);
+    return rc;
+}
+
+/* bench.find_max needs the builtin client (its per-request records) and a
+ * target in analysis.slo to meet. */
+static int plan_find_max(const struct plan *p, const struct plan_variant *pv, struct err *err)
+{
+    const struct exp_bench *b = &pv->v->bench;
+    const struct experiment *e = p->exp;
+    if (b->find_start <= 0)
+        return 0;
+    if (b->tool != EXP_TOOL_BUILTIN)
+        return err_set(err, RN_ERR_USAGE,
+                       "variant '%s': bench.find_max needs tool: builtin (its per-request "
+                       "records are what the probes are judged by)",
+                       pv->v->name),
+               -1;
+    if (!(e->slo_ttft_ms > 0 || e->slo_tpot_ms > 0 || e->slo_e2e_ms > 0))
+        return err_set(err, RN_ERR_USAGE,
+                       "variant '%s': bench.find_max needs a target in analysis.slo (ttft_ms, "
+                       "tpot_ms or e2e_ms) for its probes to meet",
+                       pv->v->name),
+               -1;
+    if (b->find_start > b->find_max_rate)
+        return err_set(err, RN_ERR_USAGE,
+                       "variant '%s': bench.find_max.start (%g) is above bench.find_max.max (%g)",
+                       pv->v->name, b->find_start, b->find_max_rate),
+               -1;
+    return 0;
+}
+
 /* Expand the model path of pv and fingerprint it. */
 static int plan_model(struct plan *p, struct plan_variant *pv, struct err *err)
 {
@@ -662,7 +745,8 @@ int plan_build(const struct experiment *exp, const struct plan_opts *opts, struc
         const struct exp_bench *b = &pv->v->bench;
         pv->port = pv->v->server.port ? pv->v->server.port : free_port(err);
         /* port first: the model path and argv may use ${port} and ${url} */
-        if (pv->port < 0 || plan_model(p, pv, err) != 0 || build_variant(p, vi, err) != 0)
+        if (pv->port < 0 || plan_model(p, pv, err) != 0 || plan_dataset(pv, err) != 0 ||
+            plan_find_max(p, pv, err) != 0 || build_variant(p, vi, err) != 0)
             return -1;
         for (size_t g = 0; g < b->n_grid; g++)
             for (long r = 1; r <= b->repeat; r++) {
@@ -671,12 +755,19 @@ int plan_build(const struct experiment *exp, const struct plan_opts *opts, struc
                 pt->concurrency = b->grid[g].concurrency;
                 pt->prompts = b->grid[g].prompts;
                 pt->repeat = r;
+                pt->rate = b->grid[g].rate;
+                char what[32], num[24]; /* "c16" or "rate2.5" */
+                if (pt->rate > 0) {
+                    fmt_double(num, sizeof(num), pt->rate);
+                    snprintf(what, sizeof(what), "rate%s", num);
+                } else
+                    snprintf(what, sizeof(what), "c%ld", pt->concurrency);
                 if (b->repeat > 1)
-                    snprintf(pt->log_name, sizeof(pt->log_name), "c%ld-n%ld-r%ld.log",
-                             pt->concurrency, pt->prompts, r);
+                    snprintf(pt->log_name, sizeof(pt->log_name), "%s-n%d-r%d.log", what,
+                             (int)pt->prompts, (int)r); /* <= 1e7 and <= 100: ints */
                 else
-                    snprintf(pt->log_name, sizeof(pt->log_name), "c%ld-n%ld.log", pt->concurrency,
-                             pt->prompts);
+                    snprintf(pt->log_name, sizeof(pt->log_name), "%s-n%d.log", what,
+                             (int)pt->prompts);
                 if (point_key(p, pt, err) != 0) {
                     err_prefix(err, "variant '%s'", pv->v->name);
                     return -1;
@@ -707,6 +798,30 @@ int plan_set_port(struct plan *p, size_t vi, long port, struct err *err)
     p->variants[vi].port = port;
     if (build_variant(p, vi, err) != 0 || build_clients(p, vi, err) != 0)
         return -1;
+    return 0;
+}
+
+int plan_add_probe(struct plan *p, size_t vi, double rate, size_t *pi, struct err *err)
+{
+    const struct exp_bench *b = &p->variants[vi].v->bench;
+    char num[24];
+    double n = ceil(rate * b->find_duration_s);
+    long prompts = n < 16 ? 16 : n > SCHEMA_MAX_PROMPTS ? SCHEMA_MAX_PROMPTS : (long)n;
+    p->points = xrealloc(p->points, (p->n_points + 1) * sizeof(*p->points));
+    struct plan_point *pt = &p->points[p->n_points];
+    memset(pt, 0, sizeof(*pt));
+    pt->variant = vi;
+    pt->prompts = prompts;
+    pt->concurrency = prompts < SCHEMA_RATE_CAP ? prompts : SCHEMA_RATE_CAP;
+    pt->repeat = 1;
+    pt->rate = rate;
+    fmt_double(num, sizeof(num), rate);
+    snprintf(pt->log_name, sizeof(pt->log_name), "rate%s-n%d.log", num, (int)prompts);
+    if (point_key(p, pt, err) != 0 || build_client(p, pt, false, &pt->client_argv, err) != 0) {
+        strvec_release(&pt->client_argv);
+        return -1;
+    }
+    *pi = p->n_points++;
     return 0;
 }
 

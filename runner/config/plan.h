@@ -73,6 +73,7 @@ struct plan_variant {
     char *url;                   /* owned: "http://HOST:PORT" */
     struct strvec server_argv;   /* expanded; argv[0] is the program */
     struct strvec server_env;    /* "NAME=value" entries to add to the environment */
+    char dataset_sha256[65];     /* hex digest of bench.dataset.path's file, "" without one */
 };
 
 struct plan_point {
@@ -80,11 +81,13 @@ struct plan_point {
     long concurrency;
     long prompts;
     long repeat;               /* 1..bench.repeat */
+    double rate;               /* offered req/s of an open-loop grid point, 0 otherwise */
     struct strvec client_argv; /* expanded; builtin: [sweep, bench, --url, ...] */
     char key[17];              /* 16 hex chars: sha256 of everything that determines the
                                   result (see plan_build) */
     char log_name[64];         /* "c16-n48.log"; with bench.repeat > 1 every repeat is
-                                  numbered: "c16-n48-r1.log", "c16-n48-r2.log", ... */
+                                  numbered: "c16-n48-r1.log", "c16-n48-r2.log", ...; a rate
+                                  point is "rate2.5-n64.log" */
 };
 
 struct plan {
@@ -148,6 +151,14 @@ int plan_set_model_fp(struct plan *p, size_t vi, const struct model_fp *fp, stru
 /* Re-expand variant vi's server argv, url and client argvs for a new port
  * (after the planned one was taken). Keys do not change. */
 int plan_set_port(struct plan *p, size_t vi, long port, struct err *err);
+
+/*
+ * Append a rate point of variant vi at rate req/s (a bench.find_max probe:
+ * ceil(rate x duration_s) prompts, at least 16, log "rateR-nP.log") with its
+ * key and argv; *pi is its index. p->points may move. Returns 0, or -1 with
+ * err set.
+ */
+int plan_add_probe(struct plan *p, size_t vi, double rate, size_t *pi, struct err *err);
 
 /* The path of fp4serve for engine: bundled: next to self_exe, then
  * build/bin/fp4serve, then $PATH. Returns a heap string or NULL. */

@@ -12,15 +12,19 @@
 #include "config/experiment.h"
 
 /* Limits that keep a hostile or mistaken file from planning absurd work. */
-#define SCHEMA_MAX_ITEMS    1024      /* entries in any list or map value */
-#define SCHEMA_MAX_VARIANTS 64        /* variants per experiment */
-#define SCHEMA_MAX_NAME     64        /* bytes in an experiment or variant name */
-#define SCHEMA_MAX_STRING   4096      /* bytes in a variant-level string (paths, argv, regexes) */
-#define SCHEMA_MAX_TEXT     65536     /* bytes in the description */
-#define SCHEMA_MAX_POINTS   100000    /* variants x grid points x repeats */
-#define SCHEMA_MAX_CONC     65536     /* concurrency of one point */
-#define SCHEMA_MAX_PROMPTS  10000000L /* measured requests of one point */
-#define SCHEMA_MAX_KEYS     64        /* rows in the table (sizes the loader's arrays) */
+#define SCHEMA_MAX_ITEMS       1024   /* entries in any list or map value */
+#define SCHEMA_MAX_VARIANTS    64     /* variants per experiment */
+#define SCHEMA_MAX_NAME        64     /* bytes in an experiment or variant name */
+#define SCHEMA_MAX_MATRIX_NAME 200    /* bytes in a variant name (a matrix makes long ones) */
+#define SCHEMA_MAX_MATRIX_KEYS 16     /* keys of the matrix */
+#define SCHEMA_MAX_STRING      4096   /* bytes in a variant-level string (paths, argv, regexes) */
+#define SCHEMA_MAX_TEXT        65536  /* bytes in the description */
+#define SCHEMA_MAX_POINTS      100000 /* variants x grid points x repeats */
+#define SCHEMA_MAX_CONC        65536  /* concurrency of one point */
+#define SCHEMA_MAX_PROMPTS     10000000L /* measured requests of one point */
+#define SCHEMA_MAX_KEYS        128       /* rows in the table (sizes the loader's arrays) */
+#define SCHEMA_MAX_RATE        1e6       /* req/s of one rate point */
+#define SCHEMA_RATE_CAP        1024      /* a rate point's in-flight cap: min(prompts, this) */
 
 enum schema_type {
     K_SECTION,    /* a map of the keys below it */
@@ -45,6 +49,10 @@ enum schema_type {
     K_CONCLIST,   /* bench.concurrency: list of integers */
     K_PROMPTS,    /* bench.prompts: an integer or an expression in c */
     K_VARIANTS,   /* the variants list */
+    K_RATELIST,   /* bench.rates: list of numbers > 0 (req/s) */
+    K_MATRIX,     /* matrix: {dotted.path: [values]}, expanded into variants */
+    K_LEN,        /* long (the mean) at off, and char * (lengths.h text form, NULL when
+                     fixed) at off_n: an integer, "uniform:A:B"..., or {dist: ..., ...} */
 };
 
 enum {

@@ -25,6 +25,7 @@ static const char *const var_names[TMPL_N_VARS + 1] = {
     [TMPL_PROMPTS] = "prompts",
     [TMPL_INPUT_LEN] = "input_len",
     [TMPL_OUTPUT_LEN] = "output_len",
+    [TMPL_POINT] = "point",
     [TMPL_N_VARS] = NULL,
 };
 
@@ -139,7 +140,7 @@ int tmpl_next(const char **pos, struct tmpl_piece *pc, struct err *err, int code
     else
         err_set(err, code,
                 "unknown variable '${%s}' (known: model, port, host, url, name, variant, "
-                "run_dir, concurrency, prompts, input_len, output_len, env:NAME)",
+                "run_dir, concurrency, prompts, input_len, output_len, point, env:NAME)",
                 q);
     free(word);
     return -1;

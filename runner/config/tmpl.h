@@ -30,6 +30,8 @@ enum tmpl_var {
     TMPL_PROMPTS,
     TMPL_INPUT_LEN,
     TMPL_OUTPUT_LEN,
+    TMPL_POINT, /* the point's log name less ".log" ("c16-n48", "c16-n48-r2"): where a
+                   client writes an export the point is read from (analysis/export.h) */
     TMPL_N_VARS,
 };
 

@@ -76,14 +76,24 @@ int exec_stop(struct executor *ex, struct proc *p, double grace_s, const proc_st
     return proc_stop(p, grace_s, stop, info);
 }
 
-char *exec_ready_url(struct executor *ex, const struct plan_variant *pv, struct err *err)
+char *exec_base_url(struct executor *ex, const struct plan_variant *pv, struct err *err)
 {
     if (!ex->ssh)
-        return xasprintf("%s%s", pv->url, pv->v->server.ready_path);
+        return xstrdup(pv->url);
     long port = ssh_forward(ex->ssh, pv->v->server.host, pv->port, err);
     if (port < 0)
         return NULL;
-    return xasprintf("http://127.0.0.1:%ld%s", port, pv->v->server.ready_path);
+    return xasprintf("http://127.0.0.1:%ld", port);
+}
+
+char *exec_ready_url(struct executor *ex, const struct plan_variant *pv, struct err *err)
+{
+    char *base = exec_base_url(ex, pv, err);
+    if (!base)
+        return NULL;
+    char *url = xasprintf("%s%s", base, pv->v->server.ready_path);
+    free(base);
+    return url;
 }
 
 bool exec_port_in_use(struct executor *ex, const struct plan_variant *pv, long port)

@@ -83,6 +83,10 @@ int exec_stop(struct executor *ex, struct proc *p, double grace_s, const proc_st
  * NULL with err set (RN_ERR_ENV).
  */
 char *exec_ready_url(struct executor *ex, const struct plan_variant *pv, struct err *err);
+/* The server's base URL as reached from here ("http://HOST:PORT"; under
+ * ssh through the same forward), for other requests sweep makes itself
+ * (the metrics scrape). Heap string, or NULL with err set. */
+char *exec_base_url(struct executor *ex, const struct plan_variant *pv, struct err *err);
 
 /*
  * Is port taken where variant pv's server would listen? Local: a listener

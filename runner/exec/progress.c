@@ -23,8 +23,22 @@ void prog_init(struct progress *pr, FILE *out, bool tty, size_t n_total, double 
 
 void prog_set_eta(struct progress *pr, double seconds)
 {
+    prog_set_eta_bound(pr, seconds, false);
+}
+
+void prog_set_eta_bound(struct progress *pr, double seconds, bool lower)
+{
     pr->eta_hint_s = seconds;
     pr->eta_hint_ms = clock_ms();
+    pr->eta_lower = lower && seconds >= 0;
+}
+
+void prog_format_eta(const struct progress *pr, char *out, size_t size)
+{
+    char d[32];
+    prog_format_duration(prog_eta_s(pr), d, sizeof(d));
+    bool lower = pr->eta_lower && pr->eta_hint_s >= 0 && strcmp(d, "?") != 0;
+    snprintf(out, size, "%s%s", lower ? ">= " : "", d);
 }
 
 void prog_format_duration(double s, char *out, size_t size)
@@ -64,9 +78,9 @@ double prog_eta_s(const struct progress *pr)
  * first, so the line replaces the previous one; no newline until the end. */
 static void draw(struct progress *pr, const char *tail)
 {
-    char el[32], eta[32];
+    char el[32], eta[40];
     prog_format_duration((clock_ms() - pr->cur_start_ms) / 1000.0, el, sizeof(el));
-    prog_format_duration(prog_eta_s(pr), eta, sizeof(eta));
+    prog_format_eta(pr, eta, sizeof(eta));
     fprintf(pr->out, "\r\033[K[%zu/%zu] %s  %s  ETA %s%s", pr->n_started, pr->n_total, pr->label,
             el, eta, tail);
     fflush(pr->out);
@@ -85,8 +99,8 @@ void prog_begin(struct progress *pr, const char *label, double work)
     if (pr->tty) {
         draw(pr, "");
     } else {
-        char eta[32];
-        prog_format_duration(prog_eta_s(pr), eta, sizeof(eta));
+        char eta[40];
+        prog_format_eta(pr, eta, sizeof(eta));
         fprintf(pr->out, "sweep: point %zu/%zu: %s (ETA %s)\n", pr->n_started, pr->n_total,
                 pr->label, eta);
         fflush(pr->out);
@@ -111,9 +125,9 @@ void prog_end(struct progress *pr, const char *status, const char *cause)
         pr->work_done += pr->cur_work;
         pr->secs_done += secs;
     }
-    char el[32], eta[32];
+    char el[32], eta[40];
     prog_format_duration(secs, el, sizeof(el));
-    prog_format_duration(prog_eta_s(pr), eta, sizeof(eta));
+    prog_format_eta(pr, eta, sizeof(eta));
     const char *sep = cause && *cause ? ": " : "";
     fprintf(pr->out, "%s%s %zu/%zu: %s %s in %s%s%s (ETA %s)\n", pr->tty ? "\r\033[K" : "",
             "sweep: point", pr->n_started, pr->n_total, pr->label, status, el, sep,

@@ -32,6 +32,7 @@ struct progress {
     bool active;         /* a point is running (a progress line may be on screen) */
     double eta_hint_s;   /* ETA set by prog_set_eta, < 0 when none */
     double eta_hint_ms;  /* CLOCK_MONOTONIC ms when it was set */
+    bool eta_lower;      /* the hint is a lower bound: shown as ">= 46s" */
 };
 
 /* n_total points with work_total = sum of prompts x output_len to run. */
@@ -48,6 +49,11 @@ void prog_skip(struct progress *pr, double work);
 void prog_note(struct progress *pr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Set the ETA from a better model (seconds from now; < 0 clears it). */
 void prog_set_eta(struct progress *pr, double seconds);
+/* prog_set_eta, and whether the model only gives a lower bound (a variant
+ * with fewer than two concurrency levels run assumes perfect batching). */
+void prog_set_eta_bound(struct progress *pr, double seconds, bool lower);
+/* The ETA as shown: "4m05s", ">= 46s" for a lower bound, "?" while unknown. */
+void prog_format_eta(const struct progress *pr, char *out, size_t size);
 /* Seconds left for the session, or a negative value while unknown. */
 double prog_eta_s(const struct progress *pr);
 /* "1h02m", "4m05s", "12s" into out. */

@@ -29,6 +29,8 @@
 #include "config/plan.h"
 #include "exec/progress.h"
 #include "analysis/report.h"
+#include "client/scrape.h"
+#include "http.h"
 #include "store/results.h"
 #include "store/rundir.h"
 #include "exec/cause.h"
@@ -38,6 +40,7 @@
 #include "exec/gpu.h"
 #include "exec/ports.h"
 #include "exec/proc.h"
+#include "exec/ratesearch.h"
 #include "exec/ready.h"
 #include "strutil.h"
 #include "timeutil.h"
@@ -83,7 +86,9 @@ struct run_ctx {
     bool start_stale; /* the last server_start failed on one of them */
     char *nvsmi;      /* owned: nvidia-smi's path, NULL without it */
     bool nvsmi_looked;
-    struct cg_base cg; /* a cgroup per server and client (cg_open); zeroed: none */
+    struct cg_base cg;     /* a cgroup per server and client (cg_open); zeroed: none */
+    bool *no_metrics;      /* per variant: its server gave no /metrics (said once) */
+    struct res_table from; /* --from RUN_DIR's points (empty without) */
 };
 
 /* Ctrl-C (or SIGTERM/SIGHUP) arrived: finish the current step, start none. */
@@ -663,6 +668,11 @@ static int keep_old_file(const char *path, struct err *err)
 static int keep_old_log(const char *path, struct err *err)
 {
     int rc = keep_old_file(path, err);
+    for (int before = 0; rc == 0 && before < 2; before++) {
+        char *scrape = scrape_path(path, before);
+        rc = keep_old_file(scrape, err);
+        free(scrape);
+    }
     size_t n = strlen(path);
     if (rc == 0 && n > 4 && strcmp(path + n - 4, ".log") == 0) {
         char *jsonl = xasprintf("%.*s.jsonl", (int)(n - 4), path);
@@ -670,6 +680,31 @@ static int keep_old_log(const char *path, struct err *err)
         free(jsonl);
     }
     return rc;
+}
+
+/* Save the server's Prometheus text beside the point's log (client/scrape.h),
+ * before or after the point. A server without it is said once per variant,
+ * which is then not asked again: its server_* columns stay empty. */
+static void scrape_server(struct run_ctx *c, size_t vi, const char *log, bool before)
+{
+    const struct plan_variant *pv = &c->plan.variants[vi];
+    if (!pv->v->metrics.server || c->no_metrics[vi])
+        return;
+    struct err e;
+    err_init(&e);
+    char *base = exec_base_url(&c->ex, pv, &e); /* under ssh: through the forward */
+    char *url = http_join_url(base ? base : pv->url, pv->v->metrics.server_path);
+    free(base);
+    char *path = scrape_path(log, before);
+    if (e.code || scrape_fetch_save(url, path, &e) != 0) {
+        c->no_metrics[vi] = true;
+        prog_note(&c->prog,
+                  "sweep: variant '%s': no server metrics at %s (%s); its server_* columns stay "
+                  "empty (metrics.server: false stops asking)",
+                  pv->v->name, url, e.msg);
+    }
+    free(path);
+    free(url);
 }
 
 /* The compiled patterns of variant vi (preset plus its own patterns),
@@ -698,9 +733,17 @@ static const char *judge(struct run_ctx *c, size_t pi, const char *log_path, con
     err_init(&err);
     bool client_ok = strcmp(status, RES_OK) == 0, ok = false;
     const ext_set *set = extractor(c, pp->variant, &err);
-    struct judge_spec spec = {set, &v->metrics.require, pp->concurrency, pp->prompts,
-                              v->bench.request_rate};
-    if (!set || judge_point(&spec, log_path, client_ok, &row->metrics, &ok, cause, &err) != 0) {
+    struct scrape_map *map = xcalloc(v->metrics.n_server_map + 1, sizeof(*map));
+    for (size_t i = 0; i < v->metrics.n_server_map; i++)
+        map[i] = (struct scrape_map){v->metrics.server_map[i].key, v->metrics.server_map[i].value};
+    struct gp_slo slo = {c->exp.slo_ttft_ms, c->exp.slo_tpot_ms, c->exp.slo_e2e_ms};
+    double rate = pp->rate > 0 ? pp->rate : v->bench.request_rate; /* a rate point's own */
+    struct judge_spec spec = {
+        set, &v->metrics.require, pp->concurrency, pp->prompts, rate, map, v->metrics.n_server_map,
+        &slo};
+    int rc = set ? judge_point(&spec, log_path, client_ok, &row->metrics, &ok, cause, &err) : -1;
+    free(map);
+    if (rc != 0) {
         if (client_ok)
             buf_printf(cause, "%s", err.msg);
         return client_ok ? RES_FAILED : status;
@@ -747,6 +790,7 @@ static const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row
         goto out;
     }
     client.cg_dir = new_cgroup(c, "client");
+    scrape_server(c, pp->variant, log, true);
     double t0 = clock_ms();
     char *rdir = remote_dir(c, v);
     int spawned =
@@ -786,6 +830,8 @@ static const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row
     row->wall_s = (clock_ms() - t0) / 1000.0;
     if (why == DONE)
         exec_point_done(&c->ex, &c->plan, pp, log);
+    if (why == DONE) /* a point that ended early gets no server columns */
+        scrape_server(c, pp->variant, log, false);
 
     switch (why) {
     case SERVER_DIED: {
@@ -951,29 +997,65 @@ static size_t pending_points(struct run_ctx *c, size_t vi, size_t *todo)
     return n;
 }
 
+/* Distinct concurrency levels of the ok rows with a median TPOT (variant
+ * NULL: every row): a step law needs two. */
+static size_t tpot_levels(const struct res_table *t, const char *variant)
+{
+    long seen[64];
+    size_t n = 0;
+    for (size_t r = 0; r < t->n; r++) {
+        const struct res_point *p = &t->rows[r];
+        bool dup = false;
+        if ((variant && strcmp(p->variant, variant) != 0) || strcmp(p->status, RES_OK) != 0 ||
+            !mset_get(&p->metrics, "median_tpot_ms", NULL))
+            continue;
+        for (size_t i = 0; i < n && !dup; i++)
+            dup = seen[i] == p->concurrency;
+        if (!dup && n < 64)
+            seen[n++] = p->concurrency;
+    }
+    return n;
+}
+
 /*
  * Refresh the ETA from the scaling law (estimate.h) fitted to the ok rows
  * so far: per variant, the predicted time of its points still to run,
  * scaled by how its finished points compared with their predictions. A
- * variant without rows of its own borrows the model of all rows. Without
- * any usable row the progress module's own average stays in use.
+ * variant without rows of its own borrows the model of all rows. Until a
+ * variant has run two concurrency levels its model assumes perfect
+ * batching: --from's fit replaces it then, else the ETA is shown as a lower
+ * bound (">= 46s"). Without any usable model the progress module's own
+ * average stays in use.
  */
 static void update_eta(struct run_ctx *c)
 {
     struct err err;
     err_init(&err);
-    struct est_model all;
+    struct est_model all, from_all;
     bool have_all = est_model_from_table(&c->table, NULL, &all, &err) == 0;
-    if (!have_all)
+    bool have_from = c->from.n && est_model_from_table(&c->from, NULL, &from_all, &err) == 0;
+    if (!have_all && !have_from)
         return;
+    size_t all_levels = have_all ? tpot_levels(&c->table, NULL) : 0;
+    bool lower = false;
     struct est_point *todo = xcalloc(c->plan.n_points + 1, sizeof(*todo));
     double total = 0;
     for (size_t vi = 0; vi < c->plan.n_variants; vi++) {
         const struct exp_variant *v = c->plan.variants[vi].v;
-        struct est_model m;
+        struct est_model m = all;
         err_init(&err);
-        if (est_model_from_table(&c->table, v->name, &m, &err) != 0)
-            m = all;
+        size_t levels = all_levels;
+        if (est_model_from_table(&c->table, v->name, &m, &err) == 0)
+            levels = tpot_levels(&c->table, v->name);
+        else if (!have_all)
+            levels = 0;
+        bool weak = levels < 2; /* b unknown: perfect batching assumed */
+        if (weak && have_from) {
+            err_init(&err);
+            if (est_model_from_table(&c->from, v->name, &m, &err) != 0)
+                m = from_all;
+            weak = false;
+        }
         size_t n = 0;
         double pred_done = 0, actual_done = 0;
         for (size_t pi = 0; pi < c->plan.n_points; pi++) {
@@ -989,9 +1071,106 @@ static void update_eta(struct run_ctx *c)
             }
         }
         total += est_eta_s(&m, todo, n, pred_done, actual_done);
+        lower = lower || (weak && n > 0);
     }
     free(todo);
-    prog_set_eta(&c->prog, total);
+    prog_set_eta_bound(&c->prog, total, lower);
+}
+
+/* The row of point pi in the table (any status), or NULL. */
+static const struct res_point *row_of(const struct run_ctx *c, size_t pi)
+{
+    const struct plan_point *pp = &c->plan.points[pi];
+    const char *name = c->plan.variants[pp->variant].v->name;
+    for (size_t r = c->table.n; r-- > 0;) {
+        const struct res_point *row = &c->table.rows[r];
+        if (row->key && strcmp(row->key, pp->key) == 0 && row->variant &&
+            strcmp(row->variant, name) == 0)
+            return row;
+    }
+    return NULL;
+}
+
+/*
+ * bench.find_max of variant vi, once its grid is done, against the running
+ * server: each probe is a rate point added to the plan, run and recorded
+ * like any other (a probe with an ok row from an earlier session is reused,
+ * so a resumed search repeats nothing), and meets the targets when ok with
+ * slo_attainment >= bench.find_max.meet. Ends with one line naming
+ * the highest rate that met them.
+ */
+static void find_max(struct run_ctx *c, size_t vi)
+{
+    const struct exp_variant *v = c->plan.variants[vi].v;
+    const struct exp_bench *b = &v->bench;
+    struct rs_search s;
+    struct err err;
+    rs_init(&s, b->find_start, b->find_max_rate, (int)b->find_steps);
+    while (s.next > 0 && !stopping(c) && !c->fatal) {
+        size_t pi;
+        err_init(&err);
+        if (plan_add_probe(&c->plan, vi, s.next, &pi, &err) != 0) {
+            log_error("variant '%s': find_max: %s", v->name, err.msg);
+            return;
+        }
+        c->attempted = xrealloc(c->attempted, (pi + 1) * sizeof(*c->attempted));
+        c->took_s = xrealloc(c->took_s, (pi + 1) * sizeof(*c->took_s));
+        c->attempted[pi] = false;
+        c->took_s[pi] = -1;
+        const struct plan_point *pp = &c->plan.points[pi];
+        if (!point_done(c, pi)) {
+            if (server_ensure(c, vi, &err) != 0) {
+                log_error("variant '%s': find_max: %s", v->name, err.msg);
+                c->env_failure = true;
+                return;
+            }
+            char label[128];
+            snprintf(label, sizeof(label), "%s find_max rate=%g n=%ld", v->name, pp->rate,
+                     pp->prompts);
+            c->attempted[pi] = true;
+            if (c->prog.n_started >= c->prog.n_total) /* probes were not in the count */
+                c->prog.n_total = c->prog.n_started + 1;
+            prog_begin(&c->prog, label, (double)pp->prompts * (double)b->output_len);
+            struct res_point row;
+            res_point_init(&row);
+            char *status = xstrdup(run_point(c, pi, &row));
+            char *cause = xstrdup(row.cause);
+            if (strcmp(status, RES_OK) == 0)
+                c->took_s[pi] = row.wall_s;
+            record(c, &row);
+            res_point_release(&row);
+            prog_end(&c->prog, status, cause);
+            bool interrupted = strcmp(status, RES_INTERRUPTED) == 0;
+            free(status);
+            free(cause);
+            if (interrupted)
+                return;
+        }
+        const struct res_point *row = row_of(c, pi);
+        double att = -1;
+        bool met = row && row->status && strcmp(row->status, RES_OK) == 0 &&
+                   mset_get(&row->metrics, "slo_attainment", &att) && att >= b->find_attainment;
+        prog_note(&c->prog,
+                  "sweep: variant '%s': find_max: %g req/s %s the targets "
+                  "(slo_attainment %.3g, want >= %g)",
+                  v->name, s.next, met ? "meets" : "misses", att, b->find_attainment);
+        rs_report(&s, met);
+    }
+    if (s.next > 0) /* interrupted */
+        return;
+    if (s.lo > 0 && s.hi == 0)
+        prog_note(&c->prog,
+                  "sweep: variant '%s': find_max: %g req/s, bench.find_max.max, meets the targets",
+                  v->name, s.lo);
+    else if (s.lo > 0)
+        prog_note(&c->prog,
+                  "sweep: variant '%s': find_max: the highest rate meeting the targets is %g "
+                  "req/s (%g req/s missed them)",
+                  v->name, s.lo, s.hi);
+    else
+        prog_note(&c->prog,
+                  "sweep: variant '%s': find_max: no rate down to %g req/s met the targets",
+                  v->name, s.hi);
 }
 
 /*
@@ -1003,7 +1182,8 @@ static void update_eta(struct run_ctx *c)
 static void run_variant(struct run_ctx *c, size_t vi, size_t *todo)
 {
     size_t n = pending_points(c, vi, todo);
-    if (n == 0)
+    bool search = c->plan.variants[vi].v->bench.find_start > 0;
+    if (n == 0 && !search)
         return;
     const struct exp_variant *v = c->plan.variants[vi].v;
     struct err err;
@@ -1061,6 +1241,8 @@ static void run_variant(struct run_ctx *c, size_t vi, size_t *todo)
         if (interrupted)
             break;
     }
+    if (search && !stopping(c) && !c->fatal)
+        find_max(c, vi);
     server_stop(c);
 }
 
@@ -1153,6 +1335,7 @@ static void ctx_release(struct run_ctx *c)
         for (size_t i = 0; i < c->plan.n_variants; i++)
             ext_free(c->ext[i]);
     free(c->ext);
+    free(c->no_metrics);
     free(c->nvsmi);
     cg_close(&c->cg);
     free(c->attempted);
@@ -1160,6 +1343,7 @@ static void ctx_release(struct run_ctx *c)
     if (c->have_manifest)
         man_release(&c->man);
     res_table_release(&c->table);
+    res_table_release(&c->from);
     if (c->have_plan)
         plan_release(&c->plan);
     if (c->have_exp)
@@ -1179,6 +1363,7 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
     c->stop = stop;
     proc_init(&c->server);
     res_table_init(&c->table);
+    res_table_init(&c->from);
     struct err err;
     err_init(&err);
     int status = RN_OK;
@@ -1237,11 +1422,21 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
     if (o->resume_dir && path_exists(c->csv_path) &&
         (res_table_load(c->csv_path, &c->table, &err) != 0 || resume_keys_check(c, &err) != 0))
         goto fail;
+    if (o->from_dir) {
+        char *csv = path_join(o->from_dir, "points.csv");
+        int lrc = res_table_load(csv, &c->from, &err);
+        free(csv);
+        if (lrc != 0) {
+            err_prefix(&err, "--from '%s'", o->from_dir);
+            goto fail;
+        }
+    }
     size_t n_renamed = adopt_renamed(c); /* saved with the table by prepare_folder */
     if (prepare_folder(c, fresh_default, &err) != 0)
         goto fail;
 
     c->ext = xcalloc(c->plan.n_variants, sizeof(*c->ext));
+    c->no_metrics = xcalloc(c->plan.n_variants + 1, sizeof(*c->no_metrics));
     c->attempted = xcalloc(c->plan.n_points + 1, sizeof(*c->attempted));
     c->took_s = xcalloc(c->plan.n_points + 1, sizeof(*c->took_s));
     for (size_t pi = 0; pi < c->plan.n_points; pi++)

@@ -19,6 +19,7 @@ struct run_opts {
     const char *exp_path;      /* the experiment file */
     const char *out_dir;       /* --out, or NULL for results/<name>/<stamp> */
     const char *resume_dir;    /* --resume RUN_DIR, or NULL */
+    const char *from_dir;      /* --from RUN_DIR: its fit gives the first ETAs, or NULL */
     bool force;                /* --force: move what --out holds into previous-N/ */
     const struct strvec *only; /* --only names, or NULL / empty for every variant */
     bool dry_run;              /* print the plan, start nothing */

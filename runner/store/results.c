@@ -80,7 +80,9 @@ void res_table_add(struct res_table *t, struct res_point *p)
 static int same_point(const struct res_point *a, const struct res_point *b)
 {
     return strcmp(a->variant ? a->variant : "", b->variant ? b->variant : "") == 0 &&
-           a->concurrency == b->concurrency && a->prompts == b->prompts && a->repeat == b->repeat;
+           a->concurrency == b->concurrency && a->prompts == b->prompts && a->repeat == b->repeat &&
+           /* rate points share C and P; their logs ("rate2-n64.log") tell them apart */
+           (!a->log || !b->log || strcmp(path_base(a->log), path_base(b->log)) == 0);
 }
 
 void res_table_put(struct res_table *t, struct res_point *p)

@@ -48,6 +48,11 @@ static void extract_release(struct rundir_extract *x)
     }
     free(x->patterns);
     strvec_release(&x->require);
+    for (size_t i = 0; i < x->n_server_map; i++) {
+        free((char *)x->server_map[i].column);
+        free((char *)x->server_map[i].expr);
+    }
+    free(x->server_map);
     memset(x, 0, sizeof(*x));
 }
 
@@ -62,6 +67,11 @@ static void extract_copy(struct rundir_extract *dst, const struct rundir_extract
     }
     dst->n_patterns = src->n_patterns;
     strvec_copy(&dst->require, &src->require);
+    dst->server_map = xcalloc(src->n_server_map + 1, sizeof(*dst->server_map));
+    for (size_t i = 0; i < src->n_server_map; i++)
+        dst->server_map[i] = (struct scrape_map){xstrdup(src->server_map[i].column),
+                                                 xstrdup(src->server_map[i].expr)};
+    dst->n_server_map = src->n_server_map;
 }
 
 /* Set or replace the pattern called name. */
@@ -102,6 +112,11 @@ static void exp_metrics_to_extract(const struct exp_metrics *m, struct rundir_ex
     for (size_t i = 0; i < m->n_patterns; i++)
         extract_put(x, m->patterns[i].name, m->patterns[i].regex);
     strvec_copy(&x->require, &m->require);
+    x->server_map = xcalloc(m->n_server_map + 1, sizeof(*x->server_map));
+    for (size_t i = 0; i < m->n_server_map; i++)
+        x->server_map[i] =
+            (struct scrape_map){xstrdup(m->server_map[i].key), xstrdup(m->server_map[i].value)};
+    x->n_server_map = m->n_server_map;
 }
 
 static int read_experiment(struct rundir *rd, struct err *err)
@@ -122,6 +137,7 @@ static int read_experiment(struct rundir *rd, struct err *err)
     rd->description = xstrdup(exp.description ? exp.description : "");
     free(rd->fit_x);
     free(rd->fit_y);
+    rd->slo = (struct gp_slo){exp.slo_ttft_ms, exp.slo_tpot_ms, exp.slo_e2e_ms};
     rd->fit_x = xstrdup(exp.fit_x ? exp.fit_x : "concurrency");
     rd->fit_y = xstrdup(exp.fit_y ? exp.fit_y : "median_tpot_ms");
     if (exp.plots.n) {

@@ -16,7 +16,9 @@
 
 #include "err.h"
 #include "analysis/extract.h"
+#include "client/scrape.h"
 #include "store/results.h"
+#include "analysis/goodput.h"
 #include "strvec.h"
 
 /* How to read one variant's logs. */
@@ -24,7 +26,9 @@ struct rundir_extract {
     char *preset;                 /* owned; NULL = no preset (user patterns only) */
     struct ext_pattern *patterns; /* owned, names and regexes included */
     size_t n_patterns;
-    struct strvec require; /* metrics a point needs to count as ok */
+    struct strvec require;         /* metrics a point needs to count as ok */
+    struct scrape_map *server_map; /* owned, strings included: metrics.server_map */
+    size_t n_server_map;
 };
 
 struct rundir_variant {
@@ -53,6 +57,7 @@ struct rundir {
     struct strvec command; /* argv of the sweep command that made the run */
     bool interrupted;      /* the newest session was stopped (Ctrl-C) */
     struct strvec sources; /* imported: "ORIGINAL -> VARIANT/cC-nP.log" */
+    struct gp_slo slo;     /* analysis.slo of experiment.yaml, zeros when absent */
 };
 
 /*

@@ -36,7 +36,9 @@ struct fs_config {
     const char *host;
     long port;
     double prefill_ms, step_a_ms, step_b_ms;
-    long max_batch; /* 0 = no cap */
+    bool prefill_in_steps;       /* prompts run inside the decode steps */
+    double prefill_ms_per_token; /* with prefill_in_steps: step cost per prompt token */
+    long max_batch;              /* 0 = no cap */
     const char *model;
     long vocab;
     long die_after, die_signal;
@@ -49,17 +51,20 @@ struct fs_config {
     long fork_helpers;
     long stall_request, error_after, close_after;
     bool no_usage, role_chunk_first, split_utf8, print_argv;
+    bool no_metrics; /* GET /metrics answers 404 */
     double usage_delay_ms;
     const char *pid_file;
 };
 
 enum st_state {
-    ST_QUEUED,  /* waiting for a batch slot */
-    ST_PREFILL, /* admitted; first token due at prefill_end */
-    ST_JOINING, /* first token sent; joins the decode loop at the next step start */
-    ST_DECODE,  /* in the decode loop */
-    ST_STALLED, /* fault: no more tokens ever */
-    ST_DONE,    /* all tokens produced (or a fault ended it) */
+    ST_QUEUED,   /* waiting for a batch slot */
+    ST_PREFILL,  /* admitted; first token due at prefill_end (or, --prefill-in-steps, at the end
+                    of the next step, which runs its prompt) */
+    ST_STEPFILL, /* --prefill-in-steps: its prompt runs in the current step */
+    ST_JOINING,  /* first token sent; joins the decode loop at the next step start */
+    ST_DECODE,   /* in the decode loop */
+    ST_STALLED,  /* fault: no more tokens ever */
+    ST_DONE,     /* all tokens produced (or a fault ended it) */
 };
 
 /* One completion request. Guarded by server.mu, except the fields that only
@@ -102,6 +107,14 @@ struct server {
     size_t n_samples, cap_samples;
     long stat_requests, stat_steps;
     double stat_batch_sum;
+    /* /metrics counters since start, in fp4serve's names (exact: step
+     * seconds are the model's durations, not the clock) */
+    struct {
+        double steps, step_s, step_seqs, decode_tokens, prefill_tokens;
+        double prompt_tokens, generation_tokens;
+        double do_steps, do_step_s, do_step_seqs; /* steps that ran no prompt */
+        double queue_s, queue_n;                  /* admission wait, per request */
+    } m;
 };
 
 /* Request-body accumulation, attached to the MHD connection. */
@@ -154,8 +167,11 @@ static void admit_queued(struct server *s, double now)
         if (!oldest)
             return;
         oldest->state = ST_PREFILL;
-        oldest->prefill_end_ms = now + s->cfg.prefill_ms;
+        oldest->prefill_end_ms = s->cfg.prefill_in_steps ? 1e300 : now + s->cfg.prefill_ms;
         s->n_admitted_active++;
+        s->m.queue_s += (now - oldest->admit_ms) / 1000.0;
+        s->m.queue_n += 1;
+        s->m.prompt_tokens += (double)oldest->prompt_tokens;
     }
 }
 
@@ -170,6 +186,7 @@ static void finish_stream(struct server *s, struct stream *st)
 static void produce_token(struct server *s, struct stream *st)
 {
     st->ready++;
+    s->m.generation_tokens += 1;
     bool fault_end = (s->cfg.error_after > 0 && st->ready >= s->cfg.error_after) ||
                      (s->cfg.close_after > 0 && st->ready >= s->cfg.close_after);
     if (st->ready >= st->max_tokens || fault_end)
@@ -201,6 +218,7 @@ static void *scheduler(void *arg)
         for (struct stream *st = s->streams; st; st = st->next)
             if (st->state == ST_PREFILL && now >= st->prefill_end_ms) {
                 st->state = ST_JOINING;
+                s->m.prefill_tokens += (double)st->prompt_tokens;
                 produce_token(s, st);
                 if (st->state != ST_DONE && s->cfg.stall_request == st->index)
                     st->state = ST_STALLED;
@@ -211,25 +229,55 @@ static void *scheduler(void *arg)
             for (struct stream *st = s->streams; st; st = st->next)
                 if (st->state == ST_DECODE)
                     produce_token(s, st);
+            /* --prefill-in-steps: the prompts of this step give their first token */
+            for (struct stream *st = s->streams; st; st = st->next)
+                if (st->state == ST_STEPFILL) {
+                    st->state = ST_JOINING;
+                    produce_token(s, st);
+                    if (st->state != ST_DONE && s->cfg.stall_request == st->index)
+                        st->state = ST_STALLED;
+                }
             in_step = false;
             just_ended = true;
         }
         if (!in_step) {
-            long n = 0;
+            long n = 0, n_fill = 0;
+            double prompt = 0;
+            struct stream *fill = NULL; /* --prefill-in-steps: one prompt per step, oldest first */
             for (struct stream *st = s->streams; st; st = st->next) {
                 if (st->state == ST_JOINING)
                     st->state = ST_DECODE;
                 if (st->state == ST_DECODE)
                     n++;
+                if (s->cfg.prefill_in_steps && st->state == ST_PREFILL &&
+                    (!fill || st->index < fill->index))
+                    fill = st;
             }
-            if (n > 0) {
+            if (fill) {
+                fill->state = ST_STEPFILL;
+                prompt = (double)fill->prompt_tokens;
+                n_fill = 1;
+            }
+            if (n > 0 || n_fill > 0) {
                 in_step = true;
                 /* back to back: the next step starts where the last one ended,
                  * even if this thread woke late, so lateness never accumulates */
                 double start = just_ended ? step_end : now;
-                step_end = start + s->cfg.step_a_ms + s->cfg.step_b_ms * (double)n;
+                double dur = s->cfg.step_a_ms + s->cfg.step_b_ms * (double)n +
+                             s->cfg.prefill_ms_per_token * prompt;
+                step_end = start + dur;
                 s->stat_steps++;
                 s->stat_batch_sum += (double)n;
+                s->m.steps += 1;
+                s->m.step_s += dur / 1000.0;
+                s->m.step_seqs += (double)(n + n_fill);
+                s->m.decode_tokens += (double)n;
+                s->m.prefill_tokens += prompt;
+                if (n_fill == 0) {
+                    s->m.do_steps += 1;
+                    s->m.do_step_s += dur / 1000.0;
+                    s->m.do_step_seqs += (double)n;
+                }
             }
         }
         /* sleep until the next event */
@@ -645,6 +693,45 @@ static enum MHD_Result handle_completion(struct server *s, struct MHD_Connection
     return res;
 }
 
+/* GET /metrics: the counters in fp4serve's names (Prometheus text 0.0.4),
+ * each with a model_name label, plus the decode-only step counters and a
+ * queue-time histogram's _sum and _count. */
+static enum MHD_Result handle_metrics(struct server *s, struct MHD_Connection *c)
+{
+    struct buf b;
+    buf_init(&b, BODY_MAX);
+    pthread_mutex_lock(&s->mu);
+    const struct {
+        const char *name;
+        double v;
+    } rows[] = {
+        {"fp4serve_steps_total", s->m.steps},
+        {"fp4serve_step_seconds_total", s->m.step_s},
+        {"fp4serve_step_sequences_total", s->m.step_seqs},
+        {"fp4serve_decode_tokens_total", s->m.decode_tokens},
+        {"fp4serve_prefill_tokens_total", s->m.prefill_tokens},
+        {"fp4serve_prompt_tokens_total", s->m.prompt_tokens},
+        {"fp4serve_generation_tokens_total", s->m.generation_tokens},
+        {"fp4serve_decode_only_steps_total", s->m.do_steps},
+        {"fp4serve_decode_only_step_seconds_total", s->m.do_step_s},
+        {"fp4serve_decode_only_step_sequences_total", s->m.do_step_seqs},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        buf_printf(&b, "# HELP %s fakeserver counter (exact).\n# TYPE %s counter\n", rows[i].name,
+                   rows[i].name);
+        buf_printf(&b, "%s{model_name=\"%s\"} %.9f\n", rows[i].name, s->cfg.model, rows[i].v);
+    }
+    buf_puts(&b, "# HELP fp4serve_request_queue_time_seconds Wait for a batch slot.\n"
+                 "# TYPE fp4serve_request_queue_time_seconds histogram\n");
+    buf_printf(&b, "fp4serve_request_queue_time_seconds_bucket{le=\"+Inf\"} %.0f\n", s->m.queue_n);
+    buf_printf(&b, "fp4serve_request_queue_time_seconds_sum %.9f\n", s->m.queue_s);
+    buf_printf(&b, "fp4serve_request_queue_time_seconds_count %.0f\n", s->m.queue_n);
+    pthread_mutex_unlock(&s->mu);
+    enum MHD_Result rc = send_text(c, 200, "text/plain; version=0.0.4", b.data, b.len);
+    buf_release(&b);
+    return rc;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
                                const char *method, const char *version, const char *upload,
                                size_t *upload_size, void **con_cls)
@@ -687,6 +774,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     if (get && strcmp(url, "/stats") == 0)
         return handle_stats(s, c);
+    if (get && strcmp(url, "/metrics") == 0 && !s->cfg.no_metrics)
+        return handle_metrics(s, c);
     if (post && strcmp(url, "/stats/reset") == 0) {
         pthread_mutex_lock(&s->mu);
         s->n_samples = 0;
@@ -768,6 +857,11 @@ int main(int argc, char **argv)
         {"step-a-ms", 0, OPT_DOUBLE, &c->step_a_ms, "MS", "decode step fixed cost (20)", 0, 1e7},
         {"step-b-ms", 0, OPT_DOUBLE, &c->step_b_ms, "MS", "decode step cost per stream (2)", 0,
          1e7},
+        {"prefill-in-steps", 0, OPT_BOOL, &c->prefill_in_steps, NULL,
+         "prompts run inside the decode steps (see --prefill-ms-per-token)"},
+        {"prefill-ms-per-token", 0, OPT_DOUBLE, &c->prefill_ms_per_token, "MS",
+         "with --prefill-in-steps: step cost per prompt token (0)", 0, 1e6},
+        {"no-metrics", 0, OPT_BOOL, &c->no_metrics, NULL, "GET /metrics answers 404"},
         {"max-batch", 0, OPT_LONG, &c->max_batch, "N", "admit at most N at once (0 = no cap)", 0,
          1e9},
         {"model", 0, OPT_STR, &c->model, "NAME", "model id (fake-model)"},

@@ -1,6 +1,6 @@
 /*
  * Fuzz target for engine/api, chat and stop: arbitrary bytes are parsed as
- * a completions and as a chat request body. A refusal must be a 400 or
+ * a completions, a chat and an SGLang /generate request body. A refusal must be a 400 or
  * 404 with a message; an accepted request must hold only values in their
  * documented ranges. Its text then goes through the ChatML renderer, the
  * response formatters (each event must parse back as JSON carrying the
@@ -26,8 +26,25 @@ static void die(const char *what)
 
 static void check_ranges(const struct api_request *r)
 {
-    if (r->max_tokens != -1 && r->max_tokens < 1)
+    if (r->max_tokens != -1 && r->max_tokens < (r->echo ? 0 : 1))
         die("max_tokens out of range");
+    if (r->n < 1 || r->n > API_MAX_N || r->logprobs < -1 || r->logprobs > API_MAX_LOGPROBS)
+        die("n or logprobs out of range");
+    if (r->kind != API_COMPLETION && r->echo)
+        die("echo outside completions");
+    if (!(r->min_p >= 0 && r->min_p <= 1) || !(r->repetition_penalty > 0) ||
+        !(r->frequency_penalty >= -2 && r->frequency_penalty <= 2) ||
+        !(r->presence_penalty >= -2 && r->presence_penalty <= 2))
+        die("min_p or a penalty out of range");
+    if ((r->n_prompts ? r->n_prompts : 1) * (size_t)r->n > API_MAX_CHOICES)
+        die("too many choices");
+    for (size_t k = 0; k < r->n_prompts; k++) {
+        if (!r->prompts[k].text == !r->prompts[k].ids)
+            die("a prompt is neither text nor ids, or both");
+        for (size_t i = 0; i < r->prompts[k].n_ids; i++)
+            if (r->prompts[k].ids[i] < 0 || r->prompts[k].ids[i] >= 512)
+                die("token id out of range");
+    }
     if (!(r->temperature >= 0 && r->temperature <= API_TEMP_MAX))
         die("temperature out of range");
     if (!(r->top_p > 0 && r->top_p <= 1))
@@ -41,7 +58,7 @@ static void check_ranges(const struct api_request *r)
     for (size_t i = 0; i < r->n_prompt_ids; i++)
         if (r->prompt_ids[i] < 0 || r->prompt_ids[i] >= 512)
             die("token id out of range");
-    if (r->kind == API_COMPLETION && !r->prompt && !r->prompt_ids)
+    if (r->kind != API_CHAT && !r->prompt && !r->prompt_ids)
         die("completion without a prompt");
     if (r->kind == API_CHAT && (!r->messages || !r->n_messages))
         die("chat without messages");
@@ -72,6 +89,14 @@ static void check_format(const struct api_request *r, const char *text, size_t n
     j = json_loadb(b.data, b.len, JSON_ALLOW_NUL, NULL);
     if (!j)
         die("final body is not JSON");
+    json_decref(j);
+    buf_reset(&b);
+    api_gen_json(&b, "id", r->batch ? 0 : -1, text, n, r->stream ? "stop" : NULL, 1, 2);
+    j = json_loadb(b.data, b.len, JSON_ALLOW_NUL, NULL);
+    t = json_object_get(j, "text");
+    if (!j || (n && (!json_is_string(t) || json_string_length(t) != n ||
+                     memcmp(json_string_value(t), text, n) != 0)))
+        die("/generate body does not round-trip");
     json_decref(j);
     buf_release(&b);
 }
@@ -129,10 +154,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const ids[] = {"m", NULL};
     const struct api_limits lim = {.n_vocab = 512, .model_ids = ids};
-    for (int kind = 0; kind < 2; kind++) {
+    for (int kind = 0; kind < 3; kind++) {
         struct api_request r;
         struct api_error e;
-        if (api_parse((const char *)data, size, (enum api_kind)kind, &lim, &r, &e) != 0) {
+        if ((kind == API_GENERATE
+                 ? api_parse_generate((const char *)data, size, &lim, &r, &e)
+                 : api_parse((const char *)data, size, (enum api_kind)kind, &lim, &r, &e)) != 0) {
             if ((e.status != 400 && e.status != 404) || !e.msg[0] || !e.type[0])
                 die("refusal without a 400/404 and a message");
             continue;

@@ -1,6 +1,7 @@
 /*
  * Fuzz target: metric extraction over arbitrary log bytes. Every input is
- * read with both presets (and the block finder), ext_shape and ext_require;
+ * read with every preset, the regex ones (and the block finder) and the
+ * export ones (JSON, JSONL, CSV: export.c), then ext_shape and ext_require;
  * an input whose first line starts with "re:" also compiles the rest of
  * that line as a user pattern (bad ones must fail cleanly, runaway ones
  * must stop at the limits), and its first line is read as a file-name tag.
@@ -10,16 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/export.h"
 #include "analysis/extract.h"
 #include "xalloc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static ext_set *presets[2];
-    static const char *const names[] = {"sglang", "vllm"};
+    static ext_set *presets[16];
+    const char *const *names = ext_preset_names();
+    size_t n_presets = 0;
     struct err err;
+    while (names[n_presets] && n_presets < 16)
+        n_presets++;
     if (!presets[0])
-        for (int i = 0; i < 2; i++) {
+        for (size_t i = 0; i < n_presets; i++) {
             err_init(&err);
             if (ext_new(names[i], NULL, 0, &presets[i], &err) != 0)
                 abort();
@@ -28,7 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct strvec require = STRVEC_INIT;
     strvec_push(&require, "output_throughput");
     strvec_push(&require, "median_tpot_ms");
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < n_presets; i++) {
+        bool export = xp_find(names[i]) != NULL;
         struct metric_set ms;
         mset_init(&ms);
         err_init(&err);
@@ -42,8 +48,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ext_info_notes(&info, &notes);
         buf_release(&notes);
         for (size_t k = 0; k < info.n_unread; k++)
-            if (strlen(info.unread[k].text) > EXT_QUOTE_MAX + 3 || info.unread[k].line < 1)
-                abort(); /* quotes are cut, lines counted from 1 */
+            if (strlen(info.unread[k].text) > EXT_QUOTE_MAX + 3 ||
+                info.unread[k].line < (export ? 0 : 1))
+                abort(); /* quotes are cut, lines counted from 1 (an export has none) */
         ext_info_release(&info);
         for (size_t k = 0; k < ms.n; k++)
             if (!metric_find(ms.m[k].name))

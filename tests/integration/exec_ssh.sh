@@ -124,6 +124,9 @@ check "ssh run: server logs came back while it ran" grep -q "starting server for
 check "ssh run: the server's own output is in the local server.log" \
     sh -c "test \$(grep -vc '^==== sweep' srun/a/server.log) -gt 0"
 check "ssh run: client logs came back (metrics were read from them)" test -s srun/a/c2-n4.log
+check "ssh run: the server's /metrics scraped through the forward, as locally" \
+    test -s lrun/a/c1-n2.metrics-after.txt -a -s srun/a/c1-n2.metrics-after.txt
+check "ssh run: no 'no server metrics' note" sh -c "! grep -q 'no server metrics' serr.txt"
 check "ssh run: variant b's server got its own flags" grep -q "starting server for variant 'b'.*--step-a-ms 6" srun/b/server.log
 check_eq "ssh run: no log was left in the remote work folder" "$(find remote -name '*.log' | wc -l)" 0
 check "ssh run: manifest records the executor" grep -q '"kind": "ssh"' srun/manifest.json

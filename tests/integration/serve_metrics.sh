@@ -60,6 +60,16 @@ check "no since-start mean gauge" sh -c "! grep -q '_mean' '$T_TMP/m'"
 check "issue 13's counters are there, unlabelled" sh -c "for n in steps_total step_seconds_total \
     step_sequences_total prefill_tokens_total decode_tokens_total prompt_tokens_total \
     generation_tokens_total; do grep -q \"^fp4serve_\$n [0-9]\" '$T_TMP/m' || exit 1; done"
+# decode-only steps (no prompt token in them): sweep's server_step_ms reads
+# these so the step law leaves prefill out
+steps=$(metric fp4serve_steps_total)
+do_steps=$(metric fp4serve_decode_only_steps_total)
+check "decode-only steps: some, and fewer than all steps (prompts ran in the others)" \
+    awk -v d="$do_steps" -v s="$steps" 'BEGIN { exit !(d > 0 && d < s) }'
+check "decode-only step time and sequences within the totals" awk \
+    -v dt="$(metric fp4serve_decode_only_step_seconds_total)" -v t="$(metric fp4serve_step_seconds_total)" \
+    -v dq="$(metric fp4serve_decode_only_step_sequences_total)" -v q="$(metric fp4serve_step_sequences_total)" \
+    -v d="$do_steps" 'BEGIN { exit !(dt > 0 && dt < t && dq >= d && dq < q) }'
 
 if command -v promtool >/dev/null 2>&1; then
     promtool check metrics <"$T_TMP/m" >"$T_TMP/lint" 2>&1

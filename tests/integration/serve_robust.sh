@@ -152,7 +152,7 @@ check "SIGTERM: exits within 2 s ($ms ms)" [ $ms -lt 2000 ]
 ended=0
 for i in $(seq 1 8); do
     if grep -q '"finish_reason":"length"' "$T_TMP/term.$i" ||
-        { grep -q '^data: {"error":{"code":503' "$T_TMP/term.$i" && tail -n 2 "$T_TMP/term.$i" | grep -q '^data: \[DONE\]'; }; then
+        { grep -q '^data: {"error":{"message":"the server is shutting down' "$T_TMP/term.$i" && tail -n 2 "$T_TMP/term.$i" | grep -q '^data: \[DONE\]'; }; then
         ended=$((ended + 1))
     fi
 done

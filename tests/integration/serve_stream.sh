@@ -129,6 +129,7 @@ check_eq "models/{id}: unknown id is 404" \
     "$(curl -s -o "$T_TMP/mnf" -w '%{http_code}' "$SRV_URL/v1/models/nosuch")" "404"
 check_eq "models/{id}: the error names the model" "$(jq -r '.error.param + ": " + .error.message' "$T_TMP/mnf")" \
     "model: model 'nosuch' does not exist (this server serves 'tiny')"
+check_eq "models/{id}: OpenAI's code" "$(jq -r .error.code "$T_TMP/mnf")" model_not_found
 check_eq "models/: an empty id is no route" \
     "$(curl -s -o /dev/null -w '%{http_code}' "$SRV_URL/v1/models/")" "404"
 check_eq "models/{id}: POST is 405" \

@@ -205,7 +205,6 @@ static const struct bad bad_cases[] = {
     {"{\"prompt\":[1,\"a\"]}", API_COMPLETION, 400, "prompt", "'prompt[1]' must be a token id"},
     {"{\"prompt\":[1,512]}", API_COMPLETION, 400, "prompt", "token id 512, outside [0, 512)"},
     {"{\"prompt\":[-1]}", API_COMPLETION, 400, "prompt", "token id -1"},
-    {"{\"prompt\":[\"a\",\"b\"]}", API_COMPLETION, 400, "prompt", "holds 2 prompts"},
     {"{\"prompt\":\"x\",\"model\":\"gpt-4\"}", API_COMPLETION, 404, "model",
      "model 'gpt-4' does not exist"},
     {"{\"prompt\":\"x\",\"model\":7}", API_COMPLETION, 400, "model", "must be a string"},
@@ -235,13 +234,32 @@ static const struct bad bad_cases[] = {
      "must be an object"},
     {"{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":\"y\"}}", API_COMPLETION, 400,
      "stream_options.include_usage", "must be a boolean"},
-    {"{\"prompt\":\"x\",\"n\":2}", API_COMPLETION, 400, "n", "'n' is not supported"},
-    {"{\"prompt\":\"x\",\"logprobs\":5}", API_COMPLETION, 400, "logprobs", "not supported"},
-    /* 0 asks for the sampled tokens' own logprobs (OpenAI, vLLM), not for none */
-    {"{\"prompt\":\"x\",\"logprobs\":0}", API_COMPLETION, 400, "logprobs", "not supported"},
-    {"{\"prompt\":\"x\",\"echo\":true}", API_COMPLETION, 400, "echo", "not supported"},
-    {"{\"prompt\":\"x\",\"frequency_penalty\":0.5}", API_COMPLETION, 400, "frequency_penalty",
-     "not supported"},
+    /* n, logprobs, echo, min_p and the penalties are read: out of range is refused */
+    {"{\"prompt\":\"x\",\"n\":0}", API_COMPLETION, 400, "n", "'n' is 0; it must be in [1, 128]"},
+    {"{\"prompt\":\"x\",\"n\":1.5}", API_COMPLETION, 400, "n", "must be an integer"},
+    {"{\"prompt\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\"],\"n\":128}",
+     API_COMPLETION, 400, "n", "make 1152 choices (at most 1024)"},
+    {"{\"prompt\":\"x\",\"logprobs\":21}", API_COMPLETION, 400, "logprobs", "in [0, 20]"},
+    {"{\"prompt\":\"x\",\"logprobs\":true}", API_COMPLETION, 400, "logprobs", "must be an integer"},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}", API_CHAT, 400,
+     "logprobs", "must be a boolean"},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":3}", API_CHAT, 400,
+     "top_logprobs", "needs 'logprobs': true"},
+    {"{\"prompt\":\"x\",\"top_logprobs\":3}", API_COMPLETION, 400, "top_logprobs",
+     "give the count in 'logprobs'"},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"echo\":true}", API_CHAT, 400, "echo",
+     "not supported on chat"},
+    {"{\"prompt\":\"x\",\"echo\":1}", API_COMPLETION, 400, "echo", "must be a boolean"},
+    {"{\"prompt\":\"x\",\"max_tokens\":0}", API_COMPLETION, 400, "max_tokens", "0 only with echo"},
+    {"{\"prompt\":\"x\",\"frequency_penalty\":2.5}", API_COMPLETION, 400, "frequency_penalty",
+     "must be in [-2, 2]"},
+    {"{\"prompt\":\"x\",\"presence_penalty\":-3}", API_COMPLETION, 400, "presence_penalty",
+     "must be in [-2, 2]"},
+    {"{\"prompt\":\"x\",\"repetition_penalty\":0}", API_COMPLETION, 400, "repetition_penalty",
+     "must be in (0, 100]"},
+    {"{\"prompt\":\"x\",\"min_p\":1.5}", API_COMPLETION, 400, "min_p", "must be in [0, 1]"},
+    {"{\"prompt\":[\"a\",3]}", API_COMPLETION, 400, "prompt", "'prompt[1]' must be a string"},
+    {"{\"prompt\":[[1,2],[]]}", API_COMPLETION, 400, "prompt", "'prompt[1]' is an empty array"},
     {"{\"prompt\":\"x\",\"best_of\":3}", API_COMPLETION, 400, "best_of", "not supported"},
     /* vLLM's sampling extensions change the answer as much as OpenAI's fields do */
     {"{\"prompt\":\"x\",\"min_tokens\":16}", API_COMPLETION, 400, "min_tokens", "not supported"},
@@ -323,14 +341,13 @@ TEST(refused_values_and_defaults)
         "\"tool_choice\":\"required\"",
         "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}",
         "\"use_beam_search\":true",
-        "\"min_p\":0.05",
-        "\"repetition_penalty\":1.1",
         "\"guided_choice\":[\"a\"]",
         "\"skip_special_tokens\":true",
         "\"reasoning_effort\":\"low\"",
         "\"top_n_sigma\":1",
         "\"modalities\":[\"text\",\"audio\"]",
-        "\"stream_options\":{\"continuous_usage_stats\":true}"};
+        "\"stream_options\":{\"continuous_usage_stats\":true}",
+        "\"return_tokens_as_token_ids\":true"};
     static const char *const good[] = {"\"typical_p\":1",
                                        "\"tool_choice\":\"none\"",
                                        "\"tool_choice\":\"auto\"",
@@ -342,7 +359,8 @@ TEST(refused_values_and_defaults)
                                        "\"length_penalty\":1.0",
                                        "\"guided_json\":null",
                                        "\"bad_words\":[]",
-                                       "\"use_beam_search\":false"};
+                                       "\"use_beam_search\":false",
+                                       "\"return_tokens_as_token_ids\":false"};
     char body[256];
     struct api_request r;
     struct api_error e;
@@ -516,7 +534,8 @@ TEST(error_body_and_cap)
     api_error_json(&b, &e);
     json_t *j = json_loadb(b.data, b.len, 0, NULL);
     json_t *o = json_object_get(j, "error");
-    CHECK_INT(json_integer_value(json_object_get(o, "code")), 400);
+    CHECK(json_is_null(json_object_get(o, "code"))); /* OpenAI's codes are strings or null */
+    CHECK_STR(json_string_value(json_object_get(o, "type")), "invalid_request_error");
     CHECK_STR(json_string_value(json_object_get(o, "message")), "bad \"thing\"");
     CHECK_STR(json_string_value(json_object_get(o, "param")), "max_tokens");
     json_decref(j);
@@ -695,6 +714,167 @@ TEST(metrics_text)
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         CHECK_MSG(strstr(b.data, want[i]) != NULL, "metrics lack '%s'", want[i]);
+    buf_release(&b);
+}
+
+/* ---- n, logprobs, echo, prompt lists, penalties; /generate ---- */
+
+TEST(choices_logprobs_echo_and_penalties_are_read)
+{
+    struct api_request r;
+    struct api_error e;
+    CHECK_INT(parse("{\"prompt\":[[1,2],\"two\",[3]],\"n\":4,\"logprobs\":5,\"echo\":true,"
+                    "\"max_tokens\":0,\"min_p\":0.1,\"repetition_penalty\":1.3,"
+                    "\"frequency_penalty\":-0.5,\"presence_penalty\":2}",
+                    API_COMPLETION, &r, &e),
+              0);
+    CHECK_INT(r.n_prompts, 3);
+    CHECK(r.batch);
+    CHECK(r.prompts[0].ids && r.prompts[0].n_ids == 2 && r.prompts[0].ids[1] == 2);
+    CHECK_STR(r.prompts[1].text, "two");
+    CHECK(r.prompts[2].ids && r.prompts[2].ids[0] == 3);
+    CHECK(r.prompt_ids == r.prompts[0].ids); /* the single-prompt names see the first */
+    CHECK_INT(r.n, 4);
+    CHECK_INT(r.logprobs, 5);
+    CHECK(r.echo);
+    CHECK_INT(r.max_tokens, 0);
+    CHECK(r.min_p == 0.1 && r.repetition_penalty == 1.3 && r.frequency_penalty == -0.5 &&
+          r.presence_penalty == 2);
+    api_request_release(&r);
+    /* defaults: one choice, no logprobs (chat's false too), penalties off */
+    CHECK_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":false}",
+                    API_CHAT, &r, &e),
+              0);
+    CHECK(r.n == 1 && r.logprobs == -1 && !r.echo && r.repetition_penalty == 1 && r.min_p == 0);
+    api_request_release(&r);
+    CHECK_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
+                    "\"top_logprobs\":20}",
+                    API_CHAT, &r, &e),
+              0);
+    CHECK_INT(r.logprobs, 20);
+    api_request_release(&r);
+    /* completions: 0 asks for the chosen tokens' own logprobs; false for none */
+    CHECK_INT(parse("{\"prompt\":\"x\",\"logprobs\":0}", API_COMPLETION, &r, &e), 0);
+    CHECK_INT(r.logprobs, 0);
+    CHECK(!r.batch);
+    api_request_release(&r);
+    CHECK_INT(parse("{\"prompt\":\"x\",\"logprobs\":false}", API_COMPLETION, &r, &e), 0);
+    CHECK_INT(r.logprobs, -1);
+    api_request_release(&r);
+}
+
+static int gen(const char *body, struct api_request *r, struct api_error *e)
+{
+    return api_parse_generate(body, strlen(body), &lim, r, e);
+}
+
+TEST(generate_reads_sglang_bodies)
+{
+    struct api_request r;
+    struct api_error e;
+    /* what bench_serving --backend sglang posts */
+    CHECK_INT(gen("{\"text\":\"hi\",\"sampling_params\":{\"temperature\":0.0,\"max_new_tokens\":"
+                  "64,\"ignore_eos\":true},\"stream\":true,\"lora_path\":null,\"return_logprob\":"
+                  "false,\"logprob_start_len\":-1}",
+                  &r, &e),
+              0);
+    CHECK(r.kind == API_GENERATE);
+    CHECK_STR(r.prompt, "hi");
+    CHECK_INT(r.max_tokens, 64);
+    CHECK(r.temperature == 0 && r.ignore_eos && r.stream);
+    CHECK_STR(r.ignored, "");
+    api_request_release(&r);
+    CHECK_INT(gen("{\"input_ids\":[[1,2],[3]],\"sampling_params\":{\"sampling_seed\":9,\"n\":2}}",
+                  &r, &e),
+              0);
+    CHECK(r.n_prompts == 2 && r.batch && r.has_seed && r.seed == 9 && r.n == 2);
+    CHECK_INT(r.max_tokens, -1);
+    api_request_release(&r);
+    /* refusals name the field as the client sent it */
+    CHECK_INT(gen("{\"text\":\"hi\",\"sampling_params\":{\"max_new_tokens\":-1}}", &r, &e), -1);
+    CHECK_STR(e.param, "sampling_params.max_new_tokens");
+    CHECK_INT(gen("{\"text\":\"hi\",\"sampling_params\":{\"top_p\":0}}", &r, &e), -1);
+    CHECK_STR(e.param, "sampling_params.top_p");
+    CHECK_INT(gen("{\"input_ids\":[1,512]}", &r, &e), -1);
+    CHECK_STR(e.param, "input_ids");
+    CHECK_INT(gen("{\"text\":\"a\",\"input_ids\":[1]}", &r, &e), -1);
+    CHECK(strstr(e.msg, "not both") != NULL);
+    CHECK_INT(gen("{\"sampling_params\":{}}", &r, &e), -1);
+    CHECK(strstr(e.msg, "'text' or 'input_ids' is missing") != NULL);
+    CHECK_INT(gen("{\"text\":\"a\",\"return_logprob\":true}", &r, &e), -1);
+    CHECK_STR(e.param, "return_logprob");
+    CHECK_STR(e.code, "unsupported_parameter");
+    CHECK_INT(gen("{\"text\":\"a\",\"sampling_params\":{\"regex\":\"a+\"}}", &r, &e), -1);
+    CHECK_STR(e.param, "sampling_params.regex");
+    CHECK_INT(gen("{\"text\":\"a\",\"sampling_params\":[]}", &r, &e), -1);
+    CHECK_STR(e.param, "sampling_params");
+    CHECK_INT(
+        gen("{\"text\":\"a\",\"sampling_params\":{\"max_tokens\":3,\"max_new_tokens\":4}}", &r, &e),
+        -1);
+    CHECK(strstr(e.msg, "given twice") != NULL);
+}
+
+TEST(choices_and_generate_bodies)
+{
+    struct buf b;
+    buf_init(&b, 1 << 16);
+    struct api_resp rp = {.kind = API_COMPLETION, .id = "cmpl-1", .created = 5, .model = "m"};
+    size_t start = api_final_begin(&b, &rp);
+    for (int i = 0; i < 3; i++) {
+        struct api_choice c = {.index = i, .text = "ab", .n = (size_t)i, .finish = "length"};
+        api_final_choice(&b, &rp, &c, i == 0);
+    }
+    CHECK_INT(api_final_end(&b, start, 7, 3), 0);
+    json_t *j = json_loadb(b.data, b.len, 0, NULL);
+    json_t *ch = json_object_get(j, "choices");
+    CHECK_INT(json_array_size(ch), 3);
+    CHECK_INT(json_integer_value(json_object_get(json_array_get(ch, 2), "index")), 2);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(ch, 1), "text")), "a");
+    CHECK(json_is_null(json_object_get(json_array_get(ch, 0), "logprobs")));
+    json_decref(j);
+    buf_reset(&b);
+    struct api_choice c = {.index = 3, .text = "x", .n = 1};
+    CHECK_INT(api_sse_choice(&b, &rp, &c), 0);
+    j = json_loadb(b.data + 6, b.len - 8, 0, NULL);
+    CHECK_INT(json_integer_value(
+                  json_object_get(json_array_get(json_object_get(j, "choices"), 0), "index")),
+              3);
+    json_decref(j);
+    buf_reset(&b);
+    api_gen_json(&b, "id1", -1, "hello", 5, "length", 4, 16);
+    j = json_loadb(b.data, b.len, 0, NULL);
+    CHECK_STR(json_string_value(json_object_get(j, "text")), "hello");
+    CHECK(json_object_get(j, "index") == NULL);
+    json_t *mi = json_object_get(j, "meta_info");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(mi, "finish_reason"), "type")),
+              "length");
+    CHECK_INT(json_integer_value(json_object_get(json_object_get(mi, "finish_reason"), "length")),
+              16);
+    CHECK_INT(json_integer_value(json_object_get(mi, "completion_tokens")), 16);
+    CHECK_INT(json_integer_value(json_object_get(mi, "prompt_tokens")), 4);
+    json_decref(j);
+    buf_reset(&b);
+    api_gen_json(&b, "id1", 2, "", 0, NULL, 4, 0);
+    j = json_loadb(b.data, b.len, 0, NULL);
+    CHECK(json_is_null(json_object_get(json_object_get(j, "meta_info"), "finish_reason")));
+    CHECK_INT(json_integer_value(json_object_get(j, "index")), 2);
+    json_decref(j);
+    buf_release(&b);
+}
+
+/* OpenAI's error codes are strings, set where they mean something */
+TEST(error_codes_are_strings)
+{
+    struct api_request r;
+    struct api_error e;
+    CHECK_INT(parse("{\"prompt\":\"x\",\"model\":\"gpt-4\"}", API_COMPLETION, &r, &e), -1);
+    CHECK_STR(e.code, "model_not_found");
+    CHECK_INT(parse("{\"prompt\":\"x\",\"typical_p\":0.5}", API_COMPLETION, &r, &e), -1);
+    CHECK_STR(e.code, "unsupported_parameter");
+    struct buf b;
+    buf_init(&b, 4096);
+    api_error_json(&b, &e);
+    CHECK(strstr(b.data, "\"code\":\"unsupported_parameter\"}}") != NULL);
     buf_release(&b);
 }
 

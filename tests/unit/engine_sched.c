@@ -4,9 +4,12 @@
  * chunks) must produce exactly the tokens of a plain one-sequence loop over
  * model_step, greedy and seeded sampling alike; streams must be well formed;
  * max_tokens, end-of-generation, stop strings, cancellation and shutdown
- * must end generations as documented and give back slots and KV.
+ * must end generations as documented and give back slots and KV. A request
+ * of several prompts and choices must equal its single requests (choice j
+ * seeded seed + j), and echoed prompt logprobs must equal `fp4serve eval`'s.
  */
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,7 @@
 /* The source, not the header: the tests read struct sched_req's private fields. */
 #include "serve/scheduler.c"
 #include "format/synth.h"
+#include "model/eval.h"
 #include "rng.h"
 #include "test.h"
 
@@ -304,8 +308,8 @@ TEST(batch_matches_reference)
             buf_release(&body);
         }
         CHECK_INT(nw, GEN);
-        CHECK_INT(r[k]->n_gen, GEN);
-        bool same = memcmp(want, r[k]->tokens + np[k], sizeof(int32_t) * GEN) == 0;
+        CHECK_INT(r[k]->seqs[0].n_gen, GEN);
+        bool same = memcmp(want, r[k]->seqs[0].tokens + np[k], sizeof(int32_t) * GEN) == 0;
         CHECK_MSG(same, "request %d (temperature %.1f): tokens differ from the reference", k,
                   sp[k].temperature);
         if (k % 3 != 2) {
@@ -363,7 +367,7 @@ TEST(end_of_generation)
     struct streamed st;
     sched_req *r;
     run_one(p, 4, 32, false, NULL, NULL, 0, &st, &r);
-    CHECK_INT(r->n_gen, n);
+    CHECK_INT(r->seqs[0].n_gen, n);
     CHECK_INT(st.usage_completion, n);
     bool eog = tok_is_eog(vocab, want[n - 1]);
     CHECK_STR(st.finish, eog ? "stop" : "length");
@@ -373,7 +377,7 @@ TEST(end_of_generation)
     sched_req_unref(r);
     /* ignore_eos: the same prompt runs to max_tokens, EOG text included */
     run_one(p, 4, 32, true, NULL, NULL, 0, &st, &r);
-    CHECK_INT(r->n_gen, 32);
+    CHECK_INT(r->seqs[0].n_gen, 32);
     CHECK_STR(st.finish, "length");
     buf_release(&st.text);
     sched_req_unref(r);
@@ -401,8 +405,8 @@ TEST(stop_string_ends_text)
     CHECK_STR(st.finish, "stop");
     CHECK_INT(st.text.len, at - full.data);
     CHECK(st.text.len == 0 || memcmp(st.text.data, full.data, st.text.len) == 0);
-    CHECK(r->n_gen < 40);
-    CHECK_INT(st.usage_completion, r->n_gen);
+    CHECK(r->seqs[0].n_gen < 40);
+    CHECK_INT(st.usage_completion, r->seqs[0].n_gen);
     buf_release(&st.text);
     buf_release(&full);
     sched_req_unref(r);
@@ -435,7 +439,7 @@ TEST(cancel_frees_slot)
     struct streamed st;
     drain(r, &st);
     CHECK_INT(atomic_load(&met.finished[PROM_FIN_CANCELLED]), 1);
-    CHECK(r->n_gen < 250);
+    CHECK(r->seqs[0].n_gen < 250);
     struct prom_gauges g;
     sched_gauges(s, &g);
     CHECK_INT(g.running, 0);
@@ -539,7 +543,7 @@ TEST(cancelled_while_queued_leaves_the_queue)
     CHECK_INT(g.queued, 0);
     struct streamed st;
     drain(a, &st);
-    CHECK_INT(a->n_gen, 250);
+    CHECK_INT(a->seqs[0].n_gen, 250);
     struct buf body;
     buf_init(&body, 1);
     int status = -1;
@@ -555,6 +559,211 @@ TEST(cancelled_while_queued_leaves_the_queue)
     sched_req_unref(c);
     sched_free(s);
     model_free(m);
+}
+
+/* ---- several prompts and choices; logprobs and echo ---- */
+
+/* Wait for r's non-streaming body and parse it. */
+static json_t *take_json(sched_req *r)
+{
+    struct buf body;
+    buf_init(&body, 1);
+    int status = 0;
+    for (;;) {
+        unsigned long seen = wake_count();
+        if (sched_req_take(r, &body, &status, no_park, NULL))
+            break;
+        wait_wake(seen);
+    }
+    CHECK_INT(status, 200);
+    json_t *j = json_loadb(body.data ? body.data : "", body.len, 0, NULL);
+    CHECK_MSG(j != NULL, "body is not JSON: %.200s", body.data ? body.data : "");
+    buf_release(&body);
+    return j;
+}
+
+static sched *start(struct model *m, struct prom *met, int chunk)
+{
+    struct err err;
+    err_init(&err);
+    prom_init(met);
+    return sched_new(m, vocab, &(struct sched_opts){.prefill_chunk = chunk, .max_queue = 64}, met,
+                     &err);
+}
+
+/* n = 4 with a seed, over 3 prompts (12 sequences through 4 slots): choice
+ * j of prompt i is prompt i's single request with seed + j, in the body's
+ * choices[i * 4 + j]; and the same request again gives the same tokens. */
+TEST(prompts_and_choices_match_single_requests)
+{
+    setup();
+    struct model *m = load(4, 256, 5);
+    struct prom met;
+    sched *s = start(m, &met, 5);
+    enum { NP = 3, NC = 4, GEN = 12 };
+    int32_t pr[NP][64];
+    int np[NP];
+    struct sched_prompt sp_[NP];
+    for (int i = 0; i < NP; i++) {
+        prompt_of(i + 3, pr[i], &np[i]);
+        sp_[i] = (struct sched_prompt){.ids = pr[i], .n_ids = (size_t)np[i]};
+    }
+    struct sample_params sp = {.temperature = 0.9f, .top_p = 0.95f, .seed = 1234};
+    sched_req *r[2];
+    for (int rep = 0; rep < 2; rep++) {
+        struct sched_req_params p = {.kind = API_COMPLETION,
+                                     .prompts = sp_,
+                                     .n_prompts = NP,
+                                     .n = NC,
+                                     .logprobs = -1,
+                                     .max_tokens = GEN,
+                                     .sample = sp,
+                                     .ignore_eos = true,
+                                     .id = "cmpl-n",
+                                     .model = "tiny",
+                                     .fd = -1,
+                                     .wake = on_wake};
+        r[rep] = sched_req_new(&p);
+        struct api_error e = {0};
+        CHECK_INT(sched_submit(s, r[rep], &e), 0);
+    }
+    for (int rep = 0; rep < 2; rep++) {
+        json_t *j = take_json(r[rep]);
+        json_t *ch = json_object_get(j, "choices");
+        CHECK_INT(json_array_size(ch), NP * NC);
+        json_t *u = json_object_get(j, "usage");
+        CHECK_INT(json_integer_value(json_object_get(u, "prompt_tokens")), np[0] + np[1] + np[2]);
+        CHECK_INT(json_integer_value(json_object_get(u, "completion_tokens")), NP * NC * GEN);
+        for (int i = 0; i < NP; i++)
+            for (int c = 0; c < NC; c++) {
+                int k = i * NC + c;
+                struct sample_params one = sp;
+                one.seed = sp.seed + (uint64_t)c;
+                int32_t want[GEN];
+                reference(pr[i], np[i], GEN, &one, true, want);
+                CHECK_INT(json_integer_value(json_object_get(json_array_get(ch, k), "index")), k);
+                struct sched_seq *q = &r[rep]->seqs[k];
+                CHECK_MSG(q->n_gen == GEN && memcmp(q->tokens + np[i], want, sizeof(want)) == 0,
+                          "request %d prompt %d choice %d differs from its single request", rep, i,
+                          c);
+                struct buf t;
+                buf_init(&t, 1 << 16);
+                text_of(want, GEN, &t);
+                const char *got = json_string_value(json_object_get(json_array_get(ch, k), "text"));
+                CHECK(got && strlen(got) == t.len && memcmp(got, t.data, t.len) == 0);
+                buf_release(&t);
+            }
+        json_decref(j);
+    }
+    /* the four choices differ from each other (distinct seeds) */
+    CHECK(memcmp(r[0]->seqs[0].tokens + np[0], r[0]->seqs[1].tokens + np[0],
+                 GEN * sizeof(int32_t)) != 0);
+    sched_req_unref(r[0]);
+    sched_req_unref(r[1]);
+    struct prom_gauges g;
+    sched_gauges(s, &g);
+    CHECK_INT(g.running, 0);
+    CHECK_INT(atomic_load(&met.finished[PROM_FIN_LENGTH]), 2); /* counted per request */
+    sched_free(s);
+    model_free(m);
+}
+
+/* echo with logprobs, the prompt fed in chunks of 3 through a model whose
+ * logits rows are few (one per slot: the chunks shrink to fit): the
+ * prompt's logprobs sum to `fp4serve eval`'s NLL over the same tokens, and
+ * each equals the log-softmax of the one-step reference; the first is null.
+ * The generated tokens carry their own logprobs and top alternatives. */
+TEST(echo_logprobs_equal_eval)
+{
+    setup();
+    enum { N = 40, K = 3 };
+    int32_t toks[N];
+    uint64_t st = 99;
+    for (int i = 0; i < N; i++)
+        toks[i] = 5 + (int32_t)(rng_next(&st) % 500);
+    /* eval's NLL */
+    struct ev_opts eo = {.ctx = N, .chunk = 8, .bos = -1};
+    struct model_opts mo = {.threads = 1};
+    ev_model_opts(&mo, &eo);
+    struct err err;
+    err_init(&err);
+    struct model *em = model_new(model_path, &mo, &err);
+    CHECK_MSG(em != NULL, "load: %s", err.msg);
+    struct ev_result er;
+    CHECK_INT(ev_run(em, NULL, toks, N, &eo, &er, &err), 0);
+    model_free(em);
+    for (int stream = 0; stream < 2; stream++) {
+        struct model *m = load(2, 256, 3);
+        struct prom met;
+        sched *s = start(m, &met, 3);
+        struct sched_req_params p = {.kind = API_COMPLETION,
+                                     .prompt = toks,
+                                     .n_prompt = N,
+                                     .logprobs = K,
+                                     .echo = true,
+                                     .max_tokens = 2,
+                                     .sample = {.temperature = 0},
+                                     .ignore_eos = true,
+                                     .stream = stream,
+                                     .id = "cmpl-e",
+                                     .model = "tiny",
+                                     .fd = -1,
+                                     .wake = on_wake};
+        sched_req *r = sched_req_new(&p);
+        struct api_error e = {0};
+        CHECK_INT(sched_submit(s, r, &e), 0);
+        json_t *lp = NULL;
+        struct buf text;
+        buf_init(&text, 1 << 16);
+        if (!stream) {
+            json_t *j = take_json(r);
+            json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+            lp = json_deep_copy(json_object_get(c0, "logprobs"));
+            buf_puts(&text, json_string_value(json_object_get(c0, "text")));
+            json_decref(j);
+        } else { /* the stream is well formed; the logprobs are the request's */
+            struct streamed sd;
+            drain(r, &sd);
+            CHECK(sd.done && !sd.error);
+            CHECK_STR(sd.finish, "length");
+            buf_release(&sd.text);
+        }
+        struct sched_seq *q = &r->seqs[0];
+        CHECK(isnan(q->lp[0]));
+        double sum = 0;
+        for (int i = 1; i < N; i++)
+            sum += q->lp[i];
+        CHECK_MSG(fabs(-sum / (N - 1) - er.nll) < 1e-4, "echoed mean NLL %.7f, eval %.7f",
+                  -sum / (N - 1), er.nll);
+        if (lp) {
+            json_t *tl = json_object_get(lp, "token_logprobs");
+            CHECK_INT(json_array_size(tl), N + 2);
+            CHECK(json_is_null(json_array_get(tl, 0)));
+            CHECK(json_is_null(json_array_get(json_object_get(lp, "top_logprobs"), 0)));
+            double jsum = 0;
+            for (int i = 1; i < N; i++)
+                jsum += json_number_value(json_array_get(tl, i));
+            CHECK(fabs(jsum - sum) < 1e-4);
+            /* greedy: each generated token is its row's best alternative */
+            for (int i = N; i < N + 2; i++) {
+                json_t *top = json_array_get(json_object_get(lp, "top_logprobs"), i);
+                CHECK_INT(json_object_size(top), K);
+                double best = -1e30;
+                const char *key;
+                json_t *v;
+                json_object_foreach(top, key, v) best =
+                    json_number_value(v) > best ? json_number_value(v) : best;
+                CHECK(json_number_value(json_array_get(tl, i)) == best);
+            }
+            CHECK_INT(json_array_size(json_object_get(lp, "tokens")), N + 2);
+            CHECK_INT(json_array_size(json_object_get(lp, "text_offset")), N + 2);
+            json_decref(lp);
+        }
+        buf_release(&text);
+        sched_req_unref(r);
+        sched_free(s);
+        model_free(m);
+    }
 }
 
 TEST_MAIN()

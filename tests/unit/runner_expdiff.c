@@ -56,6 +56,14 @@ TEST(point_settings_that_differ_are_named)
     CHECK_STR(diff("input_len: 8", "input_len: 9"), "bench.input_len");
     CHECK_STR(diff("output_len: 8", "output_len: 8, warmup: 5"), "bench.warmup");
     CHECK_STR(diff("output_len: 8", "output_len: 8, request_rate: 4"), "bench.request_rate");
+    /* the workload keys (issue 14) */
+    CHECK_STR(diff("input_len: 8", "input_len: {dist: uniform, min: 1, max: 15}"),
+              "bench.input_len"); /* the same mean, another distribution */
+    CHECK_STR(diff("output_len: 8", "output_len: 8, endpoint: chat"), "bench.endpoint");
+    CHECK_STR(diff("output_len: 8", "output_len: 8, rate_kind: constant"), "bench.rate_kind");
+    CHECK_STR(diff("output_len: 8", "output_len: 8, dataset: {kind: jsonl, path: d.jsonl}"),
+              "bench.dataset.kind");
+    CHECK_STR(diff("output_len: 8", "output_len: 8, dataset: {seed: 7}"), "bench.dataset.seed");
     CHECK_STR(diff("  model:", "  host: 127.0.0.2\n  model:"), "server.host");
     CHECK_STR(diff("  model:", "  args: [--x]\n  model:"), "server.args");
 }
@@ -70,6 +78,8 @@ TEST(settings_that_do_not_change_a_point_are_equal)
         diff("  model:", "  port: 8000\n  ready: {timeout_s: 9}\n  stop: {grace_s: 1}\n  model:"),
         "equal");
     CHECK_STR(diff("bench:", "metrics: {preset: vllm}\nbench:"), "equal");
+    CHECK_STR(diff("input_len: 8", "input_len: \"8\""), "equal");
+    CHECK_STR(diff("output_len: 8", "output_len: 8, find_max: {start: 2}"), "equal");
 }
 
 TEST_MAIN()

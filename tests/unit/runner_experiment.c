@@ -671,9 +671,10 @@ TEST(error_messages)
     CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], input_len: 8, input_len: 9}\n"),
               "t.yaml:3:38: duplicate key 'input_len' (first at 3:24)");
     CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], input_len: \"abc\"}\n"),
-              "t.yaml:3:35: 'bench.input_len' wants an integer, got 'abc'");
+              "t.yaml:3:35: 'bench.input_len' wants a length (256), uniform:MIN:MAX or "
+              "normal:MEAN:SD[:MIN[:MAX]], got 'abc'");
     CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], input_len: [1]}\n"),
-              "t.yaml:3:35: 'bench.input_len' wants an integer, got a list");
+              "t.yaml:3:35: 'bench.input_len' wants a length or a distribution, got a list");
     CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], timeout_s: -1}\n"),
               "t.yaml:3:35: 'bench.timeout_s' must be greater than 0 and at most 604800, got -1");
     CHECK_STR(load_err("name: t\nserver: {model: m.gguf, port: 0}\nbench: {grid: [\"1:8\"]}\n"),
@@ -704,7 +705,7 @@ TEST(error_messages)
     CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], \"a\\nb\": 1}\n"),
               "t.yaml:3:24: unknown key 'a\\nb' in 'bench' (known keys here: tool, command, "
               "input_len, output_len, warmup, request_rate, timeout_s, repeat, grid, concurrency, "
-              "prompts)");
+              "prompts, endpoint, rates, rate_kind, find_max, dataset)");
 }
 
 /* ---- the dump loads back to an equal experiment ---- */
@@ -738,7 +739,9 @@ static bool exp_equal(const struct experiment *a, const struct experiment *b)
 {
     if (!str_eq(a->name, b->name) || !str_eq(a->description, b->description) ||
         !str_eq(a->fit_x, b->fit_x) || !str_eq(a->fit_y, b->fit_y) ||
-        !sv_equal(&a->plots, &b->plots) || a->n_variants != b->n_variants)
+        !sv_equal(&a->plots, &b->plots) || a->n_variants != b->n_variants ||
+        a->slo_ttft_ms != b->slo_ttft_ms || a->slo_tpot_ms != b->slo_tpot_ms ||
+        a->slo_e2e_ms != b->slo_e2e_ms)
         return false;
     for (size_t i = 0; i < a->n_variants; i++) {
         const struct exp_variant *x = &a->variants[i], *y = &b->variants[i];
@@ -755,11 +758,15 @@ static bool exp_equal(const struct experiment *a, const struct experiment *b)
         if (p->tool != q->tool || !sv_equal(&p->command, &q->command) ||
             p->input_len != q->input_len || p->output_len != q->output_len ||
             p->warmup != q->warmup || p->request_rate != q->request_rate ||
-            p->timeout_s != q->timeout_s || p->repeat != q->repeat || p->n_grid != q->n_grid)
+            p->timeout_s != q->timeout_s || p->repeat != q->repeat || p->n_grid != q->n_grid ||
+            !str_eq(p->input_dist, q->input_dist) || !str_eq(p->output_dist, q->output_dist) ||
+            p->endpoint != q->endpoint || p->dataset_kind != q->dataset_kind ||
+            !str_eq(p->dataset_path, q->dataset_path) || p->seed != q->seed ||
+            p->rate_kind != q->rate_kind)
             return false;
         for (size_t g = 0; g < p->n_grid; g++)
             if (p->grid[g].concurrency != q->grid[g].concurrency ||
-                p->grid[g].prompts != q->grid[g].prompts)
+                p->grid[g].prompts != q->grid[g].prompts || p->grid[g].rate != q->grid[g].rate)
                 return false;
         if (!str_eq(x->metrics.preset, y->metrics.preset) ||
             x->metrics.n_patterns != y->metrics.n_patterns ||
@@ -832,6 +839,201 @@ TEST(dump_round_trip)
                "  - {name: a, server: {flags: {quant: mxfp4, extra: x}}}\n"
                "  - {name: b, server: {engine: command, command: [s]}, bench: {grid: [\"7:7\"]}}\n"
                "  - {name: default}\n");
+    round_trip(BASE "bench:\n"
+                    "  grid: [\"1:8\"]\n"
+                    "  input_len: {dist: normal, mean: 480.5, sd: 240, min: 2}\n"
+                    "  output_len: uniform:1:64\n"
+                    "  endpoint: chat\n"
+                    "  dataset: {kind: sharegpt, path: experiments/data/sharegpt.json, seed: 3}\n"
+                    "analysis: {slo: {ttft_ms: 500, tpot_ms: 50.5, e2e_ms: 9000}}\n"
+                    "variants:\n"
+                    "  - {name: a}\n"
+                    "  - {name: b, bench: {input_len: 7, dataset: {kind: random, path: \"\"}}}\n");
+}
+
+/* ---- rate points ---- */
+
+TEST(grid_rates)
+{
+    struct experiment e;
+    if (load(BASE "bench: {grid: [\"r2:64\", \"4:8\", \"r0.25:5000\", \"r2:64\", \"r3:64\"], "
+                  "rate_kind: constant}\n",
+             &e) != 0)
+        return;
+    const struct exp_bench *b = &e.variants[0].bench;
+    CHECK_INT(b->n_grid, 4); /* the second r2:64 is a duplicate */
+    CHECK(b->grid[0].rate == 2 && b->grid[0].prompts == 64 && b->grid[0].concurrency == 64);
+    CHECK(b->grid[1].rate == 0 && b->grid[1].concurrency == 4);
+    CHECK(b->grid[2].rate == 0.25 && b->grid[2].concurrency == 1024); /* the cap */
+    CHECK(b->grid[3].rate == 3);
+    CHECK_INT(b->rate_kind, 1);
+    exp_release(&e);
+    /* the list form: prompts is an expression in the rate */
+    if (load(BASE "bench: {rates: [1, 2.5], concurrency: [4], prompts: \"max(4, 10*c)\"}\n", &e) !=
+        0)
+        return;
+    b = &e.variants[0].bench;
+    CHECK_INT(b->n_grid, 3);
+    CHECK(b->grid[0].rate == 0 && b->grid[0].prompts == 40);
+    CHECK(b->grid[1].rate == 1 && b->grid[1].prompts == 10);
+    CHECK(b->grid[2].rate == 2.5 && b->grid[2].prompts == 25);
+    exp_release(&e);
+    round_trip(BASE "bench: {grid: [\"r0.1:8\", \"2:4\"], rate_kind: constant}\n");
+    round_trip(BASE "bench: {rates: [0.3, 7], prompts: 9}\n");
+
+    CHECK_STR(load_err(BASE "bench: {grid: [\"r0:5\"]}\n"),
+              "t.yaml:3:16: bad grid entry 'r0:5': want 'rRATE:PROMPTS' with RATE > 0 and at most "
+              "1e+06 req/s, e.g. 'r2:64'");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"r2\"]}\n"),
+              "t.yaml:3:16: bad grid entry 'r2': want 'rRATE:PROMPTS' with RATE > 0 and at most "
+              "1e+06 req/s, e.g. 'r2:64'");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"r2:0\"]}\n"),
+              "t.yaml:3:16: bad grid entry 'r2:0': prompts must be a whole number from 1 to "
+              "10000000");
+    CHECK_STR(load_err(BASE "bench: {rates: [1, -2], prompts: 4}\n"),
+              "t.yaml:3:20: 'bench.rates' entries must be numbers above 0 and at most 1e+06 "
+              "(req/s), got '-2'");
+    CHECK_STR(load_err(BASE "bench: {rates: [1]}\n"),
+              "t.yaml:3:16: 'bench.rates' needs 'bench.prompts' (an integer, or an expression in "
+              "c, the rate, such as \"max(16, 10*c)\")");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], rates: [1]}\n"),
+              "t.yaml:3:31: 'bench.grid' and 'bench.rates' are two ways to give the points; use "
+              "one");
+    CHECK_STR(load_err(BASE "bench: {rates: [0.5], prompts: \"c - 1\"}\n"),
+              "t.yaml:3:32: prompts expression 'c - 1' gives -0.5 for c=0.5; it must give 1 to "
+              "10000000");
+}
+
+/* ---- matrix ---- */
+
+TEST(matrix_expands_into_named_variants)
+{
+    struct experiment e;
+    if (load(BASE "bench: {grid: [\"1:8\"], output_len: 16}\n"
+                  "matrix:\n  flags.max-batch: [8, 16]\n  flags.quant: [mxfp4, nvfp4]\n"
+                  "  bench.output_len: [32]\n",
+             &e) != 0)
+        return;
+    CHECK_INT(e.n_variants, 4);
+    const char *want[] = {
+        "max-batch=8,quant=mxfp4,output_len=32", "max-batch=8,quant=nvfp4,output_len=32",
+        "max-batch=16,quant=mxfp4,output_len=32", "max-batch=16,quant=nvfp4,output_len=32"};
+    for (size_t i = 0; i < 4 && i < e.n_variants; i++) {
+        const struct exp_variant *v = &e.variants[i];
+        CHECK_STR(v->name, want[i]);
+        CHECK_INT(v->server.n_flags, 2);
+        CHECK_STR(v->server.flags[0].value, i < 2 ? "8" : "16");
+        CHECK_STR(v->server.flags[1].value, i % 2 ? "nvfp4" : "mxfp4");
+        CHECK_INT(v->bench.output_len, 32);
+    }
+    exp_release(&e);
+    /* crossed with variants: the variant's own settings stay, its name leads */
+    if (load("name: t\nserver: {model: m.gguf, flags: {ctx: 512}}\nbench: {grid: [\"1:8\"]}\n"
+             "matrix: {flags.quant: [a, b]}\n"
+             "variants: [{name: x, server: {flags: {t: 2}}}, {name: y}]\n",
+             &e) == 0) {
+        CHECK_INT(e.n_variants, 4);
+        CHECK_STR(e.variants[0].name, "x,quant=a");
+        CHECK_STR(e.variants[3].name, "y,quant=b");
+        CHECK_INT(e.variants[0].server.n_flags, 3); /* ctx, t, quant */
+        CHECK_INT(e.variants[3].server.n_flags, 2); /* ctx, quant */
+        exp_release(&e);
+    }
+    /* the dump lists the variants it made, and loads back to the same */
+    round_trip(BASE "bench: {grid: [\"1:8\"]}\nmatrix: {flags.q: [a, b], env.X: ['1']}\n");
+
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nmatrix: {flags.q: [a, a]}\n"),
+              "t.yaml:4:23: 'matrix' key 'flags.q' lists 'a' twice");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nmatrix: {plots: [tpot]}\n"),
+              "t.yaml:4:10: 'matrix' key 'plots' names no setting a variant may change (e.g. "
+              "flags.max-batch, server.env.X, bench.output_len)");
+    /* a value is decoded where it stands, like any setting */
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nmatrix: {bench.warmup: [x]}\n"),
+              "t.yaml:4:25: 'bench.warmup' wants an integer, got 'x'");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nmatrix: {flags.a: [1, 2, 3, 4, 5, 6, 7, "
+                            "8], flags.b: [1, 2, 3, 4, 5, 6, 7, 8, 9]}\n"),
+              "t.yaml:4:9: 'matrix' makes more than 64 variants");
+}
+
+/* ---- workloads: lengths, endpoint, dataset, SLO ---- */
+
+TEST(workload_keys)
+{
+    struct experiment e;
+    if (load(BASE "bench:\n"
+                  "  grid: [\"1:8\"]\n"
+                  "  input_len: {dist: uniform, min: 64, max: 512}\n"
+                  "  output_len: {dist: normal, mean: 100, sd: 30}\n"
+                  "  endpoint: chat\n"
+                  "  dataset: {kind: jsonl, path: experiments/data/prompts.jsonl}\n"
+                  "analysis: {slo: {ttft_ms: 500, tpot_ms: 50}}\n"
+                  "variants:\n"
+                  "  - name: a\n"
+                  "  - {name: b, bench: {input_len: {dist: normal, mean: 9, sd: 1}}}\n",
+             &e) != 0)
+        return;
+    const struct exp_bench *a = &e.variants[0].bench, *b = &e.variants[1].bench;
+    CHECK_STR(a->input_dist, "uniform:64:512");
+    CHECK_INT(a->input_len, 288);
+    CHECK_STR(a->output_dist, "normal:100:30:1:1048576");
+    CHECK_INT(a->output_len, 100);
+    CHECK_INT(a->endpoint, 1);
+    CHECK_INT(a->dataset_kind, 1);
+    CHECK_STR(a->dataset_path, "experiments/data/prompts.jsonl");
+    CHECK_INT(a->seed, 42);
+    /* a variant's distribution replaces the base's whole (no min/max inherited) */
+    CHECK_STR(b->input_dist, "normal:9:1:1:1048576");
+    CHECK(e.slo_ttft_ms == 500 && e.slo_tpot_ms == 50 && e.slo_e2e_ms == 0);
+    exp_release(&e);
+    if (load(BASE "bench: {grid: [\"1:8\"], input_len: 33}\n", &e) != 0)
+        return;
+    CHECK(e.variants[0].bench.input_dist == NULL);
+    CHECK_INT(e.variants[0].bench.input_len, 33);
+    CHECK_INT(e.variants[0].bench.dataset_kind, 0);
+    exp_release(&e);
+
+#define B BASE "bench:\n  grid: [\"1:8\"]\n  "
+    CHECK_STR(load_err(B "input_len: {dist: zipf, min: 1, max: 2}\n"),
+              "t.yaml:5:21: 'bench.input_len.dist' must be uniform or normal, got 'zipf'");
+    CHECK_STR(load_err(B "input_len: {dist: uniform, min: 9}\n"),
+              "t.yaml:5:14: 'bench.input_len' with dist: uniform wants min and max (only)");
+    CHECK_STR(load_err(B "output_len: {dist: normal, mean: 9}\n"),
+              "t.yaml:5:15: 'bench.output_len' with dist: normal wants mean and sd (min and max "
+              "optional)");
+    CHECK_STR(load_err(B "input_len: {dist: uniform, min: 0, max: 2}\n"),
+              "t.yaml:5:14: 'bench.input_len': 'uniform:0:2' needs 1 <= MIN <= MAX <= 1048576");
+    CHECK_STR(load_err(B "input_len: {dist: normal, mean: 9, sd: 1, mode: 2}\n"),
+              "t.yaml:5:45: unknown key 'mode' in 'bench.input_len' (known keys here: dist, "
+              "min, max, mean, sd)");
+    CHECK_STR(load_err(B "input_len: {dist: uniform, min: [1], max: 2}\n"),
+              "t.yaml:5:35: 'bench.input_len' wants numbers in its distribution, got a list");
+    /* the value is quoted in the message: a newline in it stays out */
+    CHECK_STR(load_err(B "input_len: \"uniform:1:\\n2\"\n"),
+              "t.yaml:5:14: 'bench.input_len': 'uniform:1:?2' wants uniform:MIN:MAX (integers)");
+    CHECK_STR(load_err(B "endpoint: grpc\n"),
+              "t.yaml:5:13: 'bench.endpoint' must be one of completions, chat, got 'grpc'");
+    CHECK_STR(load_err(B "dataset: {kind: jsonl}\n"),
+              "t.yaml:5:12: missing required key 'bench.dataset.path' (needed when "
+              "bench.dataset.kind is jsonl)");
+    CHECK_STR(load_err(B "dataset: {path: experiments/data/prompts.jsonl}\n"),
+              "t.yaml:5:19: 'bench.dataset.path' needs 'bench.dataset.kind' jsonl or sharegpt (it "
+              "is random)");
+    CHECK_STR(load_err(B "tool: command\n  command: [x]\n  dataset: {kind: jsonl, path: "
+                         "experiments/data/prompts.jsonl}\n"),
+              "t.yaml:7:32: 'bench.dataset' only applies when tool is builtin (give a command "
+              "client its file in bench.command)");
+    /* the file is read by the plan, not here: a saved experiment.yaml loads without it */
+    if (load(B "dataset: {kind: jsonl, path: /nonexistent/x.jsonl}\n", &e) == 0)
+        exp_release(&e);
+    CHECK_STR(load_err(B "endpoint: chat\n  tool: command\n  command: [x]\n"),
+              "t.yaml:5:13: 'bench.endpoint' only applies when tool is builtin, but tool is "
+              "command");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nanalysis: {slo: {ttft_ms: -1}}\n"),
+              "t.yaml:4:27: 'analysis.slo.ttft_ms' must be at least 0 and at most 1e+09, got -1");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"]}\nanalysis: {slo: {ttft: 5}}\n"),
+              "t.yaml:4:18: unknown key 'ttft' in 'analysis.slo' (known keys here: ttft_ms, "
+              "tpot_ms, e2e_ms)");
+#undef B
 }
 
 /* strings another YAML reader would take for numbers are dumped quoted */

@@ -337,7 +337,9 @@ TEST(bad_patterns_and_presets_are_named)
     CHECK_MSG(strstr(e.msg, "exactly one capture group, it has 0"), "%s", e.msg);
     err_init(&e);
     CHECK(ext_new("sglan", NULL, 0, &set, &e) == -1);
-    CHECK_STR(e.msg, "unknown preset 'sglan' (did you mean 'sglang'?) (known: sglang, vllm)");
+    CHECK_STR(e.msg,
+              "unknown preset 'sglan' (did you mean 'sglang'?) (known: sglang, vllm, aiperf, "
+              "aiperf-json, aiperf-csv, guidellm-json, vllm-json, sglang-jsonl)");
     CHECK_INT(e.code, RN_ERR_USAGE);
     struct ext_pattern badname[] = {{"a b", "(x)"}};
     err_init(&e);
@@ -443,7 +445,9 @@ TEST(preset_names_listed)
     const char *const *names = ext_preset_names();
     CHECK_STR(names[0], "sglang");
     CHECK_STR(names[1], "vllm");
-    CHECK(names[2] == NULL);
+    CHECK_STR(names[2], "aiperf");
+    CHECK_STR(names[7], "sglang-jsonl");
+    CHECK(names[8] == NULL);
 }
 
 /* ---- logs that lie (issue 12) ---- */

@@ -169,4 +169,57 @@ TEST(formula_reads_like_arithmetic)
     CHECK_STR(fit_formula(12.345, -0.004, 2, 3, "N", f, sizeof(f)), "12.35 - 0.004·N");
 }
 
+/* issue 13: a step fit that cannot be a law is named and predicts nothing */
+TEST(negative_intercept_is_not_a_law)
+{
+    /* the fp4-compare example: TPOT = -43 + 42·N at C = 1, 4, 16 */
+    struct fit_obs obs[] = {{1, 0.5, 1}, {4, 125, 1}, {16, 629, 1}};
+    struct fit_opts o = {true, 0};
+    struct fit_analysis fa;
+    fit_analyse(obs, 3, &o, &fa);
+    CHECK(fa.ok);
+    CHECK(fa.line.a < 0);
+    CHECK(fa.unfit);
+    CHECK(strstr(fa.unfit_why, FIT_UNFIT ": negative intercept (a = -4") == fa.unfit_why);
+    CHECK(strstr(fa.unfit_why, "likely prefill of arriving requests"));
+    CHECK(isnan(fa.ceiling) && isnan(fa.c90));
+    CHECK_INT(fa.n_pred, 0);
+    fit_analysis_release(&fa);
+    /* not a step time: a negative intercept is only a number */
+    o.step = false;
+    fit_analyse(obs, 3, &o, &fa);
+    CHECK(fa.ok && !fa.unfit && fa.n_pred > 0);
+    fit_analysis_release(&fa);
+}
+
+TEST(falling_slope_and_poor_r2_are_not_a_law)
+{
+    struct fit_opts o = {true, 0};
+    struct fit_analysis fa;
+    struct fit_obs fall[] = {{1, 60, 1}, {4, 50, 1}, {16, 30, 1}};
+    fit_analyse(fall, 3, &o, &fa);
+    CHECK(fa.unfit && strstr(fa.unfit_why, "negative slope"));
+    CHECK(isnan(fa.ceiling) && fa.n_pred == 0);
+    fit_analysis_release(&fa);
+    /* flat within noise (a fall of 0.2 ms over the range): still a law */
+    struct fit_obs flat[] = {{1, 30.1, 1}, {4, 30.0, 1}, {16, 29.9, 1}};
+    fit_analyse(flat, 3, &o, &fa);
+    CHECK(!fa.unfit);
+    fit_analysis_release(&fa);
+    /* a regime change: 20, 22, 200, 30 at 1, 2, 4, 8 */
+    struct fit_obs jump[] = {{1, 20, 1}, {2, 22, 1}, {4, 200, 1}, {8, 30, 1}};
+    fit_analyse(jump, 4, &o, &fa);
+    CHECK(fa.unfit && strstr(fa.unfit_why, "R² 0."));
+    CHECK(strstr(fa.unfit_why, "below 0.90"));
+    CHECK(isnan(fa.ceiling) && fa.n_pred == 0);
+    fit_analysis_release(&fa);
+    /* a good fit keeps everything */
+    struct fit_obs good[] = {{1, 22, 1}, {4, 28, 1}, {16, 52, 1}};
+    fit_analyse(good, 3, &o, &fa);
+    CHECK(!fa.unfit && fa.unfit_why[0] == '\0');
+    CHECK_NEAR(fa.ceiling, 500, 1e-6);
+    CHECK(fa.n_pred > 0);
+    fit_analysis_release(&fa);
+}
+
 TEST_MAIN()

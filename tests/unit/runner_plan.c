@@ -112,7 +112,7 @@ TEST(plan_expand_variables)
     err_init(&err);
     CHECK_INT(plan_expand("${bogus}", &v, &b, &err), -1);
     CHECK_STR(err.msg, "unknown variable '${bogus}' (known: model, port, host, url, name, variant, "
-                       "run_dir, concurrency, prompts, input_len, output_len, env:NAME)");
+                       "run_dir, concurrency, prompts, input_len, output_len, point, env:NAME)");
     buf_release(&b);
 }
 
@@ -277,6 +277,99 @@ TEST(keys_are_stable_and_sensitive)
     free(t6);
     free(model);
 #undef EXP
+}
+
+/* Workload keys reach the builtin client's argv only when set, and the
+ * dataset's contents are part of the key. */
+TEST(workload_argv_and_dataset_key)
+{
+    char *model = gguf_file("w.gguf", 3);
+    char *data = write_file("w.jsonl", "{\"prompt\": \"a b\"}\n", 18);
+    char a[4][17], b[4][17];
+    size_t na = 0, nb = 0;
+    struct experiment e;
+    struct plan p;
+    struct err err;
+    char *t = xasprintf("name: w\nserver: {model: %s}\n"
+                        "bench:\n  grid: [\"2:4\"]\n  input_len: {dist: uniform, min: 1, max: 9}\n"
+                        "  output_len: {dist: normal, mean: 5, sd: 2}\n  endpoint: chat\n"
+                        "  dataset: {kind: jsonl, path: %s, seed: 7}\n",
+                        model, data);
+    if (load(t, &e) == 0) {
+        if (build(&e, "results/w/1", &p, &err) == 0) {
+            char *want = xasprintf(
+                "/opt/sweep/bin/sweep|bench|--url|http://127.0.0.1:30000|-c|2|-n|4|--input-len|"
+                "uniform:1:9|--output-len|normal:5:2:1:1048576|--warmup|2|--endpoint|chat|"
+                "--dataset|%s|--dataset-kind|jsonl|--seed|7|--jsonl|"
+                "results/w/1/default/c2-n4.jsonl",
+                data);
+            /* the port is auto: compare from -c on */
+            const char *got = strstr(joined(&p.points[0].client_argv), "|-c|");
+            CHECK_STR(got, strstr(want, "|-c|"));
+            free(want);
+            plan_release(&p);
+        } else {
+            CHECK_MSG(0, "plan_build: %s", err.msg);
+        }
+        exp_release(&e);
+    }
+    keys_of(t, "results/w/1", a, 4, &na);
+    /* a bad entry stops the plan, named by file and line */
+    char *bad = xasprintf("%s", t);
+    free(write_file("w.jsonl", "{\"prompt\": \"a c\"}\n{\"prompt\": 1}\n", 33));
+    if (load(bad, &e) == 0) {
+        CHECK(build(&e, "results/w/1", &p, &err) != 0);
+        CHECK_INT(err.code, RN_ERR_USAGE);
+        char *want = xasprintf("variant 'default': bench.dataset: %s:2: \"prompt\" wants a "
+                               "non-empty string",
+                               data);
+        CHECK_STR(err.msg, want);
+        free(want);
+        plan_release(&p);
+        exp_release(&e);
+    }
+    free(bad);
+    free(write_file("w.jsonl", "{\"prompt\": \"a c\"}\n", 18)); /* same name, other text */
+    keys_of(t, "results/w/1", b, 4, &nb);
+    CHECK(na == 1 && nb == 1 && strcmp(a[0], b[0]) != 0);
+    free(t);
+    free(data);
+    free(model);
+}
+
+/* Rate points: their own log names, --request-rate and arrivals, and keys
+ * apart from each other. */
+TEST(rate_points)
+{
+    char *model = gguf_file("w.gguf", 3);
+    struct experiment e;
+    struct plan p;
+    struct err err;
+    char *t = xasprintf("name: r\nserver: {model: %s}\n"
+                        "bench: {grid: [\"r2:64\", \"r2.5:64\", \"4:8\"], rate_kind: constant, "
+                        "repeat: 2}\n",
+                        model);
+    if (load(t, &e) == 0) {
+        if (build(&e, "results/r/1", &p, &err) == 0) {
+            CHECK_INT(p.n_points, 6);
+            CHECK_STR(p.points[0].log_name, "rate2-n64-r1.log");
+            CHECK_STR(p.points[2].log_name, "rate2.5-n64-r1.log");
+            CHECK_STR(p.points[4].log_name, "c4-n8-r1.log");
+            CHECK(p.points[2].rate == 2.5);
+            const char *a = joined(&p.points[2].client_argv);
+            CHECK_MSG(strstr(a, "|-c|64|-n|64|") && strstr(a, "|--request-rate|2.5|--rate-kind|"
+                                                              "constant|"),
+                      "%s", a);
+            CHECK(strstr(joined(&p.points[4].client_argv), "--request-rate") == NULL);
+            CHECK(strcmp(p.points[0].key, p.points[2].key) != 0);
+            plan_release(&p);
+        } else {
+            CHECK_MSG(0, "plan_build: %s", err.msg);
+        }
+        exp_release(&e);
+    }
+    free(t);
+    free(model);
 }
 
 /* The key leaves the variant's name out, also with the builtin client (whose
@@ -635,6 +728,8 @@ TEST(cleanup_scratch)
                            "bad.gguf",
                            "empty.bin",
                            "weights.safetensors",
+                           "w.gguf",
+                           "w.jsonl",
                            "argv.out",
                            "hfmodel/config.json",
                            "hfmodel/model.safetensors",

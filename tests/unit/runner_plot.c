@@ -88,6 +88,8 @@ static void make_chart(struct plot_chart *c)
     s->a = 40;
     s->b = 30.8;
     s->r2 = 0.9995;
+    s->out_tokens = 10;               /* E2E(N) = 10·(40 + 30.8·N) ms */
+    s->ceiling = 1000.0 / 30.8 * 1.5; /* the decode-only ceiling, its own number */
     s = plot_chart_series(c, "nvfp4");
     plot_series_add(s, 32, 45.8, 45.8, 45.8);
 }
@@ -111,9 +113,11 @@ TEST(write_fills_the_template)
         CHECK(strstr(gp, "set xtics (1, 8, 16, 32)"));
         CHECK(strstr(gp, "a1 = 40; b1 = 30.8"));
         CHECK(strstr(gp, "x*1000/(a1 + b1*x)"));
-        CHECK(strstr(gp, "title \"mx\\\"fp4 fit: N·1000/(40.0 + 30.80·N) tok/s\""));
-        CHECK(strstr(gp, "1000/b1 with lines"));
-        CHECK(strstr(gp, "ceiling 1000/b = 32.5 tok/s"));
+        CHECK(strstr(gp, "title \"mx\\\"fp4: N·10·1000/E2E(N) tok/s, E2E = 400 + 308.0·N ms "
+                         "(TTFT included)\""));
+        CHECK(strstr(gp, "ceil1 = 48.7012987"));
+        CHECK(strstr(gp, "ceil1 with lines"));
+        CHECK(strstr(gp, "decode-only ceiling 1000/b = 48.7 tok/s (no TTFT)"));
         CHECK(strstr(gp, "set output \"throughput.png\""));
         CHECK(strstr(gp, "set output \"throughput.svg\""));
         CHECK(!strstr(gp, "@NAME@") && !strstr(gp, "@PLOT@"));
@@ -149,7 +153,7 @@ TEST(render_png_and_svg)
     CHECK(svg && strstr(svg, "<svg"));
     CHECK(svg && strstr(svg, "output throughput (tok/s)"));
     CHECK(svg && strstr(svg, "concurrency (requests in flight, log2 scale)"));
-    CHECK(svg && strstr(svg, "ceiling 1000/b = 32.5 tok/s"));
+    CHECK(svg && strstr(svg, "decode-only ceiling 1000/b = 48.7 tok/s"));
     FILE *f = tmpfile();
     CHECK_MSG(plot_preview(dir, "throughput", f, &e) == 0, "%s", e.msg);
     CHECK(ftell(f) > 1000);

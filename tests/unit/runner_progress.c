@@ -90,6 +90,29 @@ TEST(eta_hint_counts_down)
     free(cap.text);
 }
 
+/* issue 13: an ETA from a model without a slope yet is a lower bound */
+TEST(eta_lower_bound_is_shown_as_such)
+{
+    struct capture cap;
+    cap_open(&cap);
+    struct progress pr;
+    prog_init(&pr, cap.f, false, 2, 200);
+    char eta[40];
+    prog_format_eta(&pr, eta, sizeof(eta));
+    CHECK_STR(eta, "?");
+    prog_set_eta_bound(&pr, 46, true);
+    prog_format_eta(&pr, eta, sizeof(eta));
+    CHECK_STR(eta, ">= 46s");
+    prog_begin(&pr, "v c=1 n=8", 100);
+    prog_end(&pr, "ok", "");
+    prog_set_eta_bound(&pr, 125, false);
+    prog_format_eta(&pr, eta, sizeof(eta));
+    CHECK_STR(eta, "2m05s");
+    cap_close(&cap);
+    CHECK(cap.text && strstr(cap.text, "sweep: point 1/2: v c=1 n=8 (ETA >= 46s)\n"));
+    free(cap.text);
+}
+
 TEST(terminal_line_is_redrawn_in_place)
 {
     struct capture cap;

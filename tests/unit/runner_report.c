@@ -46,6 +46,8 @@ TEST(labels)
         {"achieved_concurrency", "achieved concurrency"},
         {"max_itl_ms", "max ITL (ms)"},
         {"my_metric", "my_metric"},
+        {"server_step_ms", "server decode step (ms)"},
+        {"server_batch", "server running batch"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *l = sum_label(cases[i][0]);
@@ -54,6 +56,7 @@ TEST(labels)
     }
     CHECK(sum_is_step_metric("median_tpot_ms") && sum_is_step_metric("p99_itl_ms"));
     CHECK(!sum_is_step_metric("median_ttft_ms") && !sum_is_step_metric("tpot_ms"));
+    CHECK(sum_is_step_metric("server_step_ms") && !sum_is_step_metric("server_batch"));
 }
 
 static void add(struct res_table *t, const char *variant, long c, long r, const char *status,
@@ -160,7 +163,7 @@ TEST(report_with_repeats_and_failures)
     json_decref(root);
 
     CHECK(md && strstr(md, "Each added request adds 3"));
-    CHECK(md && strstr(md, "per decode step; ceiling 3"));
+    CHECK(md && strstr(md, "per decode step; decode-only ceiling 3"));
     CHECK(md && strstr(md, "95% bootstrap intervals over repeats: a ["));
     CHECK(md && strstr(md, "**nvfp4**: no fit (1 point(s) at 1 concurrency level(s)"));
     CHECK(md && strstr(md, "- mxfp4 C=32 n=96 repeat 1: **failed**: server killed by signal 9 "
@@ -273,6 +276,100 @@ TEST(saved_and_live_points_are_judged_alike)
     }
     rundir_release(&rd);
     rm_dir(dir);
+}
+
+/* issue 13: the client's TPOT fit with a negative intercept is named and
+ * predicts nothing; the server's step law is set beside it; throughput
+ * comes from E2E; fit.csv is one flat row per variant. */
+TEST(report_unfit_client_fit_server_law_and_fit_csv)
+{
+    char tmpl[] = "/tmp/sweep-report-test.XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    if (!dir)
+        abort();
+    struct res_table t;
+    struct err e;
+    res_table_init(&t);
+    err_init(&e);
+    static const long cs[] = {1, 4, 16};
+    static const double batch[] = {1, 3.5, 12};
+    for (size_t i = 0; i < 3; i++) {
+        double tpot = -43 + 42 * (double)cs[i] + (i == 1 ? 3 : 0);
+        double e2e = 500 + 90 * (double)cs[i];
+        add(&t, "v", cs[i], 1, RES_OK, tpot, (double)cs[i] * 32 * 1000 / e2e);
+        struct res_point *p = &t.rows[t.n - 1];
+        mset_set(&p->metrics, "mean_e2e_ms", e2e);
+        mset_set(&p->metrics, "total_output_tokens", 32.0 * 3 * (double)cs[i]);
+        mset_set(&p->metrics, "successful_requests", 3.0 * (double)cs[i]);
+        mset_set(&p->metrics, "server_step_ms", 20 + 2 * batch[i]);
+        mset_set(&p->metrics, "server_batch", batch[i]);
+    }
+    char *csv = path_join(dir, "points.csv");
+    CHECK(res_table_save(&t, csv, &e) == 0);
+    setenv("SWEEP_GNUPLOT", "/nonexistent/gnuplot", 1);
+    struct report_opts o = {NULL, NULL, false, true};
+    report_build(dir, &o, &e); /* -1: no gnuplot; fit and report are written anyway */
+    unsetenv("SWEEP_GNUPLOT");
+    char *md = slurp(dir, "REPORT.md"), *fc = slurp(dir, "fit.csv"), *fj = slurp(dir, "fit.json");
+    CHECK(md && fc && fj);
+    CHECK(md && strstr(md, "**the linear model does not describe these points: negative "
+                           "intercept (a = -"));
+    CHECK(md && strstr(md, "likely prefill of arriving requests inside the decode steps"));
+    CHECK(md && strstr(md, "Nothing is predicted from this line: no ceiling, no throughput."));
+    CHECK(md && !strstr(md, "Predicted at untested"));
+    CHECK(md && !strstr(md, "ceiling 2")); /* 1000/42 would be 23.8 */
+    CHECK(md && strstr(md, "## Client and server step time"));
+    CHECK(md && strstr(md, "| 20.0 + 2.00·B | 1.000 |"));
+    CHECK(md && strstr(md, "they differ"));
+    CHECK(md && strstr(md, "(it does not count decode-only steps apart)"));
+    CHECK(md && strstr(md, "E2E = 500.0 + 90.00·N ms per request (from mean_e2e_ms"));
+    CHECK(md && strstr(md, "within 0.0% of every measured point"));
+    /* fit.csv: a header and one row, the unfit one without ceiling */
+    CHECK(fc && strncmp(fc, "variant,x,y,ok,points,levels,a,b,r2,ceiling_tok_s,", 50) == 0);
+    CHECK(fc && strstr(fc, "\nv,concurrency,median_tpot_ms,false,3,3,"));
+    CHECK(fc && strstr(fc, ",server_batch,server_step_ms,20,2,1,\"the linear model does not "
+                           "describe these points: negative intercept"));
+    const char *row = fc ? strstr(fc, "\nv,") : NULL;
+    size_t cells = 0;
+    for (const char *q = row ? row + 1 : ""; *q && *q != '\n' && *q != '"'; q++)
+        cells += *q == ',';
+    CHECK_INT(cells, 26); /* 27 columns before the quoted note */
+    CHECK(fj && strstr(fj, "\"unfit\": \"the linear model does not describe these points"));
+    CHECK(fj && strstr(fj, "\"throughput_law\""));
+    CHECK(fj && strstr(fj, "\"server_fit\""));
+    /* fit.json carries the same flat rows for pandas.json_normalize */
+    CHECK(fj && strstr(fj, "\"table\": [\n    {\n      \"variant\": \"v\",\n      \"x\": "
+                           "\"concurrency\","));
+    free(md);
+    free(fc);
+    free(fj);
+    unlink(csv);
+    free(csv);
+    res_table_release(&t);
+    rm_dir(dir);
+}
+
+/* sum_throughput: E2E source order and the out tokens per request */
+TEST(throughput_law_sources)
+{
+    struct res_table t;
+    res_table_init(&t);
+    for (long c = 1; c <= 4; c *= 2) {
+        add(&t, "v", c, 1, RES_OK, 20 + 2 * (double)c, NAN);
+        mset_set(&t.rows[t.n - 1].metrics, "median_ttft_ms", 100 + 10 * (double)c);
+    }
+    struct sum_thr th;
+    sum_throughput(&t, "v", 11, &th); /* no E2E, no token counts: TTFT + 10·TPOT */
+    CHECK(th.ok);
+    CHECK_STR(th.source, "median_ttft_ms + (out-1)·median_tpot_ms");
+    CHECK_NEAR(th.out_tokens, 11, 1e-12);
+    CHECK_NEAR(th.e2e.a, 300, 1e-9);
+    CHECK_NEAR(th.e2e.b, 30, 1e-9);
+    CHECK_NEAR(sum_thr_at(&th, 2), 2 * 11 * 1000 / 360.0, 1e-9);
+    sum_throughput(&t, "v", -1, &th); /* nothing tells the output length */
+    CHECK(!th.ok);
+    CHECK(isnan(sum_thr_at(&th, 2)));
+    res_table_release(&t);
 }
 
 TEST_MAIN()
