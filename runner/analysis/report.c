@@ -19,6 +19,7 @@
 #include "log.h"
 #include "analysis/metric.h"
 #include "analysis/plot.h"
+#include "analysis/roofline.h"
 #include "store/results.h"
 #include "store/rundir.h"
 #include "analysis/summary.h"
@@ -823,6 +824,83 @@ static void md_client_server(struct buf *b, const struct report *r)
     }
 }
 
+/* The first value of column name over variant's ok rows; NAN when none. */
+static double variant_value(const struct report *r, const char *variant, const char *name)
+{
+    for (size_t i = 0; i < r->t.n; i++) {
+        const struct res_point *p = &r->t.rows[i];
+        double v;
+        if (p->variant && strcmp(p->variant, variant) == 0 && strcmp(p->status, RES_OK) == 0 &&
+            mset_get(&p->metrics, name, &v))
+            return v;
+    }
+    return NAN;
+}
+
+/* a and b against the roofline the server reports (analysis/roofline.h):
+ * from the server's step law, else from a client step fit. Shown when some
+ * variant's server reported any of the three numbers. */
+static void md_roofline(struct buf *b, const struct report *r)
+{
+    static const char *const cols[] = {"server_weight_bytes", "server_flops_per_token",
+                                       "server_mem_gbs"};
+    bool any = false;
+    for (size_t vi = 0; vi < r->variants.n && !any; vi++)
+        for (size_t k = 0; k < 3; k++)
+            any = any || isfinite(variant_value(r, r->variants.v[vi], cols[k]));
+    if (!any)
+        return;
+    bool main_server = strcmp(r->fit_y, "server_step_ms") == 0;
+    buf_printf(b,
+               "## Roofline\n\n"
+               "Each step law's a is set against the time to read the weights once (weight bytes "
+               "per step / measured bandwidth): bandwidth-bound from %.1fx to %.1fx that time. b "
+               "is set against a token's FLOPs at the rate one request achieves, which is the "
+               "one-request step a + b: one request after another when b is %.0f%% of a + b or "
+               "more, else compute-bound (the weight read is shared, each added token pays for "
+               "its own arithmetic). The numbers are the server's (points.csv columns "
+               "server_weight_bytes, server_flops_per_token, server_mem_gbs); one that is missing "
+               "is named and its placement skipped.\n\n",
+               ROOF_A_LOW, ROOF_A_HIGH, 100 * ROOF_B_SERIAL);
+    for (size_t vi = 0; vi < r->variants.n; vi++) {
+        const char *v = r->variants.v[vi];
+        const struct fit_analysis *sv = main_server ? &r->fits[vi]
+                                        : r->alt_y && strcmp(r->alt_y, "server_step_ms") == 0
+                                            ? &r->alt[vi]
+                                            : NULL;
+        const struct fit_analysis *fa = NULL;
+        const char *from = NULL;
+        if (sv && sv->ok && !sv->unfit) {
+            fa = sv;
+            from = "server step law";
+        } else if (!main_server && sum_is_step_metric(r->fit_y) && r->fits[vi].ok &&
+                   !r->fits[vi].unfit) {
+            fa = &r->fits[vi];
+            from = r->fit_y;
+        }
+        double wb = variant_value(r, v, "server_weight_bytes"),
+               fl = variant_value(r, v, "server_flops_per_token"),
+               bw = variant_value(r, v, "server_mem_gbs");
+        buf_printf(b, "**%s**: ", v);
+        if (isfinite(wb))
+            buf_printf(b, "%.4g MB of weights per step, ", wb / 1e6);
+        if (isfinite(fl))
+            buf_printf(b, "%.4g GFLOP per token, ", fl / 1e9);
+        if (isfinite(bw))
+            buf_printf(b, "%.1f GB/s measured, ", bw);
+        if (!fa) {
+            buf_puts(b, "not placed: no step law to place (see the fits above).\n\n");
+            continue;
+        }
+        struct roof_in in = {fa->line.a, fa->line.b, wb, fl, bw};
+        struct roof_place pl;
+        roof_place(&in, &pl);
+        buf_printf(b, "from the %s, ", from);
+        roof_words(b, &pl);
+        buf_puts(b, ".\n\n");
+    }
+}
+
 static void md_fits(struct buf *b, const struct report *r)
 {
     buf_printf(b, "## Scaling fit: %s = a + b·%s\n\n", r->fit_y, r->fit_x);
@@ -920,6 +998,7 @@ static int write_report_md(const struct report *r, struct err *err)
     md_points(&b, r);
     md_fits(&b, r);
     md_client_server(&b, r);
+    md_roofline(&b, r);
     md_charts(&b, r);
     md_failures(&b, r);
     buf_printf(&b,
