@@ -23,7 +23,8 @@ static void add_missing(char *dst, size_t cap, const char *what)
 void roof_place(const struct roof_in *in, struct roof_place *out)
 {
     memset(out, 0, sizeof(*out));
-    out->floor_ms = out->a_ratio = out->b_share = out->b_gflops = out->one_gflops = NAN;
+    out->floor_ms = out->a_ratio = out->b_ratio = NAN;
+    out->b_share = out->b_gflops = out->one_gflops = NAN;
     bool a_ok = known(in->a_ms), b_ok = known(in->b_ms);
     if (!a_ok)
         add_missing(out->a_missing, sizeof(out->a_missing), "a positive intercept a");
@@ -53,6 +54,13 @@ void roof_place(const struct roof_in *in, struct roof_place *out)
         out->one_gflops = in->flops_per_token / (one_ms * 1e-3) / 1e9;
         out->b = out->b_share >= ROOF_B_SERIAL ? ROOF_SERIAL : ROOF_COMPUTE;
     }
+    /* per-request decode: a step reads the weights once per sequence, so
+     * the read is in b, not in a */
+    if (b_ok && isfinite(out->floor_ms))
+        out->b_ratio = in->b_ms / out->floor_ms;
+    if (out->a == ROOF_BELOW_FLOOR && out->b == ROOF_SERIAL && out->b_ratio >= ROOF_A_LOW &&
+        out->b_ratio <= ROOF_A_HIGH)
+        out->a = ROOF_PER_REQUEST;
 }
 
 void roof_words(struct buf *b, const struct roof_place *p)
@@ -73,6 +81,12 @@ void roof_words(struct buf *b, const struct roof_place *p)
                    "a is %.2fx the time to read the weights once (%.3g ms): below the bandwidth "
                    "floor (the weights stay in cache, or the probe measured low)",
                    p->a_ratio, p->floor_ms);
+        break;
+    case ROOF_PER_REQUEST:
+        buf_printf(b,
+                   "a is %.2fx the time to read the weights once (%.3g ms) and b is %.2fx it: "
+                   "each request reads the weights itself (bandwidth-bound per request)",
+                   p->a_ratio, p->floor_ms, p->b_ratio);
         break;
     default:
         buf_printf(b, "a not placed (missing: %s)", p->a_missing);

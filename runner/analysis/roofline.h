@@ -7,7 +7,8 @@
  *   a against the time to read the weights once, weight_bytes / bandwidth:
  *   from ROOF_A_LOW to ROOF_A_HIGH times it, "bandwidth-bound"; above, the
  *   shared part of a step is mostly something else (overhead); below, the
- *   step reads its weights faster than the probe measured (caches).
+ *   step reads its weights faster than the probe measured (caches), unless
+ *   b is that read instead (each request reads the weights itself).
  *
  *   b against flops_per_token at the rate a single request achieves,
  *   flops_per_token / (a + b) = the one-request step: b at ROOF_B_SERIAL of
@@ -32,6 +33,7 @@ enum roof_verdict {
     ROOF_BANDWIDTH,   /* a: within [LOW, HIGH] x the weight read */
     ROOF_OVERHEAD,    /* a: above HIGH x the weight read */
     ROOF_BELOW_FLOOR, /* a: under LOW x the weight read */
+    ROOF_PER_REQUEST, /* a: under LOW x, b: serial and LOW..HIGH x the weight read */
     ROOF_COMPUTE,     /* b: an added token costs its own arithmetic, the read is shared */
     ROOF_SERIAL,      /* b: an added request costs about a one-request step */
 };
@@ -48,6 +50,7 @@ struct roof_place {
     enum roof_verdict a, b;
     double floor_ms;   /* weight_bytes / bandwidth, ms (NAN when not known) */
     double a_ratio;    /* a / floor_ms */
+    double b_ratio;    /* b / floor_ms */
     double b_share;    /* b / (a + b) */
     double b_gflops;   /* flops_per_token / b: the rate an added token runs at */
     double one_gflops; /* flops_per_token / (a + b): what a single request achieves */

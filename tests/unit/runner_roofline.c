@@ -54,8 +54,18 @@ TEST(one_request_after_another)
     CHECK(strstr(w, "b is 91% of the one-request step a + b") != NULL);
     CHECK(strstr(w, "one request after another") != NULL);
     CHECK(strstr(w, "compute-bound") == NULL);
-    CHECK_INT(p.a, ROOF_BELOW_FLOOR); /* 1 ms against 10 ms */
-    CHECK(strstr(w, "below the bandwidth floor") != NULL);
+    /* 1 ms against the 10 ms read, and b is that read: per-request decode */
+    CHECK_INT(p.a, ROOF_PER_REQUEST);
+    CHECK(strstr(w, "a is 0.10x the time to read the weights once (10 ms) and b is 1.00x it: "
+                    "each request reads the weights itself") != NULL);
+    CHECK(strstr(w, "below the bandwidth floor") == NULL);
+    /* the same a with a b far above the read: below the floor, said so */
+    struct roof_in slow = {1.0, 40.0, 1e9, 2e9, 100};
+    w = words(&slow, &p);
+    CHECK_INT(p.a, ROOF_BELOW_FLOOR);
+    CHECK(strstr(w, "a is 0.10x the time to read the weights once (10 ms): below the bandwidth "
+                    "floor") != NULL);
+    CHECK_INT(p.b, ROOF_SERIAL);
     /* exactly at the threshold: 80% is already serial */
     struct roof_in edge = {1.0, 4.0, 1e9, 2e9, 100};
     words(&edge, &p);
