@@ -869,15 +869,11 @@ static void md_roofline(struct buf *b, const struct report *r)
                                             ? &r->alt[vi]
                                             : NULL;
         const struct fit_analysis *fa = NULL;
-        const char *from = NULL;
-        if (sv && sv->ok && !sv->unfit) {
+        if (sv && sv->ok && !sv->unfit)
             fa = sv;
-            from = "server step law";
-        } else if (!main_server && sum_is_step_metric(r->fit_y) && r->fits[vi].ok &&
-                   !r->fits[vi].unfit) {
+        else if (!main_server && sum_is_step_metric(r->fit_y) && r->fits[vi].ok &&
+                 !r->fits[vi].unfit)
             fa = &r->fits[vi];
-            from = r->fit_y;
-        }
         double wb = variant_value(r, v, "server_weight_bytes"),
                fl = variant_value(r, v, "server_flops_per_token"),
                bw = variant_value(r, v, "server_mem_gbs");
@@ -895,7 +891,10 @@ static void md_roofline(struct buf *b, const struct report *r)
         struct roof_in in = {fa->line.a, fa->line.b, wb, fl, bw};
         struct roof_place pl;
         roof_place(&in, &pl);
-        buf_printf(b, "from the %s, ", from);
+        if (fa == sv)
+            buf_puts(b, "from the server step law, ");
+        else
+            buf_printf(b, "from the client's %s fit (no server step law), ", r->fit_y);
         roof_words(b, &pl);
         buf_puts(b, ".\n\n");
     }

@@ -47,6 +47,18 @@ check "a: bandwidth-bound, 1.2x-1.3x the 16 ms weight read" sh -c \
 check "b: compute-bound, about 9% of the one-request step" sh -c \
     "echo '$line' | grep -qE 'b is (8|9|10)% of the one-request step a \+ b: an added token runs its FLOPs at .*: compute-bound\.$'"
 
+# the server's law as the main fit (analysis.fit.y: server_step_ms): the same placement
+cp run/experiment.yaml exp-client.yaml
+sed -e 's/^    x: concurrency$/    x: server_batch/' -e 's/^    "y": median_tpot_ms$/    "y": server_step_ms/' \
+    exp-client.yaml >run/experiment.yaml
+check "experiment.yaml: the fit is on the server's axes" grep -q '"y": server_step_ms' run/experiment.yaml
+"$SWEEP" plot run --no-preview >plot1.out 2>&1 || cat plot1.out
+check_eq "plot (server fit as the main one) exits 0" "$?" 0
+check "the main fit is the server's" grep -q '^## Scaling fit: server_step_ms = a + b·server_batch' run/REPORT.md
+check "server fit as the main one: placed the same" grep -qE \
+    '^\*\*default\*\*: .*from the server step law, a is 1\.(19|2[0-9]|3[01])x .*: bandwidth-bound; b is .*: compute-bound\.$' run/REPORT.md
+cp exp-client.yaml run/experiment.yaml
+
 # no bandwidth measured (fp4serve without --probe-bandwidth): a not placed, said why
 for f in run/default/*.metrics-after.txt; do
     grep -v '^fp4serve_memory_read_bytes_per_second' "$f" >tmp && mv tmp "$f"
