@@ -13,6 +13,7 @@
 
 #include "fp4.h"
 #include "log.h"
+#include "model/membw.h"
 #include "model/model.h"
 #include "opts.h"
 #include "model/sample.h"
@@ -23,57 +24,6 @@
 #include "xalloc.h"
 
 #define MAX_BATCHES 32
-#define PROBE_BYTES ((size_t)256 << 20) /* well past any L3 */
-
-struct bw_probe {
-    const uint64_t *buf;
-    size_t words;
-    uint64_t sink[64]; /* one per thread, 64 threads at most */
-};
-
-static void read_part(void *arg, int ith, int nth)
-{
-    struct bw_probe *p = arg;
-    size_t lo = p->words * ith / nth / 8 * 8, hi = p->words * (ith + 1) / nth / 8 * 8;
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-    for (size_t i = lo; i < hi; i += 8) {
-        a0 ^= p->buf[i];
-        a1 ^= p->buf[i + 1];
-        a2 ^= p->buf[i + 2];
-        a3 ^= p->buf[i + 3];
-        a4 ^= p->buf[i + 4];
-        a5 ^= p->buf[i + 5];
-        a6 ^= p->buf[i + 6];
-        a7 ^= p->buf[i + 7];
-    }
-    if (ith < 64)
-        p->sink[ith] = a0 ^ a1 ^ a2 ^ a3 ^ a4 ^ a5 ^ a6 ^ a7;
-}
-
-/* Best of 3: memcpy GB/s (read + write bytes counted) on one thread, and
- * streaming-read GB/s on every thread of pool. */
-static void probe_bandwidth(tp_pool *pool, double *copy_gbs, double *read_gbs)
-{
-    uint64_t *src = xaligned_alloc(64, PROBE_BYTES), *dst = xaligned_alloc(64, PROBE_BYTES);
-    memset(src, 1, PROBE_BYTES);
-    memset(dst, 2, PROBE_BYTES);
-    double best_copy = 1e30, best_read = 1e30;
-    struct bw_probe p = {src, PROBE_BYTES / 8, {0}};
-    for (int i = 0; i < 3; i++) {
-        uint64_t t0 = clock_ns();
-        memcpy(dst, src, PROBE_BYTES);
-        uint64_t t1 = clock_ns();
-        tp_run(pool, read_part, &p);
-        uint64_t t2 = clock_ns();
-        best_copy = (double)(t1 - t0) < best_copy ? (double)(t1 - t0) : best_copy;
-        best_read = (double)(t2 - t1) < best_read ? (double)(t2 - t1) : best_read;
-    }
-    *copy_gbs = 2.0 * PROBE_BYTES / best_copy;
-    *read_gbs = (double)PROBE_BYTES / best_read;
-    free(src);
-    free(dst);
-}
-
 static int parse_batches(const char *s, int *out, int *n, struct err *err)
 {
     *n = 0;
@@ -210,6 +160,9 @@ static int bench_model(const char *path, const struct model_opts *mo, const int 
     bq->wbytes = wbytes;
     printf("model %s: %d layers, n_embd %d, vocab %d; weights read per step %.2f MB\n", path,
            m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_vocab, wbytes / 1e6);
+    printf("roofline: %zu weight bytes per step, %.0f matmul FLOPs per token, %.0f attention "
+           "FLOPs per position\n",
+           wbytes, model_flops_per_token(m), model_attn_flops_per_position(m));
     if (m->quant_note[0])
         printf("%s\n", m->quant_note);
     printf("n_kv_max = %d, n_threads = %d, decode = %s, attention = %s, kernels = %s\n",
@@ -326,7 +279,7 @@ int fp4_bench(int argc, char **argv)
     double copy_gbs = 0, read_gbs = 0;
     if (!no_probe) {
         tp_pool *pool = tp_new(mo[0].threads);
-        probe_bandwidth(pool, &copy_gbs, &read_gbs);
+        membw_probe(pool, &copy_gbs, &read_gbs);
         printf("memory: memcpy %.1f GB/s (read + write), read %.1f GB/s (%d threads)\n", copy_gbs,
                read_gbs, tp_threads(pool));
         tp_free(pool);

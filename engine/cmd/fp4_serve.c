@@ -18,6 +18,7 @@
 #include "fp4.h"
 #include "log.h"
 #include "serve/prom.h"
+#include "model/membw.h"
 #include "model/model.h"
 #include "opts.h"
 #include "serve/scheduler.h"
@@ -32,7 +33,7 @@ struct serve_args {
     const char *model, *host, *device, *isa, *quant, *head, *decode, *attention, *kv, *alias;
     long port, threads, max_batch, ctx, prefill_chunk, max_queue, max_body, timeout_s,
         max_connections, load_delay_ms;
-    bool verbose;
+    bool verbose, probe_bandwidth;
 };
 
 /* What the loader thread builds; owned here until shutdown. */
@@ -93,6 +94,15 @@ static void *load(void *arg)
         err_prefix(&e->err, "%s", a->model);
         goto fail;
     }
+    double read_gbs = 0; /* before the scheduler thread can use the pool */
+    if (a->probe_bandwidth) {
+        double copy_gbs;
+        membw_probe(e->m->pool, &copy_gbs, &read_gbs);
+        log_info("memory: read %.1f GB/s (%d threads), memcpy %.1f GB/s; weights read per step "
+                 "%.2f MB",
+                 read_gbs, tp_threads(e->m->pool), copy_gbs,
+                 (double)model_weight_bytes_per_step(e->m) / 1e6);
+    }
     chat_template_init(&e->chat, tok_chat_template(e->vocab));
     struct sched_opts so = {.prefill_chunk = (int)a->prefill_chunk, .max_queue = (int)a->max_queue};
     e->sched = sched_new(e->m, e->vocab, &so, &e->met, &e->err);
@@ -109,7 +119,12 @@ static void *load(void *arg)
         .max_batch = e->m->max_batch,
         .quant = e->quant_name,
         .decode = e->m->opts.decode == MODEL_DECODE_PER_REQUEST ? "per-request" : "batched",
+        .weight_bytes = model_weight_bytes_per_step(e->m),
+        .flops_per_token = model_flops_per_token(e->m),
+        .attn_flops_per_pos = model_attn_flops_per_position(e->m),
+        .mem_read_gbs = read_gbs,
     };
+
     log_info("%s", e->chat.note);
     log_info("ready in %.2f s: %d layers, vocab %d, ctx %d x %d slots, decode %s, attention %s, "
              "prefill chunk %ld, %d threads",
@@ -118,6 +133,8 @@ static void *load(void *arg)
              e->m->opts.attention == MODEL_ATTN_SERIAL ? "serial" : "split", a->prefill_chunk,
              tp_threads(e->m->pool));
     prom_set_model(&e->met, e->model_id, e->m->ctx);
+    prom_set_roofline(&e->met, (double)se.weight_bytes, se.flops_per_token, se.attn_flops_per_pos,
+                      se.mem_read_gbs * 1e9);
     srv_set_ready(e->http, &se);
     atomic_store(&e->state, READY);
     return NULL;
@@ -184,6 +201,9 @@ int fp4_serve(int argc, char **argv)
         {"alias", 0, OPT_STR, &a.alias, "NAME",
          "model id served in /v1/models (default: the file name without .gguf)"},
         {"verbose", 'v', OPT_BOOL, &a.verbose, NULL, "log every request and HTTP diagnostics"},
+        {"probe-bandwidth", 0, OPT_BOOL, &a.probe_bandwidth, NULL,
+         "measure memory read bandwidth after loading (about a second, 512 MiB) and report it "
+         "in /v1/models and /metrics (CPU only)"},
         {"load-delay-ms", 0, OPT_LONG, &a.load_delay_ms, "MS",
          "wait this long before loading the model (to test clients against 503); default 0", 0,
          600000},
@@ -204,6 +224,11 @@ int fp4_serve(int argc, char **argv)
         err_set(&err, FP_ERR_USAGE, "serve needs --model PATH (see --help)");
     if (rc == 0 && strcmp(a.kv, "f16") != 0 && strcmp(a.kv, "f32") != 0)
         err_set(&err, FP_ERR_USAGE, "--kv: unknown type '%s' (expected f16 or f32)", a.kv);
+    if (rc == 0 && a.probe_bandwidth && a.device && strcmp(a.device, "cpu") != 0)
+        err_set(&err, FP_ERR_USAGE,
+                "--probe-bandwidth measures host memory; with --device %s the weights are read "
+                "from device memory (drop the flag)",
+                a.device);
     /* check the spellings now, not after the socket is up */
     struct model_opts probe = {0};
     if (!err.code)

@@ -703,3 +703,17 @@ size_t model_weight_bytes_per_step(const struct model *m)
 {
     return m->w.linear_bytes + m->w.head_bytes;
 }
+
+double model_flops_per_token(const struct model *m)
+{
+    const struct model_config *c = &m->cfg;
+    double layer = (double)c->q_dim * c->n_embd * 2    /* wq, wo */
+                   + (double)c->kv_dim * c->n_embd * 2 /* wk, wv */
+                   + (double)c->n_ff * c->n_embd * 3;  /* w_gate, w_up, w_down */
+    return 2.0 * (layer * c->n_layer + (double)c->n_vocab * c->n_embd);
+}
+
+double model_attn_flops_per_position(const struct model *m)
+{
+    return 4.0 * m->cfg.q_dim * m->cfg.n_layer;
+}

@@ -268,5 +268,11 @@ int model_requant_matrix_opts(const struct q_matrix *src, uint32_t dst_type, voi
 /* Bytes of weights one batched step reads: every layer matrix and the head
  * (embedding rows excluded). */
 size_t model_weight_bytes_per_step(const struct model *m);
+/* FLOPs of the matmuls for one token: 2 x the parameters of every layer
+ * matrix and the head (a multiply and an add per weight). */
+double model_flops_per_token(const struct model *m);
+/* Attention FLOPs per token per position of context it attends to: q.k and
+ * the weighted sum of v, 2 x 2 x q_dim per layer. */
+double model_attn_flops_per_position(const struct model *m);
 
 #endif

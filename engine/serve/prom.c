@@ -293,4 +293,31 @@ void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *
                g->kv_capacity > 0 ? (double)g->kv_positions / (double)g->kv_capacity : 0.0);
     for (int i = 0; i < PROM_N_HIST; i++)
         render_hist(m, i, out);
+    const struct {
+        const char *name, *help;
+        double v;
+    } consts[] = {
+        {"fp4serve_model_weight_bytes", "Bytes of weights one batched decode step reads.",
+         m->weight_bytes},
+        {"fp4serve_model_flops_per_token", "Matmul FLOPs per token (2 x parameters).",
+         m->flops_per_token},
+        {"fp4serve_model_attention_flops_per_position",
+         "Attention FLOPs per token per position attended to.", m->attn_flops_per_pos},
+        {"fp4serve_memory_read_bytes_per_second",
+         "Streaming-read memory bandwidth measured at startup (--probe-bandwidth).",
+         m->mem_read_bytes_per_s},
+    };
+    for (size_t i = 0; i < sizeof(consts) / sizeof(consts[0]); i++)
+        if (consts[i].v > 0)
+            buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", consts[i].name,
+                       consts[i].help, consts[i].name, consts[i].name, consts[i].v);
+}
+
+void prom_set_roofline(struct prom *m, double weight_bytes, double flops_per_token,
+                       double attn_flops_per_pos, double mem_read_bytes_per_s)
+{
+    m->weight_bytes = weight_bytes;
+    m->flops_per_token = flops_per_token;
+    m->attn_flops_per_pos = attn_flops_per_pos;
+    m->mem_read_bytes_per_s = mem_read_bytes_per_s;
 }

@@ -84,6 +84,11 @@ struct prom {
     atomic_int_least64_t open_connections; /* connections now open */
     struct prom_hist hist[PROM_N_HIST];    /* per request (ITL: per token) */
     char model_name[256]; /* label value, escaped for the exposition; "" until prom_set_model */
+    /* the model's roofline constants (prom_set_roofline), 0 = not known */
+    double weight_bytes;         /* weights read per batched decode step, bytes */
+    double flops_per_token;      /* matmul FLOPs per token */
+    double attn_flops_per_pos;   /* attention FLOPs per token per position attended to */
+    double mem_read_bytes_per_s; /* measured streaming-read bandwidth (--probe-bandwidth) */
 };
 
 /* The scheduler's gauges at the time of a scrape. */
@@ -103,6 +108,10 @@ void prom_init(struct prom *m);
  * the token-length buckets (1, 2, 5, 10, ... up to max_model_len, as vLLM's
  * build_1_2_5_buckets). Call before the first request is served. */
 void prom_set_model(struct prom *m, const char *model_name, int max_model_len);
+/* The roofline constants rendered as gauges once the model is ready (0 =
+ * not known, left out). Call before the first scrape can see ready. */
+void prom_set_roofline(struct prom *m, double weight_bytes, double flops_per_token,
+                       double attn_flops_per_pos, double mem_read_bytes_per_s);
 /* Add one observation v (in h's unit: ns or tokens). */
 void prom_observe(struct prom_hist *h, uint64_t v);
 /* A request was served (ended by a stop or its length): its times

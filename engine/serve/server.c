@@ -188,7 +188,9 @@ static enum MHD_Result h_health(struct call *c)
 }
 
 /* The model object. meta.n_vocab tells a benchmark client the range of
- * random token ids it may send; meta.n_ctx how long prompt + output may be. */
+ * random token ids it may send; meta.n_ctx how long prompt + output may be;
+ * weight_bytes_per_step, flops_per_token and mem_read_gbs place its step
+ * time on a roofline. */
 static void model_json(struct buf *b, const srv *s)
 {
     const struct srv_engine *e = &s->engine;
@@ -208,6 +210,13 @@ static void model_json(struct buf *b, const srv *s)
     buf_json_str(b, e->decode, strlen(e->decode));
     buf_puts(b, ",\"path\":");
     buf_json_str(b, s->model_path, strlen(s->model_path));
+    /* the roofline: bytes a decode step reads, FLOPs a token costs, and
+     * (with --probe-bandwidth) the bandwidth that reads them */
+    buf_printf(b, ",\"weight_bytes_per_step\":%zu,\"flops_per_token\":%.17g,", e->weight_bytes,
+               e->flops_per_token);
+    buf_printf(b, "\"attn_flops_per_position\":%.17g", e->attn_flops_per_pos);
+    if (e->mem_read_gbs > 0)
+        buf_printf(b, ",\"mem_read_gbs\":%.3f", e->mem_read_gbs);
     buf_puts(b, "}}");
 }
 

@@ -40,12 +40,16 @@ struct srv_engine {
     sched *sched;
     const tok_vocab *vocab;
     const struct chat_template *chat;
-    int n_vocab;        /* tokens in the vocabulary */
-    int n_ctx;          /* positions per sequence (--ctx) */
-    int n_ctx_train;    /* the model's training context */
-    int max_batch;      /* sequences decoded together */
-    const char *quant;  /* --quant as resolved ("native", "nvfp4", ...) */
-    const char *decode; /* "batched" or "per-request" */
+    int n_vocab;               /* tokens in the vocabulary */
+    int n_ctx;                 /* positions per sequence (--ctx) */
+    int n_ctx_train;           /* the model's training context */
+    int max_batch;             /* sequences decoded together */
+    const char *quant;         /* --quant as resolved ("native", "nvfp4", ...) */
+    const char *decode;        /* "batched" or "per-request" */
+    size_t weight_bytes;       /* weights read per batched decode step */
+    double flops_per_token;    /* matmul FLOPs per token */
+    double attn_flops_per_pos; /* attention FLOPs per token per position attended to */
+    double mem_read_gbs;       /* measured read bandwidth, GB/s; 0 = not measured */
 };
 
 /*

@@ -642,3 +642,34 @@ out:
     free(pdir);
     return rc;
 }
+
+bool cmp_split_axis(const char *name, const char *axis, struct buf *value, struct buf *others)
+{
+    bool found = false;
+    const char *dot = strrchr(axis, '.'); /* names hold the key's last part */
+    if (dot)
+        axis = dot + 1;
+    size_t alen = strlen(axis);
+    if (value)
+        buf_reset(value);
+    if (others)
+        buf_reset(others);
+    for (const char *p = name; *p;) {
+        size_t len = strcspn(p, ",");
+        if (!found && alen && len > alen && strncmp(p, axis, alen) == 0 && p[alen] == '=') {
+            found = true;
+            if (value)
+                buf_printf(value, "%.*s", (int)(len - alen - 1), p + alen + 1);
+        } else if (others) {
+            buf_printf(others, "%s%.*s", others->len ? "," : "", (int)len, p);
+        }
+        p += len + (p[len] == ',');
+    }
+    if (found && others && !others->len)
+        buf_puts(others, "all");
+    if (!found && others) {
+        buf_reset(others);
+        buf_puts(others, name);
+    }
+    return found;
+}

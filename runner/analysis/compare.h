@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "buf.h"
 #include "err.h"
 #include "analysis/fit.h"
 #include "store/results.h"
@@ -62,5 +63,15 @@ void cmp_print(FILE *f, const struct cmp_set *c);
  * gnuplot is missing, and says so.
  */
 int cmp_write(const struct cmp_set *c, const char *out_dir, struct err *err);
+
+/*
+ * A matrix variant's name ("max-batch=8,quant=mxfp4", made AXIS=VALUE,...)
+ * split on axis ("quant", or the matrix key "flags.quant"): its value
+ * ("mxfp4") into value and the other axes ("max-batch=8"; "all" when there
+ * are none) into others, either may be NULL. Returns false when the name
+ * has no AXIS=VALUE part (both buffers then hold "" and the whole name).
+ * The grouping of `sweep compare --by` and of the charts' analysis.group_by.
+ */
+bool cmp_split_axis(const char *name, const char *axis, struct buf *value, struct buf *others);
 
 #endif

@@ -247,7 +247,9 @@ static void build_plot(const struct plot_chart *c, struct buf *plot, struct buf 
         const struct plot_series *s = &c->s[k];
         if (!s->n)
             continue;
-        int lc = (int)k + 1, pt = point_types[k % (sizeof(point_types) / sizeof(int))];
+        size_t m = s->mark > 0 ? (size_t)s->mark - 1 : k;
+        int lc = s->color > 0 ? s->color : (int)k + 1;
+        int pt = point_types[m % (sizeof(point_types) / sizeof(int))];
         char *t = plot_quote(s->title);
         if (plot->len)
             buf_puts(plot, ", \\\n         ");

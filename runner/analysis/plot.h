@@ -38,6 +38,8 @@ struct plot_series {
     double a, b, r2;   /* fit: y = a + b·x (ms, ms per request for a step-time fit) */
     double out_tokens; /* PLOT_FIT_THROUGHPUT: tokens per request (E2E = out·(a + b·N)) */
     double ceiling;    /* PLOT_FIT_THROUGHPUT: decode-only ceiling tok/s; 0 or NAN: none */
+    int color;         /* 0: by position; else the line colour (series of one group share it) */
+    int mark;          /* 0: by position; else 1 + the point type's index (one per member) */
 };
 
 struct plot_chart {

@@ -17,8 +17,10 @@
 #include "sweep.h"
 #include "fileio.h"
 #include "log.h"
+#include "analysis/compare.h"
 #include "analysis/metric.h"
 #include "analysis/plot.h"
+#include "analysis/roofline.h"
 #include "store/results.h"
 #include "store/rundir.h"
 #include "analysis/summary.h"
@@ -49,9 +51,12 @@ struct report {
     const char *alt_x, *alt_y; /* its axes; NULL when there is no other fit to show */
     struct plot_chart *charts; /* charts written */
     size_t n_charts;
-    struct strvec drawn; /* names of the charts gnuplot rendered */
-    char *chart_error;   /* owned; why charts are missing, or NULL */
-    bool no_gnuplot;     /* chart_error is "gnuplot not found" (nothing else failed) */
+    struct strvec drawn;  /* names of the charts gnuplot rendered */
+    char *chart_error;    /* owned; why charts are missing, or NULL */
+    bool no_gnuplot;      /* chart_error is "gnuplot not found" (nothing else failed) */
+    const char *group_by; /* the matrix axis the charts group by, or NULL */
+    size_t *order;        /* owned; variant indices in chart order (grouped by its value) */
+    int *color, *mark;    /* owned; per variant: its group's colour, its marker */
 };
 
 /* bench.output_len of variant as run, -1 when not known. */
@@ -328,21 +333,101 @@ static int write_fit_csv(const struct report *r, struct err *err)
 
 /* ---- charts ---- */
 
+/*
+ * analysis.group_by (or sweep plot --by): order the variants by the value
+ * of the axis (first-seen order), give each value a colour and each
+ * combination of the other axes a marker. A variant without the axis comes
+ * last with a colour of its own. Without grouping, the run's order.
+ */
+static void group_variants(struct report *r)
+{
+    size_t n = r->variants.n;
+    r->order = xcalloc(n + 1, sizeof(*r->order));
+    r->color = xcalloc(n + 1, sizeof(*r->color));
+    r->mark = xcalloc(n + 1, sizeof(*r->mark));
+    for (size_t i = 0; i < n; i++)
+        r->order[i] = i;
+    if (!r->group_by)
+        return;
+    struct strvec values = STRVEC_INIT, others = STRVEC_INIT;
+    struct buf v, o;
+    buf_init(&v, 4096);
+    buf_init(&o, 4096);
+    size_t *rank = xcalloc(n + 1, sizeof(*rank));
+    for (size_t i = 0; i < n; i++) {
+        bool has = cmp_split_axis(r->variants.v[i], r->group_by, &v, &o);
+        const char *val = has && v.data ? v.data : "";
+        ptrdiff_t vi = strvec_find(&values, val);
+        if (vi < 0 && has)
+            strvec_push(&values, val), vi = (ptrdiff_t)values.n - 1;
+        ptrdiff_t oi = strvec_find(&others, o.data ? o.data : "");
+        if (oi < 0)
+            strvec_push(&others, o.data ? o.data : ""), oi = (ptrdiff_t)others.n - 1;
+        rank[i] = has ? (size_t)vi : n; /* without the axis: after every group */
+        r->mark[i] = (int)oi + 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        r->color[i] = rank[i] < n ? (int)rank[i] + 1 : (int)values.n + 1;
+    for (size_t i = 1; i < n; i++) /* stable insertion sort by group */
+        for (size_t j = i; j > 0 && rank[r->order[j - 1]] > rank[r->order[j]]; j--) {
+            size_t t = r->order[j];
+            r->order[j] = r->order[j - 1];
+            r->order[j - 1] = t;
+        }
+    free(rank);
+    buf_release(&v);
+    buf_release(&o);
+    strvec_release(&values);
+    strvec_release(&others);
+}
+
+/* The series of variant vi on chart c: titled "quant=mxfp4 (max-batch=8)"
+ * and styled by its group when grouping, else titled by its name. */
+static struct plot_series *variant_series(const struct report *r, struct plot_chart *c, size_t vi)
+{
+    const char *name = r->variants.v[vi];
+    if (!r->group_by)
+        return plot_chart_series(c, name);
+    struct buf v, o;
+    buf_init(&v, 4096);
+    buf_init(&o, 4096);
+    char *title = cmp_split_axis(name, r->group_by, &v, &o)
+                      ? strcmp(o.data, "all") == 0
+                            ? xasprintf("%s=%s", r->group_by, v.data ? v.data : "")
+                            : xasprintf("%s=%s (%s)", r->group_by, v.data ? v.data : "", o.data)
+                      : xstrdup(name);
+    struct plot_series *ps = plot_chart_series(c, title);
+    ps->color = r->color[vi];
+    ps->mark = r->mark[vi];
+    free(title);
+    buf_release(&v);
+    buf_release(&o);
+    return ps;
+}
+
+/* A chart's title: "NAME: what vs x", ", by AXIS" when grouping. */
+static char *chart_title(const struct report *r, const char *label, const char *vs)
+{
+    const char *unit = strstr(label, " (");
+    return xasprintf("%s: %.*s vs %s%s%s", r->rd.name,
+                     (int)(unit ? (size_t)(unit - label) : strlen(label)), label, vs,
+                     r->group_by ? ", by " : "", r->group_by ? r->group_by : "");
+}
+
 /* A chart of metric per variant against concurrency. */
 static void metric_chart(struct report *r, const char *name, const char *tmpl, const char *metric,
                          enum plot_fit fit)
 {
     char *label = sum_label(metric);
-    const char *unit = strstr(label, " (");
-    char *title = xasprintf("%s: %.*s vs concurrency", r->rd.name,
-                            (int)(unit ? (size_t)(unit - label) : strlen(label)), label);
+    char *title = chart_title(r, label, "concurrency");
     r->charts = xrealloc(r->charts, (r->n_charts + 1) * sizeof(*r->charts));
     struct plot_chart *c = &r->charts[r->n_charts];
     plot_chart_init(c, name, tmpl, title, label, fit);
-    for (size_t vi = 0; vi < r->variants.n; vi++) {
+    for (size_t k = 0; k < r->variants.n; k++) {
+        size_t vi = r->order[k];
         struct sum_series s;
         sum_metric(&r->t, r->variants.v[vi], metric, &s);
-        struct plot_series *ps = plot_chart_series(c, r->variants.v[vi]);
+        struct plot_series *ps = variant_series(r, c, vi);
         for (size_t l = 0; l < s.n; l++)
             plot_series_add(ps, (double)s.lv[l].concurrency, s.lv[l].s.mean, s.lv[l].s.min,
                             s.lv[l].s.max);
@@ -385,17 +470,16 @@ static void metric_chart(struct report *r, const char *name, const char *tmpl, c
 static void rate_chart(struct report *r, const char *name, const char *tmpl, const char *metric)
 {
     char *label = sum_label(metric);
-    const char *unit = strstr(label, " (");
-    char *title = xasprintf("%s: %.*s vs offered rate", r->rd.name,
-                            (int)(unit ? (size_t)(unit - label) : strlen(label)), label);
+    char *title = chart_title(r, label, "offered rate");
     r->charts = xrealloc(r->charts, (r->n_charts + 1) * sizeof(*r->charts));
     struct plot_chart *c = &r->charts[r->n_charts];
     plot_chart_init(c, name, tmpl, title, label, PLOT_FIT_NONE);
     free(c->xlabel);
     c->xlabel = xstrdup("offered rate (req/s, log2 scale)");
     double *xs = xcalloc(r->t.n + 1, sizeof(double)), *ys = xcalloc(r->t.n + 1, sizeof(double));
-    for (size_t vi = 0; vi < r->variants.n; vi++) {
-        struct plot_series *ps = plot_chart_series(c, r->variants.v[vi]);
+    for (size_t k = 0; k < r->variants.n; k++) {
+        size_t vi = r->order[k];
+        struct plot_series *ps = variant_series(r, c, vi);
         size_t n = 0;
         for (size_t i = 0; i < r->t.n; i++) {
             const struct res_point *p = &r->t.rows[i];
@@ -437,18 +521,20 @@ static void rate_chart(struct report *r, const char *name, const char *tmpl, con
  * per variant, a point per concurrency level (means over repeats). */
 static void interactivity_chart(struct report *r)
 {
-    char *title = xasprintf("%s: tokens per second per user vs total", r->rd.name);
+    char *title = xasprintf("%s: tokens per second per user vs total%s%s", r->rd.name,
+                            r->group_by ? ", by " : "", r->group_by ? r->group_by : "");
     r->charts = xrealloc(r->charts, (r->n_charts + 1) * sizeof(*r->charts));
     struct plot_chart *c = &r->charts[r->n_charts];
     plot_chart_init(c, "interactivity", "interactivity", title,
                     "per-user output tok/s (1000 / median TPOT)", PLOT_FIT_NONE);
     free(c->xlabel);
     c->xlabel = xstrdup("total output throughput (tok/s)");
-    for (size_t vi = 0; vi < r->variants.n; vi++) {
+    for (size_t k = 0; k < r->variants.n; k++) {
+        size_t vi = r->order[k];
         struct sum_series thr, tpot;
         sum_metric(&r->t, r->variants.v[vi], "output_throughput", &thr);
         sum_metric(&r->t, r->variants.v[vi], "median_tpot_ms", &tpot);
-        struct plot_series *ps = plot_chart_series(c, r->variants.v[vi]);
+        struct plot_series *ps = variant_series(r, c, vi);
         for (size_t l = 0; l < thr.n; l++) {
             const struct sum_level *t = sum_find(&tpot, thr.lv[l].concurrency);
             if (t && t->s.mean > 0) {
@@ -823,6 +909,82 @@ static void md_client_server(struct buf *b, const struct report *r)
     }
 }
 
+/* The first value of column name over variant's ok rows; NAN when none. */
+static double variant_value(const struct report *r, const char *variant, const char *name)
+{
+    for (size_t i = 0; i < r->t.n; i++) {
+        const struct res_point *p = &r->t.rows[i];
+        double v;
+        if (p->variant && strcmp(p->variant, variant) == 0 && strcmp(p->status, RES_OK) == 0 &&
+            mset_get(&p->metrics, name, &v))
+            return v;
+    }
+    return NAN;
+}
+
+/* a and b against the roofline the server reports (analysis/roofline.h):
+ * from the server's step law, else from a client step fit. Shown when some
+ * variant's server reported any of the three numbers. */
+static void md_roofline(struct buf *b, const struct report *r)
+{
+    static const char *const cols[] = {"server_weight_bytes", "server_flops_per_token",
+                                       "server_mem_gbs"};
+    bool any = false;
+    for (size_t vi = 0; vi < r->variants.n && !any; vi++)
+        for (size_t k = 0; k < 3; k++)
+            any = any || isfinite(variant_value(r, r->variants.v[vi], cols[k]));
+    if (!any)
+        return;
+    bool main_server = strcmp(r->fit_y, "server_step_ms") == 0;
+    buf_printf(b,
+               "## Roofline\n\n"
+               "Each step law's a is set against the time to read the weights once (weight bytes "
+               "per step / measured bandwidth): bandwidth-bound from %.1fx to %.1fx that time. b "
+               "is set against a token's FLOPs at the rate one request achieves, which is the "
+               "one-request step a + b: one request after another when b is %.0f%% of a + b or "
+               "more, else compute-bound (the weight read is shared, each added token pays for "
+               "its own arithmetic). The numbers are the server's (points.csv columns "
+               "server_weight_bytes, server_flops_per_token, server_mem_gbs); one that is missing "
+               "is named and its placement skipped.\n\n",
+               ROOF_A_LOW, ROOF_A_HIGH, 100 * ROOF_B_SERIAL);
+    for (size_t vi = 0; vi < r->variants.n; vi++) {
+        const char *v = r->variants.v[vi];
+        const struct fit_analysis *sv = main_server ? &r->fits[vi]
+                                        : r->alt_y && strcmp(r->alt_y, "server_step_ms") == 0
+                                            ? &r->alt[vi]
+                                            : NULL;
+        const struct fit_analysis *fa = NULL;
+        if (sv && sv->ok && !sv->unfit)
+            fa = sv;
+        else if (!main_server && sum_is_step_metric(r->fit_y) && r->fits[vi].ok &&
+                 !r->fits[vi].unfit)
+            fa = &r->fits[vi];
+        double wb = variant_value(r, v, "server_weight_bytes"),
+               fl = variant_value(r, v, "server_flops_per_token"),
+               bw = variant_value(r, v, "server_mem_gbs");
+        buf_printf(b, "**%s**: ", v);
+        if (isfinite(wb))
+            buf_printf(b, "%.4g MB of weights per step, ", wb / 1e6);
+        if (isfinite(fl))
+            buf_printf(b, "%.4g GFLOP per token, ", fl / 1e9);
+        if (isfinite(bw))
+            buf_printf(b, "%.1f GB/s measured, ", bw);
+        if (!fa) {
+            buf_puts(b, "not placed: no step law to place (see the fits above).\n\n");
+            continue;
+        }
+        struct roof_in in = {fa->line.a, fa->line.b, wb, fl, bw};
+        struct roof_place pl;
+        roof_place(&in, &pl);
+        if (fa == sv)
+            buf_puts(b, "from the server step law, ");
+        else
+            buf_printf(b, "from the client's %s fit (no server step law), ", r->fit_y);
+        roof_words(b, &pl);
+        buf_puts(b, ".\n\n");
+    }
+}
+
 static void md_fits(struct buf *b, const struct report *r)
 {
     buf_printf(b, "## Scaling fit: %s = a + b·%s\n\n", r->fit_y, r->fit_x);
@@ -871,6 +1033,11 @@ static void md_fits(struct buf *b, const struct report *r)
 static void md_charts(struct buf *b, const struct report *r)
 {
     buf_puts(b, "## Charts\n\n");
+    if (r->group_by)
+        buf_printf(b,
+                   "The variants are grouped by `%s`: one colour per value of it, one marker per "
+                   "combination of the other axes.\n\n",
+                   r->group_by);
     for (size_t i = 0; i < r->n_charts; i++) {
         const struct plot_chart *c = &r->charts[i];
         if (strvec_find(&r->drawn, c->name) < 0)
@@ -920,6 +1087,7 @@ static int write_report_md(const struct report *r, struct err *err)
     md_points(&b, r);
     md_fits(&b, r);
     md_client_server(&b, r);
+    md_roofline(&b, r);
     md_charts(&b, r);
     md_failures(&b, r);
     buf_printf(&b,
@@ -1024,6 +1192,10 @@ int report_build(const char *run_dir, const struct report_opts *opts, struct err
     }
     if (write_fit_json(&r, err) != 0 || write_fit_csv(&r, err) != 0)
         goto out;
+    r.group_by = o->group_by ? o->group_by : r.rd.group_by;
+    if (r.group_by && strrchr(r.group_by, '.')) /* the matrix key: names hold its last part */
+        r.group_by = strrchr(r.group_by, '.') + 1;
+    group_variants(&r);
     build_charts(&r);
     draw_charts(&r);
     if (write_report_md(&r, err) != 0)
@@ -1058,6 +1230,9 @@ out_nord:
         fit_analysis_release(&r.alt[i]);
     free(r.fits);
     free(r.alt);
+    free(r.order);
+    free(r.color);
+    free(r.mark);
     free(r.thr);
     for (size_t i = 0; i < r.n_charts; i++)
         plot_chart_release(&r.charts[i]);

@@ -24,6 +24,9 @@ struct report_opts {
     bool quiet;           /* no summary lines on stdout */
     bool charts_optional; /* a missing gnuplot is no error (the report says charts were
                              skipped); any chart that fails otherwise still is */
+    const char *group_by; /* NULL: analysis.group_by from experiment.yaml; a matrix axis:
+                             the charts give each of its values a colour, each combination
+                             of the other axes a marker, series in that order */
 };
 
 /*

@@ -30,26 +30,6 @@ static const char summary[] =
     "compared along that axis: one comparison per combination of the other axes, the\n"
     "first value the baseline (with --out, each in DIR/OTHER-AXES/).";
 
-/* Variant name "a=1,b=2,c=3" without its "AXIS=..." part ("a=1,c=3"), in
- * out; false when the name has no such part. */
-static bool other_axes(const char *name, const char *axis, struct buf *out)
-{
-    bool found = false;
-    size_t alen = strlen(axis);
-    buf_reset(out);
-    for (const char *p = name; *p;) {
-        size_t len = strcspn(p, ",");
-        if (len > alen && strncmp(p, axis, alen) == 0 && p[alen] == '=')
-            found = true;
-        else
-            buf_printf(out, "%s%.*s", out->len ? "," : "", (int)len, p);
-        p += len + (p[len] == ',');
-    }
-    if (!out->len)
-        buf_puts(out, "all");
-    return found;
-}
-
 /*
  * sweep compare RUN --by AXIS: group the run's variants by everything but
  * AXIS and compare each group's variants (in the run's order, so the
@@ -66,13 +46,13 @@ static int compare_by(const char *run, const char *axis, const struct strvec *me
     buf_init(&key, 4096);
     int rc = RN_OK;
     for (size_t i = 0; i < rd.n_v; i++)
-        if (other_axes(rd.v[i].name, axis, &key) && strvec_find(&keys, key.data) < 0)
+        if (cmp_split_axis(rd.v[i].name, axis, NULL, &key) && strvec_find(&keys, key.data) < 0)
             strvec_push(&keys, key.data);
     size_t compared = 0;
     for (size_t g = 0; g < keys.n && rc == RN_OK; g++) {
         struct strvec specs = STRVEC_INIT;
         for (size_t i = 0; i < rd.n_v; i++)
-            if (other_axes(rd.v[i].name, axis, &key) && strcmp(key.data, keys.v[g]) == 0)
+            if (cmp_split_axis(rd.v[i].name, axis, NULL, &key) && strcmp(key.data, keys.v[g]) == 0)
                 strvec_pushf(&specs, "%s:%s", run, rd.v[i].name);
         if (specs.n >= 2) {
             struct cmp_set c;

@@ -13,6 +13,7 @@
 
 #include "buf.h"
 #include "sweep.h"
+#include "analysis/compare.h"
 #include "analysis/extract.h"
 #include "fileio.h"
 #include "log.h"
@@ -24,7 +25,8 @@
 #include "xalloc.h"
 
 static const char synopsis[] =
-    "RUN_DIR [--preset NAME] [--pattern NAME=REGEX]... [--reset] [--no-preview] [-q]";
+    "RUN_DIR [--preset NAME] [--pattern NAME=REGEX]... [--reset] [--by AXIS] [--no-preview] "
+    "[-q]";
 static const char summary[] =
     "Re-extract every point of a run from its saved client logs (nothing is rerun), rewrite\n"
     "points.csv (the previous one is kept as points.csv.bak), refit, redraw every chart and\n"
@@ -32,7 +34,9 @@ static const char summary[] =
     "manifest.json for later plots; --reset forgets them); a log that no longer yields its\n"
     "required metrics is named and its point marked failed. Works even when points.csv,\n"
     "fit.json and plots/ were deleted. Exit status 1 when some point is not ok, 3 when some\n"
-    "log could not be read (its point is failed; the others are still rebuilt).";
+    "log could not be read (its point is failed; the others are still rebuilt). --by AXIS\n"
+    "groups the charts by one axis of the run's matrix (a colour per value, a marker per\n"
+    "combination of the other axes), for this plot only; analysis.group_by sets it for good.";
 
 static bool is_ok(const struct res_point *p)
 {
@@ -92,7 +96,7 @@ static bool has_log(const struct res_table *t, const char *rel)
 
 int cmd_plot(int argc, char **argv)
 {
-    const char *preset = NULL;
+    const char *preset = NULL, *by = NULL;
     bool no_preview = false, quiet = false, reset = false;
     struct strvec pattern_args = STRVEC_INIT, pos = STRVEC_INIT;
     const struct opt opts[] = {
@@ -103,6 +107,8 @@ int cmd_plot(int argc, char **argv)
          "add or replace a metric regex (one capture group; repeatable)"},
         {"reset", 0, OPT_BOOL, &reset, NULL,
          "forget --preset/--pattern overrides saved by earlier plots"},
+        {"by", 0, OPT_STR, &by, "AXIS",
+         "group the charts by this matrix axis (e.g. quant; default: analysis.group_by)"},
         {"no-preview", 0, OPT_BOOL, &no_preview, NULL, "no terminal chart preview"},
         {"quiet", 'q', OPT_BOOL, &quiet, NULL, "no summary lines"},
     };
@@ -146,6 +152,18 @@ int cmd_plot(int argc, char **argv)
     if (rundir_open(dir, &rd, &err) != 0)
         goto fail;
     rd_open = true;
+    if (by) { /* before anything is rewritten: some variant must be named AXIS=VALUE */
+        bool any = false;
+        for (size_t i = 0; i < rd.n_v && !any; i++)
+            any = cmp_split_axis(rd.v[i].name, by, NULL, NULL);
+        if (!any) {
+            err_set(&err, RN_ERR_USAGE,
+                    "--by '%s': no variant of '%s' is named %s=VALUE (matrix variants are named "
+                    "AXIS=VALUE,...)",
+                    by, dir, strrchr(by, '.') ? strrchr(by, '.') + 1 : by);
+            goto fail;
+        }
+    }
     /* everything below rewrites the folder: no sweep run or other plot at the same time */
     lock_fd = rundir_lock(dir, &err);
     if (lock_fd < 0)
@@ -230,7 +248,7 @@ int cmd_plot(int argc, char **argv)
         printf("re-extracted %zu point(s) from %s (%zu added from logs on disk, %zu without a "
                "log); %zu ok, %zu not ok\n",
                t.n - missing_logs, dir, added, missing_logs, t.n - bad, bad);
-    struct report_opts ro = {NULL, NULL, !no_preview && !quiet && isatty(1), quiet};
+    struct report_opts ro = {NULL, NULL, !no_preview && !quiet && isatty(1), quiet, false, by};
     if (report_build(dir, &ro, &err) != 0)
         goto fail;
     rc = unreadable ? RN_ERR_ENV : bad ? RN_ERR_POINTS : RN_OK;

@@ -220,6 +220,10 @@ static const struct scrape_column columns[] = {
     {"server_ttft_ms", "ms", "server's mean time to first token"},
     {"server_itl_ms", "ms", "server's mean inter-token latency"},
     {"server_e2e_ms", "ms", "server's mean request latency"},
+    {"server_weight_bytes", "bytes", "weights one batched decode step reads (a model constant)"},
+    {"server_flops_per_token", "FLOP", "matmul FLOPs per token: 2 x parameters (a constant)"},
+    {"server_mem_gbs", "GB/s",
+     "memory read bandwidth the server measured at startup (fp4serve --probe-bandwidth)"},
 };
 #define N_COLUMNS (sizeof(columns) / sizeof(columns[0]))
 
@@ -298,6 +302,17 @@ static const struct rule {
      "sglang:inter_token_latency_seconds_sum / sglang:inter_token_latency_seconds_count * 1000"},
     {"sglang", "server_e2e_ms",
      "sglang:e2e_request_latency_seconds_sum / sglang:e2e_request_latency_seconds_count * 1000"},
+};
+
+/* Gauges that are constants of the server (read from the scrape after the
+ * point, not as deltas), times scale. */
+static const struct gauge_rule {
+    const char *family, *column, *name;
+    double scale;
+} gauge_rules[] = {
+    {"fp4serve", "server_weight_bytes", "fp4serve_model_weight_bytes", 1},
+    {"fp4serve", "server_flops_per_token", "fp4serve_model_flops_per_token", 1},
+    {"fp4serve", "server_mem_gbs", "fp4serve_memory_read_bytes_per_second", 1e-9},
 };
 
 /* The next token of an expression: a name, a number, or '*' / '/'. Sets
@@ -421,6 +436,15 @@ size_t scrape_columns_from(const struct scrape_set *before, const struct scrape_
         mset_set(out, columns[c].name, v);
         if (family && !**family)
             *family = rules[r].family;
+        n++;
+    }
+    for (size_t r = 0; r < sizeof(gauge_rules) / sizeof(gauge_rules[0]); r++) {
+        double v;
+        if (!scrape_sum(after, gauge_rules[r].name, &v) || !(v > 0) || !isfinite(v))
+            continue;
+        mset_set(out, gauge_rules[r].column, v * gauge_rules[r].scale);
+        if (family && !**family)
+            *family = gauge_rules[r].family;
         n++;
     }
     for (size_t i = 0; i < n_map; i++) {

@@ -320,7 +320,7 @@ static void em_section(struct em *m, struct view *c, const char *path)
         if ((k->flags & KF_ONLY) && !schema_when_holds(k, c->exp, c->var))
             continue;
         /* a template left out in the file stays out (model with engine: command) */
-        if ((k->type == K_TMPL || k->type == K_STR) &&
+        if ((k->type == K_TMPL || k->type == K_STR || k->type == K_NAME) &&
             !*(char **)(schema_base(k, c->exp, c->var) + k->off))
             continue; /* an optional string that was not given (model, identity) */
         em_str(m, schema_leaf(k->path), false);

@@ -1355,6 +1355,7 @@ void exp_release(struct experiment *exp)
     free(exp->name);
     free(exp->description);
     free(exp->fit_x);
+    free(exp->group_by);
     free(exp->fit_y);
     strvec_release(&exp->plots);
     free(exp->executor.host);
@@ -1413,6 +1414,29 @@ static int check_fit(struct dctx *c, const struct ynode *root)
     }
     free(vars);
     return rc;
+}
+
+/* analysis.group_by names an axis of the matrix: the "AXIS=" part of
+ * some variant's name (matrix names, also after the dump expanded them).
+ * The matrix key ("flags.quant") is kept as the names hold it ("quant"). */
+static int check_group_by(struct dctx *c, const struct ynode *root)
+{
+    char *want = c->exp->group_by;
+    if (!want)
+        return 0;
+    const char *dot = strrchr(want, '.');
+    const char *axis = dot ? dot + 1 : want;
+    size_t alen = strlen(axis);
+    for (size_t i = 0; alen && i < c->exp->n_variants; i++)
+        for (const char *p = c->exp->variants[i].name; p; p = strchr(p, ','), p = p ? p + 1 : p)
+            if (strncmp(p, axis, alen) == 0 && p[alen] == '=') {
+                memmove(want, axis, alen + 1);
+                return 0;
+            }
+    const struct ynode *n = ytree_get(ytree_get(root, "analysis"), "group_by");
+    return cerr(c, n ? n->line : root->line, n ? n->col : root->col,
+                "analysis.group_by '%s' is no axis of the matrix (no variant is named %.*s=...)",
+                want, (int)alen, axis);
 }
 
 int exp_load_string(const char *display_name, const char *text, size_t len, struct experiment *exp,
@@ -1511,7 +1535,7 @@ int exp_load_string(const char *display_name, const char *text, size_t len, stru
              SCHEMA_MAX_POINTS);
         goto out;
     }
-    if (check_fit(&c, root) != 0)
+    if (check_fit(&c, root) != 0 || check_group_by(&c, root) != 0)
         goto out;
     rc = 0;
 out:

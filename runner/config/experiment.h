@@ -144,6 +144,7 @@ struct experiment {
     char *fit_x;         /* analysis.fit.x, default "concurrency" */
     char *fit_y;         /* analysis.fit.y, default "median_tpot_ms" */
     struct strvec plots; /* chart names, default throughput, tpot, ttft */
+    char *group_by;      /* analysis.group_by: a matrix axis as in variant names, or NULL */
     double slo_ttft_ms;  /* analysis.slo targets, ms; 0 = no target on that latency */
     double slo_tpot_ms;
     double slo_e2e_ms;

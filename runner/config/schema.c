@@ -412,6 +412,11 @@ const struct schema_key schema_keys[] = {
      .max = 1e9,
      .off = X(slo_e2e_ms),
      .doc = "end-to-end latency at most this; 0 = no target"},
+    {.path = "analysis.group_by",
+     .type = K_NAME,
+     .off = X(group_by),
+     .doc = "a matrix axis (quant, or flags.quant): the charts draw one colour per value of it, "
+            "one marker per combination of the other axes (sweep plot --by AXIS for one plot)"},
     /* ---- executor: where servers and clients run ---- */
     {.path = "executor",
      .type = K_SECTION,

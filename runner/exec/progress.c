@@ -37,7 +37,7 @@ void prog_format_eta(const struct progress *pr, char *out, size_t size)
 {
     char d[32];
     prog_format_duration(prog_eta_s(pr), d, sizeof(d));
-    bool lower = pr->eta_lower && pr->eta_hint_s >= 0 && strcmp(d, "?") != 0;
+    bool lower = ((pr->eta_lower && pr->eta_hint_s >= 0) || pr->searching) && strcmp(d, "?") != 0;
     snprintf(out, size, "%s%s", lower ? ">= " : "", d);
 }
 
@@ -74,15 +74,28 @@ double prog_eta_s(const struct progress *pr)
     return eta < 0 ? 0 : eta;
 }
 
-/* "[2/6] mxfp4 c=4 n=16  12s  ETA 1m05s": carriage return and erase-line
- * first, so the line replaces the previous one; no newline until the end. */
+/* "point 2/6", or "probe 3 (find_max, at most 9)" for a search's probe. */
+static void counter(const struct progress *pr, char *out, size_t size)
+{
+    if (pr->probe)
+        snprintf(out, size, "probe %zu (find_max, at most %zu)", pr->probe, pr->probe_max);
+    else
+        snprintf(out, size, "point %zu/%zu", pr->n_started, pr->n_total);
+}
+
+/* "[2/6] mxfp4 c=4 n=16  12s  ETA 1m05s" ("[probe 3 (find_max, at most
+ * 9)] ..." for a probe): carriage return and erase-line first, so the line
+ * replaces the previous one; no newline until the end. */
 static void draw(struct progress *pr, const char *tail)
 {
-    char el[32], eta[40];
+    char el[32], eta[40], k[80];
     prog_format_duration((clock_ms() - pr->cur_start_ms) / 1000.0, el, sizeof(el));
     prog_format_eta(pr, eta, sizeof(eta));
-    fprintf(pr->out, "\r\033[K[%zu/%zu] %s  %s  ETA %s%s", pr->n_started, pr->n_total, pr->label,
-            el, eta, tail);
+    if (pr->probe)
+        counter(pr, k, sizeof(k));
+    else
+        snprintf(k, sizeof(k), "%zu/%zu", pr->n_started, pr->n_total);
+    fprintf(pr->out, "\r\033[K[%s] %s  %s  ETA %s%s", k, pr->label, el, eta, tail);
     fflush(pr->out);
     pr->last_draw_ms = clock_ms();
 }
@@ -92,17 +105,18 @@ static void draw(struct progress *pr, const char *tail)
 void prog_begin(struct progress *pr, const char *label, double work)
 {
     snprintf(pr->label, sizeof(pr->label), "%s", label);
-    pr->n_started++;
+    if (!pr->probe)
+        pr->n_started++;
     pr->cur_work = work;
     pr->cur_start_ms = clock_ms();
     pr->active = true;
     if (pr->tty) {
         draw(pr, "");
     } else {
-        char eta[40];
+        char eta[40], k[80];
         prog_format_eta(pr, eta, sizeof(eta));
-        fprintf(pr->out, "sweep: point %zu/%zu: %s (ETA %s)\n", pr->n_started, pr->n_total,
-                pr->label, eta);
+        counter(pr, k, sizeof(k));
+        fprintf(pr->out, "sweep: %s: %s (ETA %s)\n", k, pr->label, eta);
         fflush(pr->out);
     }
 }
@@ -117,7 +131,8 @@ void prog_end(struct progress *pr, const char *status, const char *cause)
 {
     double secs = (clock_ms() - pr->cur_start_ms) / 1000.0;
     pr->active = false;
-    pr->work_left -= pr->cur_work;
+    if (!pr->probe) /* probes were never in the work left */
+        pr->work_left -= pr->cur_work;
     if (pr->work_left < 0)
         pr->work_left = 0;
     /* only complete measurements teach us the pace */
@@ -125,14 +140,21 @@ void prog_end(struct progress *pr, const char *status, const char *cause)
         pr->work_done += pr->cur_work;
         pr->secs_done += secs;
     }
-    char el[32], eta[40];
+    char el[32], eta[40], k[80];
     prog_format_duration(secs, el, sizeof(el));
     prog_format_eta(pr, eta, sizeof(eta));
+    counter(pr, k, sizeof(k));
     const char *sep = cause && *cause ? ": " : "";
-    fprintf(pr->out, "%s%s %zu/%zu: %s %s in %s%s%s (ETA %s)\n", pr->tty ? "\r\033[K" : "",
-            "sweep: point", pr->n_started, pr->n_total, pr->label, status, el, sep,
-            cause ? cause : "", eta);
+    fprintf(pr->out, "%ssweep: %s: %s %s in %s%s%s (ETA %s)\n", pr->tty ? "\r\033[K" : "", k,
+            pr->label, status, el, sep, cause ? cause : "", eta);
     fflush(pr->out);
+    pr->probe = pr->probe_max = 0;
+}
+
+void prog_probe(struct progress *pr, size_t k, size_t at_most)
+{
+    pr->probe = k;
+    pr->probe_max = at_most > k ? at_most : k;
 }
 
 void prog_skip(struct progress *pr, double work)

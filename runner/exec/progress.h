@@ -8,7 +8,10 @@
  * before each point, which then counts down. Without one: seconds per unit
  * of work (prompts x output_len of a point) averaged over the points
  * finished so far, times the work left, minus the time already spent on
- * the current point. Unknown until a point finishes.
+ * the current point. Unknown until a point finishes. bench.find_max
+ * probes are counted apart ("probe 3 (find_max, at most 9)"): how many a
+ * search makes is only known when it ends, so while one is to come the
+ * ETA is a lower bound.
  */
 #ifndef RUNNER_PROGRESS_H
 #define RUNNER_PROGRESS_H
@@ -33,6 +36,10 @@ struct progress {
     double eta_hint_s;   /* ETA set by prog_set_eta, < 0 when none */
     double eta_hint_ms;  /* CLOCK_MONOTONIC ms when it was set */
     bool eta_lower;      /* the hint is a lower bound: shown as ">= 46s" */
+    bool searching;      /* a bench.find_max search is still to come or running: the
+                            ETA leaves out its probes, so it is a lower bound */
+    size_t probe;        /* > 0: the current point is probe `probe` of a search ... */
+    size_t probe_max;    /* ... that makes at most this many (not in n_total) */
 };
 
 /* n_total points with work_total = sum of prompts x output_len to run. */
@@ -41,6 +48,10 @@ void prog_init(struct progress *pr, FILE *out, bool tty, size_t n_total, double 
 void prog_begin(struct progress *pr, const char *label, double work);
 /* Called often while the point runs; redraws the live line (terminal only). */
 void prog_tick(struct progress *pr);
+/* The next prog_begin is probe k of a bench.find_max search of at most
+ * `at_most` probes: shown as "probe k (find_max, at most N)", not counted
+ * in n_total, its work not taken from the work left. */
+void prog_probe(struct progress *pr, size_t k, size_t at_most);
 /* The point ended with status ("ok", "failed", ...) and cause (may be ""). */
 void prog_end(struct progress *pr, const char *status, const char *cause);
 /* Drop a point that will not run (its work leaves the ETA). */
@@ -52,7 +63,8 @@ void prog_set_eta(struct progress *pr, double seconds);
 /* prog_set_eta, and whether the model only gives a lower bound (a variant
  * with fewer than two concurrency levels run assumes perfect batching). */
 void prog_set_eta_bound(struct progress *pr, double seconds, bool lower);
-/* The ETA as shown: "4m05s", ">= 46s" for a lower bound, "?" while unknown. */
+/* The ETA as shown: "4m05s", ">= 46s" for a lower bound (or while
+ * pr->searching), "?" while unknown. */
 void prog_format_eta(const struct progress *pr, char *out, size_t size);
 /* Seconds left for the session, or a negative value while unknown. */
 double prog_eta_s(const struct progress *pr);

@@ -33,3 +33,15 @@ double rs_step(const struct rs_search *s)
 {
     return s->next == 0 && s->hi > 0 ? s->hi - s->lo : 0;
 }
+
+int rs_max_probes(double start, double max, int steps)
+{
+    if (!(start > 0) || !(max >= start) || steps < 0)
+        return 0;
+    /* the doubling rs_report schedules, when every probe meets the targets */
+    int n = 1;
+    for (double r = start; r < max; r = 2 * r < max ? 2 * r : max)
+        n++;
+    /* a miss at doubling probe k leaves k + steps <= n + steps */
+    return n + steps;
+}

@@ -29,4 +29,9 @@ void rs_report(struct rs_search *s, bool met);
  * while the search runs or when it ended at max. */
 double rs_step(const struct rs_search *s);
 
+/* The most probes a search rs_init(start, max, steps) can make: every rate
+ * of the doubling up to max, then `steps` bisections (fewer when a rate
+ * misses early). 0 for limits rs_init does not take. */
+int rs_max_probes(double start, double max, int steps);
+
 #endif

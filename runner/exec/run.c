@@ -1106,7 +1106,8 @@ static void find_max(struct run_ctx *c, size_t vi)
     struct rs_search s;
     struct err err;
     rs_init(&s, b->find_start, b->find_max_rate, (int)b->find_steps);
-    while (s.next > 0 && !stopping(c) && !c->fatal) {
+    size_t max_probes = (size_t)rs_max_probes(b->find_start, b->find_max_rate, (int)b->find_steps);
+    for (size_t probe = 1; s.next > 0 && !stopping(c) && !c->fatal; probe++) {
         size_t pi;
         err_init(&err);
         if (plan_add_probe(&c->plan, vi, s.next, &pi, &err) != 0) {
@@ -1128,8 +1129,7 @@ static void find_max(struct run_ctx *c, size_t vi)
             snprintf(label, sizeof(label), "%s find_max rate=%g n=%ld", v->name, pp->rate,
                      pp->prompts);
             c->attempted[pi] = true;
-            if (c->prog.n_started >= c->prog.n_total) /* probes were not in the count */
-                c->prog.n_total = c->prog.n_started + 1;
+            prog_probe(&c->prog, probe, max_probes);
             prog_begin(&c->prog, label, (double)pp->prompts * (double)b->output_len);
             struct res_point row;
             res_point_init(&row);
@@ -1171,6 +1171,15 @@ static void find_max(struct run_ctx *c, size_t vi)
         prog_note(&c->prog,
                   "sweep: variant '%s': find_max: no rate down to %g req/s met the targets",
                   v->name, s.hi);
+}
+
+/* Whether a variant from index `from` on has a bench.find_max search. */
+static bool search_ahead(const struct run_ctx *c, size_t from)
+{
+    for (size_t vi = from; vi < c->plan.n_variants; vi++)
+        if (c->plan.variants[vi].v->bench.find_start > 0)
+            return true;
+    return false;
 }
 
 /*
@@ -1243,6 +1252,7 @@ static void run_variant(struct run_ctx *c, size_t vi, size_t *todo)
     }
     if (search && !stopping(c) && !c->fatal)
         find_max(c, vi);
+    c->prog.searching = search_ahead(c, vi + 1);
     server_stop(c);
 }
 
@@ -1454,6 +1464,7 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
         work += (double)pp->prompts * (double)c->plan.variants[pp->variant].v->bench.output_len;
     }
     prog_init(&c->prog, stderr, o->progress_tty, n_run, work);
+    c->prog.searching = search_ahead(c, 0); /* probes are not in n_run */
     if (n_renamed)
         prog_note(&c->prog, "sweep: %zu ok row(s) of renamed variants took their new names",
                   n_renamed);

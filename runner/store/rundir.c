@@ -140,6 +140,8 @@ static int read_experiment(struct rundir *rd, struct err *err)
     rd->slo = (struct gp_slo){exp.slo_ttft_ms, exp.slo_tpot_ms, exp.slo_e2e_ms};
     rd->fit_x = xstrdup(exp.fit_x ? exp.fit_x : "concurrency");
     rd->fit_y = xstrdup(exp.fit_y ? exp.fit_y : "median_tpot_ms");
+    free(rd->group_by);
+    rd->group_by = exp.group_by ? xstrdup(exp.group_by) : NULL;
     if (exp.plots.n) {
         strvec_release(&rd->plots);
         strvec_copy(&rd->plots, &exp.plots);
@@ -361,6 +363,7 @@ void rundir_release(struct rundir *rd)
     free(rd->fit_x);
     free(rd->fit_y);
     strvec_release(&rd->plots);
+    free(rd->group_by);
     free(rd->sweep_version);
     free(rd->host);
     free(rd->start);

@@ -46,6 +46,7 @@ struct rundir {
     char *description;        /* owned; "" if none */
     char *fit_x, *fit_y;      /* owned; analysis.fit, default concurrency / median_tpot_ms */
     struct strvec plots;      /* charts to draw: throughput, tpot, ttft by default */
+    char *group_by;           /* owned; analysis.group_by, a matrix axis, or NULL */
     bool has_experiment;      /* experiment.yaml was read */
     bool has_manifest;        /* manifest.json was read */
     bool imported;            /* made by `sweep import` */

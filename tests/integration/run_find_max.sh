@@ -43,6 +43,20 @@ check "find_max: $lo req/s is within one step ($step) of the capacity, 40 req/s"
 probes=$(grep -c "find_max: [0-9.]* req/s \(meets\|misses\)" err.txt)
 check_eq "find_max: every probe is a row (the grid's 5 req/s point reused)" "$(rows run-fm)" "$probes"
 check "find_max: probes are rate rows" grep -q "rate80-n160.log" run-fm/points.csv
+# issue 14: probes are not points of the total: "probe K (find_max, at most
+# 12)" (5, 10, ..., 640, 1000 doubling, then 3 bisections), K never above
+# it, the point counter never past its total, the ETA a lower bound
+check_eq "progress: the grid's point is point 1/1, the only point line" \
+    "$(grep -c '^sweep: point [0-9]*/[0-9]*: ' err.txt)" 2
+check "progress: no point counter past its total" \
+    awk -F'[ /:]' '/^sweep: point [0-9]+\/[0-9]+:/ && $3 + 0 > $4 + 0 { bad = 1 } END { exit bad }' err.txt
+check_eq "progress: a start and an end line per probe run" \
+    "$(grep -c '^sweep: probe [0-9]* (find_max, at most 12): default find_max rate=' err.txt)" \
+    "$((2 * (probes - 1)))"
+check "progress: no probe past the bound" \
+    awk '/^sweep: probe [0-9]+ \(find_max, at most 12\)/ && $3 + 0 > 12 { bad = 1 } END { exit bad }' err.txt
+check "progress: the ETA while searching is a lower bound" \
+    grep -q '^sweep: point 1/1: .* ok in .* (ETA >= ' err.txt
 
 check_eq "charts against the offered rate: one point per probe" \
     "$(grep -c '^[0-9]' run-fm/plots/ttft-vs-rate.dat)" "$probes"

@@ -4,7 +4,8 @@
 # server of each gets its flag; --resume after all are ok runs nothing (each
 # point is found by its key); the saved experiment.yaml lists the variants;
 # `sweep compare RUN --by AXIS` compares along one axis, a group per value
-# of the others.
+# of the others; analysis.group_by and `sweep plot --by AXIS` group the
+# run's own charts by one axis.
 . tests/lib.sh
 cd "$T_TMP" || exit 1
 
@@ -21,6 +22,8 @@ bench:
 matrix:
   flags.max-batch: [1, 4]
   bench.output_len: [4, 8]
+analysis:
+  group_by: bench.output_len
 YAML
 "$SWEEP" run mx.yaml --out run-mx >out.txt 2>err.txt
 rc=$?
@@ -36,6 +39,31 @@ for b in 1 4; do
 done
 check "matrix: each variant has its folder" test -s "run-mx/max-batch=4,output_len=8/c2-n4.log"
 check "matrix: experiment.yaml lists the variants" grep -q "name: \"\?max-batch=4,output_len=8" run-mx/experiment.yaml
+# analysis.group_by: the run's charts give each output_len a colour (lc)
+# and each max-batch a marker (pt), series grouped by output_len
+series() { grep '^# index' "$1" | sed 's/^# index [0-9]*: //' | tr '\n' ';'; }
+styles() { grep -o 'lc [0-9]* pt [0-9]*' "$1" | tr '\n' ';'; }
+for chart in throughput tpot; do
+    check_eq "group_by: $chart series by output_len" "$(series run-mx/plots/$chart.dat)" \
+        "output_len=4 (max-batch=1);output_len=4 (max-batch=4);output_len=8 (max-batch=1);output_len=8 (max-batch=4);"
+    check_eq "group_by: $chart colour per output_len, marker per max-batch" \
+        "$(styles run-mx/plots/$chart.gp)" "lc 1 pt 7;lc 1 pt 5;lc 2 pt 7;lc 2 pt 5;"
+done
+check "group_by: the chart says so" grep -q 'set title ".*, by output_len"' run-mx/plots/throughput.gp
+check "group_by: REPORT.md says so" grep -q 'grouped by `output_len`' run-mx/REPORT.md
+# sweep plot --by: this plot only, by the other axis
+"$SWEEP" plot run-mx --by flags.max-batch --no-preview >out.txt 2>err.txt
+check_eq "plot --by: exit 0" "$?" 0
+check_eq "plot --by: throughput series by max-batch" "$(series run-mx/plots/throughput.dat)" \
+    "max-batch=1 (output_len=4);max-batch=1 (output_len=8);max-batch=4 (output_len=4);max-batch=4 (output_len=8);"
+check_eq "plot --by: colour per max-batch, marker per output_len" \
+    "$(styles run-mx/plots/tpot.gp)" "lc 1 pt 7;lc 1 pt 5;lc 2 pt 7;lc 2 pt 5;"
+check "plot --by: REPORT.md says so" grep -q 'grouped by `max-batch`' run-mx/REPORT.md
+rm -f run-mx/points.csv.bak
+"$SWEEP" plot run-mx --by quant >out.txt 2>err.txt
+check_eq "plot --by an axis the run lacks: exit 2" "$?" 2
+check "plot --by an axis the run lacks: says so" grep -q -e "--by 'quant': no variant of 'run-mx' is named quant=VALUE" err.txt
+check "plot --by an axis the run lacks: nothing rewritten" test ! -e run-mx/points.csv.bak
 "$SWEEP" run mx.yaml --resume run-mx >out.txt 2>err.txt
 check_eq "matrix resumed: exit 0" "$?" 0
 check "matrix resumed: nothing runs again" grep -q "^sweep: 0 ok, 0 failed this session (4 already ok)" out.txt

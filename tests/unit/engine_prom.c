@@ -3,7 +3,8 @@
  * an observation on a bound counted in that bound's bucket, cumulative
  * buckets ending in +Inf = _count, sums in base units, one observation per
  * request served in every per-request histogram, the model_name label
- * escaped, the KV usage ratio, and no since-start mean gauges.
+ * escaped, the KV usage ratio, no since-start mean gauges, and the
+ * roofline constants as gauges only when known.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -171,6 +172,30 @@ TEST(kv_usage_ratio_and_no_mean_gauges)
     prom_render(&m, &g, &b);
     CHECK(strstr(b.data, "histogram") == NULL);
     CHECK(sample(b.data, "fp4serve_ready ") == 0);
+    buf_release(&b);
+}
+
+TEST(roofline_constants_are_gauges_when_known)
+{
+    struct prom m;
+    prom_init(&m);
+    prom_set_model(&m, "tiny", 256);
+    struct buf b;
+    render(&m, &b); /* nothing set: none shown, never a 0 that reads as a value */
+    CHECK(strstr(b.data, "fp4serve_model_weight_bytes") == NULL);
+    CHECK(strstr(b.data, "fp4serve_memory_read_bytes_per_second") == NULL);
+    buf_release(&b);
+    prom_set_roofline(&m, 80896, 212992, 512, 0);
+    render(&m, &b);
+    CHECK(strstr(b.data, "# TYPE fp4serve_model_weight_bytes gauge\n") != NULL);
+    CHECK(sample(b.data, "fp4serve_model_weight_bytes ") == 80896);
+    CHECK(sample(b.data, "fp4serve_model_flops_per_token ") == 212992);
+    CHECK(sample(b.data, "fp4serve_model_attention_flops_per_position ") == 512);
+    CHECK(strstr(b.data, "fp4serve_memory_read_bytes_per_second") == NULL); /* not probed */
+    buf_release(&b);
+    prom_set_roofline(&m, 80896, 212992, 512, 9.5e9);
+    render(&m, &b);
+    CHECK(sample(b.data, "fp4serve_memory_read_bytes_per_second ") == 9.5e9);
     buf_release(&b);
 }
 

@@ -65,4 +65,33 @@ TEST(max_and_nothing_met)
     CHECK_INT(n, 4); /* 1, 2, 4, 8 */
 }
 
+/* issue 14: the bound the progress line shows ("at most N") holds for
+ * every capacity, and is reached when the last doubling probe misses */
+TEST(max_probes_bounds_every_search)
+{
+    double caps[] = {0, 0.3, 1, 3, 7.5, 40, 99, 250, 999, 1e4, 1e9};
+    int limits[][3] = {{1, 10000, 5}, {5, 1000, 3}, {3, 20, 4}, {8, 8, 2}, {1, 100, 0}};
+    for (size_t l = 0; l < sizeof(limits) / sizeof(limits[0]); l++) {
+        int *L = limits[l], most = 0;
+        int bound = rs_max_probes(L[0], L[1], L[2]);
+        for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+            int n;
+            double step;
+            search(L[0], L[1], L[2], caps[i], &n, &step);
+            CHECK_MSG(n <= bound, "start %d max %d steps %d cap %g: %d probes > %d", L[0], L[1],
+                      L[2], caps[i], n, bound);
+            most = n > most ? n : most;
+        }
+        int n;
+        double step;
+        search(L[0], L[1], L[2], L[1] - 0.5, &n, &step); /* max itself misses */
+        most = n > most ? n : most;
+        CHECK_MSG(most == bound, "start %d max %d steps %d: at most %d, bound %d", L[0], L[1], L[2],
+                  most, bound);
+    }
+    CHECK_INT(rs_max_probes(5, 1000, 3), 12); /* 5, 10, ..., 640, 1000; 3 bisections */
+    CHECK_INT(rs_max_probes(0, 10, 3), 0);
+    CHECK_INT(rs_max_probes(10, 5, 3), 0);
+}
+
 TEST_MAIN()

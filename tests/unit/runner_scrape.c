@@ -187,6 +187,43 @@ TEST(fp4serve_decode_only_steps_win_and_labels_sum)
     buf_release(&at);
 }
 
+TEST(fp4serve_roofline_gauges_from_the_scrape_after)
+{
+    struct buf at;
+    buf_init(&at, 1 << 16);
+    buf_printf(&at,
+               "%sfp4serve_model_weight_bytes 80896\n"
+               "fp4serve_model_flops_per_token 212992\n"
+               "fp4serve_memory_read_bytes_per_second 9099035375.5\n",
+               fp4_after);
+    struct scrape_set b, a;
+    parse(fp4_before, &b); /* constants: not in the scrape before, not deltas */
+    parse(at.data, &a);
+    struct metric_set m;
+    mset_init(&m);
+    CHECK_INT(scrape_columns_from(&b, &a, NULL, 0, &m, NULL), 8);
+    double v;
+    CHECK(mset_get(&m, "server_weight_bytes", &v) && v == 80896);
+    CHECK(mset_get(&m, "server_flops_per_token", &v) && v == 212992);
+    CHECK(mset_get(&m, "server_mem_gbs", &v) && fabs(v - 9.0990353755) < 1e-9);
+    mset_release(&m);
+    scrape_set_release(&a);
+    /* no bandwidth probe, and a gauge at 0: no column, never a made-up value */
+    buf_reset(&at);
+    buf_printf(&at, "%sfp4serve_model_weight_bytes 0\nfp4serve_model_flops_per_token 2e9\n",
+               fp4_after);
+    parse(at.data, &a);
+    mset_init(&m);
+    scrape_columns_from(&b, &a, NULL, 0, &m, NULL);
+    CHECK(!mset_get(&m, "server_weight_bytes", &v));
+    CHECK(!mset_get(&m, "server_mem_gbs", &v));
+    CHECK(mset_get(&m, "server_flops_per_token", &v) && v == 2e9);
+    mset_release(&m);
+    scrape_set_release(&b);
+    scrape_set_release(&a);
+    buf_release(&at);
+}
+
 TEST(vllm_and_sglang_names)
 {
     struct scrape_set b, a;
