@@ -622,6 +622,15 @@ ALWAYS_INLINE void fused_rows(const uint32_t T, const int NR, const int NB,
     const size_t tile = (size_t)NR * wm->row_bytes;
     const size_t ahead = (PF_BYTES + tile - 1) / tile * tile;
     for (int64_t g = 0; g < ng; g++) {
+        __m256i x[QK_FUSED_B][2]; /* this group's activations, shared by the NR rows */
+        __m256 da[QK_FUSED_B][2];
+        for (int t = 0; t < NB; t++) {
+            const uint8_t *p = qk_act_grp(a, b0 + t, g);
+            for (int h = 0; h < 2; h++) {
+                x[t][h] = act32(p + 32 * h);
+                da[t][h] = _mm256_loadu_ps((const float *)(p + 64 + 32 * h));
+            }
+        }
         for (int i = 0; i < NR; i++) {
             __m256i w[2], aw[2];
             __m256 dw[2];
@@ -629,15 +638,10 @@ ALWAYS_INLINE void fused_rows(const uint32_t T, const int NR, const int NB,
             group(T, rows[i], g, nblk, w, dw, &mwb[i][(2 * g) % 16]);
             aw[0] = UNS ? w[0] : _mm256_abs_epi8(w[0]);
             aw[1] = UNS ? w[1] : _mm256_abs_epi8(w[1]);
-            for (int t = 0; t < NB; t++) {
-                const uint8_t *p = qk_act_grp(a, b0 + t, g);
-                for (int h = 0; h < 2; h++) {
-                    __m256 sc =
-                        _mm256_mul_ps(dw[h], _mm256_loadu_ps((const float *)(p + 64 + 32 * h)));
-                    acc[i][t][h] = _mm256_fmadd_ps(isum32(UNS, w[h], aw[h], act32(p + 32 * h)), sc,
-                                                   acc[i][t][h]);
-                }
-            }
+            for (int t = 0; t < NB; t++)
+                for (int h = 0; h < 2; h++)
+                    acc[i][t][h] = _mm256_fmadd_ps(isum32(UNS, w[h], aw[h], x[t][h]),
+                                                   _mm256_mul_ps(dw[h], da[t][h]), acc[i][t][h]);
         }
         if (UNS && (g % 8 == 7 || g == ng - 1)) {
             int64_t k0 = g / 8 * 16;
