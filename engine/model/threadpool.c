@@ -17,16 +17,18 @@
 #include "timeutil.h"
 #include "xalloc.h"
 
-/* Pause instructions a barrier waiter spins before it sleeps on a futex
- * (a pause is ~50 ns on Zen 4, ~40 ns on recent Intel, so ~25 us: longer
- * than a balanced section's skew). Sleeping rather than spinning on keeps
- * an oversubscribed machine (more runnable threads than cores) from
+/* How long a barrier waiter spins before it sleeps on a futex (25 us:
+ * longer than a balanced section's skew). Sleeping rather than spinning on
+ * keeps an oversubscribed machine (more runnable threads than cores) from
  * burning the time slice that the awaited thread needs. An idle worker
- * spins ~100 us (IDLE_PAUSES) before sleeping, since the next step usually
- * follows within microseconds; a server's HTTP thread needs the core
- * after that. */
-#define SPIN_PAUSES 500
-#define IDLE_PAUSES 2000
+ * spins longer (IDLE_SPIN_NS, 100 us) before sleeping, since the next step
+ * usually follows within microseconds; a server's HTTP thread needs the
+ * core after that. Measured in time, not in pause instructions: a pause takes ~50 ns
+ * on Zen 4 but ~10 ns on a Sapphire Rapids VM, where 500 pauses were 5 us
+ * and a waiter slept (and was woken, tens of us later) at most of the
+ * ~300 barriers of a step: SmolLM2 B=1 decode ran at half its speed. */
+#define SPIN_NS      25000
+#define IDLE_SPIN_NS 100000
 
 /* Each hot atomic on its own cache line, so waiters do not false-share. */
 struct tp_pool {
@@ -65,19 +67,28 @@ static void futex_wake_all(atomic_uint *addr)
 }
 
 /*
- * Wait until *word differs from seen: spin `spins` pauses, then sleep.
+ * Wait until *word differs from seen: spin for spin_ns, then sleep.
  * The sleeper count and the word are both accessed seq_cst, and the waker
  * changes the word before reading the count, so either the waker sees a
  * sleeper (and wakes it) or the sleeper sees the new word (and never
  * sleeps); futex_wait itself returns at once if the word already changed.
  */
-static unsigned wait_change(atomic_uint *word, atomic_int *sleepers, unsigned seen, int spins)
+static unsigned wait_change(atomic_uint *word, atomic_int *sleepers, unsigned seen,
+                            uint64_t spin_ns)
 {
     unsigned v;
-    for (int i = 0; i < spins; i++) {
+    uint64_t t0 = 0;
+    for (unsigned i = 0;; i++) {
         if ((v = atomic_load_explicit(word, memory_order_acquire)) != seen)
             return v;
         cpu_relax();
+        if (i % 64 == 63) { /* the clock every 64 pauses (~0.6 to 3 us) */
+            uint64_t now = clock_ns();
+            if (t0 == 0)
+                t0 = now;
+            else if (now - t0 >= spin_ns)
+                break;
+        }
     }
     for (;;) {
         atomic_fetch_add(sleepers, 1);
@@ -105,7 +116,7 @@ static void *worker_main(void *varg)
     free(wa);
     unsigned seen = 0;
     for (;;) {
-        seen = wait_change(&p->gen, &p->n_sleeping, seen, IDLE_PAUSES);
+        seen = wait_change(&p->gen, &p->n_sleeping, seen, IDLE_SPIN_NS);
         if (atomic_load_explicit(&p->stop, memory_order_acquire))
             break;
         p->fn(p->arg, ith, p->n);
@@ -191,7 +202,7 @@ void tp_barrier(tp_pool *p)
         bump(&p->phase, &p->n_bsleep);
         return;
     }
-    wait_change(&p->phase, &p->n_bsleep, ph, SPIN_PAUSES);
+    wait_change(&p->phase, &p->n_bsleep, ph, SPIN_NS);
 }
 
 struct measure_arg {
