@@ -9,7 +9,7 @@
 #                        PREBUILT=DIR: binaries from tests/gpu/check.sh --bundle DIR)
 #   make fuzz            libFuzzer on every fuzz target (FUZZ_SECONDS each)
 #   make models          fetch SmolLM2-135M-Instruct Q4_1 into models/
-#   make pydeps          Python packages the tests use (tokenizers) in build/venv
+#   make pydeps          Python packages the tests use (tokenizers, transformers, gguf, llama-cpp-python) in build/venv
 #   make check           banned-function scan
 #   make format          clang-format every C/CUDA source
 #   make SAN=address,undefined test    the same tests under sanitizers
@@ -276,16 +276,21 @@ models: $(MODEL_SMOLLM2)
 $(MODEL_SMOLLM2):
 	@sh scripts/fetch-model.sh $@ $(MODEL_SHA256)
 
-# Python packages for tests (tests/integration/tokenizer_export.sh loads the
-# exported tokenizer with Hugging Face's `tokenizers`; no torch): a venv
-# under build/, so nothing is installed system-wide. Without PyPI the tests
-# that need them say they skipped.
+# Python packages for tests, in a venv under build/ (nothing installed
+# system-wide; it also sees the system's packages, and tests/lib.sh puts its
+# bin/ first on PATH): tokenizers and transformers (tokenizer_export.sh loads
+# our exported tokenizer with both; no torch), gguf (gguf-py's reader checks our writer:
+# gguf_synth.sh, fp4_quantize.sh) and llama-cpp-python (llama.cpp loads our
+# files and scores text: gguf_synth.sh, fp4_quantize.sh, fp4_eval.sh; built
+# from source, a few minutes once). Without PyPI the tests that need them say
+# they skipped.
 PYVENV := $(BUILD)/venv
-pydeps: $(PYVENV)/.ok
-$(PYVENV)/.ok:
-	@python3 -m venv $(PYVENV) && \
-	    $(PYVENV)/bin/pip install -q --disable-pip-version-check tokenizers && touch $@ || \
-	    { echo "pydeps: pip could not install tokenizers into $(PYVENV)" >&2; exit 1; }
+PYPKGS := tokenizers transformers gguf llama-cpp-python
+pydeps: $(PYVENV)/.ok-3
+$(PYVENV)/.ok-3:
+	@python3 -m venv --clear --system-site-packages $(PYVENV) && \
+	    $(PYVENV)/bin/pip install -q --disable-pip-version-check $(PYPKGS) && touch $@ || \
+	    { echo "pydeps: pip could not install $(PYPKGS) into $(PYVENV)" >&2; exit 1; }
 
 run: all
 	@sh scripts/quickstart.sh $(BUILD)

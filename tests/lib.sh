@@ -43,6 +43,9 @@ BUILD=$(abs_path "$BUILD")
 : "${CSVGET:=$BUILD/bin/csvget}" "${MINICLIENT:=$BUILD/bin/miniclient}"
 SWEEP=$(abs_path "$SWEEP") FP4SERVE=$(abs_path "$FP4SERVE") FAKESERVER=$(abs_path "$FAKESERVER")
 CSVGET=$(abs_path "$CSVGET") MINICLIENT=$(abs_path "$MINICLIENT") TOPDIR=$(abs_path "$TOPDIR")
+# Python: the test venv of `make pydeps` (tokenizers, transformers, gguf, llama-cpp-python;
+# it also sees the system's packages) comes first when it exists.
+[ -x "$BUILD/venv/bin/python3" ] && PATH="$BUILD/venv/bin:$PATH" && export PATH
 # T_TMP: this test's scratch folder, removed at exit.
 T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/sweep-test.XXXXXX")
 T_PIDS=""
