@@ -232,22 +232,6 @@ static int write_fit_json(const struct report *r, struct err *err)
     return rc;
 }
 
-/* One CSV cell (RFC 4180 quoting when needed). */
-static void csv_cell(struct buf *b, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) {
-        buf_puts(b, s);
-        return;
-    }
-    buf_putc(b, '"');
-    for (; *s; s++) {
-        if (*s == '"')
-            buf_putc(b, '"');
-        buf_putc(b, *s);
-    }
-    buf_putc(b, '"');
-}
-
 /* One variant's fit as a flat object (keys in column order): a row of
  * fit.csv and of fit.json's "table". null = not known. */
 static json_t *flat_row(const struct report *r, size_t vi)
@@ -302,7 +286,7 @@ static int write_fit_csv(const struct report *r, struct err *err)
             json_object_foreach(row, key, v)
             {
                 buf_puts(&b, first ? "" : ",");
-                csv_cell(&b, key);
+                res_csv_cell(&b, key);
                 first = false;
             }
             buf_putc(&b, '\n');
@@ -313,7 +297,7 @@ static int write_fit_csv(const struct report *r, struct err *err)
             buf_puts(&b, first ? "" : ",");
             first = false;
             if (json_is_string(v))
-                csv_cell(&b, json_string_value(v));
+                res_csv_cell(&b, json_string_value(v));
             else if (json_is_integer(v))
                 buf_printf(&b, "%lld", (long long)json_integer_value(v));
             else if (json_is_real(v))

@@ -123,7 +123,7 @@ const struct res_point *res_table_find_ok(const struct res_table *t, const char 
 
 /* ---- writing ---- */
 
-static void put_cell(struct buf *b, const char *s)
+void res_csv_cell(struct buf *b, const char *s)
 {
     if (!s)
         return;
@@ -181,22 +181,22 @@ void res_table_format(const struct res_table *t, struct buf *out)
     }
     for (size_t c = 0; c < cols.n; c++) {
         buf_putc(out, ',');
-        put_cell(out, cols.v[c]);
+        res_csv_cell(out, cols.v[c]);
     }
     buf_putc(out, '\n');
     for (size_t i = 0; i < t->n; i++) {
         const struct res_point *p = &t->rows[i];
-        put_cell(out, p->variant);
+        res_csv_cell(out, p->variant);
         buf_printf(out, ",%ld,%ld,%ld,", p->concurrency, p->prompts, p->repeat);
-        put_cell(out, p->status);
+        res_csv_cell(out, p->status);
         buf_putc(out, ',');
-        put_cell(out, p->key);
+        res_csv_cell(out, p->key);
         buf_putc(out, ',');
-        put_cell(out, p->cause);
+        res_csv_cell(out, p->cause);
         buf_putc(out, ',');
-        put_cell(out, p->log);
+        res_csv_cell(out, p->log);
         buf_putc(out, ',');
-        put_cell(out, p->started);
+        res_csv_cell(out, p->started);
         buf_putc(out, ',');
         put_num(out, p->wall_s);
         for (size_t c = 0; c < cols.n; c++) {

@@ -45,6 +45,10 @@ struct res_table {
     size_t n, cap;
 };
 
+/* One CSV cell appended to b: as is, or RFC 4180 quoted when it holds a
+ * comma, quote or line break; NULL is an empty cell. */
+void res_csv_cell(struct buf *b, const char *s);
+
 void res_point_init(struct res_point *p);
 void res_point_release(struct res_point *p);
 
