@@ -35,8 +35,9 @@ struct opt {
  * Parse argv[0..argc) (argv[0] is the first argument after the command
  * name, not the program). Values may be "--name value" or "--name=value";
  * "--" ends flags. Everything else goes to positional (may be NULL when the
- * command takes none). An empty value or positional argument is refused. Returns 0, 1 when --help/-h was given (nothing else
- * is checked), or -1 with a one-line message in err (code `code`).
+ * command takes none). An empty value or positional argument is refused. Returns 0, 1 when
+ * --help/-h was given (nothing else is checked), or -1 with a one-line message in err (code
+ * `code`).
  */
 int opt_parse(int argc, char **argv, const struct opt *opts, size_t n_opts,
               struct strvec *positional, struct err *err, int code);
