@@ -896,10 +896,7 @@ static int json_refusal(struct api_error *e, const json_error_t *je, const char 
     return BAD(e, "", "malformed JSON at line %d, column %d: %s", je->line, je->column, je->text);
 }
 
-/* The body as a JSON value, or NULL with *e set. Checks in the order a
- * client can act on: nothing sent, bytes that are not text, text that is
- * not JSON, then JSON that is not an object. */
-static json_t *load_root(const char *body, size_t len, struct api_error *e)
+json_t *api_load_object(const char *body, size_t len, struct api_error *e)
 {
     if (len == 0)
         return BAD(e, "", "the request body is empty (expected a JSON object)"), NULL;
@@ -989,7 +986,7 @@ int api_parse(const char *body, size_t len, enum api_kind kind, const struct api
 {
     request_defaults(out, kind);
     memset(e, 0, sizeof(*e));
-    json_t *root = load_root(body, len, e);
+    json_t *root = api_load_object(body, len, e);
     if (!root)
         return -1;
     int rc = parse_root(root, kind, lim, out, e);
@@ -1054,7 +1051,7 @@ int api_parse_generate(const char *body, size_t len, const struct api_limits *li
 {
     request_defaults(out, API_GENERATE);
     memset(e, 0, sizeof(*e));
-    json_t *root = load_root(body, len, e);
+    json_t *root = api_load_object(body, len, e);
     if (!root)
         return -1;
     json_t *c = json_object();

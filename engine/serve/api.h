@@ -8,6 +8,7 @@
 #ifndef ENGINE_API_H
 #define ENGINE_API_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -137,6 +138,12 @@ int api_parse_generate(const char *body, size_t len, const struct api_limits *li
  * no effect". NULL past the end. For engine/README.md's table and its
  * test; *what may point to a static buffer (not thread-safe). */
 const char *api_field(size_t i, const char **what);
+
+/* A request body as a JSON object, or NULL with *e set (400). Checks in the
+ * order a client can act on: nothing sent, bytes that are not UTF-8, text
+ * that is not JSON (duplicate keys refused, "\u0000" allowed), then JSON
+ * that is not an object. */
+json_t *api_load_object(const char *body, size_t len, struct api_error *e);
 
 /* Record an error (the first one wins). Returns -1. */
 int api_error_set(struct api_error *e, int status, const char *type, const char *param,

@@ -12,30 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/utf8.h"
 #include "xalloc.h"
 
 #define BAD(e, param, ...) api_error_set((e), 400, "invalid_request_error", (param), __VA_ARGS__)
-
-/* The body as a JSON object, or NULL with *e set. */
-static json_t *load_object(const char *body, size_t len, struct api_error *e)
-{
-    if (len == 0)
-        return BAD(e, "", "the request body is empty (expected a JSON object)"), NULL;
-    size_t bad = utf8_invalid_at((const uint8_t *)body, len);
-    if (bad < len)
-        return BAD(e, "", "the request body is not valid UTF-8 (byte %zu of %zu)", bad, len), NULL;
-    json_error_t je;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-    if (!root)
-        return BAD(e, "", "malformed JSON at line %d, column %d: %s", je.line, je.column, je.text),
-               NULL;
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return BAD(e, "", "the request body must be a JSON object"), NULL;
-    }
-    return root;
-}
 
 /* An optional boolean field: absent or null leaves *out as it is. */
 static int opt_bool(const json_t *root, const char *name, bool *out, struct api_error *e)
@@ -117,7 +96,7 @@ int tokapi_tokenize(const struct tokapi_ctx *c, const char *body, size_t len, st
                     struct api_error *e)
 {
     memset(e, 0, sizeof(*e));
-    json_t *root = load_object(body, len, e);
+    json_t *root = api_load_object(body, len, e);
     if (!root)
         return -1;
     int32_t *ids = NULL;
@@ -190,7 +169,7 @@ int tokapi_detokenize(const struct tokapi_ctx *c, const char *body, size_t len, 
                       struct api_error *e)
 {
     memset(e, 0, sizeof(*e));
-    json_t *root = load_object(body, len, e);
+    json_t *root = api_load_object(body, len, e);
     if (!root)
         return -1;
     int rc = -1;
