@@ -176,21 +176,13 @@ static int submit(const struct slurm_run *r, const char *abs_run, const struct t
 
 /* ---- waiting ---- */
 
-/* squeue's view of the array: each task's state (tasks squeue no longer
- * lists keep theirs). Returns how many are listed, or -1 when squeue
- * failed for another reason than a job it has forgotten. */
-static int poll_queue(const char *job, struct task *t, size_t n)
+/* "JOB_IDX|STATE" lines (squeue -o %i|%T, sacct -P -o JobID,State) into
+ * each listed task's state, the first word only ("CANCELLED by 0");
+ * text is changed in place. Returns how many lines named a task. */
+static int read_states(char *text, struct task *t, size_t n)
 {
-    const char *argv[] = {"squeue", "-h", "-r", "-j", job, "-o", "%i|%T", NULL};
-    struct buf out;
-    int code = run_cmd(argv, &out, true);
     int listed = 0;
-    if (code != 0) {
-        bool gone = out.data && strstr(out.data, "Invalid job id");
-        buf_release(&out);
-        return gone ? 0 : -1;
-    }
-    for (char *line = out.data; line && *line;) {
+    for (char *line = text; line && *line;) {
         char *nl = strchr(line, '\n');
         if (nl)
             *nl = '\0';
@@ -199,12 +191,31 @@ static int poll_queue(const char *job, struct task *t, size_t n)
         if (us && bar && us < bar) {
             *bar = '\0';
             if (str_to_long(us + 1, &idx) == 0 && idx >= 0 && (size_t)idx < n) {
+                char *sp = strchr(bar + 1, ' ');
+                if (sp)
+                    *sp = '\0';
                 snprintf(t[idx].state, sizeof(t[idx].state), "%s", bar + 1);
                 listed++;
             }
         }
         line = nl ? nl + 1 : NULL;
     }
+    return listed;
+}
+
+/* squeue's view of the array: each task's state (tasks squeue no longer
+ * lists keep theirs). Returns how many are listed, or -1 when squeue
+ * failed for another reason than a job it has forgotten. */
+static int poll_queue(const char *job, struct task *t, size_t n)
+{
+    const char *argv[] = {"squeue", "-h", "-r", "-j", job, "-o", "%i|%T", NULL};
+    struct buf out;
+    if (run_cmd(argv, &out, true) != 0) {
+        bool gone = out.data && strstr(out.data, "Invalid job id");
+        buf_release(&out);
+        return gone ? 0 : -1;
+    }
+    int listed = read_states(out.data, t, n);
     buf_release(&out);
     return listed;
 }
@@ -216,23 +227,7 @@ static void final_states(const char *job, struct task *t, size_t n)
     const char *sacct[] = {"sacct", "-n", "-X", "-P", "-j", job, "-o", "JobID,State", NULL};
     struct buf out;
     if (run_cmd(sacct, &out, false) == 0 && out.data && *out.data) {
-        for (char *line = out.data; line && *line;) {
-            char *nl = strchr(line, '\n');
-            if (nl)
-                *nl = '\0';
-            char *us = strchr(line, '_'), *bar = strchr(line, '|');
-            long idx;
-            if (us && bar && us < bar) {
-                *bar = '\0';
-                if (str_to_long(us + 1, &idx) == 0 && idx >= 0 && (size_t)idx < n) {
-                    char *sp = strchr(bar + 1, ' '); /* "CANCELLED by 0" */
-                    if (sp)
-                        *sp = '\0';
-                    snprintf(t[idx].state, sizeof(t[idx].state), "%s", bar + 1);
-                }
-            }
-            line = nl ? nl + 1 : NULL;
-        }
+        read_states(out.data, t, n);
         buf_release(&out);
         return;
     }
