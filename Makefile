@@ -45,7 +45,7 @@ ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
 -include $(BUILD)/config.mk
 endif
 
-$(BUILD)/config.mk: scripts/deps.sh
+$(BUILD)/config.mk: scripts/deps.sh scripts/deps.list
 	@sh scripts/deps.sh
 	@mkdir -p $(BUILD)
 	@{ echo "RUNNER_PC_CFLAGS := $$(pkg-config --cflags yaml-0.1 libcurl libpcre2-8 jansson)"; \
@@ -235,12 +235,20 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB_FP4) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS)
 
-# ---- aarch64: the NEON kernel table's unit tests, cross-compiled (static) when
-# aarch64-linux-gnu-gcc is installed; tests/integration/engine_neon.sh runs
-# them under qemu-user. Only the kernel sources: no other library is needed.
+# ---- aarch64: the NEON kernel table's unit tests, cross-compiled (static);
+# tests/integration/engine_neon.sh runs them under qemu-user. Only the kernel
+# sources: no other library is needed. The cross compiler counts as present
+# only when it works: scripts/probe-a64.sh builds a tiny static program with
+# <stdint.h> and <math.h> (a compiler without libc6-dev-arm64-cross fails
+# there) and runs it under qemu; when that fails, the reason goes to
+# $(BUILD)/aarch64/SKIP and engine_neon.sh skips with it. Probed only for
+# the goals that use it.
 A64_CC   ?= $(shell command -v aarch64-linux-gnu-gcc 2>/dev/null)
 A64_SRC  := engine/format/quant.c engine/cpu/matmul.c engine/cpu/matmul_neon.c common/xalloc.c
-A64_BIN  := $(if $(A64_CC),$(BUILD)/aarch64/engine_kernels $(BUILD)/aarch64/engine_quant)
+ifneq ($(filter test cuda-host,$(MAKECMDGOALS))$(filter $(BUILD)/aarch64/%,$(MAKECMDGOALS)),)
+A64_OK   := $(shell sh scripts/probe-a64.sh '$(A64_CC)' '$(BUILD)/aarch64' >/dev/null 2>&1 && echo 1)
+endif
+A64_BIN  := $(if $(A64_OK),$(BUILD)/aarch64/engine_kernels $(BUILD)/aarch64/engine_quant)
 $(BUILD)/aarch64/%: tests/unit/%.c $(A64_SRC) $(wildcard engine/cpu/*.h engine/format/*.h common/*.h)
 	@mkdir -p $(dir $@)
 	$(A64_CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -static \
@@ -284,12 +292,25 @@ $(MODEL_SMOLLM2):
 # files and scores text: gguf_synth.sh, fp4_quantize.sh, fp4_eval.sh; built
 # from source, a few minutes once). Without PyPI the tests that need them say
 # they skipped.
+#
+# llama.cpp is compiled for what this process may use, never GGML_NATIVE:
+# build/bin/isaprobe --cmake gives GGML_NATIVE=OFF and each extension ON or
+# OFF (AMX only when the kernel grants the tile permission here; a VM that
+# lists amx_tile but withholds it made -march=native's build die with
+# SIGILL). The flags are recorded in $(PYVENV)/ggml-flags; other flags
+# rebuild the venv.
 PYVENV := $(BUILD)/venv
 PYPKGS := tokenizers transformers gguf llama-cpp-python
-pydeps: $(PYVENV)/.ok-3
-$(PYVENV)/.ok-3:
+pydeps: $(PYVENV)/.ok-4
+$(BUILD)/gen/ggml-flags: $(BUILD)/bin/isaprobe FORCE
+	@mkdir -p $(dir $@)
+	@$(BUILD)/bin/isaprobe --cmake > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+$(PYVENV)/.ok-4: $(BUILD)/gen/ggml-flags
+	@echo "pydeps: $(PYPKGS) into $(PYVENV); llama.cpp with $$(cat $<)" >&2
 	@python3 -m venv --clear --system-site-packages $(PYVENV) && \
-	    $(PYVENV)/bin/pip install -q --disable-pip-version-check $(PYPKGS) && touch $@ || \
+	    CMAKE_ARGS="$$(cat $<)" FORCE_CMAKE=1 $(PYVENV)/bin/pip install -q --disable-pip-version-check \
+	        --no-binary llama-cpp-python --no-cache-dir $(PYPKGS) && cp $< $(PYVENV)/ggml-flags && touch $@ || \
 	    { echo "pydeps: pip could not install $(PYPKGS) into $(PYVENV)" >&2; exit 1; }
 
 run: all

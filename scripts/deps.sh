@@ -1,71 +1,83 @@
 #!/bin/sh
-# deps.sh: make sure the Debian packages that sweep and fp4serve build and
-# test with are present. As root with apt-get, missing ones are installed;
-# otherwise the exact install command is printed and the script fails.
+# deps.sh: make sure the Debian packages that sweep and fp4serve build, run
+# and test with are present. What is needed is listed once, in
+# scripts/deps.list (tests/lib.sh's `need` reads the same file). As root
+# with apt-get, missing packages are installed: apt's package lists are
+# fetched first when there are none (a new machine or container), and again
+# when an install cannot find a package. Otherwise the exact install command
+# is printed; a missing build package is then an error, a missing test
+# package a note (the tests that need it skip, naming it).
 # Usage: scripts/deps.sh [--check]   (--check: report only, never install)
 set -u
+list=$(dirname "$0")/deps.list
 
-# pkg-config module or command -> Debian package
-need_pc="yaml-0.1:libyaml-dev libcurl:libcurl4-openssl-dev libpcre2-8:libpcre2-dev
-jansson:libjansson-dev libmicrohttpd:libmicrohttpd-dev"
-need_cmd="pkg-config:pkg-config gnuplot:gnuplot-nox curl:curl cc:gcc make:make python3:python3"
-# optional test tools, installed when possible, never required: the
-# aarch64 cross compiler and qemu-user run the NEON kernel tests
-# (tests/integration/engine_neon.sh); promtool lints /metrics
-# (tests/integration/serve_metrics.sh); ssh and sshd, munge and the SLURM
-# daemons and client run the executor tests (tests/integration/exec_ssh.sh,
-# exec_slurm.sh), which start daemons of their own
-want_cmd="aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu qemu-aarch64-static:qemu-user-static
-promtool:prometheus ssh:openssh-client ssh-keygen:openssh-client sbatch:slurm-client munge:munge"
+# present KIND NAME: is it there?
+present() {
+    case "$1" in
+    cmd) command -v "$2" >/dev/null 2>&1 ;;
+    sbin) [ -x "/usr/sbin/$2" ] ;;
+    pc) command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$2" 2>/dev/null ;;
+    pkg) [ "$(dpkg-query -W -f='${Status}' "$2" 2>/dev/null)" = "install ok installed" ] ;;
+    *) echo "deps: $list: unknown kind '$1'" >&2; return 1 ;;
+    esac
+}
 
-missing=""
-for pair in $need_cmd; do
-    cmd=${pair%%:*} pkg=${pair#*:}
-    command -v "$cmd" >/dev/null 2>&1 || missing="$missing $pkg"
-done
-if command -v pkg-config >/dev/null 2>&1; then
-    for pair in $need_pc; do
-        mod=${pair%%:*} pkg=${pair#*:}
-        pkg-config --exists "$mod" 2>/dev/null || missing="$missing $pkg"
-    done
-else
-    for pair in $need_pc; do missing="$missing ${pair#*:}"; done
-fi
-optional=""
-for pair in $want_cmd; do
-    cmd=${pair%%:*} pkg=${pair#*:}
-    command -v "$cmd" >/dev/null 2>&1 || optional="$optional $pkg"
-done
-# the daemons of the executor tests are in /usr/sbin, off a user's PATH
-for pair in sshd:openssh-server munged:munge slurmctld:slurmctld slurmd:slurmd; do
-    [ -x "/usr/sbin/${pair%%:*}" ] || optional="$optional ${pair#*:}"
-done
+build_missing="" test_missing=""
+while read -r kind name pkg when _; do
+    case "$kind" in '' | '#'*) continue ;; esac
+    present "$kind" "$name" && continue
+    case "$when" in
+    build) case " $build_missing " in *" $pkg "*) ;; *) build_missing="$build_missing $pkg" ;; esac ;;
+    *) case " $test_missing " in *" $pkg "*) ;; *) test_missing="$test_missing $pkg" ;; esac ;;
+    esac
+done <"$list"
+[ -z "$build_missing$test_missing" ] && exit 0
+
 can_install=""
 if [ "${1:-}" != "--check" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     can_install=1
 fi
-if [ -n "$optional" ]; then
-    if [ -n "$can_install" ]; then
-        echo "deps: installing optional Debian packages (NEON tests under qemu, promtool, ssh and SLURM executors):$optional" >&2
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $optional >&2 ||
-            echo "deps: note: could not install$optional; the tests that need them will be skipped" >&2
-    else
-        echo "deps: note: without$optional the tests that need them (NEON, promtool, ssh, SLURM) are skipped" >&2
-    fi
+if [ -z "$can_install" ]; then
+    [ -n "$test_missing" ] &&
+        echo "deps: note: without$test_missing the tests that need them are skipped (sudo apt-get install$test_missing)" >&2
+    [ -z "$build_missing" ] && exit 0
+    echo "deps: error: missing Debian packages:$build_missing" >&2
+    echo "deps: install them with: sudo apt-get install$build_missing" >&2
+    exit 1
 fi
-[ -z "$missing" ] && exit 0
 
-if [ -n "$can_install" ]; then
-    echo "deps: installing missing Debian packages:$missing" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -q --no-install-recommends $missing >&2; then
-        apt-get update -q >&2 && apt-get install -y -q --no-install-recommends $missing >&2 || {
-            echo "deps: error: apt-get could not install:$missing" >&2
-            exit 1
-        }
-    fi
-    exit 0
+export DEBIAN_FRONTEND=noninteractive
+updated=""
+update() {
+    [ -n "$updated" ] && return 1
+    updated=1
+    echo "deps: apt-get update" >&2
+    apt-get update -q >&2
+}
+# A new root has no package lists: every install would fail "Unable to locate".
+ls /var/lib/apt/lists/*_Packages >/dev/null 2>&1 || update
+# install PKG...: all at once; after a failure, fresh lists and one at a time,
+# so that one package apt cannot find does not keep the others out.
+install() {
+    apt-get install -y -q --no-install-recommends "$@" >&2 && return 0
+    update
+    apt-get install -y -q --no-install-recommends "$@" >&2 && return 0
+    bad=""
+    for p in "$@"; do
+        apt-get install -y -q --no-install-recommends "$p" >&2 || bad="$bad $p"
+    done
+    [ -z "$bad" ] && return 0
+    echo "deps: apt-get could not install:$bad" >&2
+    return 1
+}
+if [ -n "$build_missing" ]; then
+    echo "deps: installing missing Debian packages:$build_missing" >&2
+    # shellcheck disable=SC2086
+    install $build_missing || { echo "deps: error: the build needs them" >&2; exit 1; }
 fi
-echo "deps: error: missing Debian packages:$missing" >&2
-echo "deps: install them with: sudo apt-get install$missing" >&2
-exit 1
+if [ -n "$test_missing" ]; then
+    echo "deps: installing Debian packages the tests use:$test_missing" >&2
+    # shellcheck disable=SC2086
+    install $test_missing || echo "deps: note: the tests that need those are skipped" >&2
+fi
+exit 0

@@ -27,6 +27,50 @@ within() {
     awk -v g="$1" -v w="$2" -v t="$3" -v r="${4:-abs}" 'BEGIN {
         d = g - w; if (d < 0) d = -d; lim = (r == "rel") ? t * w : t; exit !(g != "" && d <= lim) }'
 }
+# skip REASON: say on one line that a check (or the rest of the test) did
+# not run and why; tests/run.sh counts these lines and prints them.
+skip() { echo "skip: $*"; }
+# need NAME...: programs this test cannot do without. Each must be listed in
+# scripts/deps.list (what scripts/deps.sh installs): an unlisted name fails
+# the test, so the list cannot fall behind the tests; a listed one that is
+# not installed ends the test here as skipped, naming its package.
+need() {
+    for n in "$@"; do
+        row=$(awk -v n="$n" '$1 !~ /^#/ && $2 == n { print $1, $3; exit }' "$TOPDIR/scripts/deps.list")
+        if [ -z "$row" ]; then
+            fail "this test needs '$n', which scripts/deps.list does not list"
+            finish
+            exit 1
+        fi
+        case ${row%% *} in
+        sbin) [ -x "/usr/sbin/$n" ] ;;
+        *) command -v "$n" >/dev/null 2>&1 ;;
+        esac && continue
+        skip "$n is not installed (scripts/deps.sh installs ${row#* })"
+        finish
+        exit 0
+    done
+}
+# ref_py OUT LOG ARGS...: run the Python script on stdin with ARGS, stdout to
+# OUT and stderr to LOG: a cross-check against a reference implementation
+# (llama.cpp through llama-cpp-python, gguf-py). A reference killed by a
+# signal is one failure that names it ("llama.cpp reference crashed:
+# SIGILL"), with the log's tail, and OUT then holds that line, so the checks
+# that read OUT show it instead of failing to parse an empty value. Returns
+# the script's status.
+ref_py() {
+    _out=$1 _log=$2
+    shift 2
+    python3 - "$@" >"$_out" 2>"$_log"
+    _rc=$?
+    if [ "$_rc" -gt 128 ]; then
+        _sig=SIG$(kill -l $((_rc - 128)) 2>/dev/null || echo $((_rc - 128)))
+        echo "reference crashed: $_sig" >"$_out"
+        fail "llama.cpp reference crashed: $_sig (last lines of $_log below)"
+        tail -n 5 "$_log" | sed 's/^/    /'
+    fi
+    return "$_rc"
+}
 # finish: print "N passed, N failed"; the status is 0 when nothing failed.
 finish() {
     echo "$T_PASS passed, $T_FAIL failed"
@@ -69,6 +113,29 @@ wait_http() {
         curl -fs -o /dev/null "$1" && return 0
         sleep 0.05
         n=$((n + 1))
+    done
+    return 1
+}
+# wait_up NAME SECONDS "LOG..." CMD...: wait for a daemon the test started
+# until CMD succeeds (each try limited to 5 s, so a client that hangs on a
+# dead daemon cannot stretch the wait), at most SECONDS (60 at most: a
+# daemon that does not come up fails the test within a minute). Then one
+# failure naming NAME, with the last lines of each LOG, and status 1.
+wait_up() {
+    _name=$1 _secs=$2 _logs=$3
+    shift 3
+    [ "$_secs" -gt 60 ] && _secs=60
+    _end=$(($(date +%s) + _secs))
+    while :; do
+        timeout -k 1 5 "$@" >/dev/null 2>&1 && return 0
+        [ "$(date +%s)" -ge "$_end" ] && break
+        sleep 0.2
+    done
+    fail "$_name did not come up within ${_secs}s ($*: no success)"
+    for _l in $_logs; do
+        [ -f "$_l" ] || { echo "    ($_l: not written)"; continue; }
+        echo "    last lines of $_l:"
+        tail -n 8 "$_l" | sed 's/^/    | /'
     done
     return 1
 }

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu/isa.h"
 #include "cpu/qk.h"
 
 /* Types whose values are d * q + m: their decoded q are non-negative (the
@@ -318,13 +319,14 @@ const struct q_kernels qk_portable = {
 };
 
 /* ---- selection: the best table the CPU supports (cpuid via the compiler's
- * builtins, which also check that the OS saves the vector state) ---- */
+ * builtins, which also check that the OS saves the vector state) and this
+ * process may use (isa.h) ---- */
 
 static bool cpu_has_avx2(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return !isa_withheld("avx2") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
     return false;
 #endif
@@ -334,7 +336,7 @@ static bool cpu_has_avx512(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+    return cpu_has_avx2() && !isa_withheld("avx512") && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
 #else

@@ -10,6 +10,7 @@
 #include <cpuid.h>
 #include <string.h>
 
+#include "isa.h"
 #include "ops_x86.h"
 
 /* The attention chunk for G heads (a compile-time constant after inlining
@@ -140,7 +141,8 @@ static int has_f16c(void)
 const struct cpu_ops *cpu_ops_avx2(void)
 {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
+    if (!isa_withheld("avx2") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        has_f16c())
         return &avx2;
     return NULL;
 }

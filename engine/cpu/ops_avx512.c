@@ -10,6 +10,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <string.h>
 
+#include "isa.h"
 #include "ops_x86.h"
 
 static inline __m512 load16(const void *src, int f32, size_t i)
@@ -112,7 +113,7 @@ static const struct cpu_ops avx512 = {"avx512", attn_chunk_avx512, attn_chunk_f3
 const struct cpu_ops *cpu_ops_avx512(void)
 {
     __builtin_cpu_init();
-    if (!cpu_ops_avx2() || !__builtin_cpu_supports("avx512f"))
+    if (!cpu_ops_avx2() || isa_withheld("avx512") || !__builtin_cpu_supports("avx512f"))
         return NULL;
     return &avx512;
 }

@@ -563,8 +563,9 @@ struct model *model_from_gguf(struct gguf_file *f, const struct model_opts *opts
     }
     m->kern = q_kernels_select((enum q_isa)isa);
     if (!m->kern) {
-        err_set(err, FP_ERR_DEVICE, "--isa %s: this CPU lacks the instructions it needs",
-                m->opts.isa);
+        err_set(err, FP_ERR_DEVICE, "--isa %s: this CPU lacks the instructions it needs%s",
+                m->opts.isa,
+                getenv("FP4SERVE_ISA_DISABLE") ? " (or FP4SERVE_ISA_DISABLE withholds them)" : "");
         goto fail;
     }
     m->be = backend_find(m->opts.device, err);
@@ -676,8 +677,10 @@ int model_step(struct model *m, struct model_seq *seqs, int n, struct err *err)
                     : seqs[i].logits == MODEL_LOGITS_LAST ? 1
                                                           : 0;
         }
+        m->last_passes = n;
     } else {
         m->be->forward(m, seqs, n, 0);
+        m->last_passes = 1;
     }
     for (int i = 0; i < n; i++)
         m->slot_len[seqs[i].slot] = seqs[i].pos + seqs[i].n_tokens;

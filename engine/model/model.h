@@ -208,6 +208,8 @@ struct model {
     struct model_timers last;  /* the last step */
     struct model_timers total; /* since load */
     uint64_t steps;            /* model_step calls that ran */
+    int last_passes;           /* forward passes over the weights in the last step: 1
+                                * batched, one per sequence in per-request decode */
     size_t kv_bytes;           /* K/V cache bytes the backend allocated */
     char quant_note[160];      /* one line: what was requantized, or "" */
 };

@@ -165,6 +165,10 @@ static const struct counter counters[] = {
      offsetof(struct prom, steps), 1},
     {"fp4serve_step_sequences_total", "Sequences summed over steps (mean batch = this / steps).",
      offsetof(struct prom, step_seqs), 1},
+    {"fp4serve_weight_passes_total",
+     "Forward passes over the weights: one per step in batched decode, one per sequence of "
+     "a step in per-request decode.",
+     offsetof(struct prom, weight_passes), 1},
     {"fp4serve_decode_tokens_total", "Decode rows summed over steps.",
      offsetof(struct prom, decode_rows), 1},
     {"fp4serve_prefill_tokens_total", "Prompt tokens run through the model.",

@@ -71,6 +71,7 @@ struct prom {
     atomic_uint_least64_t generated_tokens; /* sampled tokens (EOG included) */
     atomic_uint_least64_t steps;            /* model steps */
     atomic_uint_least64_t step_seqs;        /* sum over steps of the sequences in it */
+    atomic_uint_least64_t weight_passes;    /* forward passes over the weights (model.h) */
     atomic_uint_least64_t decode_rows;      /* decode tokens over all steps */
     atomic_uint_least64_t prefill_rows;     /* prompt tokens run through the model */
     atomic_uint_least64_t step_ns;          /* wall time of model_step calls */

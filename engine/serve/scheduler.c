@@ -942,6 +942,8 @@ static int step(sched *s)
     }
     atomic_fetch_add_explicit(&met->steps, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&met->step_seqs, (uint64_t)n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&met->weight_passes, (uint64_t)s->m->last_passes,
+                              memory_order_relaxed);
     atomic_fetch_add_explicit(&met->decode_rows, (uint64_t)n_dec, memory_order_relaxed);
     atomic_fetch_add_explicit(&met->prefill_rows, (uint64_t)n_pre, memory_order_relaxed);
     atomic_fetch_add_explicit(&met->attn_ns, s->m->last.attn_ns, memory_order_relaxed);

@@ -9,7 +9,7 @@
 # download into $LLAMA_DIR, default build/llama), with the ISA flags of the
 # kernel table fp4serve picks here (GGML_NATIVE=OFF; avx2 -> AVX2+FMA+F16C,
 # avx512 -> also AVX512+VNNI), targets llama-batched-bench and llama-bench
-# only; the build is cached per ISA in $LLAMA_DIR/b-ISA. Skipped, with the
+# only; the build is cached per ISA and flags in $LLAMA_DIR/b-ISA-HASH. Skipped, with the
 # reason, when pip, cmake or the download are not available. On an AVX-512
 # machine ISAS=avx2,auto also builds an AVX2 llama.cpp and compares
 # `fp4serve --isa avx2` with it (what an AVX2-only CPU gets).
@@ -44,8 +44,13 @@ pick_isa() {
         --threads 1 --no-probe 2>/dev/null | sed -n 's/.*kernels = \([a-z0-9]*\).*/\1/p' | head -n 1
 }
 
-# cmake flags for llama.cpp matching fp4serve's table.
+# cmake flags for llama.cpp matching fp4serve's table: every extension named,
+# ON or OFF, never -march=native (GGML_NATIVE=OFF below) and never AMX, which
+# fp4serve has no kernel for and which dies with SIGILL on VMs that list it
+# without granting the tile permission.
 ggml_flags() {
+    echo "-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_AVX_VNNI=OFF" \
+        "-DGGML_AVX512_BF16=OFF -DGGML_AVX512_VBMI=OFF"
     case "$1" in
     avx512)
         echo "-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON" \
@@ -84,7 +89,8 @@ llama_bin() {
         echo "$LLAMA_BIN"
         return
     fi
-    b="$LLAMA_DIR/b-$1"
+    # the folder names the flags, so a build with other flags is never reused
+    b="$LLAMA_DIR/b-$1-$(ggml_flags "$1" | cksum | cut -d' ' -f1)"
     if [ -x "$b/bin/llama-batched-bench" ] && [ -x "$b/bin/llama-bench" ]; then
         echo "$b/bin"
         return

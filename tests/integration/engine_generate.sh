@@ -72,8 +72,29 @@ for isa in portable avx2 avx512 neon; do
             "$T_TMP/err"
         continue
     fi
+    echo "$isa" >>"$T_TMP/isas"
     check_eq "--isa $isa: exit status" "$rc" "0"
     check "--isa $isa: the same logits as auto" cmp -s "$T_TMP/isa-auto.f32" "$T_TMP/isa-$isa.f32"
+done
+# The refusal path of every SIMD table, on any CPU: FP4SERVE_ISA_DISABLE
+# withholds a table as a CPU (or an OS that does not enable its state)
+# would; --isa then refuses with exit 7, and auto falls back to the next
+# table with the same logits.
+for isa in avx2 avx512; do
+    FP4SERVE_ISA_DISABLE=$isa "$FP4SERVE" generate --model "$TINY" --prompt "hello world" -n 4 -t 2 \
+        --isa "$isa" >/dev/null 2>"$T_TMP/err"
+    check_eq "--isa $isa withheld: exit 7" "$?" "7"
+    check "--isa $isa withheld: says so" grep -q -- \
+        "--isa $isa: this CPU lacks the instructions it needs (or FP4SERVE_ISA_DISABLE withholds them)" \
+        "$T_TMP/err"
+    FP4SERVE_ISA_DISABLE=$isa "$FP4SERVE" bench --model "$TINY" --batch 2 --prompt-len 6 --gen 3 -t 2 \
+        --no-probe >"$T_TMP/tb" 2>/dev/null
+    want=portable
+    [ "$isa" = avx512 ] && grep -q avx2 "$T_TMP/isas" && want=avx2
+    check "auto with $isa withheld: the $want table" grep -q "kernels = $want" "$T_TMP/tb"
+    FP4SERVE_ISA_DISABLE=$isa "$FP4SERVE" generate --model "$TINY" --prompt "hello world" -n 4 -t 2 \
+        --logits "$T_TMP/isa-no-$isa.f32" >/dev/null 2>&1
+    check "auto with $isa withheld: the same logits" cmp -s "$T_TMP/isa-auto.f32" "$T_TMP/isa-no-$isa.f32"
 done
 "$FP4SERVE" generate --model "$TINY" --prompt "hi" -n 1 --isa sse2 >/dev/null 2>"$T_TMP/err"
 check_eq "--isa sse2: a usage error" "$?" "2"

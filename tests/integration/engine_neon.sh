@@ -3,12 +3,20 @@
 # (build/aarch64/, when aarch64-linux-gnu-gcc is installed) run with qemu's
 # default CPU (dot-product extension: sdot) and as a Cortex-A57 (ARMv8.0:
 # smull and pairwise adds). Both compare every table with the portable one
-# bit for bit. Skipped without the cross compiler or qemu-aarch64.
+# bit for bit. Skipped, with the reason, when the cross compiler or qemu
+# does not work here.
 . tests/lib.sh
 
+# The Makefile's probe (scripts/probe-a64.sh) leaves its reason in SKIP when
+# the cross compiler or qemu does not work here.
 QEMU=$(command -v qemu-aarch64-static || command -v qemu-aarch64)
+if [ -f "$BUILD/aarch64/SKIP" ]; then
+    skip "NEON tests: $(cat "$BUILD/aarch64/SKIP")"
+    finish
+    exit $?
+fi
 if [ -z "$QEMU" ] || [ ! -x "$BUILD/aarch64/engine_kernels" ]; then
-    echo "skipped: no qemu-aarch64 or no $BUILD/aarch64/ (apt-get install gcc-aarch64-linux-gnu qemu-user-static)"
+    skip "NEON tests: no qemu-aarch64 or no $BUILD/aarch64/ (scripts/deps.sh installs gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user-static)"
     finish
     exit $?
 fi

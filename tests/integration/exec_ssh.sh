@@ -70,20 +70,12 @@ UserKnownHostsFile $T_TMP/known_hosts
 GlobalKnownHostsFile /dev/null
 StrictHostKeyChecking yes
 EOF
-up=no
-for _ in $(seq 100); do
-    if ssh -F ssh_config -i keys/user -o BatchMode=yes -p "$PORT" "$USER_AT" true 2>/dev/null; then
-        up=yes
-        break
-    fi
-    sleep 0.1
-done
-check_eq "the test's sshd accepts our key" "$up" yes
-if [ "$up" != yes ]; then
-    cat sshd.log
+if ! wait_up sshd 30 sshd.log ssh -F ssh_config -i keys/user -o BatchMode=yes -o ConnectTimeout=4 \
+    -p "$PORT" "$USER_AT" true; then
     finish
     exit
 fi
+ok "the test's sshd accepts our key"
 
 EXECUTOR="executor:
   kind: ssh

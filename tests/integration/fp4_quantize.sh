@@ -102,8 +102,7 @@ if python3 -c 'import llama_cpp' 2>/dev/null; then
     for q in mxfp4 nvfp4; do
         "$FP4SERVE" generate --model "$T_TMP/tiny-$q.gguf" --prompt "$PROMPT" -n 1 --kv f32 \
             --logits "$T_TMP/ours.f32" >/dev/null 2>&1
-        python3 - "$T_TMP/tiny-$q.gguf" "$PROMPT" "$T_TMP/ours.f32" >"$T_TMP/llama" \
-            2>"$T_TMP/llama.log" <<'PY'
+        ref_py "$T_TMP/llama" "$T_TMP/llama.log" "$T_TMP/tiny-$q.gguf" "$PROMPT" "$T_TMP/ours.f32" <<'PY'
 import sys
 import numpy as np
 from llama_cpp import Llama
@@ -127,7 +126,7 @@ PY
         check_eq "SmolLM2 -> mxfp4: status" "$?" "0"
         first=$("$FP4SERVE" generate --model "$T_TMP/smol-mxfp4.gguf" \
             --prompt "The capital of France is" -n 1 --threads 2 2>/dev/null | sed -n 's/^ids: //p')
-        python3 - "$T_TMP/smol-mxfp4.gguf" >"$T_TMP/llama" 2>"$T_TMP/llama.log" <<'PY'
+        ref_py "$T_TMP/llama" "$T_TMP/llama.log" "$T_TMP/smol-mxfp4.gguf" <<'PY'
 import sys
 from llama_cpp import Llama
 m = Llama(model_path=sys.argv[1], n_ctx=128, n_threads=2, verbose=False)

@@ -98,7 +98,7 @@ fi
 if python3 -c 'import llama_cpp' 2>/dev/null; then
     "$FP4SERVE" synth --preset tiny --type f16 -o "$T_TMP/tiny16.gguf"
     for f in "$tiny" "$T_TMP/tiny16.gguf"; do
-        python3 - "$f" >"$T_TMP/llama" 2>"$T_TMP/llama.log" <<'PY'
+        ref_py "$T_TMP/llama" "$T_TMP/llama.log" "$f" <<'PY'
 import sys
 from llama_cpp import Llama
 m = Llama(model_path=sys.argv[1], n_ctx=64, n_threads=1, verbose=False)
@@ -115,7 +115,7 @@ PY
     done
     # Every type runs in llama.cpp, and its logits stay close to the F32
     # model's: NVFP4's ".scale" tensors are applied as llama.cpp applies them.
-    python3 - "$T_TMP" >"$T_TMP/llama" 2>"$T_TMP/llama.log" <<'PY'
+    ref_py "$T_TMP/llama" "$T_TMP/llama.log" "$T_TMP" <<'PY'
 import sys
 import numpy as np
 from llama_cpp import Llama

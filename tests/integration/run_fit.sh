@@ -5,6 +5,7 @@
 # 10% of the truth: once with `sweep bench` as an external command client,
 # once with the builtin client.
 . tests/lib.sh
+need jq
 cd "$T_TMP" || exit 1
 
 write_exp() { # FILE TOOL_LINES

@@ -11,6 +11,7 @@
 # preflight checks the port. Without cgroup2 (unmounted in a private mount
 # namespace, where unshare works) sweep says so once and runs as before.
 . tests/lib.sh
+need pgrep
 cd "$T_TMP" || exit 1
 
 mnt=$(awk '/ - cgroup2 / { print $5; exit }' /proc/self/mountinfo)

@@ -2,6 +2,7 @@
 # OpenAI-style error body that names the field, is logged, and leaves the
 # server answering /health (docs/reliability.md S2-S8).
 . tests/lib.sh
+need jq
 
 model=$(tiny_model)
 start_serve "$model" --threads 1 --max-body 65536 || { fail "server start"; finish; exit 1; }

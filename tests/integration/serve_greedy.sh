@@ -4,6 +4,7 @@
 # synthetic model, and on SmolLM2 (completions and chat) when it is present.
 # Seeded sampling gives the same text alone and inside the batch.
 . tests/lib.sh
+need jq
 
 # run_model MODEL N PROMPTS...: the checks above for one model.
 run_model() {

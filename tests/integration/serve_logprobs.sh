@@ -11,6 +11,7 @@
 # error codes and vLLM's /v1/models fields. On the tiny synthetic model, and
 # the eval check also on SmolLM2 when it is present.
 . tests/lib.sh
+need jq
 
 # eval_sum MODEL FILE: eval's total NLL over FILE (mean nll x predictions) and
 # the prediction count, "SUM N"

@@ -5,6 +5,7 @@
 # keep-alive connections, which are closed at the timeout; a second server
 # on the same port exits at once; SIGTERM ends streams and exits 0.
 . tests/lib.sh
+need jq
 
 model=$(tiny_model)
 

@@ -7,6 +7,7 @@
 # numbers per point (points.csv server_weight_bytes, server_flops_per_token,
 # server_mem_gbs) and REPORT.md has a Roofline section.
 . tests/lib.sh
+need jq
 
 model=$(tiny_model)
 "$FP4SERVE" bench --model "$model" --batch 1 --gen 2 --prompt-len 4 --threads 1 --no-probe \

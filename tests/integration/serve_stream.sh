@@ -5,6 +5,7 @@
 # non-streaming answers are single JSON objects with usage; stop strings,
 # max_tokens and end-of-generation end generations as documented.
 . tests/lib.sh
+need jq
 
 model=$(tiny_model)
 start_serve "$model" --threads 2 || { fail "server start"; finish; exit 1; }
