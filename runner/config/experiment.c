@@ -913,6 +913,15 @@ static int check_matrix(struct dctx *c, const struct schema_key *k, const struct
                         "'matrix' key '%s' names no setting a variant may change (e.g. "
                         "flags.max-batch, server.env.X, bench.output_len)",
                         QUOTE(key, q));
+        int twin = mx_same_target(n, i / 2);
+        if (twin >= 0) {
+            const struct ynode *first = n->kids[2 * twin];
+            char q2[80];
+            return cerr(c, key->line, key->col,
+                        "'matrix' key '%s' sets '%s', as '%s' at %d:%d does; give each "
+                        "setting one axis",
+                        QUOTE(key, q), full, QUOTE(first, q2), first->line, first->col);
+        }
         if (want_kind(c, k, vals, Y_SEQ) != 0)
             return -1;
         if (vals->n == 0)

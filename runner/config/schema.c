@@ -301,8 +301,9 @@ const struct schema_key schema_keys[] = {
      .type = K_STR,
      .flags = KF_VAR | KF_NODASH,
      .off = V(bench.dataset_path),
-     .doc = "the file (relative to where sweep runs), required unless kind is random; checked "
-            "with the plan (a bad entry is named), its sha256 is part of each point's key"},
+     .doc = "the file (relative to where sweep runs; a regular file of at most 1 GiB, read "
+            "once in chunks), required unless kind is random; checked with the plan (a bad "
+            "entry is named), its sha256 is part of each point's key"},
     {.path = "bench.dataset.seed",
      .type = K_INT,
      .flags = KF_VAR,
