@@ -208,6 +208,8 @@ static int check_template(struct dctx *c, const struct schema_key *k, const stru
 static int check_nodash(struct dctx *c, const struct schema_key *k, const struct ynode *n)
 {
     char q[80];
+    if ((k->flags & KF_REQ) && n->len == 0) /* "" would fail only later (ssh, exec) */
+        return cerr(c, n->line, n->col, "'%s' is empty; it needs a value", k->path);
     if ((k->flags & KF_NODASH) && n->text[0] == '-')
         return cerr(c, n->line, n->col,
                     "'%s' value '%s' starts with '-' and would be read as an option%s", k->path,

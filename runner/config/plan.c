@@ -637,6 +637,16 @@ static int plan_model(struct plan *p, struct plan_variant *pv, struct err *err)
     /* on a remote host the model is checked there, by the executor's preflight */
     if (p->exp->executor.kind != EXP_EXEC_LOCAL)
         return 0;
+    /* fp4serve loads one GGUF file; a folder would pass the checks below
+     * (it has a fingerprint) and fail only when the server starts */
+    struct stat st;
+    if (pv->v->server.engine == EXP_ENGINE_BUNDLED && stat(pv->model_path, &st) == 0 &&
+        S_ISDIR(st.st_mode))
+        return err_set(err, RN_ERR_USAGE,
+                       "variant '%s': server.model '%s' is a folder; the bundled engine "
+                       "(fp4serve) loads a GGUF file",
+                       pv->v->name, pv->model_path),
+               -1;
     /* not an error here: `check` warns, `run` refuses before starting anything */
     err_init(&merr);
     if (plan_check_model(pv->model_path, &pv->model_fp, &merr) != 0)

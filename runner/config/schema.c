@@ -55,8 +55,8 @@ const struct schema_key schema_keys[] = {
      .flags = KF_VAR | KF_SRV | KF_REQ | KF_NODASH,
      .when = "engine=bundled",
      .off = V(server.model),
-     .doc = "model file or folder (relative to where sweep runs); must exist before anything "
-            "starts"},
+     .doc = "model file (relative to where sweep runs; a GGUF file for engine: bundled, a file "
+            "or folder for engine: command); must exist before anything starts"},
     {.path = "server.host",
      .type = K_STR,
      .flags = KF_VAR | KF_NODASH,
