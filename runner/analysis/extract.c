@@ -952,6 +952,17 @@ int ext_pattern_arg(const char *arg, struct ext_pattern *p, struct err *err)
 
 /* One rule set for every place that judges a point: a run, and a point
  * rebuilt from its log later. */
+/* Is name the client's time or rate ("median_ttft_ms", "duration_s",
+ * "output_throughput"), which no measurement makes negative? A server_*
+ * column comes from the scrapes, not the client's log. */
+static bool never_negative(const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(name, "server_", 7) != 0 &&
+           ((n > 3 && strcmp(name + n - 3, "_ms") == 0) ||
+            (n > 2 && strcmp(name + n - 2, "_s") == 0) || strstr(name, "throughput") != NULL);
+}
+
 bool ext_check_invariants(const struct metric_set *m, long conc, long prompts, double rate,
                           struct buf *notes)
 {
@@ -963,6 +974,13 @@ bool ext_check_invariants(const struct metric_set *m, long conc, long prompts, d
             buf_puts(notes, "; ");                                                                 \
         buf_printf(notes, __VA_ARGS__);                                                            \
     } while (0)
+    for (size_t i = 0; i < m->n; i++)
+        if (never_negative(m->m[i].name) && m->m[i].value < 0) {
+            NOTE("%s is negative (%g): a time or rate cannot be; the client's clock or its log "
+                 "is wrong",
+                 m->m[i].name, m->m[i].value);
+            bad = true;
+        }
     if (mset_get(m, "median_ttft_ms", &ttft) && mset_get(m, "median_e2e_ms", &e2e) &&
         ttft > e2e * (1 + 1e-9) + 1e-6) {
         NOTE("median TTFT %.2f ms exceeds median E2E %.2f ms", ttft, e2e);

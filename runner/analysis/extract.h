@@ -179,6 +179,8 @@ int ext_pattern_arg(const char *arg, struct ext_pattern *p, struct err *err);
  * plot` or `sweep import` rebuild a point from a log). Violations are
  * appended to notes ("; "-separated); returns true when one of them means
  * the numbers cannot be trusted (then the point fails):
+ *   - no time or rate of the client's is negative (a name ending in _ms or
+ *     _s, or holding "throughput"; server_* columns excepted);
  *   - median TTFT <= median E2E (a first token cannot come after the end);
  *   - successful + failed == prompts (every request accounted for), with at
  *     most EXT_FAILED_SHARE_MAX of them failed, and at least one success;
