@@ -482,7 +482,8 @@ static void quote_into(char *out, const char *text, size_t n)
 
 /* Keep what entry i matched on this line in region r. Preset rows keep the
  * first line of each metric and note a second one; user patterns keep the
- * last value (or, until there is one, the last text that was no value). */
+ * last value (or, until there is one, the last text that was no value) and
+ * note a second value, which fails the point as a preset's repeat does. */
 static void keep(struct scan *s, struct region *r, size_t i, bool in_block, int state, double v,
                  const char *cap, size_t n)
 {
@@ -500,6 +501,10 @@ static void keep(struct scan *s, struct region *r, size_t i, bool in_block, int 
             }
     } else if (state != 1 && sl->state == 1) {
         return;
+    } else if (state == 1 && sl->state == 1 && !r->dup_a) {
+        r->dup_a = sl->line;
+        r->dup_b = s->line;
+        r->dup_entry = i;
     }
     sl->line = s->line;
     sl->state = state;
@@ -703,6 +708,12 @@ static int scan_end(struct scan *s, struct metric_set *out, struct ext_info *inf
                     name, used->dup_a, used->dup_b);
         return -1;
     }
+    if (s->all.dup_a && !lenient)
+        return err_set(err, RN_ERR_POINTS,
+                       "pattern '%s' matched a value twice: lines %ld and %ld (make it match "
+                       "one line)",
+                       set->e[s->all.dup_entry].name, s->all.dup_a, s->all.dup_b),
+               -1;
     /* a name with several rows (label spellings) takes the first row that
      * has a value; a user pattern has replaced every preset row of its name */
     bool *done = xcalloc(set->n ? set->n : 1, sizeof(*done));

@@ -21,8 +21,9 @@
  * it) is an error naming both lines, as is a block the log ends inside.
  * Several complete blocks (a warm-up run, then the real one) are fine: the
  * last is used and the notes say so. User patterns see every line of the
- * log; when one matches several times, the last match that carries a value
- * wins.
+ * log; one that finds a value twice (two lines, or twice on one line) is an
+ * error naming both lines, as for a preset; matches without a value do not
+ * count.
  */
 #ifndef RUNNER_EXTRACT_H
 #define RUNNER_EXTRACT_H
