@@ -1,6 +1,9 @@
 /*
  * dataset: load JSONL and ShareGPT prompt files with jansson, check every
- * entry, and fix the seeded order in which requests take them.
+ * entry, and fix the seeded order in which requests take them. A file is
+ * read once, in chunks that are parsed and hashed as they arrive (JSONL
+ * line by line, ShareGPT through jansson's callback), so its size limit
+ * (1 GiB) bounds time, not the memory of a copy of it.
  */
 #include "client/dataset.h"
 
