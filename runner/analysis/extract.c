@@ -482,7 +482,8 @@ static void quote_into(char *out, const char *text, size_t n)
 
 /* Keep what entry i matched on this line in region r. Preset rows keep the
  * first line of each metric and note a second one; user patterns keep the
- * last value (or, until there is one, the last text that was no value). */
+ * last value (or, until there is one, the last text that was no value) and
+ * note a second value, which fails the point as a preset's repeat does. */
 static void keep(struct scan *s, struct region *r, size_t i, bool in_block, int state, double v,
                  const char *cap, size_t n)
 {
@@ -500,6 +501,10 @@ static void keep(struct scan *s, struct region *r, size_t i, bool in_block, int 
             }
     } else if (state != 1 && sl->state == 1) {
         return;
+    } else if (state == 1 && sl->state == 1 && !r->dup_a) {
+        r->dup_a = sl->line;
+        r->dup_b = s->line;
+        r->dup_entry = i;
     }
     sl->line = s->line;
     sl->state = state;
@@ -703,6 +708,12 @@ static int scan_end(struct scan *s, struct metric_set *out, struct ext_info *inf
                     name, used->dup_a, used->dup_b);
         return -1;
     }
+    if (s->all.dup_a && !lenient)
+        return err_set(err, RN_ERR_POINTS,
+                       "pattern '%s' matched a value twice: lines %ld and %ld (make it match "
+                       "one line)",
+                       set->e[s->all.dup_entry].name, s->all.dup_a, s->all.dup_b),
+               -1;
     /* a name with several rows (label spellings) takes the first row that
      * has a value; a user pattern has replaced every preset row of its name */
     bool *done = xcalloc(set->n ? set->n : 1, sizeof(*done));
@@ -952,6 +963,17 @@ int ext_pattern_arg(const char *arg, struct ext_pattern *p, struct err *err)
 
 /* One rule set for every place that judges a point: a run, and a point
  * rebuilt from its log later. */
+/* Is name the client's time or rate ("median_ttft_ms", "duration_s",
+ * "output_throughput"), which no measurement makes negative? A server_*
+ * column comes from the scrapes, not the client's log. */
+static bool never_negative(const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(name, "server_", 7) != 0 &&
+           ((n > 3 && strcmp(name + n - 3, "_ms") == 0) ||
+            (n > 2 && strcmp(name + n - 2, "_s") == 0) || strstr(name, "throughput") != NULL);
+}
+
 bool ext_check_invariants(const struct metric_set *m, long conc, long prompts, double rate,
                           struct buf *notes)
 {
@@ -963,6 +985,13 @@ bool ext_check_invariants(const struct metric_set *m, long conc, long prompts, d
             buf_puts(notes, "; ");                                                                 \
         buf_printf(notes, __VA_ARGS__);                                                            \
     } while (0)
+    for (size_t i = 0; i < m->n; i++)
+        if (never_negative(m->m[i].name) && m->m[i].value < 0) {
+            NOTE("%s is negative (%g): a time or rate cannot be; the client's clock or its log "
+                 "is wrong",
+                 m->m[i].name, m->m[i].value);
+            bad = true;
+        }
     if (mset_get(m, "median_ttft_ms", &ttft) && mset_get(m, "median_e2e_ms", &e2e) &&
         ttft > e2e * (1 + 1e-9) + 1e-6) {
         NOTE("median TTFT %.2f ms exceeds median E2E %.2f ms", ttft, e2e);

@@ -21,8 +21,9 @@
  * it) is an error naming both lines, as is a block the log ends inside.
  * Several complete blocks (a warm-up run, then the real one) are fine: the
  * last is used and the notes say so. User patterns see every line of the
- * log; when one matches several times, the last match that carries a value
- * wins.
+ * log; one that finds a value twice (two lines, or twice on one line) is an
+ * error naming both lines, as for a preset; matches without a value do not
+ * count.
  */
 #ifndef RUNNER_EXTRACT_H
 #define RUNNER_EXTRACT_H
@@ -179,6 +180,8 @@ int ext_pattern_arg(const char *arg, struct ext_pattern *p, struct err *err);
  * plot` or `sweep import` rebuild a point from a log). Violations are
  * appended to notes ("; "-separated); returns true when one of them means
  * the numbers cannot be trusted (then the point fails):
+ *   - no time or rate of the client's is negative (a name ending in _ms or
+ *     _s, or holding "throughput"; server_* columns excepted);
  *   - median TTFT <= median E2E (a first token cannot come after the end);
  *   - successful + failed == prompts (every request accounted for), with at
  *     most EXT_FAILED_SHARE_MAX of them failed, and at least one success;

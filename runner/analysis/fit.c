@@ -108,6 +108,15 @@ static void derive(struct fit_analysis *fa, const struct fit_opts *o)
     }
 }
 
+/* One tolerance for every unphysical sign of a step fit: a negative
+ * intercept, or a step falling over the x range, is noise while it is at
+ * most FIT_FALL_REL of the fitted step at the smallest x (issue 23 N21: a
+ * = -0.04 ms was refused while a 5% fall passed). */
+static bool beyond_noise(double departure, double step_at_lo)
+{
+    return departure > FIT_FALL_REL * fabs(step_at_lo);
+}
+
 /* Whether the line is a law at all (fit.h: unfit), with the likely reason. */
 static void judge_line(struct fit_analysis *fa, const struct fit_opts *o, const double *x,
                        const double *y, size_t n)
@@ -124,12 +133,12 @@ static void judge_line(struct fit_analysis *fa, const struct fit_opts *o, const 
     double one = l->a + l->b * lo; /* the step at the smallest x */
     const char *what = NULL, *why = NULL;
     char buf[96];
-    if (o->step && l->a < 0) {
+    if (o->step && l->a < 0 && beyond_noise(-l->a, one)) {
         snprintf(buf, sizeof(buf), "negative intercept (a = %.1f)", l->a);
         what = buf;
         why = "prefill of arriving requests inside the decode steps (the client's TPOT carries "
               "it), or queueing at the higher concurrencies";
-    } else if (o->step && l->b < 0 && -l->b * (hi - lo) > FIT_FALL_REL * fabs(one)) {
+    } else if (o->step && l->b < 0 && beyond_noise(-l->b * (hi - lo), one)) {
         snprintf(buf, sizeof(buf), "negative slope (b = %.2f)", l->b);
         what = buf;
         why = "warm-up in the first points, or a regime change (a different kernel or batch "

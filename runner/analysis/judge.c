@@ -125,6 +125,7 @@ bool judge_cause_from_log(const char *cause)
     static const char *const from_log[] = {
         "missing required metric",         "cannot read the log: ", "is printed twice in",
         "the result block opened at line", "; simplify the regex",  "no export '",
+        "' matched a value twice: lines",
     };
     if (!cause || !*cause)
         return true;

@@ -1,19 +1,26 @@
 /*
  * dataset: load JSONL and ShareGPT prompt files with jansson, check every
- * entry, and fix the seeded order in which requests take them.
+ * entry, and fix the seeded order in which requests take them. A file is
+ * read once, in chunks that are parsed and hashed as they arrive (JSONL
+ * line by line, ShareGPT through jansson's callback), so its size limit
+ * (1 GiB) bounds time, not the memory of a copy of it.
  */
 #include "client/dataset.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "client/lengths.h"
-#include "fileio.h"
 #include "rng.h"
+#include "sha256.h"
 #include "xalloc.h"
 
 static const char *const kind_names[] = {"random", "jsonl", "sharegpt"};
@@ -53,6 +60,32 @@ static const char *one_line(char *text)
     return text;
 }
 
+/* What jansson refused, in our words, into out: a NUL character and a key
+ * given twice are named (jansson's own text for them names its parser
+ * flags); anything else is "not JSON: <jansson's reason>". */
+static const char *json_why(json_error_t *je, char *out, size_t size)
+{
+    const char *near = strstr(je->text, " near '"), *end = near ? strrchr(near + 7, '\'') : NULL;
+    switch (json_error_code(je)) {
+    case json_error_null_character:
+        snprintf(out, size, "a string holds \"\\u0000\" (NUL), which a prompt cannot carry");
+        break;
+    case json_error_duplicate_key:
+        if (end && end > near + 7)
+            snprintf(out, size, "key %.*s given twice in one object", (int)(end - near - 7),
+                     near + 7);
+        else
+            snprintf(out, size, "a key given twice in one object");
+        break;
+    default:
+        snprintf(out, size, "not JSON: %.160s", je->text);
+    }
+    return one_line(out);
+}
+
+/* Chat roles a message may have: OpenAI's (fp4serve takes the same). */
+static const char *const chat_roles[] = {"system", "developer", "user", "assistant", "tool"};
+
 /* Append an entry (takes ownership of prompt and messages). */
 static void add_entry(struct ds_set *ds, size_t *cap, char *prompt, char *messages, long out_len)
 {
@@ -62,7 +95,7 @@ static void add_entry(struct ds_set *ds, size_t *cap, char *prompt, char *messag
 
 /* A messages list: [{role: str, content: str}, ...], at least one. On success
  * *prompt is the contents joined by '\n' and *json the list, compact. */
-static const char *check_messages(json_t *m, char **prompt, char **json)
+static const char *check_messages(json_t *m, char **prompt, char **json, char *why, size_t size)
 {
     if (!json_is_array(m) || json_array_size(m) == 0)
         return "\"messages\" wants a non-empty list of {\"role\", \"content\"} objects";
@@ -76,6 +109,17 @@ static const char *check_messages(json_t *m, char **prompt, char **json)
         if (!json_is_string(role) || !json_is_string(content)) {
             buf_release(&b);
             return "each message wants \"role\" and \"content\" strings";
+        }
+        size_t r = 0;
+        while (r < sizeof(chat_roles) / sizeof(chat_roles[0]) &&
+               strcmp(json_string_value(role), chat_roles[r]) != 0)
+            r++;
+        if (r == sizeof(chat_roles) / sizeof(chat_roles[0])) {
+            buf_release(&b);
+            snprintf(why, size,
+                     "message %zu: role '%.40s' is not system, developer, user, assistant or tool",
+                     i + 1, json_string_value(role));
+            return one_line(why);
         }
         if (i)
             buf_putc(&b, '\n');
@@ -93,7 +137,7 @@ static const char *check_messages(json_t *m, char **prompt, char **json)
 }
 
 /* One JSONL object into ds; NULL, or what is wrong with it. */
-static const char *jsonl_entry(struct ds_set *ds, size_t *cap, json_t *j)
+static const char *jsonl_entry(struct ds_set *ds, size_t *cap, json_t *j, char *why, size_t size)
 {
     if (!json_is_object(j))
         return "not a JSON object";
@@ -116,44 +160,144 @@ static const char *jsonl_entry(struct ds_set *ds, size_t *cap, json_t *j)
     if (!m)
         return "wants \"prompt\" (a string) or \"messages\" (a list of {\"role\", \"content\"})";
     char *prompt = NULL, *json = NULL;
-    const char *why = check_messages(m, &prompt, &json);
-    if (why)
-        return why;
+    const char *bad = check_messages(m, &prompt, &json, why, size);
+    if (bad)
+        return bad;
     add_entry(ds, cap, prompt, json, out_len);
     return NULL;
 }
 
-static int load_jsonl(struct ds_set *ds, const struct buf *text, struct err *err, int bad)
+/* ---- reading: one pass over the file in 64 KiB chunks ---- */
+
+/* A dataset file being read: its bytes pass through chunk once, counted and
+ * hashed, so neither format holds the raw file in memory. */
+struct reader {
+    int fd;
+    const char *path;
+    uint64_t total; /* bytes read so far */
+    bool toobig;    /* the file grew past DS_MAX_FILE_BYTES while read */
+    int read_errno; /* a read failed: its errno; 0 when none */
+    struct sha256 sha;
+    size_t pos, fill; /* chunk[pos..fill) is unread */
+    char chunk[65536];
+};
+
+/* Make chunk hold unread bytes: 1, or 0 at the end of the file, or -1 on
+ * a read error or past the size limit (read_errno or toobig says which). */
+static int rd_more(struct reader *r)
+{
+    if (r->pos < r->fill)
+        return 1;
+    if (r->toobig || r->read_errno)
+        return -1;
+    ssize_t n;
+    do
+        n = read(r->fd, r->chunk, sizeof(r->chunk));
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return r->read_errno = errno, -1;
+    r->total += (uint64_t)n;
+    if (r->total > DS_MAX_FILE_BYTES)
+        return r->toobig = true, -1;
+    sha256_update(&r->sha, r->chunk, (size_t)n);
+    r->pos = 0;
+    r->fill = (size_t)n;
+    return n > 0;
+}
+
+/* The reader's failure in err, if it had one; returns -1 then, else 0. */
+static int rd_failed(const struct reader *r, struct err *err, int io_code, int bad)
+{
+    if (r->toobig)
+        return err_set(err, bad, "%s: larger than %s; dataset files are limited to that", r->path,
+                       DS_MAX_FILE_TEXT),
+               -1;
+    if (r->read_errno)
+        return err_set(err, io_code, "%s: %s", r->path, strerror(r->read_errno)), -1;
+    return 0;
+}
+
+/* jansson's input callback: the next bytes of the file, 0 at its end,
+ * (size_t)-1 on a failure the reader keeps. */
+static size_t rd_json(void *buffer, size_t size, void *data)
+{
+    struct reader *r = data;
+    int more = rd_more(r);
+    if (more <= 0)
+        return more == 0 ? 0 : (size_t)-1;
+    size_t n = r->fill - r->pos < size ? r->fill - r->pos : size;
+    memcpy(buffer, r->chunk + r->pos, n);
+    r->pos += n;
+    return n;
+}
+
+/* One line (without its '\n') into line; 1, 0 at the end of the file, -1
+ * on a read failure or a line longer than line->max (line->toobig). */
+static int rd_line(struct reader *r, struct buf *line)
+{
+    buf_reset(line);
+    for (bool any = false;;) {
+        int more = rd_more(r);
+        if (more < 0)
+            return -1;
+        if (more == 0)
+            return any ? 1 : 0;
+        any = true;
+        const char *p = r->chunk + r->pos;
+        const char *nl = memchr(p, '\n', r->fill - r->pos);
+        size_t n = nl ? (size_t)(nl - p) : r->fill - r->pos;
+        if (buf_append(line, p, n) != 0)
+            return -1;
+        r->pos += n + (nl != NULL);
+        if (nl)
+            return 1;
+    }
+}
+
+static int load_jsonl(struct ds_set *ds, struct reader *r, struct err *err, int io_code, int bad)
 {
     size_t cap = 0;
-    const char *p = text->data ? text->data : "", *end = p + text->len;
-    if (text->len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0)
-        p += 3; /* a UTF-8 byte order mark (some editors write one) */
-    for (long line = 1; p < end; line++) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    struct buf text;
+    buf_init(&text, DS_MAX_LINE_BYTES);
+    char why[200];
+    int rc = -1, got;
+    long line = 1;
+    for (; (got = rd_line(r, &text)) == 1; line++) {
+        const char *p = text.data ? text.data : "";
+        size_t len = text.len;
+        if (line == 1 && len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0)
+            p += 3, len -= 3; /* a UTF-8 byte order mark (some editors write one) */
         bool blank = true;
         for (size_t k = 0; k < len && blank; k++)
             blank = isspace((unsigned char)p[k]) != 0;
-        if (!blank) {
-            json_error_t je;
-            json_t *j = json_loadb(p, len, 0, &je);
-            const char *why = j ? jsonl_entry(ds, &cap, j) : NULL;
-            json_decref(j);
-            if (!j)
-                return err_set(err, bad, "%s:%ld:%d: not JSON: %s", ds->path, line, je.column,
-                               one_line(je.text)),
-                       -1;
-            if (why)
-                return err_set(err, bad, "%s:%ld: %s", ds->path, line, why), -1;
-            if (ds->n > DS_MAX_ENTRIES)
-                return err_set(err, bad, "%s:%ld: more than %d entries", ds->path, line,
-                               DS_MAX_ENTRIES),
-                       -1;
+        if (blank)
+            continue;
+        json_error_t je;
+        json_t *j = json_loadb(p, len, JSON_REJECT_DUPLICATES, &je);
+        if (!j) {
+            err_set(err, bad, "%s:%ld:%d: %s", ds->path, line, je.column,
+                    json_why(&je, why, sizeof(why)));
+            goto out;
         }
-        p += len + 1;
+        const char *bad_entry = jsonl_entry(ds, &cap, j, why, sizeof(why));
+        json_decref(j);
+        if (bad_entry) {
+            err_set(err, bad, "%s:%ld: %s", ds->path, line, bad_entry);
+            goto out;
+        }
+        if (ds->n > DS_MAX_ENTRIES) {
+            err_set(err, bad, "%s:%ld: more than %d entries", ds->path, line, DS_MAX_ENTRIES);
+            goto out;
+        }
     }
-    return 0;
+    if (got < 0 && text.toobig)
+        err_set(err, bad, "%s:%ld: the line is longer than %s; a dataset entry is limited to that",
+                ds->path, line, DS_MAX_LINE_TEXT);
+    else if (got == 0 || rd_failed(r, err, io_code, bad) == 0)
+        rc = 0;
+out:
+    buf_release(&text);
+    return rc;
 }
 
 /* "from" of a ShareGPT turn: which side spoke. */
@@ -162,16 +306,19 @@ static bool is_human(const char *from)
     return strcmp(from, "human") == 0 || strcmp(from, "user") == 0;
 }
 
-static int load_sharegpt(struct ds_set *ds, const struct buf *text, struct err *err, int bad)
+static int load_sharegpt(struct ds_set *ds, struct reader *r, struct err *err, int io_code, int bad)
 {
     json_error_t je;
     size_t cap = 0, i;
-    json_t *root = json_loadb(text->data ? text->data : "", text->len, 0, &je), *conv;
+    char why[200];
+    json_t *root = json_load_callback(rd_json, r, JSON_REJECT_DUPLICATES, &je), *conv;
     int rc = -1;
-    if (!root)
-        return err_set(err, bad, "%s:%d:%d: not JSON: %s", ds->path, je.line, je.column,
-                       one_line(je.text)),
-               -1;
+    if (!root) {
+        if (rd_failed(r, err, io_code, bad) == 0)
+            err_set(err, bad, "%s:%d:%d: %s", ds->path, je.line, je.column,
+                    json_why(&je, why, sizeof(why)));
+        return -1;
+    }
     if (!json_is_array(root)) {
         err_set(err, bad, "%s: a ShareGPT file is a JSON list of {\"conversations\": [...]}",
                 ds->path);
@@ -232,17 +379,53 @@ int ds_load(const char *path, enum ds_kind kind, uint64_t seed, struct ds_set *d
     ds->kind = kind;
     ds->path = xstrdup(path);
     ds->first_skipped = -1;
-    struct buf text;
-    buf_init(&text, DS_MAX_FILE_BYTES);
     int rc = -1;
-    if (file_read_all(path, &text, err, io_code) != 0)
+    struct stat st;
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; the mode is
+     * checked before any read, so only regular files are read */
+    struct reader *r = xcalloc(1, sizeof(*r));
+    r->path = path;
+    sha256_init(&r->sha);
+    r->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (r->fd < 0) {
+        err_set(err, io_code, "%s: %s", path, strerror(errno));
         goto out;
+    }
+    if (fstat(r->fd, &st) != 0) {
+        err_set(err, io_code, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        err_set(err, bad_code, "%s: is a directory, not a dataset file", path);
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        err_set(err, bad_code, "%s: not a regular file (a FIFO, socket or device); give a file",
+                path);
+        goto out;
+    }
+    if ((uint64_t)st.st_size > DS_MAX_FILE_BYTES) {
+        err_set(err, bad_code, "%s: the file is %lld bytes; dataset files are limited to %s", path,
+                (long long)st.st_size, DS_MAX_FILE_TEXT);
+        goto out;
+    }
+    fcntl(r->fd, F_SETFL, fcntl(r->fd, F_GETFL) & ~O_NONBLOCK);
     if (kind == DS_JSONL)
-        rc = load_jsonl(ds, &text, err, bad_code);
+        rc = load_jsonl(ds, r, err, io_code, bad_code);
     else if (kind == DS_SHAREGPT)
-        rc = load_sharegpt(ds, &text, err, bad_code);
+        rc = load_sharegpt(ds, r, err, io_code, bad_code);
     else
         err_set(err, bad_code, "%s: dataset kind '%s' reads no file", path, ds_kind_name(kind));
+    /* the digest covers the whole file, also bytes past the JSON parser's end */
+    while (rc == 0 && rd_more(r) > 0)
+        r->pos = r->fill;
+    if (rc == 0 && rd_failed(r, err, io_code, bad_code) != 0)
+        rc = -1;
+    if (rc == 0) {
+        uint8_t digest[32];
+        sha256_final(&r->sha, digest);
+        sha256_to_hex(digest, ds->sha256);
+    }
     if (rc != 0)
         goto out;
     rc = -1;
@@ -264,7 +447,9 @@ int ds_load(const char *path, enum ds_kind kind, uint64_t seed, struct ds_set *d
     }
     rc = 0;
 out:
-    buf_release(&text);
+    if (r->fd >= 0)
+        close(r->fd);
+    free(r);
     if (rc != 0)
         ds_release(ds);
     return rc;

@@ -387,7 +387,18 @@ static void classify_done(struct lg_ctx *lg, struct slot *s, CURLcode cc)
     } else {
         switch (stream_end(&s->st)) {
         case STREAM_OK: /* complete even if the connection broke after it */
-            finish(lg, s, LG_OK, NULL, t);
+            /* a server cannot make more than max_tokens; a count above it and
+             * above the text chunks seen is no measurement (9e11 tok/s) */
+            if (s->st.usage_completion > lg->res->rec[s->rec].req_output &&
+                s->st.usage_completion > (long)s->st.n_chunks) {
+                char *why = xasprintf("usage.completion_tokens %ld is above max_tokens %ld and "
+                                      "the %ld text chunks received",
+                                      s->st.usage_completion, lg->res->rec[s->rec].req_output,
+                                      (long)s->st.n_chunks);
+                s->st.usage_completion = -1; /* the record keeps the chunks, not the claim */
+                finish(lg, s, LG_FAIL_PARSE, why, t);
+            } else
+                finish(lg, s, LG_OK, NULL, t);
             break;
         case STREAM_NO_CONTENT:
             finish(lg, s, LG_FAIL_NO_CONTENT, xstrdup("the stream ended without any text"), t);

@@ -28,7 +28,8 @@ enum lg_fail {
     LG_FAIL_ERROR_EVENT, /* an in-band error event in a 200 stream */
     LG_FAIL_IDLE,        /* no byte arrived for idle_timeout_s (a stalled stream) */
     LG_FAIL_TRUNCATED,   /* the stream ended without [DONE] and without finish_reason */
-    LG_FAIL_PARSE,       /* an event that is not a JSON object, or an oversized event */
+    LG_FAIL_PARSE,       /* an event that is not a JSON object, an oversized event, or a
+                            usage.completion_tokens above both max_tokens and the chunks */
     LG_FAIL_TIMEOUT,     /* request_timeout_s passed before the response ended */
     LG_FAIL_NO_CONTENT,  /* the stream ended properly but carried no text at all */
     LG_FAIL_TRANSPORT,   /* any other transport error before a response (empty reply...) */

@@ -208,6 +208,8 @@ static int check_template(struct dctx *c, const struct schema_key *k, const stru
 static int check_nodash(struct dctx *c, const struct schema_key *k, const struct ynode *n)
 {
     char q[80];
+    if ((k->flags & KF_REQ) && n->len == 0) /* "" would fail only later (ssh, exec) */
+        return cerr(c, n->line, n->col, "'%s' is empty; it needs a value", k->path);
     if ((k->flags & KF_NODASH) && n->text[0] == '-')
         return cerr(c, n->line, n->col,
                     "'%s' value '%s' starts with '-' and would be read as an option%s", k->path,
@@ -307,6 +309,9 @@ static int decode_number(struct dctx *c, const struct schema_key *k, const struc
     if (((k->flags & KF_GT) ? d <= k->min : d < k->min) || d > k->max)
         return cerr(c, n->line, n->col, "'%s' must be %s %g and at most %g, got %s", k->path,
                     (k->flags & KF_GT) ? "greater than" : "at least", k->min, k->max, n->text);
+    if ((k->flags & KF_RATE) && d != 0 && d < SCHEMA_MIN_RATE) /* the client refuses it */
+        return cerr(c, n->line, n->col, "'%s' must be 0 or at least %g req/s, got %s", k->path,
+                    SCHEMA_MIN_RATE, n->text);
     *(double *)(base + k->off) = d;
     return 0;
 }
@@ -578,11 +583,11 @@ static void grid_add(struct exp_bench *b, size_t *cap, long conc, long prompts, 
     b->grid[b->n_grid++] = (struct exp_point){conc, prompts, rate};
 }
 
-/* A rate: a number > 0 and at most SCHEMA_MAX_RATE req/s. */
+/* A rate: from SCHEMA_MIN_RATE to SCHEMA_MAX_RATE req/s. */
 static int parse_rate(const char *s, size_t n, double *out)
 {
     double v;
-    if (str_to_double_n(s, n, &v) != 0 || !(v > 0) || v > SCHEMA_MAX_RATE)
+    if (str_to_double_n(s, n, &v) != 0 || !(v >= SCHEMA_MIN_RATE) || v > SCHEMA_MAX_RATE)
         return -1;
     *out = v;
     return 0;
@@ -647,9 +652,9 @@ static int check_grid(struct dctx *c, const struct schema_key *k, const struct y
             size_t rl = colon ? (size_t)(colon - it->text) - 1 : 0;
             if (!colon || parse_rate(it->text + 1, rl, &rate) != 0)
                 return cerr(c, it->line, it->col,
-                            "bad grid entry '%s': want 'rRATE:PROMPTS' with RATE > 0 and at most "
-                            "%g req/s, e.g. 'r2:64'",
-                            QUOTE(it, q), SCHEMA_MAX_RATE);
+                            "bad grid entry '%s': want 'rRATE:PROMPTS' with RATE from %g to %g "
+                            "req/s, e.g. 'r2:64'",
+                            QUOTE(it, q), SCHEMA_MIN_RATE, SCHEMA_MAX_RATE);
             if (parse_count(colon + 1, it->len - rl - 2, SCHEMA_MAX_PROMPTS, &prompts) != 0)
                 return cerr(c, it->line, it->col,
                             "bad grid entry '%s': prompts must be a whole number from 1 to %ld",
@@ -716,8 +721,8 @@ static int check_rate_list(struct dctx *c, const struct schema_key *k, const str
         const struct ynode *it = n->kids[i];
         if (it->kind != Y_SCALAR || parse_rate(it->text, it->len, &v) != 0)
             return cerr(c, it->line, it->col,
-                        "'%s' entries must be numbers above 0 and at most %g (req/s), got '%s'",
-                        k->path, SCHEMA_MAX_RATE,
+                        "'%s' entries must be numbers from %g to %g (req/s), got '%s'", k->path,
+                        SCHEMA_MIN_RATE, SCHEMA_MAX_RATE,
                         it->kind == Y_SCALAR ? QUOTE(it, q) : ytree_kind_name(it));
     }
     return 0;
@@ -913,6 +918,15 @@ static int check_matrix(struct dctx *c, const struct schema_key *k, const struct
                         "'matrix' key '%s' names no setting a variant may change (e.g. "
                         "flags.max-batch, server.env.X, bench.output_len)",
                         QUOTE(key, q));
+        int twin = mx_same_target(n, i / 2);
+        if (twin >= 0) {
+            const struct ynode *first = n->kids[2 * twin];
+            char q2[80];
+            return cerr(c, key->line, key->col,
+                        "'matrix' key '%s' sets '%s', as '%s' at %d:%d does; give each "
+                        "setting one axis",
+                        QUOTE(key, q), full, QUOTE(first, q2), first->line, first->col);
+        }
         if (want_kind(c, k, vals, Y_SEQ) != 0)
             return -1;
         if (vals->n == 0)

@@ -36,6 +36,22 @@ const struct schema_key *mx_target(const char *key, char *out, size_t size)
     return k && (k->type == K_FLAGS || k->type == K_ENV || k->type == K_PATTERNS) ? k : NULL;
 }
 
+/* The index (among m's keys, 0-based) of an earlier key of matrix m that
+ * names the same setting as key i ("flags.x" and "server.flags.x"), or -1.
+ * Two such axes would set one value twice, the last one winning, and label
+ * variants with values that never ran. */
+int mx_same_target(const struct ynode *m, size_t i)
+{
+    char want[160], got[160];
+    mx_target(m->kids[2 * i]->text, want, sizeof(want));
+    for (size_t j = 0; j < i; j++) {
+        mx_target(m->kids[2 * j]->text, got, sizeof(got));
+        if (strcmp(want, got) == 0)
+            return (int)j;
+    }
+    return -1;
+}
+
 /* Matrix values name folders: they must be short plain scalars. */
 bool mx_value_ok(const struct ynode *v)
 {

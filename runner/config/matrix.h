@@ -18,6 +18,11 @@
  * change. A path below a map of flags, env or patterns names one entry. */
 const struct schema_key *mx_target(const char *key, char *out, size_t size);
 
+/* The index of an earlier key of matrix m (keys counted from 0) that names
+ * the same setting as key i ("flags.x" and "server.flags.x"), or -1. Keys
+ * 0..i must have passed mx_target. */
+int mx_same_target(const struct ynode *m, size_t i);
+
 /* A value fit for a variant name: 1 to 32 of [A-Za-z0-9._-], a scalar. */
 bool mx_value_ok(const struct ynode *v);
 

@@ -577,8 +577,6 @@ static int plan_dataset(struct plan_variant *pv, struct err *err)
 {
     const struct exp_bench *b = &pv->v->bench;
     struct ds_set ds;
-    struct buf text;
-    int rc = -1;
     pv->dataset_sha256[0] = '\0';
     if (!b->dataset_path)
         return 0;
@@ -587,14 +585,9 @@ static int plan_dataset(struct plan_variant *pv, struct err *err)
         err_prefix(err, "variant '%s': bench.dataset", pv->v->name);
         return -1;
     }
+    memcpy(pv->dataset_sha256, ds.sha256, sizeof(pv->dataset_sha256));
     ds_release(&ds);
-    buf_init(&text, DS_MAX_FILE_BYTES);
-    if (file_read_all(b->dataset_path, &text, err, RN_ERR_USAGE) == 0) {
-        sha256_hex(text.data ? text.data : "", text.len, pv->dataset_sha256);
-        rc = 0;
-    }
-    buf_release(&text);
-    return rc;
+    return 0;
 }
 
 /* bench.find_max needs the builtin client (its per-request records) and a
@@ -644,6 +637,16 @@ static int plan_model(struct plan *p, struct plan_variant *pv, struct err *err)
     /* on a remote host the model is checked there, by the executor's preflight */
     if (p->exp->executor.kind != EXP_EXEC_LOCAL)
         return 0;
+    /* fp4serve loads one GGUF file; a folder would pass the checks below
+     * (it has a fingerprint) and fail only when the server starts */
+    struct stat st;
+    if (pv->v->server.engine == EXP_ENGINE_BUNDLED && stat(pv->model_path, &st) == 0 &&
+        S_ISDIR(st.st_mode))
+        return err_set(err, RN_ERR_USAGE,
+                       "variant '%s': server.model '%s' is a folder; the bundled engine "
+                       "(fp4serve) loads a GGUF file",
+                       pv->v->name, pv->model_path),
+               -1;
     /* not an error here: `check` warns, `run` refuses before starting anything */
     err_init(&merr);
     if (plan_check_model(pv->model_path, &pv->model_fp, &merr) != 0)

@@ -55,8 +55,8 @@ const struct schema_key schema_keys[] = {
      .flags = KF_VAR | KF_SRV | KF_REQ | KF_NODASH,
      .when = "engine=bundled",
      .off = V(server.model),
-     .doc = "model file or folder (relative to where sweep runs); must exist before anything "
-            "starts"},
+     .doc = "model file (relative to where sweep runs; a GGUF file for engine: bundled, a file "
+            "or folder for engine: command); must exist before anything starts"},
     {.path = "server.host",
      .type = K_STR,
      .flags = KF_VAR | KF_NODASH,
@@ -169,14 +169,14 @@ const struct schema_key schema_keys[] = {
      .doc = "unmeasured requests before each point (builtin client)"},
     {.path = "bench.request_rate",
      .type = K_NUM,
-     .flags = KF_VAR | KF_ONLY,
+     .flags = KF_VAR | KF_ONLY | KF_RATE,
      .def = "0",
      .unit = "req/s",
      .min = 0,
      .max = 1e6,
      .when = "tool=builtin",
      .off = V(bench.request_rate),
-     .doc = "open-loop arrival rate of the builtin client; 0 = closed loop"},
+     .doc = "open-loop arrival rate of the builtin client (at least 1e-06); 0 = closed loop"},
     {.path = "bench.timeout_s",
      .type = K_NUM,
      .flags = KF_VAR | KF_GT,
@@ -226,7 +226,8 @@ const struct schema_key schema_keys[] = {
      .min = 0,
      .max = SCHEMA_MAX_RATE,
      .unit = "req/s",
-     .doc = "open-loop points at these offered rates, with bench.prompts (whose c is the rate); "
+     .doc = "open-loop points at these offered rates (1e-06 to 1e+06), with bench.prompts (whose c "
+            "is the rate); "
             "in bench.grid the same is \"r2:64\" (rate:prompts); at most min(prompts, 1024) in "
             "flight"},
     {.path = "bench.rate_kind",
@@ -244,13 +245,13 @@ const struct schema_key schema_keys[] = {
             "start, then bisect; each probe is a recorded rate point"},
     {.path = "bench.find_max.start",
      .type = K_NUM,
-     .flags = KF_VAR,
+     .flags = KF_VAR | KF_RATE,
      .def = "0",
      .unit = "req/s",
      .min = 0,
      .max = SCHEMA_MAX_RATE,
      .off = V(bench.find_start),
-     .doc = "the first probe's rate; 0 = no search"},
+     .doc = "the first probe's rate (at least 1e-06); 0 = no search"},
     {.path = "bench.find_max.max",
      .type = K_NUM,
      .flags = KF_VAR | KF_GT,
@@ -301,8 +302,9 @@ const struct schema_key schema_keys[] = {
      .type = K_STR,
      .flags = KF_VAR | KF_NODASH,
      .off = V(bench.dataset_path),
-     .doc = "the file (relative to where sweep runs), required unless kind is random; checked "
-            "with the plan (a bad entry is named), its sha256 is part of each point's key"},
+     .doc = "the file (relative to where sweep runs; a regular file of at most 1 GiB, read "
+            "once in chunks), required unless kind is random; checked with the plan (a bad "
+            "entry is named), its sha256 is part of each point's key"},
     {.path = "bench.dataset.seed",
      .type = K_INT,
      .flags = KF_VAR,

@@ -24,6 +24,7 @@
 #define SCHEMA_MAX_PROMPTS     10000000L /* measured requests of one point */
 #define SCHEMA_MAX_KEYS        128       /* rows in the table (sizes the loader's arrays) */
 #define SCHEMA_MAX_RATE        1e6       /* req/s of one rate point */
+#define SCHEMA_MIN_RATE        1e-6      /* req/s: the client's lowest --request-rate */
 #define SCHEMA_RATE_CAP        1024      /* a rate point's in-flight cap: min(prompts, this) */
 
 enum schema_type {
@@ -63,6 +64,7 @@ enum {
     KF_CLI = 1u << 4,    /* client template: every variable */
     KF_NODASH = 1u << 5, /* must not start with '-' (it would become an option) */
     KF_GT = 1u << 6,     /* min is exclusive */
+    KF_RATE = 1u << 7,   /* a rate: 0 (none) or at least SCHEMA_MIN_RATE */
 };
 
 struct schema_key {

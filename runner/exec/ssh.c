@@ -137,6 +137,8 @@ static const char check_script[] =
     "     *) command -v \"$f\" >/dev/null 2>&1 ||\n"
     "          printf '%s\\t%s\\n' \"$v\" \"program '$f': not found in PATH\" ;;\n"
     "     esac ;;\n"
+    "  g) if [ -d \"$f\" ]; then printf '%s\\t%s\\n' \"$v\" \"server.model '$f' is a folder; the "
+    "bundled engine (fp4serve) loads a GGUF file\"; fi ;;\n"
     "  esac\n"
     "done\n";
 
@@ -599,6 +601,8 @@ int ssh_preflight(struct ssh_conn *s, struct plan *p, struct err *err)
         char *srv = xasprintf("variant '%s': server", pv->v->name);
         if (pv->model_path)
             add_check(&argv, "m", label, pv->model_path);
+        if (pv->model_path && pv->v->server.engine == EXP_ENGINE_BUNDLED) /* W3-N19 */
+            add_check(&argv, "g", label, pv->model_path);
         if (pv->server_argv.n)
             add_check(&argv, "p", srv, pv->server_argv.v[0]);
         free(label);

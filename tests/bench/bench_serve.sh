@@ -7,6 +7,8 @@
 # When llama.cpp's `llama-server` is on PATH (or LLAMA_SERVER names it), the
 # same grid runs against it as an external command with --parallel 16, and
 # its row is printed beside ours. Knobs: MODEL, THREADS (2), LLAMA_SERVER.
+# `bench_serve.sh --summary RUN_FOLDER...` prints the table alone from
+# finished run folders (fit.json, points.csv).
 #
 # llama-server is not in llama-cpp-python's wheel (its Python server serves
 # one request at a time, so it cannot show continuous batching). It builds
@@ -17,11 +19,50 @@
 #   cmake --build llama-build --target llama-server -j2     # 17.5 min on 2 shared cores
 #   LLAMA_SERVER=llama-build/bin/llama-server make bench
 set -u
+if [ "${1:-}" = "--summary" ]; then # the table alone, over finished run folders
+    shift
+    SUMMARY_ONLY=1
+fi
 BUILD=${BUILD:-build}
 SWEEP=${SWEEP:-$BUILD/bin/sweep}
 MODEL=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 THREADS=${THREADS:-2}
 LLAMA_SERVER=${LLAMA_SERVER:-$(command -v llama-server || true)}
+
+# One table: per run and variant, the fit and the throughput at C = 1, 4, 16.
+# A fit that sweep rejects (fit.json "unfit", or no a/b/ceiling) is printed
+# as "no linear fit" with sweep's reason, and the table goes on.
+summary() {
+    echo
+    echo "== summary (median TPOT = a + b*C; throughput = output tok/s at C)"
+    printf '%-26s %8s %8s %8s %10s %10s %10s\n' "engine/variant" "a ms" "b ms" "ceiling" "tok/s C=1" "C=4" "C=16"
+    for r in "$@"; do
+        for v in $(jq -r '.variants | keys[]' "$r/fit.json"); do
+            # "a b ceiling" when all three are numbers and the fit is a law, else empty
+            fit=$(jq -r --arg v "$v" '.variants[$v]
+                | if (.unfit == null) and ([.a, .b, .ceiling_tok_s] | all(type == "number"))
+                  then "\(.a) \(.b) \(.ceiling_tok_s)" else "" end' "$r/fit.json")
+            why=$(jq -r --arg v "$v" '.variants[$v] | .unfit // .note // "no fit"' "$r/fit.json")
+            thr() {
+                awk -F, -v v="$v" -v c="$1" 'NR == 1 { for (i = 1; i <= NF; i++) k[$i] = i; next }
+                    $1 == v && $2 == c && $5 == "ok" { print $k["output_throughput"] }' "$r/points.csv"
+            }
+            if [ -n "$fit" ]; then
+                # shellcheck disable=SC2086
+                printf '%-26s %8.1f %8.2f %8.1f %10s %10s %10s\n' "$(basename "$r")/$v" $fit \
+                    "$(thr 1)" "$(thr 4)" "$(thr 16)"
+            else
+                printf '%-26s %26s %10s %10s %10s\n' "$(basename "$r")/$v" "no linear fit" \
+                    "$(thr 1)" "$(thr 4)" "$(thr 16)"
+                printf '%-26s (%s)\n' "" "$why"
+            fi
+        done
+    done
+}
+if [ -n "${SUMMARY_ONLY:-}" ]; then
+    summary "$@"
+    exit $?
+fi
 if [ ! -f "$MODEL" ]; then
     echo "bench_serve: skipped: model not present ($MODEL; run make models)"
     exit 0
@@ -57,19 +98,5 @@ else
     echo "== llama.cpp: skipped: no llama-server on PATH (set LLAMA_SERVER); see the README section fp4serve"
 fi
 
-# One table: per run and variant, the fit and the throughput at C = 1, 4, 16.
-echo
-echo "== summary (median TPOT = a + b*C; throughput = output tok/s at C)"
-printf '%-26s %8s %8s %8s %10s %10s %10s\n' "engine/variant" "a ms" "b ms" "ceiling" "tok/s C=1" "C=4" "C=16"
-for r in $runs; do
-    for v in $(jq -r '.variants | keys[]' "$r/fit.json"); do
-        fit=$(jq -r --arg v "$v" '.variants[$v] | "\(.a) \(.b) \(.ceiling_tok_s)"' "$r/fit.json")
-        thr() {
-            awk -F, -v v="$v" -v c="$1" 'NR == 1 { for (i = 1; i <= NF; i++) k[$i] = i; next }
-                $1 == v && $2 == c && $5 == "ok" { print $k["output_throughput"] }' "$r/points.csv"
-        }
-        # shellcheck disable=SC2086
-        printf '%-26s %8.1f %8.2f %8.1f %10s %10s %10s\n' "$(basename "$r")/$v" $fit \
-            "$(thr 1)" "$(thr 4)" "$(thr 16)"
-    done
-done
+# shellcheck disable=SC2086 # runs is a list of folders without spaces (mktemp)
+summary $runs

@@ -277,6 +277,16 @@ check "missing remote model: names host and path" \
 check "missing remote model: no server started, no run folder" test ! -e pid.default -a ! -e mrun
 mkdir -p remote/models
 : >remote/models/present.gguf
+# W3-N19: the bundled engine with a folder as its model, refused by the
+# remote preflight (the folder exists there only), exit 3, nothing started
+mkdir -p remote/models/folder.gguf
+printf 'name: sshdir\nserver: {model: models/folder.gguf}\nbench: {grid: ["1:1"]}\n%s\n' \
+    "$EXECUTOR" >d.yaml
+"$SWEEP" run d.yaml --out drun >dout.txt 2>derr.txt
+check_eq "bundled engine, remote model is a folder: exit 3" "$?" 3
+check "bundled engine, remote model is a folder: says so" grep -q \
+    "on host '$USER_AT': server.model 'models/folder.gguf' is a folder; the bundled engine (fp4serve) loads a GGUF file" derr.txt
+check "bundled engine, remote model is a folder: no run folder" test ! -e drun
 make_experiment fakeserver p.yaml NAME=sshprog PIDFILE="$T_TMP/pid.\${variant}" \
     WRAP='"/nonexistent/wrapper", ' EXTRA="$EXECUTOR"
 "$SWEEP" run p.yaml --out prun >pout.txt 2>perr.txt

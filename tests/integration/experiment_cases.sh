@@ -8,7 +8,7 @@ dir=tests/cases/experiments
 
 # expect_check DESC FILE STATUS MESSAGE
 expect_check() {
-    "$SWEEP" check "$2" >"$T_TMP/out" 2>"$T_TMP/err"
+    timeout 60 "$SWEEP" check "$2" >"$T_TMP/out" 2>"$T_TMP/err" # 124: it hung
     rc=$?
     got=$(cat "$T_TMP/err")
     lines=$(wc -l <"$T_TMP/err")
@@ -45,6 +45,14 @@ expect_check "oversize (generated)" "$T_TMP/oversize.yaml" 2 \
 { printf 'x: '; head -c 10000 /dev/zero | tr '\0' '['; } >"$T_TMP/deep.yaml"
 expect_check "10000-deep nesting (generated)" "$T_TMP/deep.yaml" 2 \
     "$T_TMP/deep.yaml:1:67: nesting deeper than 64 levels"
+
+# W3-FIFO: a dataset path that is a FIFO is refused at once (before, check
+# waited for a writer forever; expect_check's timeout makes that a failure).
+mkfifo "$T_TMP/prompts.jsonl"
+printf 'name: fifo\nserver: {model: models/m.gguf}\nbench:\n  grid: ["1:8"]\n  dataset: {kind: jsonl, path: %s}\n' \
+    "$T_TMP/prompts.jsonl" >"$T_TMP/fifo.yaml"
+expect_check "dataset path is a FIFO (generated)" "$T_TMP/fifo.yaml" 2 \
+    "$T_TMP/fifo.yaml: variant 'default': bench.dataset: $T_TMP/prompts.jsonl: not a regular file (a FIFO, socket or device); give a file"
 
 expect_check "missing file" "$T_TMP/nope.yaml" 2 \
     "$T_TMP/nope.yaml: cannot open the experiment file: No such file or directory"

@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "client/dataset.h"
 #include "client/lengths.h"
 #include "client/loadgen.h"
+#include "sha256.h"
 #include "test.h"
 
 static char dir[] = "/tmp/sweep-dataset-XXXXXX";
@@ -210,6 +212,151 @@ TEST(sharegpt_takes_first_human_turn_and_counts_skips)
         CHECK_MSG(strstr(err.msg, q) && strstr(err.msg, bad[i].want), "case %zu: %s", i, err.msg);
         CHECK_MSG(strchr(err.msg, '\n') == NULL, "case %zu: two lines: %s", i, err.msg);
     }
+}
+
+/* W3-N10: a "\u0000", a key given twice and an unknown chat role are
+ * refused at load (so by `sweep check`), in our words, naming the line or
+ * entry; jansson's flag names stay out of the message. */
+TEST(nul_twice_keys_and_bad_roles_are_refused)
+{
+    static const struct {
+        enum ds_kind kind;
+        const char *text, *want;
+    } cases[] = {
+        {DS_JSONL, "{\"prompt\": \"a\"}\n{\"prompt\": \"a\\u0000b\"}\n",
+         ":2:21: a string holds \"\\u0000\" (NUL), which a prompt cannot carry"},
+        {DS_JSONL, "{\"prompt\": \"a\", \"prompt\": \"b\"}\n",
+         ":1:24: key \"prompt\" given twice in one object"},
+        {DS_JSONL,
+         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\", \"role\": \"tool\"}]}\n",
+         ":1:53: key \"role\" given twice"},
+        {DS_JSONL,
+         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"robot\", "
+         "\"content\": \"b\"}]}\n",
+         ":1: message 2: role 'robot' is not system, developer, user, assistant or tool"},
+        {DS_SHAREGPT,
+         "[{\"conversations\": [{\"from\": \"human\", \"from\": \"gpt\", \"value\": \"q\"}]}]",
+         ":1:44: key \"from\" given twice"},
+        {DS_SHAREGPT, "[{\"conversations\": [{\"from\": \"human\", \"value\": \"\\u0000\"}]}]",
+         "(NUL), which a prompt cannot carry"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *p = put("w3.json", cases[i].text);
+        struct ds_set ds;
+        struct err err;
+        err_init(&err);
+        CHECK_MSG(ds_load(p, cases[i].kind, 1, &ds, &err, 3, 2) != 0, "case %zu accepted", i);
+        CHECK_INT(err.code, 2);
+        CHECK_MSG(strstr(err.msg, p) && strstr(err.msg, cases[i].want), "case %zu: %s", i, err.msg);
+        CHECK_MSG(!strstr(err.msg, "JSON_"), "case %zu: %s", i, err.msg);
+    }
+    /* every role fp4serve and OpenAI take still loads */
+    const char *ok = put("roles.jsonl", "{\"messages\": [{\"role\": \"system\", \"content\": "
+                                        "\"a\"}, {\"role\": \"developer\", \"content\": \"b\"}, "
+                                        "{\"role\": \"user\", \"content\": \"c\"}, {\"role\": "
+                                        "\"assistant\", \"content\": \"d\"}, {\"role\": \"tool\", "
+                                        "\"content\": \"e\"}]}\n");
+    struct ds_set ds;
+    struct err err;
+    err_init(&err);
+    CHECK_MSG(ds_load(ok, DS_JSONL, 1, &ds, &err, 3, 2) == 0, "%s", err.msg);
+    ds_release(&ds);
+}
+
+/* W3-FIFO: a FIFO (or socket, device) is refused before any read, so
+ * `sweep check` cannot block on one; an over-limit file is refused by its
+ * size with the limit named, before it is read. */
+TEST(fifo_and_oversize_files_are_refused_up_front)
+{
+    char fifo[300], big[300];
+    put("x", "");
+    snprintf(fifo, sizeof(fifo), "%s/fifo.jsonl", dir);
+    snprintf(big, sizeof(big), "%s/big.jsonl", dir);
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    alarm(20); /* before the fix, open() waited for a writer forever */
+    struct ds_set ds;
+    struct err err;
+    err_init(&err);
+    CHECK(ds_load(fifo, DS_JSONL, 1, &ds, &err, 3, 2) != 0);
+    CHECK_INT(err.code, 2);
+    CHECK_MSG(strstr(err.msg, "not a regular file"), "%s", err.msg);
+    err_init(&err);
+    CHECK(ds_load(dir, DS_SHAREGPT, 1, &ds, &err, 3, 2) != 0);
+    CHECK_MSG(strstr(err.msg, "is a directory"), "%s", err.msg);
+    alarm(0);
+    unlink(fifo);
+
+    FILE *f = fopen(big, "w"); /* sparse: 1 GiB + 1 byte, nothing written */
+    CHECK(f && ftruncate(fileno(f), (off_t)(1 << 30) + 1) == 0);
+    fclose(f);
+    err_init(&err);
+    CHECK(ds_load(big, DS_JSONL, 1, &ds, &err, 3, 2) != 0);
+    CHECK_INT(err.code, 2);
+    CHECK_MSG(strstr(err.msg, "the file is 1073741825 bytes; dataset files are limited to 1 GiB"),
+              "%s", err.msg);
+    unlink(big);
+}
+
+/* The file is read in 64 KiB chunks: lines and JSON split across chunk
+ * ends load the same, and ds.sha256 is the digest of every byte (the run
+ * keys use it); a JSONL line over 64 MiB is refused with the limit. */
+TEST(streamed_reading_keeps_entries_and_digest)
+{
+    struct buf text;
+    buf_init(&text, 8 << 20);
+    for (int i = 0; i < 3000; i++)
+        buf_printf(&text, "{\"prompt\": \"entry %d %s\"}\n", i, i == 7 ? "" : "x y z");
+    buf_puts(&text, "{\"prompt\": \"");
+    for (int i = 0; i < 100000; i++)
+        buf_puts(&text, "w ");
+    buf_puts(&text, "\"}"); /* the last line: no '\n', longer than a chunk */
+    const char *p = put("stream.jsonl", text.data);
+    struct ds_set ds;
+    struct err err;
+    err_init(&err);
+    CHECK_MSG(ds_load(p, DS_JSONL, 1, &ds, &err, 3, 2) == 0, "%s", err.msg);
+    CHECK_INT(ds.n, 3001);
+    CHECK_STR(ds.e[2999].prompt, "entry 2999 x y z");
+    CHECK_INT(ds.e[3000].prompt_words, 100000);
+    char want[65];
+    sha256_hex(text.data, text.len, want);
+    CHECK_STR(ds.sha256, want);
+    ds_release(&ds);
+
+    /* ShareGPT through jansson's callback: the same digest rule */
+    buf_reset(&text);
+    buf_puts(&text, "[");
+    for (int i = 0; i < 2000; i++)
+        buf_printf(&text,
+                   "%s{\"conversations\": [{\"from\": \"human\", \"value\": \"q %d\"}, "
+                   "{\"from\": \"gpt\", \"value\": \"a b\"}]}",
+                   i ? ", " : "", i);
+    buf_puts(&text, "]\n");
+    p = put("stream.json", text.data);
+    CHECK_MSG(ds_load(p, DS_SHAREGPT, 1, &ds, &err, 3, 2) == 0, "%s", err.msg);
+    CHECK_INT(ds.n, 2000);
+    CHECK_STR(ds.e[1999].prompt, "q 1999");
+    sha256_hex(text.data, text.len, want);
+    CHECK_STR(ds.sha256, want);
+    ds_release(&ds);
+    buf_release(&text);
+
+    char longp[300];
+    snprintf(longp, sizeof(longp), "%s/long.jsonl", dir);
+    FILE *f = fopen(longp, "w");
+    CHECK(f != NULL);
+    fputs("{\"prompt\": \"a\"}\n{\"prompt\": \"", f);
+    static char block[1 << 20];
+    memset(block, 'w', sizeof(block));
+    for (int i = 0; i < 65; i++)
+        fwrite(block, 1, sizeof(block), f);
+    fputs("\"}\n", f);
+    fclose(f);
+    err_init(&err);
+    CHECK(ds_load(longp, DS_JSONL, 1, &ds, &err, 3, 2) != 0);
+    CHECK_MSG(strstr(err.msg, ":2: the line is longer than 64 MiB"), "%s", err.msg);
+    unlink(longp);
 }
 
 TEST(shipped_datasets_load)

@@ -882,17 +882,30 @@ TEST(grid_rates)
     round_trip(BASE "bench: {rates: [0.3, 7], prompts: 9}\n");
 
     CHECK_STR(load_err(BASE "bench: {grid: [\"r0:5\"]}\n"),
-              "t.yaml:3:16: bad grid entry 'r0:5': want 'rRATE:PROMPTS' with RATE > 0 and at most "
+              "t.yaml:3:16: bad grid entry 'r0:5': want 'rRATE:PROMPTS' with RATE from 1e-06 to "
               "1e+06 req/s, e.g. 'r2:64'");
     CHECK_STR(load_err(BASE "bench: {grid: [\"r2\"]}\n"),
-              "t.yaml:3:16: bad grid entry 'r2': want 'rRATE:PROMPTS' with RATE > 0 and at most "
+              "t.yaml:3:16: bad grid entry 'r2': want 'rRATE:PROMPTS' with RATE from 1e-06 to "
               "1e+06 req/s, e.g. 'r2:64'");
     CHECK_STR(load_err(BASE "bench: {grid: [\"r2:0\"]}\n"),
               "t.yaml:3:16: bad grid entry 'r2:0': prompts must be a whole number from 1 to "
               "10000000");
     CHECK_STR(load_err(BASE "bench: {rates: [1, -2], prompts: 4}\n"),
-              "t.yaml:3:20: 'bench.rates' entries must be numbers above 0 and at most 1e+06 "
+              "t.yaml:3:20: 'bench.rates' entries must be numbers from 1e-06 to 1e+06 "
               "(req/s), got '-2'");
+    /* W3-N11: below the client's lowest rate, refused at check with the limit */
+    CHECK_STR(load_err(BASE "bench: {grid: [\"r1e-9:8\"]}\n"),
+              "t.yaml:3:16: bad grid entry 'r1e-9:8': want 'rRATE:PROMPTS' with RATE from 1e-06 "
+              "to 1e+06 req/s, e.g. 'r2:64'");
+    CHECK_STR(load_err(BASE "bench: {rates: [1, 0.0000009], prompts: 4}\n"),
+              "t.yaml:3:20: 'bench.rates' entries must be numbers from 1e-06 to 1e+06 "
+              "(req/s), got '0.0000009'");
+    CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], request_rate: 1e-9}\n"),
+              "t.yaml:3:38: 'bench.request_rate' must be 0 or at least 1e-06 req/s, got 1e-9");
+    CHECK_STR(load_err(BASE "analysis: {slo: {ttft_ms: 100}}\nbench: {grid: [\"1:8\"], "
+                            "find_max: {start: 1e-7}}\n"),
+              "t.yaml:4:42: 'bench.find_max.start' must be 0 or at least 1e-06 req/s, got 1e-7");
+    round_trip(BASE "bench: {grid: [\"r0.000001:8\"], request_rate: 0}\n");
     CHECK_STR(load_err(BASE "bench: {rates: [1]}\n"),
               "t.yaml:3:16: 'bench.rates' needs 'bench.prompts' (an integer, or an expression in "
               "c, the rate, such as \"max(16, 10*c)\")");

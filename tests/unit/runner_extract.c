@@ -219,6 +219,35 @@ TEST(only_the_last_result_block_counts)
     ext_free(set);
 }
 
+/* W3-N14: a user pattern that finds a value on two lines fails the log
+ * naming both lines (a preset's repeat does too), never keeps the last one
+ * silently; matches that carry no value, or one value, are fine. */
+TEST(user_pattern_matching_two_values_is_refused)
+{
+    struct ext_pattern user[] = {{"tput", "tput=(\\S+)"}};
+    const char *two = "step 1 tput=10\nnoise\nstep 2 tput=9000\n";
+    const char *twice_on_one_line = "tput=1 tput=2\n";
+    const char *one = "tput=n/a\nstep 2 tput=12.5\n";
+    struct err e;
+    ext_set *set;
+    struct metric_set ms;
+    double v;
+    err_init(&e);
+    mset_init(&ms);
+    CHECK(ext_new(NULL, user, 1, &set, &e) == 0);
+    CHECK(ext_run(set, two, strlen(two), &ms, NULL, &e) != 0);
+    CHECK_STR(e.msg, "pattern 'tput' matched a value twice: lines 1 and 3 (make it match one line)");
+    CHECK_INT(e.code, RN_ERR_POINTS);
+    err_init(&e);
+    CHECK(ext_run(set, twice_on_one_line, strlen(twice_on_one_line), &ms, NULL, &e) != 0);
+    CHECK(strstr(e.msg, "lines 1 and 1"));
+    err_init(&e);
+    CHECK_MSG(ext_run(set, one, strlen(one), &ms, NULL, &e) == 0, "%s", e.msg);
+    CHECK(mset_get(&ms, "tput", &v) && v == 12.5);
+    mset_release(&ms);
+    ext_free(set);
+}
+
 TEST(user_patterns_override_and_add)
 {
     struct ext_pattern user[] = {

@@ -192,6 +192,36 @@ TEST(negative_intercept_is_not_a_law)
     fit_analysis_release(&fa);
 }
 
+/* W3-N21: one tolerance for both unphysical signs. A noise-level negative
+ * intercept (a = -0.04 ms against a 9.96 ms step) is a law like a step that
+ * falls by under 5%; past 5% of the step at the smallest x either is not. */
+TEST(noise_level_negative_intercept_is_tolerated_like_a_small_fall)
+{
+    struct fit_opts o = {true, 0};
+    struct fit_analysis fa;
+    struct fit_obs tiny[] = {{1, 9.96, 1}, {4, 39.96, 1}, {16, 159.96, 1}};
+    fit_analyse(tiny, 3, &o, &fa);
+    CHECK(fa.ok && fa.line.a < 0 && fa.line.a > -0.05);
+    CHECK_MSG(!fa.unfit, "%s", fa.unfit_why);
+    CHECK_NEAR(fa.ceiling, 100, 1e-6);
+    CHECK(isnan(fa.c90)); /* 9a/b needs a > 0 */
+    fit_analysis_release(&fa);
+    /* the same 4% of the step as a fall over the range: tolerated too */
+    struct fit_obs fall4[] = {{1, 50, 1}, {4, 49.25, 1}, {9, 48, 1}};
+    fit_analyse(fall4, 3, &o, &fa);
+    CHECK_MSG(!fa.unfit, "%s", fa.unfit_why);
+    fit_analysis_release(&fa);
+    /* 6% of the step, either way: not a law */
+    struct fit_obs neg6[] = {{1, 9.4, 1}, {4, 39.4, 1}, {16, 159.4, 1}}; /* a = -0.6, step 9.4 */
+    fit_analyse(neg6, 3, &o, &fa);
+    CHECK(fa.unfit && strstr(fa.unfit_why, "negative intercept (a = -0.6)"));
+    fit_analysis_release(&fa);
+    struct fit_obs fall6[] = {{1, 50, 1}, {4, 48.875, 1}, {9, 47, 1}};
+    fit_analyse(fall6, 3, &o, &fa);
+    CHECK(fa.unfit && strstr(fa.unfit_why, "negative slope"));
+    fit_analysis_release(&fa);
+}
+
 TEST(falling_slope_and_poor_r2_are_not_a_law)
 {
     struct fit_opts o = {true, 0};

@@ -34,6 +34,7 @@ struct script {
     long close_after;    /* after N tokens: close the connection */
     long stall_request;  /* request k sends one token, then nothing */
     bool no_usage;       /* never send usage */
+    long usage_tokens;   /* > 0: usage.completion_tokens says this, whatever was sent */
     bool role_first;     /* a role-only chat chunk at admission */
     bool split_utf8;     /* text "é", each event written in two pieces inside it */
     bool empty_text;     /* every chunk has text "" */
@@ -235,7 +236,8 @@ static int serve_one(int fd, const char *body)
         snprintf(ev, sizeof(ev),
                  "{\"choices\":[],\"usage\":{\"prompt_tokens\":%ld,"
                  "\"completion_tokens\":%ld,\"total_tokens\":%ld}}",
-                 count_prompt_ids(body), max_tokens, count_prompt_ids(body) + max_tokens);
+                 count_prompt_ids(body), script.usage_tokens ? script.usage_tokens : max_tokens,
+                 count_prompt_ids(body) + max_tokens);
         send_event(fd, ev);
     }
     send_event(fd, "[DONE]");
@@ -576,6 +578,36 @@ TEST(missing_usage_counts_chunks_and_flags)
     lgr_compute(&cfg, &res, &s);
     CHECK_INT(s.n_usage_missing, 12);
     CHECK_INT(s.total_output, 12 * 9);
+    lg_result_release(&res);
+}
+
+/* W3-N13: usage.completion_tokens far above max_tokens and the chunks
+ * counted is not trusted: each such request fails (parse) naming the three
+ * numbers, so no 9e11 tok/s is reported as ok. A count above the chunks but
+ * within max_tokens (a server that sends several tokens per chunk) stays. */
+TEST(usage_above_max_tokens_and_chunks_fails)
+{
+    struct lg_config cfg =
+        setup(&(struct script){.first_ms = 1, .step_ms = 1, .usage_tokens = 4000000000L});
+    struct lg_result res;
+    struct err err;
+    err_init(&err);
+    lg_run(&cfg, &res, &err);
+    CHECK_INT(count_fail(&res, LG_FAIL_PARSE), 12);
+    CHECK_MSG(res.rec[0].error && strstr(res.rec[0].error, "usage.completion_tokens 4000000000 "
+                                                           "is above max_tokens 6 and the 6 text "
+                                                           "chunks received"),
+              "%s", res.rec[0].error ? res.rec[0].error : "(none)");
+    struct lgr_summary s;
+    lgr_compute(&cfg, &res, &s);
+    CHECK_INT(s.total_output, 0);
+    lg_result_release(&res);
+
+    cfg = setup(&(struct script){.first_ms = 1, .step_ms = 1, .usage_tokens = 5});
+    cfg.output_len = 6;
+    lg_run(&cfg, &res, &err);
+    CHECK_INT(count_fail(&res, LG_OK), 12);
+    CHECK_INT(res.rec[0].output_tokens, 5);
     lg_result_release(&res);
 }
 

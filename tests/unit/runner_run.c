@@ -84,6 +84,42 @@ TEST(invariants_violated)
     }
 }
 
+/* W3-N12: a negative latency, duration or throughput in a client log
+ * fails the point, whatever else holds (TTFT -5 is still below E2E). */
+TEST(negative_times_fail_the_point)
+{
+    static const char *const names[] = {"median_ttft_ms", "p99_itl_ms", "duration_s",
+                                        "output_throughput", "mean_e2e_ms"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        struct metric_set m;
+        mset_init(&m);
+        set(&m, "median_ttft_ms", 10);
+        set(&m, "median_e2e_ms", 700);
+        set(&m, "successful_requests", 8);
+        set(&m, "failed_requests", 0);
+        set(&m, names[i], -5);
+        struct buf notes;
+        buf_init(&notes, 4096);
+        CHECK_MSG(ext_check_invariants(&m, 1, 8, 0, &notes), "%s accepted", names[i]);
+        CHECK_MSG(notes.data && strstr(notes.data, names[i]) &&
+                      strstr(notes.data, " is negative (-5): a time or rate cannot be"),
+                  "%s: %s", names[i], notes.data ? notes.data : "");
+        buf_release(&notes);
+        mset_release(&m);
+    }
+    /* a server column or a user's own metric may be negative */
+    struct metric_set m;
+    mset_init(&m);
+    set(&m, "successful_requests", 8);
+    set(&m, "server_step_delta_ms", -1);
+    set(&m, "temperature_delta", -3);
+    struct buf notes;
+    buf_init(&notes, 4096);
+    CHECK(!ext_check_invariants(&m, 1, 8, 0, &notes));
+    buf_release(&notes);
+    mset_release(&m);
+}
+
 TEST(old_logs_are_kept)
 {
     char dir[] = "/tmp/sweep-run-XXXXXX";
