@@ -244,7 +244,7 @@ int proc_spawn(struct proc *p, const struct strvec *argv, const struct strvec *e
     path = proc_resolve_program(argv->v[0], err);
     if (!path)
         goto out;
-    log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (log_fd < 0) {
         err_set(err, RN_ERR_ENV, "%s: %s", log_path, strerror(errno));
         goto out;
