@@ -53,6 +53,7 @@
 #define STALE_MAX        64    /* group members remembered when a server stops */
 #define STALE_WAIT_S     10.0  /* R9: longest wait for the last server's processes */
 #define STALE_POLL_MS    250.0 /* between two looks at them (nvidia-smi included) */
+#define SCRAPE_GIVE_UP   3     /* /metrics failures in a row before a variant is not asked */
 
 struct run_ctx {
     const struct run_opts *o;
@@ -90,7 +91,7 @@ struct run_ctx {
     char *nvsmi;      /* owned: nvidia-smi's path, NULL without it */
     bool nvsmi_looked;
     struct cg_base cg;     /* a cgroup per server and client (cg_open); zeroed: none */
-    bool *no_metrics;      /* per variant: its server gave no /metrics (said once) */
+    int *metrics_misses;   /* per variant: /metrics scrapes failed in a row */
     struct res_table from; /* --from RUN_DIR's points (empty without) */
 };
 
@@ -721,12 +722,14 @@ static int keep_old_log(const char *path, struct err *err)
 }
 
 /* Save the server's Prometheus text beside the point's log (client/scrape.h),
- * before or after the point. A server without it is said once per variant,
- * which is then not asked again: its server_* columns stay empty. */
+ * before or after the point. A failed scrape is said when a run of failures
+ * starts and the next scrape asks again; after SCRAPE_GIVE_UP in a row the
+ * variant is not asked again. A scrape that cannot be saved (a full disk)
+ * is a write error, not the server's: exit 3. */
 static void scrape_server(struct run_ctx *c, size_t vi, const char *log, bool before)
 {
     const struct plan_variant *pv = &c->plan.variants[vi];
-    if (!pv->v->metrics.server || c->no_metrics[vi])
+    if (!pv->v->metrics.server || c->metrics_misses[vi] >= SCRAPE_GIVE_UP)
         return;
     struct err e;
     err_init(&e);
@@ -734,12 +737,20 @@ static void scrape_server(struct run_ctx *c, size_t vi, const char *log, bool be
     char *url = http_join_url(base ? base : pv->url, pv->v->metrics.server_path);
     free(base);
     char *path = scrape_path(log, before);
-    if (e.code || scrape_fetch_save(url, path, &e) != 0) {
-        c->no_metrics[vi] = true;
+    bool unsaved = false;
+    if (!e.code && scrape_fetch_save(url, path, &unsaved, &e) == 0) {
+        c->metrics_misses[vi] = 0;
+    } else if (unsaved) {
+        c->env_failure = true;
+        prog_note(&c->prog, "sweep: error: cannot save the server metrics: %s", e.msg);
+    } else if (++c->metrics_misses[vi] == 1) {
         prog_note(&c->prog,
-                  "sweep: variant '%s': no server metrics at %s (%s); its server_* columns stay "
-                  "empty (metrics.server: false stops asking)",
+                  "sweep: variant '%s': no server metrics at %s (%s); this point's server_* "
+                  "columns stay empty (asked again next time; metrics.server: false stops asking)",
                   pv->v->name, url, e.msg);
+    } else if (c->metrics_misses[vi] == SCRAPE_GIVE_UP) {
+        prog_note(&c->prog, "sweep: variant '%s': %s failed %d times in a row: not asked again",
+                  pv->v->name, url, SCRAPE_GIVE_UP);
     }
     free(path);
     free(url);
@@ -1383,7 +1394,7 @@ static void ctx_release(struct run_ctx *c)
         for (size_t i = 0; i < c->plan.n_variants; i++)
             ext_free(c->ext[i]);
     free(c->ext);
-    free(c->no_metrics);
+    free(c->metrics_misses);
     free(c->nvsmi);
     cg_close(&c->cg);
     free(c->attempted);
@@ -1494,7 +1505,7 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
         goto fail;
 
     c->ext = xcalloc(c->plan.n_variants, sizeof(*c->ext));
-    c->no_metrics = xcalloc(c->plan.n_variants + 1, sizeof(*c->no_metrics));
+    c->metrics_misses = xcalloc(c->plan.n_variants + 1, sizeof(*c->metrics_misses));
     c->attempted = xcalloc(c->plan.n_points + 1, sizeof(*c->attempted));
     c->took_s = xcalloc(c->plan.n_points + 1, sizeof(*c->took_s));
     for (size_t pi = 0; pi < c->plan.n_points; pi++)
