@@ -41,12 +41,12 @@ void proc_init(struct proc *p)
     p->stdin_w = -1;
 }
 
-/* rmdir p's cgroup (it fails, harmlessly, while a process is in it) and
- * forget it. */
+/* rmdir p's cgroup and any a child made below it (it fails, harmlessly,
+ * while a process is in it) and forget it. */
 static void drop_cgroup(struct proc *p)
 {
     if (p->cg_dir)
-        rmdir(p->cg_dir);
+        cg_remove(p->cg_dir);
     free(p->cg_dir);
     p->cg_dir = NULL;
 }
