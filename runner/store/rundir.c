@@ -823,14 +823,17 @@ static bool moves_path(const char *real_dir, const char *dir, const char *name, 
         free(parent);
     }
     free(abs);
-    if (!hit) { /* reached through a link that points into dir/name */
-        char *entry = path_join(dir, name), *real_entry = realpath(entry, NULL);
-        char *real_used = realpath(used, NULL);
+    char *entry = path_join(dir, name);
+    struct stat st;
+    if (!hit && lstat(entry, &st) == 0 && !S_ISLNK(st.st_mode)) {
+        /* reached through a link elsewhere that points into dir/name (moving
+         * a link itself moves nothing it points to) */
+        char *real_entry = realpath(entry, NULL), *real_used = realpath(used, NULL);
         hit = real_entry && real_used && is_within(real_used, real_entry);
-        free(entry);
         free(real_entry);
         free(real_used);
     }
+    free(entry);
     return hit;
 }
 

@@ -83,9 +83,11 @@ rm -r proj/out
 check_eq "--force: a program with an absolute path inside: exit 2" "$?" 2
 check "--force: names the program's folder" grep -q "would move 'bin'" e.txt
 rm proj/bin/client
+ln -s "$T_TMP" proj/lnk # a link to the folder of the experiment: moving it moves no file
 (cd proj && "$SWEEP" run "$T_TMP/f.yaml" --out . --force) >o.txt 2>e.txt
 check_eq "--force: nothing of the run inside: exit 0" "$?" 0
 check "--force: moved the rest" test -f proj/previous-1/notes.txt
+check "--force: the link moved, its target stays" test -L proj/previous-1/lnk -a -f f.yaml
 
 # ---- W3-N18: a refused --out or --resume leaves no lock file ----
 mkdir user
