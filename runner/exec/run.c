@@ -298,7 +298,7 @@ out_path:
     return rc;
 }
 
-/* What this run reads from the file system (--force must not move it away):
+/* What this run reads from disk (--force must not move it away):
  * the experiment file, --from, models and datasets (local ones), and the
  * server and client programs given with a path. */
 static void used_paths(const struct run_ctx *c, struct strvec *out)
