@@ -84,11 +84,22 @@ void file_fsync_dir(const char *path)
     free(copy);
 }
 
+/* Create tmp for writing as a new file: never through a link planted there,
+ * never into an old file (a stale one of a dead process with our pid is
+ * removed first). */
+static int open_new_tmp(const char *tmp)
+{
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    return fd;
+}
+
 int file_write_atomic(const char *path, const void *data, size_t len, struct err *err, int code)
 {
     char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
     int rc = -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open_new_tmp(tmp);
     if (fd < 0) {
         err_set(err, code, "%s: %s", tmp, strerror(errno));
         goto out;
@@ -129,7 +140,7 @@ int file_copy_atomic(const char *src, const char *dst, struct err *err, int code
         err_set(err, code, "%s: is a directory", src);
         goto done;
     }
-    out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    out = open_new_tmp(tmp);
     if (out < 0) {
         err_set(err, code, "%s: %s", tmp, strerror(errno));
         goto done;
@@ -219,7 +230,7 @@ out:
 
 int file_append_sync(const char *path, const void *data, size_t len, struct err *err, int code)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         err_set(err, code, "%s: %s", path, strerror(errno));
         return -1;

@@ -30,7 +30,8 @@ int file_copy_atomic(const char *src, const char *dst, struct err *err, int code
  * either cannot be read. Compared in chunks. */
 int file_same(const char *a, const char *b);
 /* Append data to path (created 0644 if missing) and fsync: for logs and CSV
- * rows that must survive a crash right after the call. */
+ * rows that must survive a crash right after the call. A symlink at path is
+ * refused (ELOOP), never followed. */
 int file_append_sync(const char *path, const void *data, size_t len, struct err *err, int code);
 /* fsync the folder that holds path, so a rename into it is durable;
  * errors are ignored (best effort, as after a successful rename). */

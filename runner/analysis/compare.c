@@ -588,20 +588,33 @@ int cmp_write(const struct cmp_set *c, const char *out_dir, struct err *err)
             strcmp(tpot, c->fit_y) == 0 ? PLOT_FIT_LINE : PLOT_FIT_NONE);
     overlay(c, &charts[n_charts++], "ttft", "ttft", "median_ttft_ms", PLOT_FIT_NONE);
     ratio_chart(c, &charts[n_charts++]);
+    struct buf failed, why; /* every chart that failed, and the reasons */
+    buf_init(&failed, BUF_MAX_DEFAULT);
+    buf_init(&why, BUF_MAX_DEFAULT);
+    size_t n_failed = 0, n_tried = 0;
     for (size_t i = 0; i < n_charts; i++) {
         struct err e;
         err_init(&e);
         if (plot_chart_points(&charts[i]) == 0)
             continue;
+        n_tried++;
         if (plot_write(&charts[i], pdir, &e) != 0 || plot_render(pdir, charts[i].name, &e) != 0) {
-            if (!chart_error)
-                chart_error = xstrdup(e.msg);
-            if (strstr(e.msg, "gnuplot not found"))
+            if (strstr(e.msg, "gnuplot not found")) {
+                if (!n_failed)
+                    chart_error = xstrdup(e.msg);
                 break;
+            }
+            plot_note_failure(&failed, &why, charts[i].name, e.msg);
+            n_failed++;
             continue;
         }
         strvec_push(&drawn, charts[i].name);
     }
+    if (n_failed && !chart_error)
+        chart_error = xasprintf("%zu of %zu charts not drawn (%s): %s", n_failed, n_tried,
+                                failed.data, why.data);
+    buf_release(&failed);
+    buf_release(&why);
 
     buf_printf(&b, "# Comparison: %s", c->s[0].label);
     for (size_t i = 1; i < c->n_s; i++)

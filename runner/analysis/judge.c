@@ -21,8 +21,10 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
     struct err e;
     struct ext_info info;
     struct metric_set got;
+    struct buf server; /* why the server scrapes gave no column, "" when they did */
     int rc;
     err_init(&e);
+    buf_init(&server, 4096);
     ext_info_init(&info);
     mset_init(&got);
     *ok = false;
@@ -36,10 +38,10 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
                        "no export '%s': the %s preset reads the client's export there (have the "
                        "client write \"${run_dir}/${variant}/${point}%s\")",
                        source, xp->name, xp->suffix);
-        scrape_point_columns(log_path, spec->server_map, spec->n_server_map, metrics);
+        scrape_point_columns(log_path, spec->server_map, spec->n_server_map, metrics, &server);
         free(source);
         rc = 0;
-        goto out;
+        goto out_server;
     }
     rc = ext_run_file(spec->set, source, &got, &info, &e);
     free(source);
@@ -49,7 +51,7 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
     }
     for (size_t i = 0; i < got.n; i++)
         mset_set(metrics, got.m[i].name, got.m[i].value);
-    scrape_point_columns(log_path, spec->server_map, spec->n_server_map, metrics);
+    scrape_point_columns(log_path, spec->server_map, spec->n_server_map, metrics, &server);
     /* the per-request records, when the builtin client wrote them: a file
      * that cannot be read is noted, never a failed point */
     struct err ge;
@@ -69,7 +71,11 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
     if (gp_rc != 0 && client_ok)
         buf_printf(cause, "%sper-request records: %s", cause->len ? "; " : "", ge.msg);
     rc = 0;
+out_server: /* a note: the point stands on the client's numbers */
+    if (server.len && client_ok)
+        buf_printf(cause, "%s%s", cause->len ? "; " : "", server.data);
 out:
+    buf_release(&server);
     mset_release(&got);
     ext_info_release(&info);
     return rc;

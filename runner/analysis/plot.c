@@ -7,6 +7,7 @@
 #include "analysis/plot.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -381,9 +382,11 @@ out:
 
 /*
  * Run gnuplot with args (NULL-terminated) in dir, stdin from /dev/null,
- * stdout and stderr into out. Returns 0 on exit status 0, else -1 with err.
+ * stdout and stderr into out; messages name the script as in folder shown.
+ * Returns 0 on exit status 0, else -1 with err.
  */
-static int run_gnuplot(const char *dir, const char *const *args, struct buf *out, struct err *err)
+static int run_gnuplot(const char *dir, const char *shown, const char *const *args, struct buf *out,
+                       struct err *err)
 {
     const char *bin = getenv("SWEEP_GNUPLOT");
     if (!bin || !*bin)
@@ -407,49 +410,149 @@ static int run_gnuplot(const char *dir, const char *const *args, struct buf *out
     if (sp != 0)
         return err_set(err, RN_ERR_ENV, "cannot start '%s': %s", bin, strerror(sp)), -1;
     if (res.timed_out)
-        return err_set(err, RN_ERR_ENV, "gnuplot %s/%s: no answer in %.0f s (killed)", dir,
+        return err_set(err, RN_ERR_ENV, "gnuplot %s/%s: no answer in %.0f s (killed)", shown,
                        argv[n - 1], GNUPLOT_TIMEOUT_MS / 1000),
                -1;
     int status = res.wstatus;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         char line[300];
         const char *at;
-        size_t n = str_last_line(out->data ? out->data : "", out->len, &at);
-        snprintf(line, sizeof(line), "%.*s", (int)n, at);
+        size_t len = str_last_line(out->data ? out->data : "", out->len, &at);
+        snprintf(line, sizeof(line), "%.*s", (int)len, at);
         if (WIFEXITED(status))
-            return err_set(err, RN_ERR_ENV, "gnuplot %s/%s failed (exit %d): %s", dir, argv[n - 1],
-                           WEXITSTATUS(status), line),
+            return err_set(err, RN_ERR_ENV, "gnuplot %s/%s failed (exit %d): %s", shown,
+                           argv[n - 1], WEXITSTATUS(status), line),
                    -1;
-        return err_set(err, RN_ERR_ENV, "gnuplot %s/%s killed by signal %d", dir, argv[n - 1],
+        return err_set(err, RN_ERR_ENV, "gnuplot %s/%s killed by signal %d", shown, argv[n - 1],
                        WTERMSIG(status)),
                -1;
     }
     return 0;
 }
 
+/* The last bytes of every PNG: the IEND chunk (length 0, type, CRC). */
+static const unsigned char png_end[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
+
+/*
+ * Whether the image at path is whole: a PNG ends with its IEND chunk, an
+ * SVG with its closing tag. gnuplot exits 0 after a short write (a full
+ * disk), so its status alone does not say. NULL when whole, else why.
+ */
+static const char *image_problem(const char *path, bool png)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return "not written";
+    }
+    unsigned char tail[64];
+    size_t want = st.st_size < (off_t)sizeof(tail) ? (size_t)st.st_size : sizeof(tail);
+    ssize_t n = want ? pread(fd, tail, want, st.st_size - (off_t)want) : 0;
+    close(fd);
+    if (n != (ssize_t)want || !S_ISREG(st.st_mode) || st.st_size == 0)
+        return "empty or unreadable";
+    if (png)
+        return n >= 12 && memcmp(tail + n - 12, png_end, 12) == 0 ? NULL
+                                                                  : "cut short (no IEND chunk)";
+    while (n > 0 && (tail[n - 1] == '\n' || tail[n - 1] == '\r' || tail[n - 1] == ' '))
+        n--;
+    return n >= 6 && memcmp(tail + n - 6, "</svg>", 6) == 0 ? NULL : "cut short (no </svg>)";
+}
+
+/* Hard-link (else copy) dir/NAME.ext to work/NAME.ext. */
+static int stage(const char *dir, const char *work, const char *name, const char *ext,
+                 struct err *err)
+{
+    char *from = xasprintf("%s/%s.%s", dir, name, ext),
+         *to = xasprintf("%s/%s.%s", work, name, ext);
+    int rc = 0;
+    if (link(from, to) != 0 && file_copy_atomic(from, to, err, RN_ERR_ENV) != 0)
+        rc = -1;
+    free(from);
+    free(to);
+    return rc;
+}
+
 int plot_render(const char *dir, const char *name, struct err *err)
 {
+    static const char *const ext[] = {"png", "svg", "gp", "dat"}; /* images first */
+    /* gnuplot runs in a scratch folder beside the chart; the images move
+     * into dir only when both are whole, so a chart is the new one or none
+     * (never a cut PNG, an empty SVG, or an old image of other data) */
+    char *work = xasprintf("%s/.render-%s.%ld", dir, name, (long)getpid());
     char *gp = xasprintf("%s.gp", name);
     const char *args[] = {gp, NULL};
     struct buf out;
-    int rc;
+    int rc = -1;
     buf_init(&out, GNUPLOT_OUT_MAX);
-    rc = run_gnuplot(dir, args, &out, err);
-    if (rc == 0 && out.len)
-        log_debug("gnuplot %s: %s", gp, out.data);
-    static const char *const ext[] = {"png", "svg"};
-    for (size_t i = 0; rc == 0 && i < 2; i++) {
+    for (size_t i = 0; i < 2; i++) { /* the old images go first: they show older data */
         char *img = xasprintf("%s/%s.%s", dir, name, ext[i]);
-        struct stat st;
-        if (stat(img, &st) != 0 || st.st_size == 0) {
-            err_set(err, RN_ERR_ENV, "gnuplot %s wrote no %s", gp, img);
-            rc = -1;
+        if (unlink(img) != 0 && errno != ENOENT) {
+            err_set(err, RN_ERR_ENV, "%s: cannot replace: %s", img, strerror(errno));
+            free(img);
+            goto out;
         }
         free(img);
     }
+    if (mkdir(work, 0755) != 0) {
+        err_set(err, RN_ERR_ENV, "%s: %s", work, strerror(errno));
+        goto out;
+    }
+    if (stage(dir, work, name, "gp", err) != 0 || stage(dir, work, name, "dat", err) != 0 ||
+        run_gnuplot(work, dir, args, &out, err) != 0)
+        goto out;
+    if (out.len)
+        log_debug("gnuplot %s: %s", gp, out.data);
+    for (size_t i = 0; i < 2; i++) {
+        char *img = xasprintf("%s/%s.%s", work, name, ext[i]);
+        const char *why = image_problem(img, i == 0);
+        free(img);
+        if (why) {
+            err_set(err, RN_ERR_ENV, "gnuplot %s/%s: %s.%s %s (a full disk?)", dir, gp, name,
+                    ext[i], why);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < 2; i++) {
+        char *from = xasprintf("%s/%s.%s", work, name, ext[i]);
+        char *to = xasprintf("%s/%s.%s", dir, name, ext[i]);
+        int r = rename(from, to);
+        if (r != 0)
+            err_set(err, RN_ERR_ENV, "%s: rename: %s", to, strerror(errno));
+        free(from);
+        free(to);
+        if (r != 0)
+            goto out;
+    }
+    char *png = xasprintf("%s/%s.png", dir, name);
+    file_fsync_dir(png); /* the folder holding it: the renames are durable */
+    free(png);
+    rc = 0;
+out:
+    for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
+        char *f = xasprintf("%s/%s.%s", work, name, ext[i]);
+        unlink(f);
+        free(f);
+    }
+    rmdir(work);
+    if (rc != 0) /* an image renamed before a later failure goes too */
+        for (size_t i = 0; i < 2; i++) {
+            char *img = xasprintf("%s/%s.%s", dir, name, ext[i]);
+            unlink(img);
+            free(img);
+        }
     buf_release(&out);
     free(gp);
+    free(work);
     return rc;
+}
+
+void plot_note_failure(struct buf *names, struct buf *whys, const char *name, const char *why)
+{
+    buf_printf(names, "%s%s", names->len ? ", " : "", name);
+    buf_printf(whys, "%s%s: %s", whys->len ? "; " : "", name, why);
 }
 
 int plot_preview(const char *dir, const char *name, FILE *f, struct err *err)
@@ -458,7 +561,7 @@ int plot_preview(const char *dir, const char *name, FILE *f, struct err *err)
     const char *args[] = {"-e", "outputs=\"dumb\"", gp, NULL};
     struct buf out;
     buf_init(&out, GNUPLOT_OUT_MAX);
-    int rc = run_gnuplot(dir, args, &out, err);
+    int rc = run_gnuplot(dir, dir, args, &out, err);
     if (rc == 0 && out.len)
         fwrite(out.data, 1, out.len, f);
     buf_release(&out);

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "buf.h"
 #include "err.h"
 
 enum plot_fit {
@@ -73,11 +74,19 @@ int plot_write(const struct plot_chart *c, const char *dir, struct err *err);
 
 /*
  * Run gnuplot on dir/NAME.gp, producing dir/NAME.png and dir/NAME.svg.
- * Returns 0, or -1 with err set (RN_ERR_ENV): gnuplot missing (the message
- * says so and how to install it), a non-zero exit with its last message, or
- * no answer within 60 s.
+ * gnuplot writes into a scratch folder beside them; both images move into
+ * dir only when whole (a PNG ending in IEND, an SVG in </svg>), and the old
+ * ones go first, so the chart in dir is the new one or none. Returns 0, or
+ * -1 with err set (RN_ERR_ENV): gnuplot missing (the message says so and how
+ * to install it), a non-zero exit with its last message, no answer within
+ * 60 s, or an image cut short (a full disk).
  */
 int plot_render(const char *dir, const char *name, struct err *err);
+
+/* Note a chart that failed: its name onto names (", " between them) and
+ * "NAME: why" onto whys ("; " between them), so that a report names every
+ * missing chart before the reasons, which a one-line message may cut. */
+void plot_note_failure(struct buf *names, struct buf *whys, const char *name, const char *why);
 
 /* Run gnuplot's `dumb` terminal on dir/NAME.gp and copy the text to out. */
 int plot_preview(const char *dir, const char *name, FILE *out, struct err *err);

@@ -125,8 +125,11 @@ int report_build(const char *run_dir, const struct report_opts *opts, struct err
     report_group_variants(&r);
     report_build_charts(&r);
     report_draw_charts(&r);
-    if (report_write_md(&r, err) != 0)
+    if (report_write_md(&r, err) != 0) {
+        if (r.chart_error && !r.no_gnuplot) /* both said: the charts first */
+            err_prefix(err, "%s", r.chart_error);
         goto out;
+    }
     if (!o->quiet)
         summary_lines(&r);
     if (o->preview && r.drawn.n) {

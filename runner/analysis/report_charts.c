@@ -289,20 +289,31 @@ void report_draw_charts(struct report *r)
         r->chart_error = xstrdup(e.msg);
         goto out;
     }
+    struct buf failed, why; /* every chart that failed, and the reasons */
+    buf_init(&failed, BUF_MAX_DEFAULT);
+    buf_init(&why, BUF_MAX_DEFAULT);
+    size_t n_failed = 0;
     for (size_t i = 0; i < r->n_charts; i++) {
         err_init(&e);
         if (plot_write(&r->charts[i], pdir, &e) != 0 ||
             plot_render(pdir, r->charts[i].name, &e) != 0) {
-            if (!r->chart_error)
-                r->chart_error = xstrdup(e.msg);
             if (strstr(e.msg, "gnuplot not found")) {
+                if (!n_failed && !r->chart_error)
+                    r->chart_error = xstrdup(e.msg);
                 r->no_gnuplot = i == 0; /* the first chart, so none failed before */
                 break;                  /* the same for every chart */
             }
+            plot_note_failure(&failed, &why, r->charts[i].name, e.msg);
+            n_failed++;
             continue;
         }
         strvec_push(&r->drawn, r->charts[i].name);
     }
+    if (n_failed && !r->chart_error)
+        r->chart_error = xasprintf("%zu of %zu charts not drawn (%s): %s", n_failed, r->n_charts,
+                                   failed.data, why.data);
+    buf_release(&failed);
+    buf_release(&why);
 out:
     free(pdir);
 }

@@ -83,7 +83,8 @@ int cmd_run(int argc, char **argv)
         {"resume", 0, OPT_STR, &resume_dir, "RUN_DIR",
          "continue that run in place: points with an ok row are skipped, the rest run"},
         {"force", 0, OPT_BOOL, &force, NULL,
-         "--out DIR is not empty: move what it holds into DIR/previous-N/ (nothing is deleted)"},
+         "--out DIR is not empty: move what it holds into DIR/previous-N/ (nothing is deleted; "
+         "refused when that would move a file the run uses)"},
         {"dry-run", 0, OPT_BOOL, &dry_run, NULL,
          "print the plan (every server and client argv) and start nothing"},
         {"from", 0, OPT_STR, &from_dir, "RUN_DIR",

@@ -182,10 +182,13 @@ void scrape_parse(const char *text, size_t len, struct scrape_set *set)
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *le = nl ? nl : end;
         line++;
-        if (parse_line(p, le, set) < 0) {
+        int rc = parse_line(p, le, set);
+        if (rc < 0) {
             if (!set->n_bad)
                 set->bad_line = line;
             set->n_bad++;
+        } else if (rc > 0) {
+            set->s[set->n - 1].line = line;
         }
         p = nl ? nl + 1 : end;
     }
@@ -203,6 +206,38 @@ bool scrape_sum(const struct scrape_set *set, const char *name, double *out)
     if (any)
         *out = sum;
     return any;
+}
+
+/* Order of samples by name, then labels, then line (qsort_r over indexes). */
+static int cmp_series(const void *pa, const void *pb, void *arg)
+{
+    const struct scrape_sample *s = arg;
+    const struct scrape_sample *a = &s[*(const size_t *)pa], *b = &s[*(const size_t *)pb];
+    int c = strcmp(a->name, b->name);
+    if (!c)
+        c = strcmp(a->labels, b->labels);
+    return c ? c : (a->line > b->line) - (a->line < b->line);
+}
+
+bool scrape_duplicate(const struct scrape_set *set, size_t *a, size_t *b)
+{
+    if (set->n < 2)
+        return false;
+    size_t *idx = xcalloc(set->n, sizeof(*idx));
+    for (size_t i = 0; i < set->n; i++)
+        idx[i] = i;
+    qsort_r(idx, set->n, sizeof(*idx), cmp_series, set->s);
+    bool found = false;
+    for (size_t i = 1; i < set->n && !found; i++) {
+        const struct scrape_sample *x = &set->s[idx[i - 1]], *y = &set->s[idx[i]];
+        if (strcmp(x->name, y->name) == 0 && strcmp(x->labels, y->labels) == 0) {
+            *a = idx[i - 1];
+            *b = idx[i];
+            found = true;
+        }
+    }
+    free(idx);
+    return found;
 }
 
 /* ---- columns ---- */
@@ -481,15 +516,34 @@ static int load(const char *path, struct scrape_set *set)
     return rc;
 }
 
+/* Whether set holds a series twice; if so, why gets the reason. */
+static bool refuse_duplicate(const struct scrape_set *set, const char *path, struct buf *why)
+{
+    size_t a, b;
+    if (!scrape_duplicate(set, &a, &b))
+        return false;
+    const struct scrape_sample *x = &set->s[a], *y = &set->s[b];
+    if (why)
+        buf_printf(why,
+                   "server metrics not used: series '%s%s%s%s' appears twice in %s (lines %ld "
+                   "and %ld, values %.10g and %.10g); the server_* columns stay empty",
+                   x->name, *x->labels ? "{" : "", x->labels, *x->labels ? "}" : "",
+                   path_base(path), x->line, y->line, x->value, y->value);
+    return true;
+}
+
 size_t scrape_point_columns(const char *log_path, const struct scrape_map *map, size_t n_map,
-                            struct metric_set *out)
+                            struct metric_set *out, struct buf *why)
 {
     char *bp = scrape_path(log_path, true), *ap = scrape_path(log_path, false);
     struct scrape_set before, after;
     scrape_set_init(&before);
     scrape_set_init(&after);
     size_t n = 0;
-    if (load(bp, &before) == 0 && load(ap, &after) == 0)
+    /* like a metric printed twice in a client log: which value is meant
+     * cannot be known, so none is used (and the reason is said) */
+    if (load(bp, &before) == 0 && load(ap, &after) == 0 && !refuse_duplicate(&before, bp, why) &&
+        !refuse_duplicate(&after, ap, why))
         n = scrape_columns_from(&before, &after, map, n_map, out, NULL);
     scrape_set_release(&before);
     scrape_set_release(&after);
@@ -498,9 +552,10 @@ size_t scrape_point_columns(const char *log_path, const struct scrape_map *map, 
     return n;
 }
 
-int scrape_fetch_save(const char *url, const char *path, struct err *err)
+int scrape_fetch_save(const char *url, const char *path, bool *write_failed, struct err *err)
 {
     struct buf body;
+    *write_failed = false;
     char why[256] = "";
     buf_init(&body, SCRAPE_MAX_BYTES);
     int rc = -1;
@@ -523,6 +578,7 @@ int scrape_fetch_save(const char *url, const char *path, struct err *err)
         goto out;
     }
     rc = file_write_atomic(path, body.data, body.len, err, RN_ERR_ENV);
+    *write_failed = rc != 0;
 out:
     buf_release(&body);
     return rc;

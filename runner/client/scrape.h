@@ -29,6 +29,7 @@ struct scrape_sample {
     char *name;   /* owned; metric name as written (histograms: NAME_sum, NAME_count, ...) */
     char *labels; /* owned; label pairs as NAME="value" joined by ',', unescaped; "" if none */
     double value; /* +Inf, -Inf and NaN as IEEE values */
+    long line;    /* 1-based line of the text it came from */
 };
 
 struct scrape_set {
@@ -87,18 +88,31 @@ size_t scrape_columns_from(const struct scrape_set *before, const struct scrape_
 char *scrape_path(const char *log_path, bool before);
 
 /*
+ * A series (name and label set) that appears twice in set: the first such
+ * pair as indexes a < b into set->s. Returns false when every series is
+ * there once. Sums over label sets would count it twice, and which value
+ * is meant cannot be known.
+ */
+bool scrape_duplicate(const struct scrape_set *set, size_t *a, size_t *b);
+
+/*
  * The columns of the point whose client log is log_path, from the two saved
  * scrapes beside it. Returns the number of columns set; 0 (nothing set) when
  * either file is missing or unreadable, or the server gave no known series.
+ * A scrape that holds a series twice (scrape_duplicate) gives no column
+ * either: why (may be NULL) then gets the reason, naming the file, the
+ * series, its lines and values.
  */
 size_t scrape_point_columns(const char *log_path, const struct scrape_map *map, size_t n_map,
-                            struct metric_set *out);
+                            struct metric_set *out, struct buf *why);
 
 /*
  * GET url and save the body to path (atomically). Returns 0, or -1 with a
  * one-line reason in err (RN_ERR_ENV): no answer, an HTTP status other than
- * 200 ("HTTP 404"), an answer with no sample line, or a write error.
+ * 200 ("HTTP 404"), an answer with no sample line, or a write error; then
+ * *write_failed says whether the server answered well and the file could
+ * not be written (a full disk: not the server's fault).
  */
-int scrape_fetch_save(const char *url, const char *path, struct err *err);
+int scrape_fetch_save(const char *url, const char *path, bool *write_failed, struct err *err);
 
 #endif

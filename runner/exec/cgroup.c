@@ -424,6 +424,11 @@ static size_t kill_leftover(const char *path, pid_t owner)
     return n;
 }
 
+int cg_remove(const char *dir)
+{
+    return remove_tree(dir, 0);
+}
+
 size_t cg_clean_leftovers(struct cg_base *b)
 {
     if (!b->dir)

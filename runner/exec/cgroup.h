@@ -67,6 +67,11 @@ void cg_kill(const char *dir);
  * 0 when none is, -1 when the file cannot be read (dir gone). */
 int cg_populated(const char *dir);
 
+/* rmdir dir and the cgroups a process in it made below it (a server may
+ * make its own), innermost first. Returns 0, or -1 (errno set) while one of
+ * them still holds a process. */
+int cg_remove(const char *dir);
+
 /* Wait up to timeout_ms for dir to hold no process. True if it is empty. */
 bool cg_wait_empty(const char *dir, double timeout_ms);
 

@@ -41,12 +41,12 @@ void proc_init(struct proc *p)
     p->stdin_w = -1;
 }
 
-/* rmdir p's cgroup (it fails, harmlessly, while a process is in it) and
- * forget it. */
+/* rmdir p's cgroup and any a child made below it (it fails, harmlessly,
+ * while a process is in it) and forget it. */
 static void drop_cgroup(struct proc *p)
 {
     if (p->cg_dir)
-        rmdir(p->cg_dir);
+        cg_remove(p->cg_dir);
     free(p->cg_dir);
     p->cg_dir = NULL;
 }
@@ -244,7 +244,7 @@ int proc_spawn(struct proc *p, const struct strvec *argv, const struct strvec *e
     path = proc_resolve_program(argv->v[0], err);
     if (!path)
         goto out;
-    log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (log_fd < 0) {
         err_set(err, RN_ERR_ENV, "%s: %s", log_path, strerror(errno));
         goto out;

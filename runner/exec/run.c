@@ -53,6 +53,7 @@
 #define STALE_MAX        64    /* group members remembered when a server stops */
 #define STALE_WAIT_S     10.0  /* R9: longest wait for the last server's processes */
 #define STALE_POLL_MS    250.0 /* between two looks at them (nvidia-smi included) */
+#define SCRAPE_GIVE_UP   3     /* /metrics failures in a row before a variant is not asked */
 
 struct run_ctx {
     const struct run_opts *o;
@@ -65,6 +66,9 @@ struct run_ctx {
     char *manifest_path; /* owned: run_dir/manifest.json */
     int lock_fd;         /* the run folder's lock (rundir_lock), when have_lock */
     bool have_lock;
+    struct strvec made; /* folders this run created (undone when refused) */
+    bool lock_made;     /* this run created the folder's lock file */
+    bool prepared;      /* prepare_folder wrote the folder (else a failure undoes) */
     struct res_table table;
     struct manifest man;
     ext_set **ext;      /* per variant, compiled on first use */
@@ -87,7 +91,7 @@ struct run_ctx {
     char *nvsmi;      /* owned: nvidia-smi's path, NULL without it */
     bool nvsmi_looked;
     struct cg_base cg;     /* a cgroup per server and client (cg_open); zeroed: none */
-    bool *no_metrics;      /* per variant: its server gave no /metrics (said once) */
+    int *metrics_misses;   /* per variant: /metrics scrapes failed in a row */
     struct res_table from; /* --from RUN_DIR's points (empty without) */
 };
 
@@ -99,16 +103,22 @@ static bool stopping(const struct run_ctx *c)
 
 /* ---- preflight and the run folder ---- */
 
-/* results/<name>/<stamp>, with -2, -3 ... when two runs start in one second. */
-static char *default_run_dir(const struct experiment *exp)
+/* results/<name>/<stamp>, with -2, -3 ... when two runs start in one second;
+ * with claim the folder is made here (rundir_claim_new), so two runs started
+ * together never pick the same one. NULL with err. */
+static char *default_run_dir(const struct experiment *exp, struct strvec *made, bool claim,
+                             struct err *err)
 {
     char stamp[32];
     time_stamp_dir(stamp, sizeof(stamp));
-    char *dir = xasprintf("results/%s/%s", exp->name, stamp);
-    for (int n = 2; path_exists(dir) && n < 1000; n++) {
+    char *parent = xasprintf("results/%s", exp->name);
+    char *dir =
+        claim ? rundir_claim_new(parent, stamp, made, err) : xasprintf("%s/%s", parent, stamp);
+    for (int n = 2; !claim && path_exists(dir) && n < 1000; n++) {
         free(dir);
-        dir = xasprintf("results/%s/%s-%d", exp->name, stamp, n);
+        dir = xasprintf("%s/%s-%d", parent, stamp, n);
     }
+    free(parent);
     return dir;
 }
 
@@ -288,6 +298,30 @@ out_path:
     return rc;
 }
 
+/* What this run reads from disk (--force must not move it away):
+ * the experiment file, --from, models and datasets (local ones), and the
+ * server and client programs given with a path. */
+static void used_paths(const struct run_ctx *c, struct strvec *out)
+{
+    strvec_push(out, c->o->exp_path);
+    if (c->o->from_dir)
+        strvec_push(out, c->o->from_dir);
+    for (size_t vi = 0; vi < c->plan.n_variants; vi++) {
+        const struct plan_variant *pv = &c->plan.variants[vi];
+        if (pv->model_path && c->ex.kind != EXP_EXEC_SSH)
+            strvec_push(out, pv->model_path);
+        if (pv->v->bench.dataset_path)
+            strvec_push(out, pv->v->bench.dataset_path);
+        if (pv->server_argv.n && strchr(pv->server_argv.v[0], '/'))
+            strvec_push(out, pv->server_argv.v[0]);
+    }
+    for (size_t pi = 0; pi < c->plan.n_points; pi++) {
+        const struct strvec *a = &c->plan.points[pi].client_argv;
+        if (a->n && strchr(a->v[0], '/') && strvec_find(out, a->v[0]) < 0)
+            strvec_push(out, a->v[0]);
+    }
+}
+
 /*
  * Own the run folder before anything is written into it: create it and
  * take its lock, held until the run ends (a second sweep writing into it is
@@ -297,11 +331,11 @@ out_path:
  */
 static int own_folder(struct run_ctx *c, struct err *err)
 {
-    if (mkdir_p(c->run_dir, 0755, err, RN_ERR_ENV) != 0) {
+    if (rundir_mkdirs(c->run_dir, &c->made, err) != 0) {
         err_prefix(err, "results folder not writable");
         return -1;
     }
-    c->lock_fd = rundir_lock(c->run_dir, err);
+    c->lock_fd = rundir_lock_ex(c->run_dir, &c->lock_made, err);
     if (c->lock_fd < 0)
         return -1;
     c->have_lock = true;
@@ -316,7 +350,11 @@ static int own_folder(struct run_ctx *c, struct err *err)
                        c->run_dir, c->run_dir, c->run_dir),
                -1;
     char *moved_to = NULL;
-    if (rundir_move_aside(c->run_dir, &moved_to, err) != 0) {
+    struct strvec used = STRVEC_INIT;
+    used_paths(c, &used);
+    int rc = rundir_move_aside(c->run_dir, &used, &moved_to, err);
+    strvec_release(&used);
+    if (rc != 0) {
         free(moved_to);
         return -1;
     }
@@ -355,6 +393,7 @@ static int prepare_folder(struct run_ctx *c, bool fresh_default, struct err *err
         goto fail;
     if (fresh_default)
         update_latest(c->run_dir);
+    c->prepared = true;
     return 0;
 fail:
     err_prefix(err, "results folder not writable");
@@ -683,12 +722,14 @@ static int keep_old_log(const char *path, struct err *err)
 }
 
 /* Save the server's Prometheus text beside the point's log (client/scrape.h),
- * before or after the point. A server without it is said once per variant,
- * which is then not asked again: its server_* columns stay empty. */
+ * before or after the point. A failed scrape is said when a run of failures
+ * starts and the next scrape asks again; after SCRAPE_GIVE_UP in a row the
+ * variant is not asked again. A scrape that cannot be saved (a full disk)
+ * is a write error, not the server's: exit 3. */
 static void scrape_server(struct run_ctx *c, size_t vi, const char *log, bool before)
 {
     const struct plan_variant *pv = &c->plan.variants[vi];
-    if (!pv->v->metrics.server || c->no_metrics[vi])
+    if (!pv->v->metrics.server || c->metrics_misses[vi] >= SCRAPE_GIVE_UP)
         return;
     struct err e;
     err_init(&e);
@@ -696,12 +737,20 @@ static void scrape_server(struct run_ctx *c, size_t vi, const char *log, bool be
     char *url = http_join_url(base ? base : pv->url, pv->v->metrics.server_path);
     free(base);
     char *path = scrape_path(log, before);
-    if (e.code || scrape_fetch_save(url, path, &e) != 0) {
-        c->no_metrics[vi] = true;
+    bool unsaved = false;
+    if (!e.code && scrape_fetch_save(url, path, &unsaved, &e) == 0) {
+        c->metrics_misses[vi] = 0;
+    } else if (unsaved) {
+        c->env_failure = true;
+        prog_note(&c->prog, "sweep: error: cannot save the server metrics: %s", e.msg);
+    } else if (++c->metrics_misses[vi] == 1) {
         prog_note(&c->prog,
-                  "sweep: variant '%s': no server metrics at %s (%s); its server_* columns stay "
-                  "empty (metrics.server: false stops asking)",
+                  "sweep: variant '%s': no server metrics at %s (%s); this point's server_* "
+                  "columns stay empty (asked again next time; metrics.server: false stops asking)",
                   pv->v->name, url, e.msg);
+    } else if (c->metrics_misses[vi] == SCRAPE_GIVE_UP) {
+        prog_note(&c->prog, "sweep: variant '%s': %s failed %d times in a row: not asked again",
+                  pv->v->name, url, SCRAPE_GIVE_UP);
     }
     free(path);
     free(url);
@@ -1345,7 +1394,7 @@ static void ctx_release(struct run_ctx *c)
         for (size_t i = 0; i < c->plan.n_variants; i++)
             ext_free(c->ext[i]);
     free(c->ext);
-    free(c->no_metrics);
+    free(c->metrics_misses);
     free(c->nvsmi);
     cg_close(&c->cg);
     free(c->attempted);
@@ -1358,11 +1407,18 @@ static void ctx_release(struct run_ctx *c)
         plan_release(&c->plan);
     if (c->have_exp)
         exp_release(&c->exp);
+    /* the folder is ours until everything is written; a run refused before
+     * it wrote anything leaves no lock file or folder of its own */
+    if (c->have_lock && !c->prepared)
+        rundir_unlock_undo(c->lock_fd, c->run_dir, c->lock_made);
+    else if (c->have_lock)
+        rundir_unlock(c->lock_fd);
+    if (!c->prepared)
+        rundir_unmake(&c->made);
+    strvec_release(&c->made);
     free(c->run_dir);
     free(c->csv_path);
     free(c->manifest_path);
-    if (c->have_lock) /* last: the folder is ours until everything is written */
-        rundir_unlock(c->lock_fd);
 }
 
 int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
@@ -1401,7 +1457,10 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
         }
         c->run_dir = xstrdup(o->resume_dir);
     } else {
-        c->run_dir = o->out_dir ? xstrdup(o->out_dir) : default_run_dir(&c->exp);
+        c->run_dir = o->out_dir ? xstrdup(o->out_dir)
+                                : default_run_dir(&c->exp, &c->made, !o->dry_run, &err);
+        if (!c->run_dir)
+            goto fail;
     }
     c->csv_path = path_join(c->run_dir, "points.csv");
     c->manifest_path = path_join(c->run_dir, "manifest.json");
@@ -1446,7 +1505,7 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
         goto fail;
 
     c->ext = xcalloc(c->plan.n_variants, sizeof(*c->ext));
-    c->no_metrics = xcalloc(c->plan.n_variants + 1, sizeof(*c->no_metrics));
+    c->metrics_misses = xcalloc(c->plan.n_variants + 1, sizeof(*c->metrics_misses));
     c->attempted = xcalloc(c->plan.n_points + 1, sizeof(*c->attempted));
     c->took_s = xcalloc(c->plan.n_points + 1, sizeof(*c->took_s));
     for (size_t pi = 0; pi < c->plan.n_points; pi++)

@@ -280,12 +280,19 @@ static void describe(const struct task *t, size_t n, struct buf *out)
                    *t[i].state ? t[i].state : "?", t[i].done, t[i].total);
 }
 
+static double cancel_wait_s(const struct slurm_run *r)
+{
+    return r->cancel_wait_s > 0 ? r->cancel_wait_s : CANCEL_WAIT_S;
+}
+
 /* Poll until no task is listed. On Ctrl-C: scancel, then wait for the
- * queue to empty. Returns 0, or -1 (squeue failing all along). */
+ * queue to empty: only a squeue started once the cancel wait is over may
+ * say that the job is still listed (a slow squeue started before it may
+ * not). Returns 0, or -1 (squeue failing all along). */
 static int wait_job(struct slurm_run *r, const char *job, const char *tasks_dir, struct task *t,
                     size_t n, bool *cancelled)
 {
-    double wait_ms = POLL_FIRST_MS, cancel_end = 0;
+    double wait_ms = POLL_FIRST_MS, cancel_at = 0, cancel_end = 0;
     int failures = 0;
     struct buf now, before;
     buf_init(&now, 1 << 16);
@@ -303,9 +310,12 @@ static int wait_job(struct slurm_run *r, const char *job, const char *tasks_dir,
             buf_release(&out);
             prog_note(r->prog, "sweep: cancelled slurm job %s", job);
             *cancelled = true;
-            cancel_end = clock_ms() + CANCEL_WAIT_S * 1000.0;
+            cancel_at = clock_ms();
+            cancel_end = cancel_at + cancel_wait_s(r) * 1000.0;
             wait_ms = POLL_FIRST_MS;
         }
+        /* this poll decides: it starts after the cancel wait */
+        bool last = *cancelled && clock_ms() >= cancel_end;
         int listed = poll_queue(job, t, n);
         if (listed < 0 && ++failures >= 5) {
             buf_release(&now);
@@ -323,12 +333,17 @@ static int wait_job(struct slurm_run *r, const char *job, const char *tasks_dir,
             buf_reset(&before);
             buf_puts(&before, now.data);
         }
-        if (*cancelled && clock_ms() >= cancel_end) {
-            log_warn("slurm job %s still listed %.0f s after scancel", job, CANCEL_WAIT_S);
+        if (last && listed > 0) {
+            log_warn("slurm job %s still listed %.0f s after scancel", job,
+                     (clock_ms() - cancel_at) / 1000.0);
             break;
         }
-        /* a second Ctrl-C must not wait out a long backoff */
-        sleep_ms(wait_ms, *cancelled ? NULL : r->stop);
+        /* a second Ctrl-C must not wait out a long backoff; after scancel
+         * the sleep ends at the cancel wait's end at the latest */
+        double nap = wait_ms;
+        if (*cancelled && nap > cancel_end - clock_ms())
+            nap = cancel_end - clock_ms();
+        sleep_ms(nap, *cancelled ? NULL : r->stop);
         wait_ms = wait_ms * 2 > POLL_MAX_MS ? POLL_MAX_MS : wait_ms * 2;
     }
     buf_release(&now);

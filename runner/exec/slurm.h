@@ -39,6 +39,7 @@ struct slurm_run {
     const char *manifest_path; /* where the manifest is saved */
     struct progress *prog;
     proc_stop_flag *stop;
+    double cancel_wait_s;  /* after scancel, how long squeue may list the job (0: 60 s) */
     size_t n_ok, n_failed; /* out: rows merged or added this session */
 };
 

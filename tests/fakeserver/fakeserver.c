@@ -51,7 +51,9 @@ struct fs_config {
     long fork_helpers;
     long stall_request, error_after, close_after;
     bool no_usage, role_chunk_first, split_utf8, print_argv;
-    bool no_metrics; /* GET /metrics answers 404 */
+    bool no_metrics;   /* GET /metrics answers 404 */
+    long metrics_fail; /* the Nth GET /metrics answers 500 (0: none) */
+    long metrics_pad;  /* bytes of comment lines added to /metrics */
     double usage_delay_ms;
     const char *pid_file;
 };
@@ -99,6 +101,7 @@ struct server {
     pthread_cond_t sched_cond; /* wakes the scheduler */
     struct stream *streams;    /* every stream not yet freed */
     long n_requests;           /* completion requests seen */
+    long n_metrics;            /* GET /metrics seen */
     long n_admitted_active;    /* admitted and not done (for --max-batch) */
     double start_ms;
     double die_at_ms; /* 0 = not scheduled */
@@ -701,6 +704,14 @@ static enum MHD_Result handle_metrics(struct server *s, struct MHD_Connection *c
     struct buf b;
     buf_init(&b, BODY_MAX);
     pthread_mutex_lock(&s->mu);
+    long nth = ++s->n_metrics;
+    if (nth == s->cfg.metrics_fail) {
+        pthread_mutex_unlock(&s->mu);
+        buf_release(&b);
+        return send_error(c, 500, "server_error", "metrics failed (--metrics-fail)");
+    }
+    for (long i = 0; i < s->cfg.metrics_pad; i += 64)
+        buf_puts(&b, "# padding (--metrics-pad) .....................................\n");
     const struct {
         const char *name;
         double v;
@@ -862,6 +873,10 @@ int main(int argc, char **argv)
         {"prefill-ms-per-token", 0, OPT_DOUBLE, &c->prefill_ms_per_token, "MS",
          "with --prefill-in-steps: step cost per prompt token (0)", 0, 1e6},
         {"no-metrics", 0, OPT_BOOL, &c->no_metrics, NULL, "GET /metrics answers 404"},
+        {"metrics-fail", 0, OPT_LONG, &c->metrics_fail, "N", "GET /metrics number N answers 500", 1,
+         1e9},
+        {"metrics-pad", 0, OPT_LONG, &c->metrics_pad, "BYTES",
+         "add about BYTES of comment lines to /metrics", 0, 4e6},
         {"max-batch", 0, OPT_LONG, &c->max_batch, "N", "admit at most N at once (0 = no cap)", 0,
          1e9},
         {"model", 0, OPT_STR, &c->model, "NAME", "model id (fake-model)"},

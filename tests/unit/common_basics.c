@@ -319,4 +319,40 @@ TEST(file_read_all_honours_the_cap_exactly)
     }
 }
 
+/* W3-M4: neither the temporary file of an atomic write nor an appended log
+ * is written through a symlink planted at its name. */
+TEST(writes_never_follow_a_planted_symlink)
+{
+    char dir[] = "/tmp/sweep-unit-links-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char *victim = xasprintf("%s/victim", dir), *out = xasprintf("%s/out.txt", dir);
+    char *tmp = xasprintf("%s.tmp.%ld", out, (long)getpid()), *log = xasprintf("%s/x.log", dir);
+    struct err e;
+    err_init(&e);
+    CHECK_INT(file_write_atomic(victim, "secret\n", 7, &e, 3), 0);
+    CHECK_INT(symlink(victim, tmp), 0);
+    CHECK_INT(symlink(victim, log), 0);
+    CHECK_INT(file_write_atomic(out, "new\n", 4, &e, 3), 0);
+    CHECK_INT(file_append_sync(log, "more\n", 5, &e, 3), -1);
+    CHECK_MSG(strstr(e.msg, "x.log") != NULL, "%s", e.msg);
+    struct buf b;
+    buf_init(&b, 1 << 10);
+    CHECK_INT(file_read_all(victim, &b, &e, 3), 0);
+    CHECK_MSG(b.len == 7 && memcmp(b.data, "secret\n", 7) == 0, "victim now '%.*s'", (int)b.len,
+              b.data);
+    buf_reset(&b);
+    CHECK_INT(file_read_all(out, &b, &e, 3), 0);
+    CHECK_MSG(b.len == 4 && memcmp(b.data, "new\n", 4) == 0, "out '%.*s'", (int)b.len, b.data);
+    buf_release(&b);
+    CHECK(access(tmp, F_OK) != 0); /* the planted link went, not followed */
+    unlink(victim);
+    unlink(out);
+    unlink(log);
+    rmdir(dir);
+    free(victim);
+    free(out);
+    free(tmp);
+    free(log);
+}
+
 TEST_MAIN()

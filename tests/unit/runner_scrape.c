@@ -341,16 +341,60 @@ TEST(saved_scrapes_beside_the_log)
     struct metric_set m;
     mset_init(&m);
     /* no scrapes: no columns */
-    CHECK_INT(scrape_point_columns(log, NULL, 0, &m), 0);
+    CHECK_INT(scrape_point_columns(log, NULL, 0, &m, NULL), 0);
     CHECK(file_write_atomic(bp, fp4_before, strlen(fp4_before), &e, RN_ERR_ENV) == 0);
-    CHECK_INT(scrape_point_columns(log, NULL, 0, &m), 0); /* only one of the two */
+    CHECK_INT(scrape_point_columns(log, NULL, 0, &m, NULL), 0); /* only one of the two */
     CHECK(file_write_atomic(ap, fp4_after, strlen(fp4_after), &e, RN_ERR_ENV) == 0);
-    CHECK_INT(scrape_point_columns(log, NULL, 0, &m), 5);
+    CHECK_INT(scrape_point_columns(log, NULL, 0, &m, NULL), 5);
     double v;
     CHECK(mset_get(&m, "server_step_ms", &v) && fabs(v - 35.0) < 1e-9);
     mset_release(&m);
     unlink(bp);
     unlink(ap);
+    free(bp);
+    free(ap);
+    free(log);
+}
+
+/* W3-M2: a series printed twice (same name and labels) is not summed or
+ * overwritten: the point gets no server column, and the reason names the
+ * series, the file, the lines and the values. Other label sets are fine. */
+TEST(a_series_printed_twice_refuses_the_columns)
+{
+    struct scrape_set s;
+    size_t a, b;
+    parse("x_total{k=\"1\"} 1\nx_total{k=\"2\"} 2\ny 3\n", &s);
+    CHECK(!scrape_duplicate(&s, &a, &b));
+    scrape_set_release(&s);
+    parse("y 3\nx_total{k=\"1\"} 1\n# c\nx_total{k=\"1\"} 1000\n", &s);
+    CHECK(scrape_duplicate(&s, &a, &b));
+    CHECK_INT(s.s[a].line, 2);
+    CHECK_INT(s.s[b].line, 4);
+    scrape_set_release(&s);
+
+    char *log = test_tmp_path("c2-n8.log");
+    char *bp = scrape_path(log, true), *ap = scrape_path(log, false);
+    struct err e;
+    err_init(&e);
+    char *dup = xasprintf("%sfp4serve_step_seconds_total 6500\n", fp4_after);
+    CHECK(file_write_atomic(bp, fp4_before, strlen(fp4_before), &e, RN_ERR_ENV) == 0);
+    CHECK(file_write_atomic(ap, dup, strlen(dup), &e, RN_ERR_ENV) == 0);
+    struct metric_set m;
+    mset_init(&m);
+    struct buf why;
+    buf_init(&why, 4096);
+    CHECK_INT(scrape_point_columns(log, NULL, 0, &m, &why), 0);
+    double v;
+    CHECK(!mset_get(&m, "server_step_ms", &v));
+    CHECK_MSG(why.data && strstr(why.data, "'fp4serve_step_seconds_total' appears twice in "
+                                           "c2-n8.metrics-after.txt (lines 2 and 6, values 6.5 "
+                                           "and 6500)"),
+              "%s", why.data ? why.data : "(nothing)");
+    buf_release(&why);
+    mset_release(&m);
+    unlink(bp);
+    unlink(ap);
+    free(dup);
     free(bp);
     free(ap);
     free(log);

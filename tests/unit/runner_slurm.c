@@ -203,4 +203,72 @@ TEST(merge_names_the_task_state_and_moves_the_logs)
     exp_release(&exp);
 }
 
+/* W3-SLURM-CANCEL: after scancel, the warning that squeue still lists the
+ * job rests on a squeue started once the cancel wait is over, not on a slow
+ * one started before it. The fake squeue takes 1 s and notes when it
+ * starts; the wait is 2 s. */
+TEST(still_listed_warning_waits_the_whole_cancel_wait)
+{
+    char *dir = xstrdup("/tmp/sweep-slurm-unit-XXXXXX");
+    CHECK(mkdtemp(dir) != NULL);
+    char *squeue = xasprintf("#!/bin/sh\ndate +%%s.%%N >>'%s/starts'\nsleep 1\n"
+                             "printf '12_0|CANCELLED\\n'\n",
+                             dir);
+    char *scancel = xasprintf("#!/bin/sh\ndate +%%s.%%N >'%s/cancel'\n", dir);
+    const char *fakes[][2] = {{"squeue", squeue}, {"scancel", scancel}};
+    for (size_t i = 0; i < 2; i++) {
+        char *fake = path_join(dir, fakes[i][0]);
+        FILE *f = fopen(fake, "w");
+        if (f) {
+            fputs(fakes[i][1], f);
+            fclose(f);
+        }
+        chmod(fake, 0755);
+        free(fake);
+    }
+    const char *old = getenv("PATH");
+    char *saved = xstrdup(old ? old : "/usr/bin:/bin");
+    char *path = xasprintf("%s:%s", dir, saved);
+    setenv("PATH", path, 1);
+    struct progress prog;
+    prog_init(&prog, stderr, false, 1, 1);
+    proc_stop_flag stop = 1; /* Ctrl-C already: cancel at once */
+    struct slurm_run r = {.prog = &prog, .stop = &stop, .cancel_wait_s = 2};
+    struct task t[1] = {{.variant = "a"}};
+    bool cancelled = false;
+    CHECK_INT(wait_job(&r, "12", dir, t, 1, &cancelled), 0);
+    CHECK(cancelled);
+    /* the last squeue began 2 s or more after scancel */
+    char *cancel_path = path_join(dir, "cancel"), *starts_path = path_join(dir, "starts");
+    struct buf c, st;
+    struct err e;
+    err_init(&e);
+    buf_init(&c, 4096);
+    buf_init(&st, 4096);
+    CHECK_INT(file_read_all(cancel_path, &c, &e, 3), 0);
+    CHECK_INT(file_read_all(starts_path, &st, &e, 3), 0);
+    double at = c.data ? strtod(c.data, NULL) : 0, last = 0;
+    for (char *l = st.data; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        last = strtod(l, NULL);
+    CHECK_MSG(last - at >= 2.0, "warned on a squeue started %.2f s after scancel", last - at);
+    buf_release(&c);
+    buf_release(&st);
+    unlink(cancel_path);
+    unlink(starts_path);
+    free(cancel_path);
+    free(starts_path);
+    setenv("PATH", saved, 1);
+    for (size_t i = 0; i < 2; i++) {
+        char *fake = path_join(dir, fakes[i][0]);
+        unlink(fake);
+        free(fake);
+    }
+    rmdir(dir);
+    free(squeue);
+    free(scancel);
+    free(path);
+    free(saved);
+    free(dir);
+}
+
 TEST_MAIN()
