@@ -14,11 +14,11 @@
  * Every error is one line "file:line:col: message" (code RN_ERR_USAGE).
  */
 #include "config/experiment.h"
+#include "config/exp_int.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,28 +26,14 @@
 #include <unistd.h>
 
 #include "sweep.h"
-#include "client/dataset.h"
 #include "client/lengths.h"
-#include "config/expr.h"
 #include "config/matrix.h"
-#include "config/schema.h"
 #include "analysis/extract.h"
-#include "analysis/metric.h"
-#include "client/scrape.h"
 #include "store/results.h"
 #include "fileio.h"
 #include "strutil.h"
 #include "config/tmpl.h"
 #include "xalloc.h"
-#include "config/ytree.h"
-
-#define E RN_ERR_USAGE
-
-struct dctx;
-/* Section finishers (defined below), run once a section's keys and defaults are in. */
-static int finish_bench(struct dctx *c, const struct ynode *map, int line, int col);
-static int finish_metrics(struct dctx *c, const struct ynode *map, int line, int col);
-static int finish_executor(struct dctx *c, const struct ynode *map, int line, int col);
 
 /* Cross-key checks run after a section is decoded (and its defaults set). */
 static const struct {
@@ -59,28 +45,10 @@ static const struct {
     {"executor", finish_executor},
 };
 
-/* Decoding state for one pass over one tree. */
-struct dctx {
-    const char *file;
-    struct err *err;
-    struct experiment *exp;                    /* experiment-level fields go here */
-    struct exp_variant *var;                   /* variant-level fields go here */
-    bool full_exp, full_var;                   /* apply defaults, required keys, cross-key rules */
-    bool have_model;                           /* the merged server has a model (pass B) */
-    const char *vname;                         /* variant name for messages; NULL: no variants */
-    const struct ynode *grid, *conc, *prompts; /* grid-form nodes of the bench map */
-    const struct ynode *rates;                 /* bench.rates, the open-loop list form */
-    const struct ynode **variants;             /* pass A: the variant maps */
-    const struct ynode *matrix;                /* pass A: the matrix map, NULL when none */
-    size_t n_variants;
-};
-
 /* ---- small helpers ---- */
 
 /* Record "file:line:col: message" as the error (the first one wins); returns -1. */
-static int cerr(struct dctx *c, int line, int col, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int cerr(struct dctx *c, int line, int col, const char *fmt, ...)
+int cerr(struct dctx *c, int line, int col, const char *fmt, ...)
 {
     char msg[900];
     va_list ap;
@@ -92,15 +60,13 @@ static int cerr(struct dctx *c, int line, int col, const char *fmt, ...)
 }
 
 /* " (variant 'x')" for rules that depend on the merged variant, else "". */
-static const char *vsuffix(const struct dctx *c, char *buf, size_t size)
+const char *vsuffix(const struct dctx *c, char *buf, size_t size)
 {
     if (!c->vname)
         return "";
     snprintf(buf, size, " (variant '%s')", c->vname);
     return buf;
 }
-
-#define QUOTE(n, q) ytree_quote((n)->text, (n)->len, (q), sizeof(q))
 
 /* Experiment and variant names become folder names: [A-Za-z0-9._-]{1,64},
  * and not "." or ".." (or any run of dots). */
@@ -120,7 +86,7 @@ static bool name_ok(const char *s, size_t n)
 
 /* Variant names may also hold the '=' and ',' of the names a matrix makes
  * ("max-batch=8,quant=mxfp4"), up to SCHEMA_MAX_MATRIX_NAME bytes. */
-static bool variant_name_ok(const char *s, size_t n)
+bool variant_name_ok(const char *s, size_t n)
 {
     bool only_dots = true;
     if (n == 0 || n > SCHEMA_MAX_MATRIX_NAME)
@@ -160,8 +126,7 @@ static void when_now(const struct dctx *c, const struct schema_key *k, char *out
 /* ---- values ---- */
 
 /* The node as a non-null scalar, or an error naming what k wants. */
-static int want_scalar(struct dctx *c, const struct schema_key *k, const struct ynode *n,
-                       const char *what)
+int want_scalar(struct dctx *c, const struct schema_key *k, const struct ynode *n, const char *what)
 {
     if (n->kind == Y_SCALAR && !ytree_is_null(n))
         return 0;
@@ -169,8 +134,7 @@ static int want_scalar(struct dctx *c, const struct schema_key *k, const struct 
 }
 
 /* Strings are capped so that 64 variants of a 1 MiB file stay small in memory. */
-static int check_length(struct dctx *c, const struct schema_key *k, const struct ynode *n,
-                        size_t max)
+int check_length(struct dctx *c, const struct schema_key *k, const struct ynode *n, size_t max)
 {
     if (n->len <= max)
         return 0;
@@ -381,8 +345,7 @@ static int decode_len(struct dctx *c, const struct schema_key *k, const struct y
 }
 
 /* The node must be a map or a list (kind), of at most SCHEMA_MAX_ITEMS entries. */
-static int want_kind(struct dctx *c, const struct schema_key *k, const struct ynode *n,
-                     enum ykind kind)
+int want_kind(struct dctx *c, const struct schema_key *k, const struct ynode *n, enum ykind kind)
 {
     if (n->kind != kind)
         return cerr(c, n->line, n->col, "'%s' wants %s, got %s", k->path,
@@ -548,231 +511,6 @@ out:
     return 0;
 }
 
-/* ---- the grid ---- */
-
-/* Digits only (no sign, no blanks), within [1, max]. */
-static int parse_count(const char *s, size_t n, long max, long *out)
-{
-    long v = 0;
-    if (n == 0)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (!isdigit((unsigned char)s[i]))
-            return -1;
-        v = v * 10 + (s[i] - '0');
-        if (v > max)
-            return -1;
-    }
-    if (v < 1)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* Append a point unless it is already there (grids hold at most a few
- * thousand points, so a linear scan is fine). */
-static void grid_add(struct exp_bench *b, size_t *cap, long conc, long prompts, double rate)
-{
-    if (rate > 0) /* the in-flight cap of an open-loop point */
-        conc = prompts < SCHEMA_RATE_CAP ? prompts : SCHEMA_RATE_CAP;
-    for (size_t i = 0; i < b->n_grid; i++)
-        if (b->grid[i].concurrency == conc && b->grid[i].prompts == prompts &&
-            b->grid[i].rate == rate)
-            return; /* duplicates are dropped, first one kept */
-    XGROW(b->grid, *cap, b->n_grid + 1);
-    b->grid[b->n_grid++] = (struct exp_point){conc, prompts, rate};
-}
-
-/* A rate: from SCHEMA_MIN_RATE to SCHEMA_MAX_RATE req/s. */
-static int parse_rate(const char *s, size_t n, double *out)
-{
-    double v;
-    if (str_to_double_n(s, n, &v) != 0 || !(v >= SCHEMA_MIN_RATE) || v > SCHEMA_MAX_RATE)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* A grid entry written as {concurrency: C, prompts: P}. */
-static int grid_entry_map(struct dctx *c, const struct ynode *it, long *conc, long *prompts)
-{
-    char q[80];
-    const struct ynode *cn = NULL, *pn = NULL;
-    for (size_t j = 0; j + 1 < it->n; j += 2) {
-        const struct ynode *key = it->kids[j];
-        static const char *const names[] = {"concurrency", "prompts", NULL};
-        if (strcmp(key->text, "concurrency") == 0) {
-            cn = it->kids[j + 1];
-        } else if (strcmp(key->text, "prompts") == 0) {
-            pn = it->kids[j + 1];
-        } else {
-            const char *hint = str_suggest(key->text, names);
-            if (hint)
-                return cerr(c, key->line, key->col,
-                            "unknown key '%s' in a grid entry (did you mean '%s'?)", QUOTE(key, q),
-                            hint);
-            return cerr(c, key->line, key->col,
-                        "unknown key '%s' in a grid entry (want concurrency and prompts)",
-                        QUOTE(key, q));
-        }
-    }
-    if (!cn || !pn)
-        return cerr(c, it->line, it->col, "bad grid entry: missing '%s'",
-                    cn ? "prompts" : "concurrency");
-    if (cn->kind != Y_SCALAR || parse_count(cn->text, cn->len, SCHEMA_MAX_CONC, conc) != 0)
-        return cerr(c, cn->line, cn->col,
-                    "bad grid entry: concurrency must be a whole number from 1 to %d",
-                    SCHEMA_MAX_CONC);
-    if (pn->kind != Y_SCALAR || parse_count(pn->text, pn->len, SCHEMA_MAX_PROMPTS, prompts) != 0)
-        return cerr(c, pn->line, pn->col,
-                    "bad grid entry: prompts must be a whole number from 1 to %ld",
-                    SCHEMA_MAX_PROMPTS);
-    return 0;
-}
-
-/* bench.grid: check every entry now; the points are made in finish_bench. */
-static int check_grid(struct dctx *c, const struct schema_key *k, const struct ynode *n,
-                      struct exp_bench *b, size_t *cap)
-{
-    char q[80];
-    if (want_kind(c, k, n, Y_SEQ) != 0)
-        return -1;
-    if (n->n == 0)
-        return cerr(c, n->line, n->col, "'%s' is empty; list at least one point", k->path);
-    for (size_t i = 0; i < n->n; i++) {
-        const struct ynode *it = n->kids[i];
-        long conc = 0, prompts;
-        double rate = 0;
-        if (it->kind == Y_MAP) {
-            if (grid_entry_map(c, it, &conc, &prompts) != 0)
-                return -1;
-        } else if (it->kind == Y_SCALAR && it->len > 0 && it->text[0] == 'r') {
-            /* "r2.5:64": 2.5 req/s offered, 64 prompts */
-            const char *colon = memchr(it->text, ':', it->len);
-            size_t rl = colon ? (size_t)(colon - it->text) - 1 : 0;
-            if (!colon || parse_rate(it->text + 1, rl, &rate) != 0)
-                return cerr(c, it->line, it->col,
-                            "bad grid entry '%s': want 'rRATE:PROMPTS' with RATE from %g to %g "
-                            "req/s, e.g. 'r2:64'",
-                            QUOTE(it, q), SCHEMA_MIN_RATE, SCHEMA_MAX_RATE);
-            if (parse_count(colon + 1, it->len - rl - 2, SCHEMA_MAX_PROMPTS, &prompts) != 0)
-                return cerr(c, it->line, it->col,
-                            "bad grid entry '%s': prompts must be a whole number from 1 to %ld",
-                            QUOTE(it, q), SCHEMA_MAX_PROMPTS);
-        } else if (it->kind == Y_SCALAR && !ytree_is_null(it)) {
-            const char *colon = memchr(it->text, ':', it->len);
-            if (!colon)
-                return cerr(c, it->line, it->col,
-                            "bad grid entry '%s': want 'CONCURRENCY:PROMPTS', e.g. '16:48'",
-                            QUOTE(it, q));
-            size_t cl = (size_t)(colon - it->text);
-            if (parse_count(it->text, cl, SCHEMA_MAX_CONC, &conc) != 0)
-                return cerr(c, it->line, it->col,
-                            "bad grid entry '%s': concurrency must be a whole number from 1 to %d",
-                            QUOTE(it, q), SCHEMA_MAX_CONC);
-            if (parse_count(colon + 1, it->len - cl - 1, SCHEMA_MAX_PROMPTS, &prompts) != 0)
-                return cerr(c, it->line, it->col,
-                            "bad grid entry '%s': prompts must be a whole number from 1 to %ld",
-                            QUOTE(it, q), SCHEMA_MAX_PROMPTS);
-        } else {
-            return cerr(c, it->line, it->col,
-                        "bad grid entry: want 'CONCURRENCY:PROMPTS' or {concurrency: C, prompts: "
-                        "P}, got %s",
-                        ytree_kind_name(it));
-        }
-        if (b)
-            grid_add(b, cap, conc, prompts, rate);
-    }
-    return 0;
-}
-
-/* bench.concurrency: a non-empty list of whole numbers in range. */
-static int check_conc_list(struct dctx *c, const struct schema_key *k, const struct ynode *n)
-{
-    char q[80];
-    if (want_kind(c, k, n, Y_SEQ) != 0)
-        return -1;
-    if (n->n == 0)
-        return cerr(c, n->line, n->col, "'%s' is empty; list at least one concurrency", k->path);
-    for (size_t i = 0; i < n->n; i++) {
-        const struct ynode *it = n->kids[i];
-        long v;
-        if (it->kind != Y_SCALAR)
-            return cerr(c, it->line, it->col, "'%s' entries must be whole numbers, got %s", k->path,
-                        ytree_kind_name(it));
-        if (parse_count(it->text, it->len, SCHEMA_MAX_CONC, &v) != 0)
-            return cerr(c, it->line, it->col,
-                        "'%s' entries must be whole numbers from 1 to %d, got '%s'", k->path,
-                        SCHEMA_MAX_CONC, QUOTE(it, q));
-    }
-    return 0;
-}
-
-/* bench.rates: a non-empty list of rates in range. */
-static int check_rate_list(struct dctx *c, const struct schema_key *k, const struct ynode *n)
-{
-    char q[80];
-    double v;
-    if (want_kind(c, k, n, Y_SEQ) != 0)
-        return -1;
-    if (n->n == 0)
-        return cerr(c, n->line, n->col, "'%s' is empty; list at least one rate", k->path);
-    for (size_t i = 0; i < n->n; i++) {
-        const struct ynode *it = n->kids[i];
-        if (it->kind != Y_SCALAR || parse_rate(it->text, it->len, &v) != 0)
-            return cerr(c, it->line, it->col,
-                        "'%s' entries must be numbers from %g to %g (req/s), got '%s'", k->path,
-                        SCHEMA_MIN_RATE, SCHEMA_MAX_RATE,
-                        it->kind == Y_SCALAR ? QUOTE(it, q) : ytree_kind_name(it));
-    }
-    return 0;
-}
-
-/* prompts for concurrency conc: a constant or the expression, rounded up. */
-static int eval_prompts(struct dctx *c, const struct ynode *n, double conc, long *out,
-                        bool syntax_only)
-{
-    char q[80];
-    long v;
-    if (str_to_long(n->text, &v) == 0) { /* a constant is the common case */
-        if (v < 1 || v > SCHEMA_MAX_PROMPTS)
-            return cerr(c, n->line, n->col, "'bench.prompts' must be from 1 to %ld, got %ld",
-                        SCHEMA_MAX_PROMPTS, v);
-        *out = v;
-        return 0;
-    }
-    struct err e;
-    double d;
-    err_init(&e);
-    enum expr_status st = expr_eval(n->text, conc, &d, &e, E);
-    if (st == EXPR_SYNTAX)
-        return cerr(c, n->line, n->col, "bad prompts expression '%s': %s", QUOTE(n, q), e.msg);
-    if (st == EXPR_VALUE && !syntax_only)
-        return cerr(c, n->line, n->col, "prompts expression '%s' has no value for c=%g: %s",
-                    QUOTE(n, q), conc, e.msg);
-    if (syntax_only)
-        return 0;
-    /* round up, forgiving binary noise such as 0.1*30 = 3.0000000000000004 */
-    double up = ceil(d - 1e-9 * fmax(1.0, fabs(d))); /* 1e-9 relative slack */
-    if (up < 1 || up > (double)SCHEMA_MAX_PROMPTS)
-        return cerr(c, n->line, n->col,
-                    "prompts expression '%s' gives %g for c=%g; it must give 1 to %ld", QUOTE(n, q),
-                    d, conc, SCHEMA_MAX_PROMPTS);
-    *out = (long)up;
-    return 0;
-}
-
-/* bench.prompts on its own: only syntax can be checked before the
- * concurrencies are known (a variant may supply them). */
-static int check_prompts(struct dctx *c, const struct schema_key *k, const struct ynode *n)
-{
-    long dummy;
-    if (want_scalar(c, k, n, "an integer or an expression in c") != 0 ||
-        check_length(c, k, n, 256) != 0)
-        return -1;
-    return eval_prompts(c, n, 1, &dummy, true);
-}
-
 /* ---- sections ---- */
 
 /* Decode one value by its key's type: the single switch that every key goes
@@ -898,62 +636,6 @@ static int decode_section(struct dctx *c, const struct ynode *map, const char *p
     return 0;
 }
 
-/* ---- matrix: {dotted.key: [values]} -> one variant per combination ---- */
-
-static int check_matrix(struct dctx *c, const struct schema_key *k, const struct ynode *n)
-{
-    char q[80], full[160];
-    size_t combos = 1;
-    if (want_kind(c, k, n, Y_MAP) != 0)
-        return -1;
-    if (n->n == 0)
-        return cerr(c, n->line, n->col, "'matrix' is empty; give at least one key: [values]");
-    if (n->n / 2 > SCHEMA_MAX_MATRIX_KEYS)
-        return cerr(c, n->line, n->col, "'matrix' has %zu keys; the limit is %d", n->n / 2,
-                    SCHEMA_MAX_MATRIX_KEYS);
-    for (size_t i = 0; i + 1 < n->n; i += 2) {
-        const struct ynode *key = n->kids[i], *vals = n->kids[i + 1];
-        if (key->len > 100 || !mx_target(key->text, full, sizeof(full)))
-            return cerr(c, key->line, key->col,
-                        "'matrix' key '%s' names no setting a variant may change (e.g. "
-                        "flags.max-batch, server.env.X, bench.output_len)",
-                        QUOTE(key, q));
-        int twin = mx_same_target(n, i / 2);
-        if (twin >= 0) {
-            const struct ynode *first = n->kids[2 * twin];
-            char q2[80];
-            return cerr(c, key->line, key->col,
-                        "'matrix' key '%s' sets '%s', as '%s' at %d:%d does; give each "
-                        "setting one axis",
-                        QUOTE(key, q), full, QUOTE(first, q2), first->line, first->col);
-        }
-        if (want_kind(c, k, vals, Y_SEQ) != 0)
-            return -1;
-        if (vals->n == 0)
-            return cerr(c, vals->line, vals->col, "'matrix' key '%s' has no values", QUOTE(key, q));
-        for (size_t j = 0; j < vals->n; j++) {
-            if (!mx_value_ok(vals->kids[j]))
-                return cerr(c, vals->kids[j]->line, vals->kids[j]->col,
-                            "'matrix' values name variants: 1 to 32 of A-Z a-z 0-9 . _ -, got %s",
-                            vals->kids[j]->kind == Y_SCALAR ? QUOTE(vals->kids[j], q)
-                                                            : ytree_kind_name(vals->kids[j]));
-            for (size_t m = 0; m < j; m++)
-                if (strcmp(vals->kids[m]->text, vals->kids[j]->text) == 0)
-                    return cerr(c, vals->kids[j]->line, vals->kids[j]->col,
-                                "'matrix' key '%s' lists '%s' twice", QUOTE(key, q),
-                                vals->kids[j]->text);
-        }
-        combos *= vals->n;
-        if (combos > SCHEMA_MAX_VARIANTS)
-            return cerr(c, n->line, n->col, "'matrix' makes more than %d variants",
-                        SCHEMA_MAX_VARIANTS);
-    }
-    return 0;
-}
-
-/* Defined below; the value decoder dispatches to it for `variants`. */
-static int decode_variants(struct dctx *c, const struct schema_key *k, const struct ynode *n);
-
 static int decode_value(struct dctx *c, const struct schema_key *k, const struct ynode *n)
 {
     switch (k->type) {
@@ -1004,318 +686,6 @@ static int decode_value(struct dctx *c, const struct schema_key *k, const struct
         return check_matrix(c, k, n);
     }
     return 0;
-}
-
-/*
- * bench.dataset in a full pass: a path exactly when the kind reads a file,
- * and the builtin client only. The file itself is read by the plan (like
- * the model), so a saved experiment.yaml loads without it.
- */
-static int check_dataset(struct dctx *c, const struct ynode *map, int line, int col)
-{
-    char vs[96];
-    struct exp_bench *b = &c->var->bench;
-    const struct ynode *dn = ytree_get(map, "dataset");
-    const struct ynode *pn = ytree_get(dn, "path");
-    const struct ynode *at = pn ? pn : dn ? dn : map;
-    if (at) {
-        line = at->line;
-        col = at->col;
-    }
-    if (b->dataset_path && !*b->dataset_path) { /* "" clears a base's path (a variant's choice) */
-        free(b->dataset_path);
-        b->dataset_path = NULL;
-    }
-    if (b->dataset_kind == DS_RANDOM && b->dataset_path)
-        return cerr(c, line, col,
-                    "'bench.dataset.path' needs 'bench.dataset.kind' jsonl or sharegpt (it is "
-                    "random)%s",
-                    vsuffix(c, vs, sizeof(vs)));
-    if (b->dataset_kind == DS_RANDOM)
-        return 0;
-    if (!b->dataset_path)
-        return cerr(c, line, col,
-                    "missing required key 'bench.dataset.path' (needed when "
-                    "bench.dataset.kind is %s)%s",
-                    ds_kind_name(b->dataset_kind), vsuffix(c, vs, sizeof(vs)));
-    if (b->tool != EXP_TOOL_BUILTIN)
-        return cerr(c, line, col,
-                    "'bench.dataset' only applies when tool is builtin (give a command client "
-                    "its file in bench.command)%s",
-                    vsuffix(c, vs, sizeof(vs)));
-    return 0;
-}
-
-/* bench: exactly one grid form; in a full pass, the points themselves. */
-static int finish_bench(struct dctx *c, const struct ynode *map, int line, int col)
-{
-    char vs[96];
-    struct exp_bench *b = &c->var->bench;
-    /* both forms in one map is an error in any pass; across base and variant
-     * the merge already dropped the base's other form */
-    if (c->grid && (c->conc || c->prompts || c->rates)) {
-        const struct ynode *other = c->conc ? c->conc : c->rates ? c->rates : c->prompts;
-        return cerr(c, other->line, other->col,
-                    "'bench.grid' and 'bench.%s' are two ways to give the points; use one%s",
-                    c->conc    ? "concurrency"
-                    : c->rates ? "rates"
-                               : "prompts",
-                    vsuffix(c, vs, sizeof(vs)));
-    }
-    if (!c->full_var) /* pass A: a variant may still complete the grid */
-        return 0;
-    if (check_dataset(c, map, line, col) != 0)
-        return -1;
-    if (c->conc && !c->prompts)
-        return cerr(c, c->conc->line, c->conc->col,
-                    "'bench.concurrency' needs 'bench.prompts' (an integer, or an expression in c "
-                    "such as \"max(8, 2*c)\")%s",
-                    vsuffix(c, vs, sizeof(vs)));
-    if (c->rates && !c->prompts)
-        return cerr(c, c->rates->line, c->rates->col,
-                    "'bench.rates' needs 'bench.prompts' (an integer, or an expression in c, the "
-                    "rate, such as \"max(16, 10*c)\")%s",
-                    vsuffix(c, vs, sizeof(vs)));
-    if (c->prompts && !c->conc && !c->rates)
-        return cerr(c, c->prompts->line, c->prompts->col,
-                    "'bench.prompts' needs 'bench.concurrency' (the list of concurrencies)%s",
-                    vsuffix(c, vs, sizeof(vs)));
-    if (!c->grid && !c->conc && !c->rates)
-        return cerr(c, map ? map->line : line, map ? map->col : col,
-                    "missing the grid: give 'bench.grid' (e.g. [\"1:8\", \"16:48\"]) or "
-                    "'bench.concurrency' with 'bench.prompts'%s",
-                    vsuffix(c, vs, sizeof(vs)));
-    size_t cap = 0;
-    free(b->grid);
-    b->grid = NULL;
-    b->n_grid = 0;
-    if (c->grid)
-        return check_grid(c, schema_find("bench.grid"), c->grid, b, &cap);
-    /* concurrency list: one point per entry, prompts evaluated for each c */
-    for (size_t i = 0; c->conc && i < c->conc->n; i++) {
-        long conc, prompts;
-        parse_count(c->conc->kids[i]->text, c->conc->kids[i]->len, SCHEMA_MAX_CONC, &conc);
-        if (eval_prompts(c, c->prompts, conc, &prompts, false) != 0)
-            return -1;
-        grid_add(b, &cap, conc, prompts, 0);
-    }
-    /* rate list: the same, with the rate as c */
-    for (size_t i = 0; c->rates && i < c->rates->n; i++) {
-        double rate = 0;
-        long prompts;
-        parse_rate(c->rates->kids[i]->text, c->rates->kids[i]->len, &rate);
-        if (eval_prompts(c, c->prompts, rate, &prompts, false) != 0)
-            return -1;
-        grid_add(b, &cap, 0, prompts, rate);
-    }
-    return 0;
-}
-
-/* Is name canonical or defined by a pattern of variant v? */
-static bool metric_known(const struct exp_variant *v, const char *name)
-{
-    if (metric_find(name))
-        return true;
-    for (size_t i = 0; v && i < v->metrics.n_patterns; i++)
-        if (strcmp(v->metrics.patterns[i].name, name) == 0)
-            return true;
-    return false;
-}
-
-/* "unknown metric 'x' (did you mean ...)" over canonical and pattern names. */
-static int unknown_metric(struct dctx *c, const struct ynode *n, const char *where,
-                          const struct exp_variant *const *vars, size_t n_vars)
-{
-    char q[80];
-    const char *const *canon = metric_names();
-    size_t n_canon = 0, n_pat = 0;
-    while (canon[n_canon])
-        n_canon++;
-    for (size_t i = 0; i < n_vars; i++)
-        n_pat += vars[i]->metrics.n_patterns;
-    const char **cands = xcalloc(n_canon + n_pat + 1, sizeof(*cands));
-    size_t k = 0;
-    for (size_t i = 0; i < n_canon; i++)
-        cands[k++] = canon[i];
-    for (size_t i = 0; i < n_vars; i++)
-        for (size_t j = 0; j < vars[i]->metrics.n_patterns; j++)
-            cands[k++] = vars[i]->metrics.patterns[j].name;
-    const char *hint = str_suggest(n->text, cands);
-    if (hint)
-        cerr(c, n->line, n->col, "unknown metric '%s' in '%s' (did you mean '%s'?)", QUOTE(n, q),
-             where, hint);
-    else
-        cerr(c, n->line, n->col,
-             "unknown metric '%s' in '%s' (use a canonical name, see `sweep extract --help`, "
-             "or define it in metrics.patterns)",
-             QUOTE(n, q), where);
-    free(cands);
-    return -1;
-}
-
-/* metrics: every required name must be known in this variant. */
-static int finish_metrics(struct dctx *c, const struct ynode *map, int line, int col)
-{
-    (void)line;
-    (void)col;
-    if (!c->full_var)
-        return 0;
-    const struct ynode *req = ytree_get(map, "require");
-    const struct exp_variant *v = c->var;
-    for (size_t i = 0; req && i < req->n; i++)
-        if (!metric_known(v, req->kids[i]->text))
-            return unknown_metric(c, req->kids[i], "metrics.require", &v, 1);
-    for (size_t i = 0; i < v->metrics.n_server_map; i++) {
-        const struct exp_kv *kv = &v->metrics.server_map[i];
-        struct err e;
-        err_init(&e);
-        if (strncmp(kv->key, "server_", 7) != 0 || !kv->key[7])
-            return cerr(c, kv->line, kv->col,
-                        "'metrics.server_map' key '%s' must start with 'server_' (it names a "
-                        "points.csv column)",
-                        kv->key);
-        if (scrape_expr_check(kv->value, &e) != 0)
-            return cerr(c, kv->line, kv->col, "'metrics.server_map' '%s': %s", kv->key, e.msg);
-    }
-    return 0;
-}
-
-/* executor: options are ssh's or sbatch's, so a local executor has none. */
-static int finish_executor(struct dctx *c, const struct ynode *map, int line, int col)
-{
-    const struct ynode *opts = ytree_get(map, "options");
-    if (!c->full_exp || c->exp->executor.kind != EXP_EXEC_LOCAL || !opts ||
-        (opts->kind == Y_SEQ && opts->n == 0))
-        return 0;
-    (void)line;
-    (void)col;
-    return cerr(c, opts->line, opts->col,
-                "'executor.options' only applies when kind is ssh or slurm, but kind is local");
-}
-
-/* Pass A: the variants list; each entry's name, and its top-level keys. */
-static int decode_variants(struct dctx *c, const struct schema_key *k, const struct ynode *n)
-{
-    char q[80];
-    static const char *const allowed[] = {"name", "server", "bench", "metrics", NULL};
-    if (want_kind(c, k, n, Y_SEQ) != 0)
-        return -1;
-    if (n->n == 0)
-        return cerr(c, n->line, n->col,
-                    "'variants' is empty; list at least one variant or remove the key");
-    if (n->n > SCHEMA_MAX_VARIANTS)
-        return cerr(c, n->line, n->col, "'variants' has %zu entries; the limit is %d", n->n,
-                    SCHEMA_MAX_VARIANTS);
-    const struct schema_key *kname = schema_find("variants[].name");
-    c->variants = xcalloc(n->n, sizeof(*c->variants));
-    for (size_t i = 0; i < n->n; i++) {
-        const struct ynode *v = n->kids[i], *name = NULL;
-        if (v->kind != Y_MAP)
-            return cerr(c, v->line, v->col, "a variant must be a map with a name, got %s",
-                        ytree_kind_name(v));
-        for (size_t j = 0; j + 1 < v->n; j += 2) {
-            const struct ynode *key = v->kids[j];
-            bool ok = false;
-            for (size_t a = 0; allowed[a]; a++)
-                ok = ok || strcmp(allowed[a], key->text) == 0;
-            if (!ok) {
-                const char *hint = str_suggest(key->text, allowed);
-                return cerr(c, key->line, key->col, "unknown key '%s' in a variant (%s%s%s)",
-                            QUOTE(key, q),
-                            hint ? "did you mean '"
-                                 : "a variant may set name, server, bench, "
-                                   "metrics",
-                            hint ? hint : "", hint ? "'?" : "");
-            }
-            if (strcmp(key->text, "name") == 0)
-                name = v->kids[j + 1];
-        }
-        if (!name)
-            return cerr(c, v->line, v->col, "missing required key 'name' in variant %zu", i + 1);
-        if (want_scalar(c, kname, name, "a string") != 0)
-            return -1;
-        if (!variant_name_ok(name->text, name->len))
-            return cerr(c, name->line, name->col,
-                        "variant name '%s' is not a valid name (1 to %d of A-Z a-z 0-9 . _ - = "
-                        ", not only dots)",
-                        QUOTE(name, q), SCHEMA_MAX_MATRIX_NAME);
-        for (size_t j = 0; j < i; j++) {
-            const struct ynode *other = ytree_get(c->variants[j], "name");
-            if (strcmp(other->text, name->text) == 0)
-                return cerr(c, name->line, name->col,
-                            "duplicate variant name '%s' (first at %d:%d)", QUOTE(name, q),
-                            other->line, other->col);
-        }
-        c->variants[c->n_variants++] = v;
-    }
-    return 0;
-}
-
-/* ---- merging variants ---- */
-
-/*
- * Put base's pairs, then over's, into shell: maps on both sides merge
- * (recursively), anything else from over replaces. In bench, giving one
- * grid form in the override drops the other form from the base.
- */
-static void merge_into(struct ynode *shell, const struct ynode *base, const struct ynode *over,
-                       bool is_bench)
-{
-    bool over_grid = is_bench && ytree_get(over, "grid");
-    bool over_list = is_bench && (ytree_get(over, "concurrency") || ytree_get(over, "prompts") ||
-                                  ytree_get(over, "rates"));
-    for (size_t i = 0; base && i + 1 < base->n; i += 2) {
-        const char *k = base->kids[i]->text;
-        if ((over_grid && (strcmp(k, "concurrency") == 0 || strcmp(k, "prompts") == 0 ||
-                           strcmp(k, "rates") == 0)) ||
-            (over_list && strcmp(k, "grid") == 0))
-            continue;
-        ytree_shell_put(shell, base->kids[i], base->kids[i + 1]);
-    }
-    for (size_t i = 0; over && i + 1 < over->n; i += 2) {
-        struct ynode *key = over->kids[i], *val = over->kids[i + 1];
-        struct ynode *old = ytree_get(shell, key->text);
-        /* a length distribution is one value: a variant's replaces the base's */
-        bool whole = is_bench &&
-                     (strcmp(key->text, "input_len") == 0 || strcmp(key->text, "output_len") == 0);
-        if (old && old->kind == Y_MAP && val->kind == Y_MAP && !whole) {
-            struct ynode *m = ytree_shell(val->line, val->col);
-            merge_into(m, old, val, false);
-            ytree_shell_put(shell, key, m);
-        } else {
-            ytree_shell_put(shell, key, val);
-        }
-    }
-}
-
-/* The variant's view: base server/bench/metrics with over's merged in. */
-static struct ynode *merged_view(const struct ynode *root, const struct ynode *over)
-{
-    static const char *const sections[] = {"server", "bench", "metrics"};
-    struct ynode *shell = ytree_shell(over ? over->line : root->line, over ? over->col : root->col);
-    for (size_t s = 0; s < 3; s++) {
-        struct ynode *b = NULL, *o = NULL, *bkey = NULL, *okey = NULL;
-        for (size_t i = 0; i + 1 < root->n; i += 2)
-            if (strcmp(root->kids[i]->text, sections[s]) == 0) {
-                bkey = root->kids[i];
-                b = root->kids[i + 1];
-            }
-        for (size_t i = 0; over && i + 1 < over->n; i += 2)
-            if (strcmp(over->kids[i]->text, sections[s]) == 0) {
-                okey = over->kids[i];
-                o = over->kids[i + 1];
-            }
-        if (b && o && b->kind == Y_MAP && o->kind == Y_MAP) {
-            struct ynode *m = ytree_shell(o->line, o->col);
-            merge_into(m, b, o, s == 1);
-            ytree_shell_put(shell, okey, m);
-        } else if (o) {
-            ytree_shell_put(shell, okey, o);
-        } else if (b) {
-            ytree_shell_put(shell, bkey, b);
-        }
-    }
-    return shell;
 }
 
 /* ---- load ---- */
@@ -1383,74 +753,6 @@ void exp_release(struct experiment *exp)
     free(exp->executor.time);
     free(exp->executor.account);
     memset(exp, 0, sizeof(*exp));
-}
-
-/* A server_* column: a known one (client/scrape.h) or a key of some
- * variant's metrics.server_map. */
-static bool server_column_known(const struct experiment *exp, const char *name)
-{
-    size_t n;
-    const struct scrape_column *cols = scrape_columns(&n);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(cols[i].name, name) == 0)
-            return true;
-    for (size_t v = 0; v < exp->n_variants; v++)
-        for (size_t i = 0; i < exp->variants[v].metrics.n_server_map; i++)
-            if (strcmp(exp->variants[v].metrics.server_map[i].key, name) == 0)
-                return true;
-    return false;
-}
-
-/* fit.x and fit.y must name a metric some variant produces; x may also be
- * a grid column, the requested "concurrency" (the default) or "prompts". */
-static int check_fit(struct dctx *c, const struct ynode *root)
-{
-    const struct ynode *fit = ytree_get(ytree_get(root, "analysis"), "fit");
-    const char *names[2] = {c->exp->fit_x, c->exp->fit_y};
-    const char *axes[2] = {"x", "y"};
-    const struct exp_variant **vars = xcalloc(c->exp->n_variants, sizeof(*vars));
-    int rc = 0;
-    for (size_t i = 0; i < c->exp->n_variants; i++)
-        vars[i] = &c->exp->variants[i];
-    for (int a = 0; a < 2 && rc == 0; a++) {
-        bool known =
-            metric_find(names[a]) != NULL || server_column_known(c->exp, names[a]) ||
-            (a == 0 && (strcmp(names[a], "concurrency") == 0 || strcmp(names[a], "prompts") == 0));
-        for (size_t i = 0; i < c->exp->n_variants && !known; i++)
-            known = metric_known(vars[i], names[a]);
-        if (known)
-            continue;
-        const struct ynode *n = ytree_get(fit, axes[a]);
-        char where[32];
-        snprintf(where, sizeof(where), "analysis.fit.%s", axes[a]);
-        if (n)
-            rc = unknown_metric(c, n, where, vars, c->exp->n_variants);
-    }
-    free(vars);
-    return rc;
-}
-
-/* analysis.group_by names an axis of the matrix: the "AXIS=" part of
- * some variant's name (matrix names, also after the dump expanded them).
- * The matrix key ("flags.quant") is kept as the names hold it ("quant"). */
-static int check_group_by(struct dctx *c, const struct ynode *root)
-{
-    char *want = c->exp->group_by;
-    if (!want)
-        return 0;
-    const char *dot = strrchr(want, '.');
-    const char *axis = dot ? dot + 1 : want;
-    size_t alen = strlen(axis);
-    for (size_t i = 0; alen && i < c->exp->n_variants; i++)
-        for (const char *p = c->exp->variants[i].name; p; p = strchr(p, ','), p = p ? p + 1 : p)
-            if (strncmp(p, axis, alen) == 0 && p[alen] == '=') {
-                memmove(want, axis, alen + 1);
-                return 0;
-            }
-    const struct ynode *n = ytree_get(ytree_get(root, "analysis"), "group_by");
-    return cerr(c, n ? n->line : root->line, n ? n->col : root->col,
-                "analysis.group_by '%s' is no axis of the matrix (no variant is named %.*s=...)",
-                want, (int)alen, axis);
 }
 
 int exp_load_string(const char *display_name, const char *text, size_t len, struct experiment *exp,
