@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/matmul.h"
 #include "fp4.h"
 #include "log.h"
 #include "model/membw.h"

@@ -1,7 +1,7 @@
 /*
  * fp4_quantize: `fp4serve quantize IN.gguf OUT.gguf --type mxfp4|nvfp4
  * [--head q8_0|same] [--mxfp4-search] [--threads N]`: offline
- * requantization (engine/format/quantize.h). Prints one summary line on stdout.
+ * requantization (engine/model/quantize.h). Prints one summary line on stdout.
  */
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 #include "log.h"
 #include "opts.h"
 #include "format/quant.h"
-#include "format/quantize.h"
+#include "model/quantize.h"
 #include "strvec.h"
 #include "timeutil.h"
 

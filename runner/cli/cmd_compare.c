@@ -15,7 +15,8 @@
 #include "fileio.h"
 #include "log.h"
 #include "opts.h"
-#include "store/rundir.h"
+#include "analysis/rundir.h"
+#include "store/runfolder.h"
 #include "strvec.h"
 
 static const char synopsis[] =

@@ -11,7 +11,7 @@
 
 #include "buf.h"
 #include "sweep.h"
-#include "analysis/extract.h"
+#include "client/extract.h"
 #include "log.h"
 #include "opts.h"
 #include "xalloc.h"

@@ -14,14 +14,15 @@
 #include "buf.h"
 #include "sweep.h"
 #include "analysis/compare.h"
-#include "analysis/extract.h"
+#include "client/extract.h"
 #include "fileio.h"
 #include "log.h"
 #include "opts.h"
 #include "analysis/report.h"
 #include "store/results.h"
 #include "analysis/judge.h"
-#include "store/rundir.h"
+#include "analysis/rundir.h"
+#include "store/runfolder.h"
 #include "xalloc.h"
 
 static const char synopsis[] =

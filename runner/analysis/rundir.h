@@ -12,10 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include <jansson.h>
-
 #include "err.h"
-#include "analysis/extract.h"
+#include "client/extract.h"
 #include "client/scrape.h"
 #include "store/results.h"
 #include "analysis/goodput.h"
@@ -114,42 +112,7 @@ bool rundir_parse_log_name(const char *base, long *c, long *p, long *r);
 int rundir_scan_logs(const struct rundir *rd, struct rundir_log **out, size_t *n, struct err *err);
 void rundir_logs_free(struct rundir_log *logs, size_t n);
 
-/*
- * Write root to path atomically as JSON for a run folder: indented, keys in
- * insertion order, a final newline (easy to diff); extra_flags adds jansson
- * dump flags such as JSON_REAL_PRECISION(10). Returns 0, or -1 with err set
- * (RN_ERR_ENV).
- */
-int rundir_write_json(const char *path, const json_t *root, size_t extra_flags, struct err *err);
-
 /* The open-loop rate variant ran at in req/s (0: closed loop, or not known). */
 double rundir_rate(const struct rundir *rd, const char *variant);
-
-/* The lock file every command that writes into a run folder holds. */
-#define RUNDIR_LOCK_NAME ".sweep.lock"
-
-/*
- * Own run folder dir (which must exist) for as long as the returned fd stays
- * open: an advisory flock on dir/.sweep.lock (created if missing, opened
- * CLOEXEC so servers and clients do not inherit it), with our pid written
- * into it. Another process holding it is refused at once, never waited for:
- * -1 with err "run folder 'dir' is in use by pid N (...)". Any failure is
- * RN_ERR_ENV. Release with rundir_unlock (or by exiting).
- */
-int rundir_lock(const char *dir, struct err *err);
-/* Release a lock taken by rundir_lock; a negative fd does nothing. */
-void rundir_unlock(int fd);
-
-/* True when dir has no entry but the lock file (or does not exist). */
-bool rundir_is_empty(const char *dir);
-
-/*
- * Move everything in dir except the lock file and earlier previous-N
- * folders into dir/previous-N/ (the first N from 1 not taken); the caller
- * holds the lock. Nothing is deleted. Returns 0 with the new folder's path
- * in *moved_to (heap; NULL when there was nothing to move), or -1 with err
- * (RN_ERR_ENV); what was moved before a failure stays in previous-N.
- */
-int rundir_move_aside(const char *dir, char **moved_to, struct err *err);
 
 #endif
