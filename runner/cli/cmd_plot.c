@@ -95,6 +95,8 @@ static bool has_log(const struct res_table *t, const char *rel)
     return false;
 }
 
+static const struct opt_cmd usage = {"sweep", "plot", synopsis, summary, RN_ERR_USAGE};
+
 int cmd_plot(int argc, char **argv)
 {
     const char *preset = NULL, *by = NULL;
@@ -113,7 +115,6 @@ int cmd_plot(int argc, char **argv)
         {"no-preview", 0, OPT_BOOL, &no_preview, NULL, "no terminal chart preview"},
         {"quiet", 'q', OPT_BOOL, &quiet, NULL, "no summary lines"},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
     struct rundir rd;
     struct res_table t;
@@ -127,9 +128,8 @@ int cmd_plot(int argc, char **argv)
     err_init(&err);
     res_table_init(&t);
 
-    int pr = opt_parse(argc, argv, opts, n_opts, &pos, &err, RN_ERR_USAGE);
+    int pr = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, &pos, &err);
     if (pr == 1) {
-        opt_help(stdout, "sweep", "plot", synopsis, summary, opts, n_opts);
         rc = RN_OK;
         goto out;
     }
