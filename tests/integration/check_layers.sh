@@ -15,8 +15,12 @@ check "paths: every path in a comment exists" sh scripts/check-paths.sh
 mk_copy() {
     rm -rf "$T_TMP/tree"
     mkdir -p "$T_TMP/tree"
-    git ls-files --cached --others --exclude-standard -- runner engine common tests docs scripts \
-        plots experiments Makefile | while read -r f; do [ -f "$f" ] && echo "$f"; done |
+    if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        git ls-files --cached --others --exclude-standard -- runner engine common tests docs \
+            scripts plots experiments Makefile
+    else
+        find runner engine common tests docs scripts plots experiments Makefile -type f
+    fi | while read -r f; do [ -f "$f" ] && echo "$f"; done |
         tar -cf - -T - | tar -xf - -C "$T_TMP/tree"
 }
 # plant_layers WHAT FILE TEXT WANT: TEXT appended to FILE in a fresh copy;
