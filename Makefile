@@ -10,7 +10,7 @@
 #   make fuzz            libFuzzer on every fuzz target (FUZZ_SECONDS each)
 #   make models          fetch SmolLM2-135M-Instruct Q4_1 into models/
 #   make pydeps          Python packages the tests use (tokenizers, transformers, gguf, llama-cpp-python) in build/venv
-#   make check           banned-function scan
+#   make check           banned calls, the include layer order, paths named in comments
 #   make format          clang-format every C/CUDA source
 #   make SAN=address,undefined test    the same tests under sanitizers
 #   make CUDA_ARCHS=sm_90              CUDA code for one GPU only (default: sm_80 to sm_121)
@@ -156,8 +156,10 @@ $(BUILD)/obj/tests/%.o: tests/%.c $(BUILD)/gen/flags | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RUNNER_PC_CFLAGS) $(ENGINE_PC_CFLAGS) -Itests -c -o $@ $<
 
-# Kernels: hot loops get -O3; ISA-specific files get their instruction sets.
+# Kernels: hot loops get -O3 (the kernels and the CPU backend's forward
+# pass); ISA-specific files get their instruction sets.
 $(BUILD)/obj/engine/cpu/%.o: OPT = -O3
+$(BUILD)/obj/engine/model/backend_cpu.o: OPT = -O3
 # (x86 targets only: elsewhere those files compile to nothing, and
 # matmul_neon.c serves aarch64)
 X86_TARGET := $(filter x86_64% i386% i486% i586% i686%,$(shell $(CC) -dumpmachine 2>/dev/null))
@@ -244,7 +246,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB_FP4) $(LIB_COMMON)
 # $(BUILD)/aarch64/SKIP and engine_neon.sh skips with it. Probed only for
 # the goals that use it.
 A64_CC   ?= $(shell command -v aarch64-linux-gnu-gcc 2>/dev/null)
-A64_SRC  := engine/format/quant.c engine/cpu/matmul.c engine/cpu/matmul_neon.c common/xalloc.c
+A64_SRC  := engine/format/quant.c engine/cpu/act.c engine/cpu/matmul.c engine/cpu/matmul_neon.c common/xalloc.c
 ifneq ($(filter test cuda-host,$(MAKECMDGOALS))$(filter $(BUILD)/aarch64/%,$(MAKECMDGOALS)),)
 A64_OK   := $(shell sh scripts/probe-a64.sh '$(A64_CC)' '$(BUILD)/aarch64' >/dev/null 2>&1 && echo 1)
 endif
@@ -257,6 +259,8 @@ $(BUILD)/aarch64/%: tests/unit/%.c $(A64_SRC) $(wildcard engine/cpu/*.h engine/f
 # ---- entry points ----
 test: all $(UNIT_BIN) $(FUZZ_BIN) $(A64_BIN)
 	@sh scripts/check-banned.sh
+	@sh scripts/check-layers.sh
+	@sh scripts/check-paths.sh
 	-@$(MAKE) --no-print-directory models
 	-@$(MAKE) --no-print-directory pydeps
 	@BUILD=$(BUILD) sh tests/run.sh
@@ -317,7 +321,8 @@ run: all
 	@sh scripts/quickstart.sh $(BUILD)
 
 check:
-	@sh scripts/check-banned.sh
+	@sh scripts/check-banned.sh; b=$$?; sh scripts/check-layers.sh; l=$$?; \
+	    sh scripts/check-paths.sh; p=$$?; [ $$b$$l$$p = 000 ]
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')

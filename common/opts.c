@@ -162,3 +162,13 @@ void opt_help(FILE *f, const char *prog, const char *cmd, const char *synopsis, 
     }
     fprintf(f, "  %-28s %s\n", "-h, --help", "show this help and exit");
 }
+
+int opt_cmd_parse(const struct opt_cmd *c, const struct opt *opts, size_t n_opts, int argc,
+                  char **argv, struct strvec *positional, struct err *err)
+{
+    err_init(err);
+    int rc = opt_parse(argc, argv, opts, n_opts, positional, err, c->code);
+    if (rc == 1)
+        opt_help(stdout, c->prog, c->name, c->synopsis, c->summary, opts, n_opts);
+    return rc;
+}

@@ -46,4 +46,29 @@ int opt_parse(int argc, char **argv, const struct opt *opts, size_t n_opts,
 void opt_help(FILE *f, const char *prog, const char *cmd, const char *synopsis, const char *summary,
               const struct opt *opts, size_t n_opts);
 
+/* The number of rows of a flag table (an array, not a pointer). */
+#define OPT_N(table) (sizeof(table) / sizeof((table)[0]))
+
+/* A subcommand's --help text and its usage-error code: what every cmd_*
+ * (sweep) and fp4_* (fp4serve) function hands to opt_cmd_parse with its
+ * flag table. */
+struct opt_cmd {
+    const char *prog;     /* "sweep", "fp4serve" */
+    const char *name;     /* the subcommand as typed: "plot", "export-tokenizer" */
+    const char *synopsis; /* what follows "usage: PROG NAME " */
+    const char *summary;  /* the paragraph under it, or NULL */
+    int code;             /* the code of a usage error: RN_ERR_USAGE, FP_ERR_USAGE */
+};
+
+/*
+ * The preamble every subcommand shares: parse argv with the flag table
+ * opts[0..n_opts) (opt_parse) and answer --help/-h by printing c's text
+ * and the table to stdout (opt_help). Returns 1 after printing the help
+ * (the command then exits 0 without looking further), 0 when parsed, or -1
+ * with a one-line message in err (code c->code). err is initialised here;
+ * positional as in opt_parse.
+ */
+int opt_cmd_parse(const struct opt_cmd *c, const struct opt *opts, size_t n_opts, int argc,
+                  char **argv, struct strvec *positional, struct err *err);
+
 #endif

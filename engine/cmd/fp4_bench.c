@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/matmul.h"
 #include "fp4.h"
 #include "log.h"
 #include "model/membw.h"
@@ -217,6 +218,12 @@ out:
 
 #define MAX_QUANTS 8
 
+static const struct opt_cmd usage = {
+    "fp4serve", "bench", "--model PATH [--batch 1,4,16,64] [options]",
+    "Offline prefill and decode throughput per batch size, as llama.cpp's "
+    "batched-bench table.",
+    FP_ERR_USAGE};
+
 int fp4_bench(int argc, char **argv)
 {
     const char *model_path = NULL, *batch_list = "1,4,16,64", *quant = "native", *head = NULL;
@@ -243,17 +250,10 @@ int fp4_bench(int argc, char **argv)
          2147483647},
         {"no-probe", 0, OPT_BOOL, &no_probe, NULL, "skip the memory bandwidth probe"},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
-    err_init(&err);
-    int rc = opt_parse(argc, argv, opts, n_opts, NULL, &err, FP_ERR_USAGE);
-    if (rc == 1) {
-        opt_help(stdout, "fp4serve", "bench", "--model PATH [--batch 1,4,16,64] [options]",
-                 "Offline prefill and decode throughput per batch size, as llama.cpp's "
-                 "batched-bench table.",
-                 opts, n_opts);
+    int rc = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, NULL, &err);
+    if (rc == 1)
         return FP_OK;
-    }
     int batches[MAX_BATCHES], n_b = 0, max_b = 0, n_q = 0;
     const char *quants[MAX_QUANTS];
     char *qcopy = NULL;

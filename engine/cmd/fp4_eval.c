@@ -61,6 +61,13 @@ static void print_result(const char *path, const char *ref_path, const struct mo
     json_decref(j);
 }
 
+static const struct opt_cmd usage = {
+    "fp4serve", "eval", "--model PATH --text FILE [--quant Q] [options]",
+    "Perplexity over a text in non-overlapping windows, and against the same file\n"
+    "at native precision: mean KL(native || quantized) and top-1 agreement.\n"
+    "Prints a summary line, then a JSON line.",
+    FP_ERR_USAGE};
+
 int fp4_eval(int argc, char **argv)
 {
     const char *model_path = NULL, *text_path = NULL, *quant = NULL, *head = NULL;
@@ -83,18 +90,10 @@ int fp4_eval(int argc, char **argv)
         {"max-tokens", 0, OPT_LONG, &max_tokens, "N", "score only the first N tokens (0 = all)", 0,
          1e12},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
-    err_init(&err);
-    int rc = opt_parse(argc, argv, opts, n_opts, NULL, &err, FP_ERR_USAGE);
-    if (rc == 1) {
-        opt_help(stdout, "fp4serve", "eval", "--model PATH --text FILE [--quant Q] [options]",
-                 "Perplexity over a text in non-overlapping windows, and against the same file\n"
-                 "at native precision: mean KL(native || quantized) and top-1 agreement.\n"
-                 "Prints a summary line, then a JSON line.",
-                 opts, n_opts);
+    int rc = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, NULL, &err);
+    if (rc == 1)
         return FP_OK;
-    }
     struct model *m = NULL, *ref = NULL;
     tok_vocab *vocab = NULL;
     struct buf text;

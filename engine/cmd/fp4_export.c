@@ -292,6 +292,12 @@ static int write_json(const char *dir, const char *name, const json_t *j, struct
     return rc;
 }
 
+static const struct opt_cmd usage = {
+    "fp4serve", "export-tokenizer", "MODEL.gguf --out DIR",
+    "Write the GGUF's tokenizer as Hugging Face tokenizer files (the ids match "
+    "fp4serve's).",
+    FP_ERR_USAGE};
+
 /* Exit status: 0, FP_ERR_USAGE for bad arguments, FP_ERR_IO when DIR
  * cannot be written, or the reader's code (FP_ERR_FORMAT,
  * FP_ERR_UNSUPPORTED) with its one-line error. */
@@ -303,20 +309,14 @@ int fp4_export(int argc, char **argv)
          "folder for tokenizer.json, tokenizer_config.json and special_tokens_map.json "
          "(created if missing; the files are replaced)"},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct strvec pos = STRVEC_INIT;
     struct err err;
     struct gguf_file f;
     bool opened = false;
     tok_vocab *v = NULL;
     json_t *vocab = json_object(), *merges = NULL, *tj = NULL, *config = NULL, *map = NULL;
-    err_init(&err);
-    int p = opt_parse(argc, argv, opts, n_opts, &pos, &err, FP_ERR_USAGE);
+    int p = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, &pos, &err);
     if (p == 1) {
-        opt_help(stdout, "fp4serve", "export-tokenizer", "MODEL.gguf --out DIR",
-                 "Write the GGUF's tokenizer as Hugging Face tokenizer files (the ids match "
-                 "fp4serve's).",
-                 opts, n_opts);
         goto out;
     }
     if (p == 0 && pos.n != 1)

@@ -27,6 +27,10 @@ static void print_ids(const char *label, const int32_t *ids, size_t n)
     printf("\n");
 }
 
+static const struct opt_cmd usage = {
+    "fp4serve", "generate", "--model PATH --prompt TEXT [-n N] [options]",
+    "Greedy generation; prints the text, then the prompt and generated ids.", FP_ERR_USAGE};
+
 int fp4_generate(int argc, char **argv)
 {
     const char *model_path = NULL, *prompt = NULL, *quant = NULL, *head = NULL, *logits_path = NULL;
@@ -53,16 +57,10 @@ int fp4_generate(int argc, char **argv)
          "CPU kernels: auto|avx512|avx2|neon|portable (default auto: the best the CPU has)"},
         {"logits", 0, OPT_STR, &logits_path, "FILE", "save the first step's logits (f32 LE)"},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
-    err_init(&err);
-    int rc = opt_parse(argc, argv, opts, n_opts, NULL, &err, FP_ERR_USAGE);
-    if (rc == 1) {
-        opt_help(stdout, "fp4serve", "generate", "--model PATH --prompt TEXT [-n N] [options]",
-                 "Greedy generation; prints the text, then the prompt and generated ids.", opts,
-                 n_opts);
+    int rc = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, NULL, &err);
+    if (rc == 1)
         return FP_OK;
-    }
     struct model *m = NULL;
     tok_vocab *vocab = NULL;
     int32_t *ids = NULL;

@@ -289,6 +289,10 @@ static void print_all(const struct gguf_file *f)
     }
 }
 
+static const struct opt_cmd usage = {
+    "fp4serve", "info", "PATH",
+    "Print the architecture, hyperparameters, tokenizer and tensors of a GGUF file.", FP_ERR_USAGE};
+
 /* Exit status: 0, FP_ERR_USAGE for bad arguments, or the reader's code
  * (FP_ERR_IO, FP_ERR_FORMAT, FP_ERR_UNSUPPORTED) with its one-line error. */
 int fp4_info(int argc, char **argv)
@@ -297,17 +301,12 @@ int fp4_info(int argc, char **argv)
     const struct opt opts[] = {
         {"all", 'a', OPT_BOOL, &all, NULL, "also list every metadata pair and every tensor"},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct strvec pos = STRVEC_INIT;
     struct err err;
     struct gguf_file f;
     int rc = FP_ERR_USAGE;
-    err_init(&err);
-    int p = opt_parse(argc, argv, opts, n_opts, &pos, &err, FP_ERR_USAGE);
+    int p = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, &pos, &err);
     if (p == 1) {
-        opt_help(stdout, "fp4serve", "info", "PATH",
-                 "Print the architecture, hyperparameters, tokenizer and tensors of a GGUF file.",
-                 opts, n_opts);
         rc = FP_OK;
         goto out;
     }

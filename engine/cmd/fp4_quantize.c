@@ -1,7 +1,7 @@
 /*
  * fp4_quantize: `fp4serve quantize IN.gguf OUT.gguf --type mxfp4|nvfp4
  * [--head q8_0|same] [--mxfp4-search] [--threads N]`: offline
- * requantization (engine/format/quantize.h). Prints one summary line on stdout.
+ * requantization (engine/model/quantize.h). Prints one summary line on stdout.
  */
 #include <stdio.h>
 #include <string.h>
@@ -10,9 +10,12 @@
 #include "log.h"
 #include "opts.h"
 #include "format/quant.h"
-#include "format/quantize.h"
+#include "model/quantize.h"
 #include "strvec.h"
 #include "timeutil.h"
+
+static const struct opt_cmd usage = {
+    "fp4serve", "quantize", "IN.gguf OUT.gguf --type mxfp4|nvfp4 [options]", NULL, FP_ERR_USAGE};
 
 int fp4_quantize(int argc, char **argv)
 {
@@ -28,18 +31,12 @@ int fp4_quantize(int argc, char **argv)
          "MXFP4: per block, keep the best of scale exponents e-1, e, e+1 (lowest MSE)"},
         {"threads", 0, OPT_LONG, &threads, "N", "threads (default: online cores)", 0, 1024},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
     err_init(&err);
     struct strvec pos;
     strvec_init(&pos);
-    int rc = opt_parse(argc, argv, opts, n_opts, &pos, &err, FP_ERR_USAGE);
+    int rc = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, &pos, &err);
     if (rc == 1) {
-        opt_help(stdout, "fp4serve", "quantize", "IN.gguf OUT.gguf --type mxfp4|nvfp4 [options]",
-                 "Requantize every 2-D linear weight of a llama GGUF (norms and other tensors are\n"
-                 "copied, the head becomes Q8_0 unless --head same) and write OUT atomically.\n"
-                 "NVFP4 weights get llama.cpp's per-tensor F32 scale '<name>.scale' beside them.",
-                 opts, n_opts);
         strvec_release(&pos);
         return FP_OK;
     }

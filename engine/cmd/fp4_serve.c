@@ -150,6 +150,13 @@ static char *model_id_of(const char *path)
     return path_stem(path, ".gguf");
 }
 
+static const struct opt_cmd usage = {
+    "fp4serve", "serve", "--model PATH [options]",
+    "OpenAI-compatible server with continuous batching: GET /health, "
+    "/v1/models, /metrics;\nPOST /v1/completions, /v1/chat/completions "
+    "(stream or not). SIGTERM or SIGINT stop it (exit 0).",
+    FP_ERR_USAGE};
+
 /* Defaults: 16 slots and the model's context up to 2048 positions (the KV
  * cache is allocated once, from these), prompt chunks of 128 tokens, 1 MiB
  * bodies, 10 s idle timeout. The flag table below is also the --help. */
@@ -208,18 +215,10 @@ int fp4_serve(int argc, char **argv)
          "wait this long before loading the model (to test clients against 503); default 0", 0,
          600000},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
-    err_init(&err);
-    int rc = opt_parse(argc, argv, opts, n_opts, NULL, &err, FP_ERR_USAGE);
-    if (rc == 1) {
-        opt_help(stdout, "fp4serve", "serve", "--model PATH [options]",
-                 "OpenAI-compatible server with continuous batching: GET /health, "
-                 "/v1/models, /metrics;\nPOST /v1/completions, /v1/chat/completions "
-                 "(stream or not). SIGTERM or SIGINT stop it (exit 0).",
-                 opts, n_opts);
+    int rc = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, NULL, &err);
+    if (rc == 1)
         return FP_OK;
-    }
     if (rc == 0 && !a.model)
         err_set(&err, FP_ERR_USAGE, "serve needs --model PATH (see --help)");
     if (rc == 0 && strcmp(a.kv, "f16") != 0 && strcmp(a.kv, "f32") != 0)

@@ -20,6 +20,12 @@ static const struct {
     {"f32", 0}, {"f16", 1}, {"q4_1", 3}, {"q8_0", 8}, {"mxfp4", 39}, {"nvfp4", 40},
 };
 
+static const struct opt_cmd usage = {
+    "fp4serve", "synth", "--preset NAME [--type T] [--seed N] -o OUT.gguf",
+    "Write a llama model with seeded N(0, 0.02) weights and a small byte-level BPE\n"
+    "tokenizer; the same options give a byte-identical file.",
+    FP_ERR_USAGE};
+
 int fp4_synth(int argc, char **argv)
 {
     const char *preset = NULL, *type = "q4_1", *out = NULL;
@@ -31,17 +37,10 @@ int fp4_synth(int argc, char **argv)
         {"seed", 's', OPT_LONG, &seed, "N", "generator seed (default 1)", 0, 9.2e18},
         {"output", 'o', OPT_STR, &out, "OUT.gguf", "file to write (replaced atomically)"},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
-    err_init(&err);
-    int p = opt_parse(argc, argv, opts, n_opts, NULL, &err, FP_ERR_USAGE);
-    if (p == 1) {
-        opt_help(stdout, "fp4serve", "synth", "--preset NAME [--type T] [--seed N] -o OUT.gguf",
-                 "Write a llama model with seeded N(0, 0.02) weights and a small byte-level BPE\n"
-                 "tokenizer; the same options give a byte-identical file.",
-                 opts, n_opts);
+    int p = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, NULL, &err);
+    if (p == 1)
         return FP_OK;
-    }
     struct synth_opts o = {.seed = (uint64_t)seed};
     if (p == 0 && !preset)
         err_set(&err, FP_ERR_USAGE, "synth needs --preset (%s)", synth_preset_names());

@@ -1,9 +1,9 @@
 /*
- * qk: private interface between quant.c and the CPU kernel files
- * (matmul.c portable, matmul_avx2.c, matmul_avx512.c): ggml's block
- * structs, the prepared-activation layout, the decoded-weight buffer and the
- * kernel table. Nothing outside engine/format/quant.c, engine/cpu/ and the unit
- * tests includes this file.
+ * qk: private interface of the CPU kernel files (act.c prepares
+ * activations; matmul.c portable, matmul_avx2.c, matmul_avx512.c,
+ * matmul_neon.c): the prepared-activation layout, the decoded-weight buffer
+ * and the kernel table. The block structs are format/blocks.h. Nothing
+ * outside engine/cpu/ and the unit tests includes this file.
  */
 #ifndef ENGINE_CPU_QK_H
 #define ENGINE_CPU_QK_H
@@ -11,91 +11,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cpu/matmul.h"
+#include "format/blocks.h"
 #include "format/quant.h"
-
-/* ---- ggml block layouts (docs/formats.md §1.5; little-endian) ---- */
-
-struct blk_q4_0 {
-    uint16_t d;     /* f16 scale */
-    uint8_t qs[16]; /* low nibble: element j, high nibble: element j + 16 */
-};
-struct blk_q4_1 {
-    uint16_t d, m; /* f16 scale and minimum */
-    uint8_t qs[16];
-};
-struct blk_q5_0 {
-    uint16_t d;
-    uint8_t qh[4]; /* bit j: fifth bit of element j */
-    uint8_t qs[16];
-};
-struct blk_q5_1 {
-    uint16_t d, m;
-    uint8_t qh[4];
-    uint8_t qs[16];
-};
-struct blk_q8_0 {
-    uint16_t d;
-    int8_t qs[32];
-};
-struct blk_q4_k {
-    uint16_t d, dmin;   /* f16 super-block scales */
-    uint8_t scales[12]; /* 8 x (6-bit scale, 6-bit min), packed */
-    uint8_t qs[128];    /* per 64 elements: low nibbles 0..31, high nibbles 32..63 */
-};
-struct blk_q6_k {
-    uint8_t ql[128];   /* low 4 bits */
-    uint8_t qh[64];    /* high 2 bits */
-    int8_t scales[16]; /* one per 16 elements */
-    uint16_t d;
-};
-struct blk_mxfp4 {
-    uint8_t e;      /* E8M0 shared exponent */
-    uint8_t qs[16]; /* E2M1 codes, split-half like Q4_0 */
-};
-struct blk_nvfp4 {
-    uint8_t d[4];   /* UE4M3 scale of each 16-element sub-block */
-    uint8_t qs[32]; /* sub-block s: qs[8s + j] low = element 16s + j, high = 16s + j + 8 */
-};
-
-_Static_assert(sizeof(struct blk_q4_0) == 18, "q4_0 block");
-_Static_assert(sizeof(struct blk_q4_1) == 20, "q4_1 block");
-_Static_assert(sizeof(struct blk_q5_0) == 22, "q5_0 block");
-_Static_assert(sizeof(struct blk_q5_1) == 24, "q5_1 block");
-_Static_assert(sizeof(struct blk_q8_0) == 34, "q8_0 block");
-_Static_assert(sizeof(struct blk_q4_k) == 144, "q4_k block");
-_Static_assert(sizeof(struct blk_q6_k) == 210, "q6_k block");
-_Static_assert(sizeof(struct blk_mxfp4) == 17, "mxfp4 block");
-_Static_assert(sizeof(struct blk_nvfp4) == 36, "nvfp4 block");
-
-/* ggml's kvalues_mxfp4: E2M1 values doubled so they are integers; the
- * block-scale decoders below return half the scale to compensate. */
-extern const int8_t qk_e2m1_x2[16];
-
-/* E8M0 scale / 2, exactly as ggml_e8m0_to_fp32_half (0 and 1 go subnormal). */
-static inline float qk_e8m0_half(uint8_t e)
-{
-    union {
-        uint32_t u;
-        float f;
-    } v = {.u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23};
-    return v.f;
-}
-
-/* UE4M3 scale / 2, exactly as ggml_ue4m3_to_fp32: 0x00 and 0x7F give 0, bit 7
- * is ignored, exponent 0 is subnormal (m * 2^-9). */
-static inline float qk_ue4m3_half(uint8_t x)
-{
-    if (x == 0 || x == 0x7F)
-        return 0.0f;
-    uint32_t e = (x >> 3) & 0xF, m = x & 7;
-    if (e == 0)
-        return (float)m * 0x1p-10f;
-    union {
-        uint32_t u;
-        float f;
-    } v = {.u = ((e + 119) << 23) | (m << 20)};
-    return v.f;
-}
 
 /*
  * Prepared activations for quantized weights (vec_type Q_Q8_1), one row of
@@ -244,8 +162,6 @@ typedef void (*qk_fused_fn)(const struct q_matrix *w, const struct q_act *a, int
 /* Quantize activation rows [r0, r1) of x (row stride ldx) into a (layout above). */
 typedef void (*qk_act_rows_fn)(struct q_act *a, const float *x, int64_t ldx, int64_t r0,
                                int64_t r1);
-
-#define QK_NTYPES 41
 
 struct q_kernels {
     const char *name; /* "portable", "avx2", "avx512", "neon" */

@@ -65,7 +65,7 @@ __device__ __forceinline__ float warp_max(float v)
 }
 
 /* One step of the left-to-right fold of attention partials (max m, sum
- * s, weighted values o): the CPU's fold (cpu/forward.c) with the same
+ * s, weighted values o): the CPU's fold (model/backend_cpu.c) with the same
  * roundings. Updates m and s and returns in a and b the factors for o:
  * o = o * a + po * b (fold_o). Used by the attention walk and by the
  * split combine alike, so both give the same bits. */

@@ -6,13 +6,14 @@
  */
 #ifdef HAVE_CUDA
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "model/backend.h"
 #include "cuda/cuda.h"
 #include "model/model.h"
 #include "timeutil.h"
 
-/* Lay the step out as the CPU backend does (cpu/forward.c plan): one row
+/* Lay the step out as the CPU backend does (model/backend_cpu.c plan): one row
  * per token, logits rows in sequence order, and the attention items. A
  * decode row under --attention split gets one item per chunk of its keys
  * and a partial slot; every other row gets one item that walks its keys. */
@@ -59,5 +60,14 @@ static void cuda_forward(struct model *m, struct model_seq *seqs, int n, int log
     cu_forward(m, p, t0);
 }
 
-const struct backend backend_cuda = {"cuda", cu_prepare, cuda_forward, cu_release};
+static int cuda_usable(char *why, size_t why_size)
+{
+    char reason[160];
+    if (cu_device_count(reason, sizeof(reason)) > 0)
+        return 0;
+    snprintf(why, why_size, "no usable CUDA device (%s)", reason);
+    return -1;
+}
+
+const struct backend backend_cuda = {"cuda", cu_prepare, cuda_forward, cu_release, cuda_usable};
 #endif

@@ -4,7 +4,7 @@
  * each fused with the preparation of the next matmul's activations (int8
  * blocks for the GEMV, f32 for float weights, f16 for the tensor cores);
  * and RoPE with the K/V cache write. One block per row. Arithmetic follows
- * cpu/forward.c operation by operation where that is cheap (RMSNorm sums
+ * model/backend_cpu.c operation by operation where that is cheap (RMSNorm sums
  * in double, RoPE from the same cos/sin table, the same int8 activation
  * quantizer), so the two backends differ mainly in summation order.
  */
@@ -112,7 +112,7 @@ void op_embed(cu_state *S, const cu_mat *te, const int32_t *tok, float *x, int r
 /* ---- RMSNorm, SwiGLU, attention output: value per element, then prep ---- */
 
 /* out = x * r * w with r = 1 / sqrt(mean(x^2) + eps), the sum of squares
- * in double as cpu/forward.c's rmsnorm (block tree instead of a loop).
+ * in double as model/backend_cpu.c's rmsnorm (block tree instead of a loop).
  * grid rows (output row i reads x row gather[i]), block ROW_THREADS; each
  * warp then prepares whole 32-element blocks. */
 __global__ void __launch_bounds__(ROW_THREADS)

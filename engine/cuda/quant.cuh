@@ -5,7 +5,8 @@
  * and an offset m, element i = q_i * d + m. The GEMV feeds q to dp4a
  * against int8 activations; the tensor-core path and the embedding turn
  * it into floats. F32, F16 and BF16 are read element by element. Block
- * layouts: docs/formats.md §1.5; the reference for every value
+ * layouts: format/blocks.h (fields read at their offsetof, AT below;
+ * docs/formats.md §1.5); the reference for every value
  * is q_dequant_row in engine/format/quant.c, which unit_value reproduces bit for
  * bit (explicit roundings, no contraction into fma). Everything here also
  * compiles for the host, so the decoders are tested on machines without a
@@ -19,8 +20,12 @@
 #include <string.h>
 
 extern "C" {
+#include "format/blocks.h"
 #include "format/quant.h"
 }
+
+/* Byte offset of field F in block struct S (format/blocks.h). */
+#define AT(S, F) offsetof(struct S, F)
 
 #define QD __host__ __device__ __forceinline__
 
@@ -152,7 +157,7 @@ QD uint32_t with_bit4(uint32_t nib, uint32_t h4)
 template <uint32_t T> struct qt;
 
 template <> struct qt<Q_Q4_0> {
-    static constexpr int block = 32, bytes = 18;
+    static constexpr int block = 32, bytes = sizeof(struct blk_q4_0);
     static constexpr bool has_min = false;
     QD static void unit(const uint8_t *row, int u, unit16 &o)
     {
@@ -162,61 +167,65 @@ template <> struct qt<Q_Q4_0> {
         o.m = 0.0f;
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            o.q[i] = (int)vsub4(u32_a2(b + 2 + 4 * i) >> sh & 0x0F0F0F0Fu, 0x08080808u);
+            o.q[i] =
+                (int)vsub4(u32_a2(b + AT(blk_q4_0, qs) + 4 * i) >> sh & 0x0F0F0F0Fu, 0x08080808u);
     }
 };
 
 template <> struct qt<Q_Q4_1> {
-    static constexpr int block = 32, bytes = 20;
+    static constexpr int block = 32, bytes = sizeof(struct blk_q4_1);
     static constexpr bool has_min = true;
     QD static void unit(const uint8_t *row, int u, unit16 &o)
     {
         const uint8_t *b = row + (size_t)(u >> 1) * bytes;
         int sh = (u & 1) * 4;
         o.d = f16_at(b);
-        o.m = f16_at(b + 2);
+        o.m = f16_at(b + AT(blk_q4_1, m));
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            o.q[i] = (int)(u32_a4(b + 4 + 4 * i) >> sh & 0x0F0F0F0Fu);
+            o.q[i] = (int)(u32_a4(b + AT(blk_q4_1, qs) + 4 * i) >> sh & 0x0F0F0F0Fu);
     }
 };
 
 template <> struct qt<Q_Q5_0> {
-    static constexpr int block = 32, bytes = 22;
+    static constexpr int block = 32, bytes = sizeof(struct blk_q5_0);
     static constexpr bool has_min = false;
     QD static void unit(const uint8_t *row, int u, unit16 &o)
     {
         const uint8_t *b = row + (size_t)(u >> 1) * bytes;
         int sh = (u & 1) * 4;
-        uint32_t h = u32_a2(b + 2) >> ((u & 1) * 16); /* bit j: fifth bit of element j */
+        uint32_t h =
+            u32_a2(b + AT(blk_q5_0, qh)) >> ((u & 1) * 16); /* bit j: fifth bit of element j */
         o.d = f16_at(b);
         o.m = 0.0f;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            uint32_t v = with_bit4(u32_a2(b + 6 + 4 * i) >> sh & 0x0F0F0F0Fu, h >> (4 * i) & 0xF);
+            uint32_t v = with_bit4(u32_a2(b + AT(blk_q5_0, qs) + 4 * i) >> sh & 0x0F0F0F0Fu,
+                                   h >> (4 * i) & 0xF);
             o.q[i] = (int)vsub4(v, 0x10101010u);
         }
     }
 };
 
 template <> struct qt<Q_Q5_1> {
-    static constexpr int block = 32, bytes = 24;
+    static constexpr int block = 32, bytes = sizeof(struct blk_q5_1);
     static constexpr bool has_min = true;
     QD static void unit(const uint8_t *row, int u, unit16 &o)
     {
         const uint8_t *b = row + (size_t)(u >> 1) * bytes;
         int sh = (u & 1) * 4;
-        uint32_t h = u32_a4(b + 4) >> ((u & 1) * 16);
+        uint32_t h = u32_a4(b + AT(blk_q5_1, qh)) >> ((u & 1) * 16);
         o.d = f16_at(b);
-        o.m = f16_at(b + 2);
+        o.m = f16_at(b + AT(blk_q5_1, m));
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            o.q[i] = (int)with_bit4(u32_a4(b + 8 + 4 * i) >> sh & 0x0F0F0F0Fu, h >> (4 * i) & 0xF);
+            o.q[i] = (int)with_bit4(u32_a4(b + AT(blk_q5_1, qs) + 4 * i) >> sh & 0x0F0F0F0Fu,
+                                    h >> (4 * i) & 0xF);
     }
 };
 
 template <> struct qt<Q_Q8_0> {
-    static constexpr int block = 32, bytes = 34;
+    static constexpr int block = 32, bytes = sizeof(struct blk_q8_0);
     static constexpr bool has_min = false;
     QD static void unit(const uint8_t *row, int u, unit16 &o)
     {
@@ -225,7 +234,7 @@ template <> struct qt<Q_Q8_0> {
         o.m = 0.0f;
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            o.q[i] = (int)u32_a2(b + 2 + 16 * (u & 1) + 4 * i);
+            o.q[i] = (int)u32_a2(b + AT(blk_q8_0, qs) + 16 * (u & 1) + 4 * i);
     }
 };
 
@@ -233,13 +242,13 @@ template <> struct qt<Q_Q8_0> {
  * super-block is half of sub-block j = u / 2, whose elements are the low
  * (j even) or high (j odd) nibbles of qs[32 (j / 2) ..]. */
 template <> struct qt<Q_Q4_K> {
-    static constexpr int block = 256, bytes = 144;
+    static constexpr int block = 256, bytes = sizeof(struct blk_q4_k);
     static constexpr bool has_min = true;
     QD static void unit(const uint8_t *row, int u, unit16 &o)
     {
         const uint8_t *b = row + (size_t)(u >> 4) * bytes;
         int j = (u & 15) >> 1, half = u & 1;
-        const uint8_t *s = b + 4;
+        const uint8_t *s = b + AT(blk_q4_k, scales);
         int sc, mn;
         if (j < 4) {
             sc = s[j] & 63;
@@ -249,9 +258,9 @@ template <> struct qt<Q_Q4_K> {
             mn = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
         }
         o.d = mul_rn(f16_at(b), (float)sc);
-        o.m = -mul_rn(f16_at(b + 2), (float)mn);
+        o.m = -mul_rn(f16_at(b + AT(blk_q4_k, dmin)), (float)mn);
         /* 16-byte aligned: rows are, and 144, 16, 32 and 16 are multiples of 16. */
-        uint4 w = *(const uint4 *)(b + 16 + 32 * (j >> 1) + 16 * half);
+        uint4 w = *(const uint4 *)(b + AT(blk_q4_k, qs) + 32 * (j >> 1) + 16 * half);
         int sh = (j & 1) * 4;
         o.q[0] = (int)(w.x >> sh & 0x0F0F0F0Fu);
         o.q[1] = (int)(w.y >> sh & 0x0F0F0F0Fu);
@@ -264,17 +273,17 @@ template <> struct qt<Q_Q4_K> {
  * takes the low (r < 2) or high nibbles of ql[32 (r & 1) + l], bits 2r of
  * qh[l], and scale sc[2r + l / 16] (l < 32 within the region). */
 template <> struct qt<Q_Q6_K> {
-    static constexpr int block = 256, bytes = 210;
+    static constexpr int block = 256, bytes = sizeof(struct blk_q6_k);
     static constexpr bool has_min = false;
     QD static void unit(const uint8_t *row, int u, unit16 &o)
     {
         const uint8_t *b = row + (size_t)(u >> 4) * bytes;
         int uu = u & 15, hf = uu >> 3, e = 16 * (uu & 7), region = e >> 5, l0 = e & 31;
-        const uint8_t *ql = b + 64 * hf + 32 * (region & 1) + l0;
-        const uint8_t *qh = b + 128 + 32 * hf + l0;
+        const uint8_t *ql = b + AT(blk_q6_k, ql) + 64 * hf + 32 * (region & 1) + l0;
+        const uint8_t *qh = b + AT(blk_q6_k, qh) + 32 * hf + l0;
         int nsh = (region >> 1) * 4, hsh = 2 * region;
-        int8_t sc = (int8_t)b[192 + 8 * hf + 2 * region + (l0 >> 4)];
-        o.d = mul_rn(f16_at(b + 208), (float)sc);
+        int8_t sc = (int8_t)b[AT(blk_q6_k, scales) + 8 * hf + 2 * region + (l0 >> 4)];
+        o.d = mul_rn(f16_at(b + AT(blk_q6_k, d)), (float)sc);
         o.m = 0.0f;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -286,17 +295,17 @@ template <> struct qt<Q_Q6_K> {
 };
 
 template <> struct qt<Q_MXFP4> {
-    static constexpr int block = 32, bytes = 17;
+    static constexpr int block = 32, bytes = sizeof(struct blk_mxfp4);
     static constexpr bool has_min = false;
     QD static void unit(const uint8_t *row, int u, unit16 &o)
     {
         const uint8_t *b = row + (size_t)(u >> 1) * bytes;
         int sh = (u & 1) * 4;
-        o.d = e8m0_half(b[0]);
+        o.d = e8m0_half(b[AT(blk_mxfp4, e)]);
         o.m = 0.0f;
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            o.q[i] = e2m1_x2(u32_a1(b + 1 + 4 * i) >> sh & 0x0F0F0F0Fu);
+            o.q[i] = e2m1_x2(u32_a1(b + AT(blk_mxfp4, qs) + 4 * i) >> sh & 0x0F0F0F0Fu);
     }
 };
 
@@ -304,14 +313,15 @@ template <> struct qt<Q_MXFP4> {
  * sub-block u % 4: low nibbles of qs[8s .. 8s + 8) then their high nibbles.
  * The per-tensor scale is applied to the matmul output (cu_mat.scale). */
 template <> struct qt<Q_NVFP4> {
-    static constexpr int block = 64, bytes = 36;
+    static constexpr int block = 64, bytes = sizeof(struct blk_nvfp4);
     static constexpr bool has_min = false;
     QD static void unit(const uint8_t *row, int u, unit16 &o)
     {
         const uint8_t *b = row + (size_t)(u >> 2) * bytes;
         int s = u & 3;
-        uint32_t w0 = u32_a4(b + 4 + 8 * s), w1 = u32_a4(b + 8 + 8 * s);
-        o.d = ue4m3_half(b[s]);
+        uint32_t w0 = u32_a4(b + AT(blk_nvfp4, qs) + 8 * s);
+        uint32_t w1 = u32_a4(b + AT(blk_nvfp4, qs) + 4 + 8 * s);
+        o.d = ue4m3_half(b[AT(blk_nvfp4, d) + s]);
         o.m = 0.0f;
         o.q[0] = e2m1_x2(w0 & 0x0F0F0F0Fu);
         o.q[1] = e2m1_x2(w1 & 0x0F0F0F0Fu);

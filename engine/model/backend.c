@@ -4,26 +4,21 @@
 #include <string.h>
 
 #include "fp4.h"
-#ifdef HAVE_CUDA
-#include "cuda/cuda.h"
-#endif
+
+static const struct backend *const backends[] = {&backend_cpu, &backend_cuda};
 
 const struct backend *backend_find(const char *name, struct err *err)
 {
-    if (!name || strcmp(name, "cpu") == 0)
-        return &backend_cpu;
-    if (strcmp(name, "cuda") == 0) {
-#ifdef HAVE_CUDA
-        char why[160];
-        if (cu_device_count(why, sizeof(why)) > 0)
-            return &backend_cuda;
-        err_set(err, FP_ERR_DEVICE, "device 'cuda': no usable CUDA device (%s); use --device cpu",
-                why);
-#else
-        err_set(err, FP_ERR_DEVICE,
-                "device 'cuda': fp4serve was built without CUDA (nvcc was not found at build "
-                "time); use --device cpu");
-#endif
+    if (!name)
+        name = "cpu";
+    for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+        const struct backend *b = backends[i];
+        if (strcmp(name, b->name) != 0)
+            continue;
+        char why[200];
+        if (!b->usable || b->usable(why, sizeof(why)) == 0)
+            return b;
+        err_set(err, FP_ERR_DEVICE, "device '%s': %s; use --device cpu", name, why);
         return NULL;
     }
     err_set(err, FP_ERR_USAGE, "unknown device '%s' (expected cpu or cuda)", name);

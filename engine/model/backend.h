@@ -8,6 +8,8 @@
 #ifndef ENGINE_BACKEND_H
 #define ENGINE_BACKEND_H
 
+#include <stddef.h>
+
 #include "err.h"
 
 struct model;
@@ -26,10 +28,16 @@ struct backend {
     void (*forward)(struct model *m, struct model_seq *seqs, int n, int logit_row0);
     /* Free what prepare allocated; safe after a failed prepare. */
     void (*release)(struct model *m);
+    /* Whether this build and machine can run the backend: 0, or -1 with
+     * why (why_size bytes) saying why in a few words. NULL: always. */
+    int (*usable)(char *why, size_t why_size);
 };
 
+/* The backends, defined in model/backend_cpu.c and cuda/cuda.c (cuda/stub.c in
+ * a build without nvcc, whose usable() always says so). This table is the
+ * only way model/ reaches engine/cpu/ and engine/cuda/ (docs/style.md
+ * "Layers"); reach them through backend_find. */
 extern const struct backend backend_cpu;
-/* Defined only in builds with nvcc (HAVE_CUDA); reach it through backend_find. */
 extern const struct backend backend_cuda;
 
 /* The backend called name ("cpu" or "cuda"), or NULL with err set:

@@ -1,7 +1,7 @@
 /*
  * model: loads a llama GGUF into model_config / model_weights, requantizes
  * the linear weights when asked (--quant), validates steps and hands them
- * to the backend. The forward pass itself is in engine/cpu/forward.c.
+ * to the backend. The forward pass itself is in engine/model/backend_cpu.c.
  */
 #include "model/model.h"
 
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "model/backend.h"
+#include "cpu/matmul.h"
 #include "fp4.h"
 #include "log.h"
 #include "model/threadpool.h"

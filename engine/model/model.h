@@ -20,7 +20,7 @@
  * Determinism: the result for a row depends only on its token, its
  * position and its slot's cache, never on the other rows of the step, on
  * --decode, --attention or the thread count (fixed reduction orders; see
- * engine/cpu/forward.c).
+ * engine/model/backend_cpu.c).
  */
 #ifndef ENGINE_MODEL_H
 #define ENGINE_MODEL_H
@@ -31,6 +31,7 @@
 
 #include "err.h"
 #include "format/gguf.h"
+#include "cpu/matmul.h"
 #include "format/quant.h"
 
 struct backend;

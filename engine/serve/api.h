@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "text/chat.h"
 #include "text/tokenizer.h"
 
 enum api_kind {
@@ -43,12 +44,7 @@ struct api_prompt {
     size_t n_ids; /* >= 1 when ids were given */
 };
 
-/* One chat message; strings are owned and NUL-terminated. */
-struct api_message {
-    char *role;    /* system | user | assistant | developer | tool */
-    char *content; /* text (parts of an array joined); "" when null */
-    size_t content_len;
-};
+/* struct api_message (one chat message) is declared in text/chat.h. */
 
 /* A parsed and checked request. Every pointer is owned (api_request_release). */
 struct api_request {

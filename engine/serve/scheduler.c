@@ -1,5 +1,5 @@
 /*
- * scheduler: the continuous-batching loop (see sched.h). The scheduler thread
+ * scheduler: the continuous-batching loop (see scheduler.h). The scheduler thread
  * admits queued requests into free KV slots, builds a step (decode rows
  * first, then prompt chunks oldest first within --prefill-chunk), runs
  * model_step, samples, detokenizes, applies stop strings and appends the

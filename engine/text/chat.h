@@ -12,10 +12,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "serve/api.h"
 #include "buf.h"
 #include "err.h"
 #include "text/tokenizer.h"
+
+/* One chat message, as a request (serve/api.c) carries it; strings are
+ * owned by whoever filled it and NUL-terminated. */
+struct api_message {
+    char *role;    /* system | user | assistant | developer | tool */
+    char *content; /* text (parts of an array joined); "" when null */
+    size_t content_len;
+};
 
 struct chat_template {
     bool from_gguf;       /* the GGUF's template is ChatML and is the one in use */

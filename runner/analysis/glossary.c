@@ -10,7 +10,7 @@
  */
 #include "analysis/glossary.h"
 
-#include "analysis/extract.h"
+#include "client/extract.h"
 
 static const struct gloss_entry entries[] = {
     {"TTFT",

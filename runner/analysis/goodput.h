@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "analysis/metric.h"
+#include "store/metric.h"
 #include "err.h"
 
 /* Latency targets, ms; 0 = no target on that latency. */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/export.h"
+#include "client/export.h"
 #include "fileio.h"
 #include "strutil.h"
 #include "xalloc.h"

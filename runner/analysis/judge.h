@@ -1,7 +1,7 @@
 /*
  * judge: the one verdict on a point, from its client log. `sweep run` calls
  * it as each point ends; `sweep plot` and `sweep import` call it (through
- * store/rundir.c) when they rebuild points from saved logs, so a run and a
+ * analysis/rundir.c) when they rebuild points from saved logs, so a run and a
  * replot cannot disagree on which points are ok.
  */
 #ifndef RUNNER_JUDGE_H
@@ -9,14 +9,14 @@
 
 #include <stdbool.h>
 
-#include "analysis/extract.h"
+#include "client/extract.h"
 #include "analysis/goodput.h"
-#include "analysis/metric.h"
+#include "store/metric.h"
 #include "client/scrape.h"
 #include "buf.h"
 #include "err.h"
 #include "store/results.h"
-#include "store/rundir.h"
+#include "analysis/rundir.h"
 #include "strvec.h"
 
 /* What a point is judged against. */

@@ -7,7 +7,7 @@
  *
  * The report is a function of the run folder alone: it reads the files the
  * run has just written (points.csv, experiment.yaml, manifest.json) through
- * store/rundir.c rather than taking the run's memory, so `sweep run` and a
+ * analysis/rundir.c rather than taking the run's memory, so `sweep run` and a
  * later `sweep plot` cannot write different reports for the same folder.
  */
 #ifndef RUNNER_REPORT_H

@@ -16,7 +16,8 @@
 #include "analysis/plot.h"
 #include "analysis/summary.h"
 #include "store/results.h"
-#include "store/rundir.h"
+#include "analysis/rundir.h"
+#include "store/runfolder.h"
 
 #define REPORT_MAX ((size_t)64 << 20) /* bytes: fit.csv, REPORT.md */
 

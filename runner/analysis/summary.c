@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "buf.h"
-#include "analysis/metric.h"
+#include "store/metric.h"
 #include "fileio.h"
 #include "xalloc.h"
 

@@ -140,6 +140,8 @@ static void print_failures(const struct lg_result *res, const struct lgr_summary
     fputc('\n', stderr);
 }
 
+static const struct opt_cmd usage = {"sweep", "bench", synopsis, summary, RN_ERR_USAGE};
+
 /*
  * The flow: flags -> GET /v1/models (model id, vocabulary; unreachable is
  * exit 3 before anything runs) -> header lines -> lg_run -> statistics ->
@@ -204,14 +206,10 @@ int cmd_bench(int argc, char **argv)
         {"no-preconnect", 0, OPT_BOOL, &no_preconnect, NULL,
          "do not open the connections (GET /v1/models) before the first request"},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
-    err_init(&err);
-    int prc = opt_parse(argc, argv, opts, n_opts, NULL, &err, RN_ERR_USAGE);
-    if (prc == 1) {
-        opt_help(stdout, "sweep", "bench", synopsis, summary, opts, n_opts);
+    int prc = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, NULL, &err);
+    if (prc == 1)
         return RN_OK;
-    }
     /* opts.h has no "required": the three without a sensible default */
     if (prc == 0 && (!url || !cfg.concurrency || !cfg.n_prompts))
         err_set(&err, RN_ERR_USAGE, "missing required option '%s' (see --help)",

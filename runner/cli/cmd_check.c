@@ -97,6 +97,8 @@ static int check_file(const char *file, const struct check_args *a)
     return rc;
 }
 
+static const struct opt_cmd usage = {"sweep", "check", synopsis, summary, RN_ERR_USAGE};
+
 int cmd_check(int argc, char **argv)
 {
     struct check_args a = {.only = STRVEC_INIT, .schema = false, .metrics = false, .from = NULL};
@@ -112,12 +114,10 @@ int cmd_check(int argc, char **argv)
         {"from", 0, OPT_STR, &a.from, "RUN_DIR",
          "estimate each point's duration from that run's scaling fit, and the total"},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
 
     err_init(&err);
-    rc = opt_parse(argc, argv, opts, n_opts, &pos, &err, RN_ERR_USAGE);
+    rc = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, &pos, &err);
     if (rc == 1) {
-        opt_help(stdout, "sweep", "check", synopsis, summary, opts, n_opts);
         rc = RN_OK;
     } else if (rc != 0) {
         fprintf(stderr, "sweep check: %s\n", err.msg);

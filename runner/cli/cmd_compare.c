@@ -15,7 +15,8 @@
 #include "fileio.h"
 #include "log.h"
 #include "opts.h"
-#include "store/rundir.h"
+#include "analysis/rundir.h"
+#include "store/runfolder.h"
 #include "strvec.h"
 
 static const char synopsis[] =
@@ -87,6 +88,8 @@ static int compare_by(const char *run, const char *axis, const struct strvec *me
     return rc;
 }
 
+static const struct opt_cmd usage = {"sweep", "compare", synopsis, summary, RN_ERR_USAGE};
+
 int cmd_compare(int argc, char **argv)
 {
     const char *out = NULL, *by = NULL;
@@ -99,15 +102,12 @@ int cmd_compare(int argc, char **argv)
         {"by", 0, OPT_STR, &by, "AXIS",
          "one run: compare its matrix variants along AXIS (e.g. quant, max-batch)"},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
     struct cmp_set c;
     int rc = RN_ERR_USAGE;
     bool loaded = false;
-    err_init(&err);
-    int pr = opt_parse(argc, argv, opts, n_opts, &specs, &err, RN_ERR_USAGE);
+    int pr = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, &specs, &err);
     if (pr == 1) {
-        opt_help(stdout, "sweep", "compare", synopsis, summary, opts, n_opts);
         rc = RN_OK;
         goto out;
     }

@@ -11,7 +11,7 @@
 
 #include "buf.h"
 #include "sweep.h"
-#include "analysis/extract.h"
+#include "client/extract.h"
 #include "log.h"
 #include "opts.h"
 #include "xalloc.h"
@@ -38,6 +38,8 @@ static void put_value(struct buf *b, double v)
         buf_json_num(b, v);
 }
 
+static const struct opt_cmd usage = {"sweep", "extract", synopsis, summary, RN_ERR_USAGE};
+
 int cmd_extract(int argc, char **argv)
 {
     const char *preset = "sglang";
@@ -58,10 +60,8 @@ int cmd_extract(int argc, char **argv)
     err_init(&err);
     buf_init(&out, OUT_MAX_BYTES);
 
-    int p = opt_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), &logs, &err, RN_ERR_USAGE);
+    int p = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, &logs, &err);
     if (p == 1) {
-        opt_help(stdout, "sweep", "extract", synopsis, summary, opts,
-                 sizeof(opts) / sizeof(opts[0]));
         rc = RN_OK;
         goto out;
     }

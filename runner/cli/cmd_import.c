@@ -19,14 +19,15 @@
 
 #include "buf.h"
 #include "sweep.h"
-#include "analysis/extract.h"
+#include "client/extract.h"
 #include "fileio.h"
 #include "log.h"
 #include "opts.h"
 #include "analysis/report.h"
 #include "store/results.h"
 #include "analysis/judge.h"
-#include "store/rundir.h"
+#include "analysis/rundir.h"
+#include "store/runfolder.h"
 #include "strutil.h"
 #include "timeutil.h"
 #include "version.h"
@@ -315,6 +316,8 @@ static void number_repeats(struct item *items, size_t n, const struct import_arg
     }
 }
 
+static const struct opt_cmd usage = {"sweep", "import", synopsis, summary, RN_ERR_USAGE};
+
 int cmd_import(int argc, char **argv)
 {
     struct import_args a = {NULL,        "sglang",    NULL,        "default",
@@ -335,7 +338,6 @@ int cmd_import(int argc, char **argv)
          "variant name for these logs (default: default)"},
         {"no-preview", 0, OPT_BOOL, &a.no_preview, NULL, "no terminal chart preview"},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
     struct item *items = NULL;
     struct ext_pattern *user = NULL;
@@ -344,9 +346,8 @@ int cmd_import(int argc, char **argv)
     int rc = RN_ERR_USAGE, skip_code = RN_OK, lock_fd = -1;
     err_init(&err);
 
-    int pr = opt_parse(argc, argv, opts, n_opts, &a.logs, &err, RN_ERR_USAGE);
+    int pr = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, &a.logs, &err);
     if (pr == 1) {
-        opt_help(stdout, "sweep", "import", synopsis, summary, opts, n_opts);
         rc = RN_OK;
         goto out;
     }

@@ -14,14 +14,15 @@
 #include "buf.h"
 #include "sweep.h"
 #include "analysis/compare.h"
-#include "analysis/extract.h"
+#include "client/extract.h"
 #include "fileio.h"
 #include "log.h"
 #include "opts.h"
 #include "analysis/report.h"
 #include "store/results.h"
 #include "analysis/judge.h"
-#include "store/rundir.h"
+#include "analysis/rundir.h"
+#include "store/runfolder.h"
 #include "xalloc.h"
 
 static const char synopsis[] =
@@ -94,6 +95,8 @@ static bool has_log(const struct res_table *t, const char *rel)
     return false;
 }
 
+static const struct opt_cmd usage = {"sweep", "plot", synopsis, summary, RN_ERR_USAGE};
+
 int cmd_plot(int argc, char **argv)
 {
     const char *preset = NULL, *by = NULL;
@@ -112,7 +115,6 @@ int cmd_plot(int argc, char **argv)
         {"no-preview", 0, OPT_BOOL, &no_preview, NULL, "no terminal chart preview"},
         {"quiet", 'q', OPT_BOOL, &quiet, NULL, "no summary lines"},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
     struct rundir rd;
     struct res_table t;
@@ -126,9 +128,8 @@ int cmd_plot(int argc, char **argv)
     err_init(&err);
     res_table_init(&t);
 
-    int pr = opt_parse(argc, argv, opts, n_opts, &pos, &err, RN_ERR_USAGE);
+    int pr = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, &pos, &err);
     if (pr == 1) {
-        opt_help(stdout, "sweep", "plot", synopsis, summary, opts, n_opts);
         rc = RN_OK;
         goto out;
     }

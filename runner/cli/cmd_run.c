@@ -69,6 +69,8 @@ static const char summary[] =
     "(model path or binary missing, port in use, server never healthy, run folder in use by\n"
     "another sweep, a result that could not be written), 130 interrupted.";
 
+static const struct opt_cmd usage = {"sweep", "run", synopsis, summary, RN_ERR_USAGE};
+
 int cmd_run(int argc, char **argv)
 {
     const char *out_dir = NULL, *resume_dir = NULL, *from_dir = NULL;
@@ -90,13 +92,11 @@ int cmd_run(int argc, char **argv)
         {"from", 0, OPT_STR, &from_dir, "RUN_DIR",
          "an earlier run whose fit gives the ETA until two concurrency levels have run"},
     };
-    const size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
     err_init(&err);
     int status = RN_OK;
-    int rc = opt_parse(argc, argv, opts, n_opts, &positional, &err, RN_ERR_USAGE);
+    int rc = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, &positional, &err);
     if (rc == 1) {
-        opt_help(stdout, "sweep", "run", synopsis, summary, opts, n_opts);
         goto out;
     }
     if (rc == 0 && positional.n != 1)

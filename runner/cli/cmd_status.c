@@ -18,15 +18,16 @@ static const char summary[] =
     "state now (squeue while it is queued or running, then sacct or scontrol).\n"
     "Exit status 2 when RUN_DIR has no SLURM job.";
 
+static const struct opt_cmd usage = {"sweep", "status", synopsis, summary, RN_ERR_USAGE};
+
 int cmd_status(int argc, char **argv)
 {
     struct strvec pos = STRVEC_INIT;
     struct err err;
     err_init(&err);
     int rc = RN_ERR_USAGE;
-    int pr = opt_parse(argc, argv, NULL, 0, &pos, &err, RN_ERR_USAGE);
+    int pr = opt_cmd_parse(&usage, NULL, 0, argc, argv, &pos, &err);
     if (pr == 1) {
-        opt_help(stdout, "sweep", "status", synopsis, summary, NULL, 0);
         rc = RN_OK;
     } else if (pr == 0 && pos.n != 1) {
         log_error("%s (sweep status RUN_DIR)",

@@ -272,7 +272,7 @@ const struct scrape_column *scrape_columns(size_t *n)
  * Known servers. Per column, the first row whose series exist in both
  * scrapes (and whose divisors moved) wins; rows of a column are ordered
  * best first. Sources (docs/benchmarks.md): fp4serve engine/serve/prom.c;
- * vLLM docs/design/metrics.md (v0.11, V1 engine); SGLang
+ * vLLM's design doc metrics.md (v0.11, V1 engine); SGLang
  * python/sglang/srt/metrics/collector.py (v0.5).
  */
 static const struct rule {

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "analysis/metric.h"
+#include "store/metric.h"
 #include "buf.h"
 #include "err.h"
 

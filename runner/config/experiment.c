@@ -28,7 +28,7 @@
 #include "sweep.h"
 #include "client/lengths.h"
 #include "config/matrix.h"
-#include "analysis/extract.h"
+#include "client/extract.h"
 #include "store/results.h"
 #include "fileio.h"
 #include "strutil.h"

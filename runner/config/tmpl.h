@@ -31,7 +31,7 @@ enum tmpl_var {
     TMPL_INPUT_LEN,
     TMPL_OUTPUT_LEN,
     TMPL_POINT, /* the point's log name less ".log" ("c16-n48", "c16-n48-r2"): where a
-                   client writes an export the point is read from (analysis/export.h) */
+                   client writes an export the point is read from (client/export.h) */
     TMPL_N_VARS,
 };
 

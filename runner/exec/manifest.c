@@ -16,7 +16,7 @@
 #include "sweep.h"
 #include "fileio.h"
 #include "exec/gpu.h"
-#include "store/rundir.h"
+#include "store/runfolder.h"
 #include "timeutil.h"
 #include "version.h"
 #include "xalloc.h"

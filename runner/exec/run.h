@@ -36,7 +36,7 @@ struct run_opts {
  * exit status: RN_OK, RN_ERR_POINTS (some points failed), RN_ERR_USAGE,
  * RN_ERR_ENV (model, binary, port, never healthy, folder not writable) or
  * RN_ERR_INTERRUPTED. Every child process is stopped on every path. The
- * run folder is locked (store/rundir.h) from before the first write until
+ * run folder is locked (store/runfolder.h) from before the first write until
  * the return; a folder another sweep holds is refused with RN_ERR_ENV, a
  * non-empty --out without force and a --resume folder of a different
  * experiment with RN_ERR_USAGE. An artifact that cannot be written

@@ -18,7 +18,7 @@
 
 #include "buf.h"
 #include "err.h"
-#include "analysis/metric.h"
+#include "store/metric.h"
 
 /* Point status values as written in the CSV. */
 #define RES_OK          "ok"

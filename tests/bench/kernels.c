@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu/matmul.h"
 #include "format/quant.h"
 #include "xalloc.h"
 

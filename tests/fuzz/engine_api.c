@@ -1,5 +1,5 @@
 /*
- * Fuzz target for engine/api, chat and stop: arbitrary bytes are parsed as
+ * Fuzz target for engine/serve/api, chat and stop: arbitrary bytes are parsed as
  * a completions, a chat and an SGLang /generate request body. A refusal must be a 400 or
  * 404 with a message; an accepted request must hold only values in their
  * documented ranges. Its text then goes through the ChatML renderer, the

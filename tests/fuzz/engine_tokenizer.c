@@ -1,5 +1,5 @@
 /*
- * Fuzz target for engine/tokenizer: arbitrary bytes are encoded with two
+ * Fuzz target for engine/text/tokenizer: arbitrary bytes are encoded with two
  * small byte-level vocabularies built here (smollm and gpt-2
  * pre-tokenizers, a few merges, control and user-defined tokens). Valid
  * UTF-8 must encode and decode back to itself, by pieces and by stream;

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/export.h"
-#include "analysis/extract.h"
+#include "client/export.h"
+#include "client/extract.h"
 #include "xalloc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -233,6 +233,47 @@ TEST(opts_parse_and_errors)
     strvec_release(&pats);
 }
 
+/* The subcommands' shared preamble: parse with the command's table, help
+ * on stdout from the same description, usage errors with its code. */
+TEST(opt_cmd_parses_and_prints_its_help)
+{
+    long n = 1;
+    struct strvec pos = STRVEC_INIT;
+    const struct opt opts[] = {{"num", 'n', OPT_LONG, &n, "N", "how many", 1, 9}};
+    const struct opt_cmd cmd = {"sweep", "demo", "FILE [-n N]", "A demo command.", 7};
+    struct err e;
+    err_init(&e);
+    char *ok[] = {"-n", "3", "f.yaml"};
+    CHECK_INT(opt_cmd_parse(&cmd, opts, OPT_N(opts), 3, ok, &pos, &e), 0);
+    CHECK_INT(n, 3);
+    CHECK_INT(pos.n, 1);
+    char *bad[] = {"-n", "10"};
+    CHECK_INT(opt_cmd_parse(&cmd, opts, OPT_N(opts), 2, bad, NULL, &e), -1);
+    CHECK_INT(e.code, 7);
+    /* --help: the text goes to stdout, caught here in a temporary file; a
+     * stale error in e is cleared */
+    fflush(stdout);
+    int saved = dup(1);
+    FILE *tmp = tmpfile();
+    CHECK(saved >= 0 && tmp);
+    dup2(fileno(tmp), 1);
+    char *help[] = {"--help"};
+    int rc = opt_cmd_parse(&cmd, opts, OPT_N(opts), 1, help, NULL, &e);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    char text[512];
+    rewind(tmp);
+    size_t len = fread(text, 1, sizeof(text) - 1, tmp);
+    text[len] = '\0';
+    fclose(tmp);
+    CHECK_INT(rc, 1);
+    CHECK_INT(e.code, 0);
+    CHECK(strncmp(text, "usage: sweep demo FILE [-n N]\n\nA demo command.\n", 46) == 0);
+    CHECK(strstr(text, "-n, --num N") != NULL);
+    strvec_release(&pos);
+}
+
 /* '' is never a value: a path would become "/" once joined. */
 TEST(opts_refuse_empty_values)
 {

@@ -1,5 +1,5 @@
 /*
- * Unit tests for engine/eval (`fp4serve eval`) on the synthetic tiny model
+ * Unit tests for engine/model/eval (`fp4serve eval`) on the synthetic tiny model
  * written at test time: perplexity of a model with all-zero embeddings is
  * exactly the vocabulary size; perplexity, KL and top-1 of a tiny text
  * against an independent token-by-token computation (windows, BOS and

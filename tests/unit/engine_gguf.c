@@ -1,5 +1,5 @@
 /*
- * Unit tests for engine/gguf: the reader on hand-built buffers (every value
+ * Unit tests for engine/format/gguf: the reader on hand-built buffers (every value
  * type, nested arrays, alignment, widening getters, every truncation of a
  * valid file), its refusals with their codes, and writer round trips.
  */

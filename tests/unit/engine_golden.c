@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cpu/matmul.h"
 #include "fp4.h"
 #include "model/model.h"
 #include "model/sample.h"

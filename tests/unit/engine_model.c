@@ -13,6 +13,7 @@
 #include "fp4.h"
 #include "format/gguf.h"
 #include "model/model.h"
+#include "cpu/matmul.h"
 #include "format/quant.h"
 #include "model/sample.h"
 #include "rng.h"

@@ -1,5 +1,5 @@
 /*
- * Unit tests for engine/quantize (`fp4serve quantize`) on the synthetic
+ * Unit tests for engine/model/quantize (`fp4serve quantize`) on the synthetic
  * tiny model written at test time: offline == requantized at load (logits
  * bit for bit, MXFP4 and NVFP4, default and --head same), the output's
  * tensor types, names, NVFP4 scale tensors and metadata, the file-level
@@ -18,7 +18,7 @@
 #include "format/gguf.h"
 #include "model/model.h"
 #include "format/quant.h"
-#include "format/quantize.h"
+#include "model/quantize.h"
 #include "format/synth.h"
 #include "test.h"
 #include "testtmp.h"

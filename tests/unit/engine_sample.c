@@ -1,4 +1,4 @@
-/* Unit tests for engine/sample: greedy, ties, seeded draws, top-k, top-p,
+/* Unit tests for engine/model/sample: greedy, ties, seeded draws, top-k, top-p,
  * min-p, penalties and log-probabilities against reference computations. */
 #include <math.h>
 #include <stdbool.h>

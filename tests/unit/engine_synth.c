@@ -1,5 +1,5 @@
 /*
- * Unit tests for engine/synth: the vocabulary is a consistent byte-level
+ * Unit tests for engine/format/synth: the vocabulary is a consistent byte-level
  * BPE (unique tokens, every merge's parts and result in it), the tensor
  * plan has each preset's shapes, values have the stated distribution, and
  * the same options give byte-identical files.

@@ -1,4 +1,4 @@
-/* Unit tests for engine/threadpool: every thread runs, barriers order
+/* Unit tests for engine/model/threadpool: every thread runs, barriers order
  * memory, runs repeat, and single-thread pools work. */
 #include <stdatomic.h>
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests for engine/tokenizer: SmolLM2's ids against llama.cpp's for
+ * Unit tests for engine/text/tokenizer: SmolLM2's ids against llama.cpp's for
  * every string in the JSON Lines files of tests/fixtures/tokenizer (made by
  * tests/tools/make_tokenizer_fixtures.py), round trips, refusals, and the
  * algorithm's corners on small hand-built vocabularies.

@@ -1,5 +1,5 @@
 /*
- * Unit tests for engine/utf8: classification against the Unicode table of
+ * Unit tests for engine/text/utf8: classification against the Unicode table of
  * well-formed sequences, decoding and encoding, and lossy copies with
  * U+FFFD and a held-back tail.
  */

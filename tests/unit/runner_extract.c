@@ -1,5 +1,5 @@
 /*
- * Unit tests for runner/analysis/extract.c: every fixture log under
+ * Unit tests for runner/client/extract.c: every fixture log under
  * tests/fixtures/logs/ (written from the exact blocks in
  * docs/benchmarks.md §2) extracts to exactly the canonical values
  * below; user patterns, limits, require messages and value parsing.
@@ -12,7 +12,7 @@
 
 #include "buf.h"
 #include "sweep.h"
-#include "analysis/extract.h"
+#include "client/extract.h"
 #include "fileio.h"
 #include "testtmp.h"
 #include "xalloc.h"

@@ -1,5 +1,5 @@
 /*
- * Unit tests for the export presets (runner/analysis/export.c) and the
+ * Unit tests for the export presets (runner/client/export.c) and the
  * presets of tools captured for real (tests/fixtures/logs/README.md): each
  * captured fixture extracts to exactly the values the tool wrote (read here
  * with Python's json module when the fixture was made), nothing more; JSONL
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "analysis/export.h"
-#include "analysis/extract.h"
+#include "client/export.h"
+#include "client/extract.h"
 #include "analysis/glossary.h"
 #include "buf.h"
 #include "fileio.h"

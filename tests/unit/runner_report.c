@@ -19,7 +19,7 @@
 #include "analysis/judge.h"
 #include "analysis/report.h"
 #include "store/results.h"
-#include "store/rundir.h"
+#include "analysis/rundir.h"
 #include "analysis/summary.h"
 #include "xalloc.h"
 

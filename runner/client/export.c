@@ -5,9 +5,9 @@
  * "Metric,..." header and rows, which a row label and a column header
  * address, and AIPerf's console tables the same way, streamed line by line. Which tool name maps to
  * which canonical metric, and why, is in glossary.c and docs/benchmarks.md §3; the tables below
- * must agree with it (tests/unit/runner_export.c checks them).
+ * must agree with it (tests/unit/runner_extract_export.c checks them).
  */
-#include "analysis/export.h"
+#include "client/export.h"
 
 #include <ctype.h>
 #include <errno.h>

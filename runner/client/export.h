@@ -26,8 +26,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "analysis/extract.h"
-#include "analysis/metric.h"
+#include "client/extract.h"
+#include "store/metric.h"
 #include "buf.h"
 #include "err.h"
 #include "strvec.h"

@@ -33,7 +33,7 @@
 
 #include "buf.h"
 #include "err.h"
-#include "analysis/metric.h"
+#include "store/metric.h"
 #include "strvec.h"
 
 typedef struct ext_set ext_set; /* compiled patterns: a preset plus user patterns */

@@ -1,5 +1,6 @@
 /*
- * cpu/forward: the CPU backend. One model_step is one tp_run: every thread
+ * model/backend_cpu: the CPU backend (backend_cpu), on the kernels of
+ * engine/cpu/ (cpu/matmul.h, cpu/ops.h). One model_step is one tp_run: every thread
  * walks the same sequence of sections (norm, QKV, RoPE, attention, output
  * projection, FFN ... head) separated by tp_barrier, each thread taking its
  * share of rows, weight rows or attention items. Nothing allocates here;
@@ -7,7 +8,7 @@
  *
  * Determinism: every reduction has a fixed order that depends only on the
  * row itself. Matmul rows are computed per (weight row, activation row)
- * (quant.h's contract); attention is always cut on the fixed grid of
+ * (cpu/matmul.h's contract); attention is always cut on the fixed grid of
  * MODEL_ATTN_CHUNK positions, each chunk reduced by the same kernel and the
  * chunks folded left to right by the same function, whether one worker
  * walks them (serial, prefill) or several compute them (split decode).
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "model/backend.h"
+#include "cpu/matmul.h"
 #include "cpu/ops.h"
 #include "fp4.h"
 #include "log.h"

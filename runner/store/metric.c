@@ -2,7 +2,7 @@
  * metric: the canonical names table and a small ordered name -> value set.
  * Sets hold a few dozen entries, so lookups are linear.
  */
-#include "analysis/metric.h"
+#include "store/metric.h"
 
 #include <stdlib.h>
 #include <string.h>

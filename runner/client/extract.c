@@ -13,8 +13,8 @@
  * a little, so no regex can hang a run.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "analysis/extract.h"
-#include "analysis/export.h"
+#include "client/extract.h"
+#include "client/export.h"
 
 #include <ctype.h>
 #include <errno.h>

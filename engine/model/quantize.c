@@ -4,7 +4,7 @@
  * the GGUF writer streams the output and each requantized tensor is
  * produced by model_requant_matrix_opts inside its fill callback.
  */
-#include "format/quantize.h"
+#include "model/quantize.h"
 
 #include <math.h>
 #include <stdio.h>
