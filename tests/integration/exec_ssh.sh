@@ -197,6 +197,13 @@ check "bundled engine over ssh: the manifest has the remote model's whole-file s
     grep -q "\"sha256\": \"$sha\"" erun/manifest.json
 check "bundled engine over ssh: cached in the remote work folder" \
     grep -q "^$sha .* models/tiny.gguf\$" remote/.sweep-cache/model-sha256
+# the cached entry is what a later run uses (a forged digest shows), while
+# the file's size, mtime, inode... hold
+cp remote/.sweep-cache/model-sha256 cache.good
+sed -i "s/^$sha /$(echo "$sha" | tr 0-9a-f f-f0-9a-e | cut -c1-64) /" remote/.sweep-cache/model-sha256
+"$SWEEP" run e.yaml --resume erun >eout1.txt 2>eerr1.txt
+check_eq "bundled engine over ssh: a forged cache entry is used (resume refused)" "$?" 2
+cp cache.good remote/.sweep-cache/model-sha256
 "$SWEEP" run e.yaml --resume erun >eout1.txt 2>eerr1.txt
 check_eq "bundled engine over ssh: resume of the finished folder: exit 0" "$?" 0
 check "bundled engine over ssh: resume of the finished folder runs nothing" \
