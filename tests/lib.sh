@@ -92,6 +92,8 @@ CSVGET=$(abs_path "$CSVGET") MINICLIENT=$(abs_path "$MINICLIENT") TOPDIR=$(abs_p
 [ -x "$BUILD/venv/bin/python3" ] && PATH="$BUILD/venv/bin:$PATH" && export PATH
 # T_TMP: this test's scratch folder, removed at exit.
 T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/sweep-test.XXXXXX")
+# each test's own cache of model fingerprints (runner/config/modelfp.h)
+export SWEEP_CACHE_DIR="$T_TMP/cache"
 T_PIDS=""
 
 # t_cleanup: at exit, kill what track_pid recorded and remove $T_TMP.

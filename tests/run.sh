@@ -13,6 +13,8 @@ BUILD=$(cd "$BUILD" && pwd) # absolute, so tests may cd
 export BUILD
 export SWEEP="$BUILD/bin/sweep" FP4SERVE="$BUILD/bin/fp4serve" FAKESERVER="$BUILD/bin/fakeserver"
 export TOPDIR="$(pwd)"
+# model fingerprints (runner/config/modelfp.h) are cached here, not in ~/.cache
+export SWEEP_CACHE_DIR="$BUILD/test-cache"
 logs="$BUILD/test-logs"
 mkdir -p "$logs"
 total_pass=0

@@ -113,3 +113,30 @@ const char *expdiff_variant(const struct exp_variant *a, const struct exp_varian
     }
     return NULL;
 }
+
+/* Each pattern of a is in b with the same regex, and as many. */
+static bool patterns_eq(const struct exp_metrics *a, const struct exp_metrics *b)
+{
+    if (a->n_patterns != b->n_patterns)
+        return false;
+    for (size_t i = 0; i < a->n_patterns; i++) {
+        size_t j = 0;
+        while (j < b->n_patterns && strcmp(a->patterns[i].name, b->patterns[j].name) != 0)
+            j++;
+        if (j == b->n_patterns || strcmp(a->patterns[i].regex, b->patterns[j].regex) != 0)
+            return false;
+    }
+    return true;
+}
+
+const char *expdiff_rules(const struct exp_variant *a, const struct exp_variant *b)
+{
+    const struct exp_metrics *ma = &a->metrics, *mb = &b->metrics;
+    if (!str_eq(ma->preset, mb->preset))
+        return "metrics.preset";
+    if (!patterns_eq(ma, mb))
+        return "metrics.patterns";
+    if (!kv_eq(ma->server_map, ma->n_server_map, mb->server_map, mb->n_server_map, false))
+        return "metrics.server_map";
+    return NULL;
+}

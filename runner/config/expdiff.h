@@ -23,4 +23,14 @@
  */
 const char *expdiff_variant(const struct exp_variant *a, const struct exp_variant *b);
 
+/*
+ * The extraction rule: "metrics.preset", "metrics.patterns" (compared as a
+ * name -> regex map) or "metrics.server_map" when a and b read logs
+ * differently, else NULL. `sweep run --resume` refuses such a change: the
+ * folder's rows were read by the old rule and the new points would be read
+ * by the new one, two rules in one column (`sweep plot --preset/--pattern`
+ * re-reads every row instead).
+ */
+const char *expdiff_rules(const struct exp_variant *a, const struct exp_variant *b);
+
 #endif

@@ -26,6 +26,7 @@
 #include "fileio.h"
 #include "sha256.h"
 #include "strutil.h"
+#include "config/modelfp.h"
 #include "config/schema.h"
 #include "config/tmpl.h"
 #include "xalloc.h"
@@ -33,8 +34,8 @@
 #define KEY_ENGINE   "<fp4serve>"
 #define KEY_SELF     "<sweep>"
 #define KEY_VARIANT  "<variant>"
-#define MAX_EXPANDED 65536     /* bytes of one expanded template */
-#define MODEL_HEAD   (1 << 20) /* bytes hashed at the start of a model file */
+#define KEY_POINT    "<point>"
+#define MAX_EXPANDED 65536 /* bytes of one expanded template */
 #define GGUF_MAGIC   "GGUF"
 
 /* ---- expansion ---- */
@@ -85,8 +86,13 @@ static void vals_fill(struct vals *x, const struct plan *p, const struct plan_va
         x->v[TMPL_PROMPTS] = x->prompts;
         x->v[TMPL_INPUT_LEN] = x->in;
         x->v[TMPL_OUTPUT_LEN] = x->out;
-        snprintf(x->point, sizeof(x->point), "%.*s", (int)(strlen(pt->log_name) - strlen(".log")),
-                 pt->log_name);
+        /* in key mode the log's name is a placeholder too: it changes with
+         * bench.repeat ("c1-n2.log" becomes "c1-n2-r1.log"), the point does not */
+        if (key)
+            snprintf(x->point, sizeof(x->point), "%s", KEY_POINT);
+        else
+            snprintf(x->point, sizeof(x->point), "%.*s",
+                     (int)(strlen(pt->log_name) - strlen(".log")), pt->log_name);
         x->v[TMPL_POINT] = x->point;
     }
 }
@@ -287,10 +293,9 @@ static int build_client(const struct plan *p, const struct plan_point *pt, bool 
         /* RUN_DIR/VARIANT/c16-n48.jsonl, beside RUN_DIR/VARIANT/c16-n48.log;
          * in key mode the variant's folder is a placeholder too: keys leave
          * the variant's name out (renaming one reruns nothing) */
-        size_t base = strlen(pt->log_name) - strlen(".log");
         strvec_push(argv, "--jsonl");
-        strvec_pushf(argv, "%s/%s/%.*s.jsonl", x.v[TMPL_RUN_DIR], key ? KEY_VARIANT : pv->v->name,
-                     (int)base, pt->log_name);
+        strvec_pushf(argv, "%s/%s/%s.jsonl", x.v[TMPL_RUN_DIR], key ? KEY_VARIANT : pv->v->name,
+                     x.point);
     } else {
         for (size_t i = 0; i < b->command.n; i++)
             if (expand_push(argv, b->command.v[i], &x, "bench.command", err) != 0)
@@ -354,16 +359,18 @@ static int point_key(const struct plan *p, struct plan_point *pt, struct err *er
     /* every field labelled and length-prefixed, so no two different points
      * can serialize to the same bytes; bump v1 if the recipe changes */
     sha256_init(&h);
-    hash_str(&h, "sweep point key v1");
+    hash_str(&h, PLAN_KEY_RECIPE_TAG);
     hash_vec(&h, "server", &sargv);
     hash_vec(&h, "env", &senv);
     hash_num(&h, "model", "%d/%lld/%s", pv->model_fp.exists, pv->model_fp.size,
-             pv->model_fp.head_sha256);
+             pv->model_fp.sha256);
     hash_vec(&h, "client", &cargv);
     fmt_double(rate, sizeof(rate), b->request_rate);
     hash_num(&h, "shape", "in=%ld out=%ld warmup=%ld rate=%s", b->input_len, b->output_len,
              b->warmup, rate);
-    hash_num(&h, "point", "c=%ld n=%ld r=%ld", pt->concurrency, pt->prompts, pt->repeat);
+    fmt_double(rate, sizeof(rate), pt->rate); /* a rate point's own; its log name is not hashed */
+    hash_num(&h, "point", "c=%ld n=%ld r=%ld rate=%s", pt->concurrency, pt->prompts, pt->repeat,
+             rate);
     if (pv->dataset_sha256[0]) /* the file's contents, not only its name */
         hash_num(&h, "dataset", "%s", pv->dataset_sha256);
     sha256_final(&h, digest);
@@ -372,6 +379,46 @@ static int point_key(const struct plan *p, struct plan_point *pt, struct err *er
     pt->key[16] = '\0';
     rc = 0;
 out:
+    strvec_release(&sargv);
+    strvec_release(&senv);
+    strvec_release(&cargv);
+    return rc;
+}
+
+/* The first 16 hex chars of the sha256 of a labelled list. */
+static void digest_vec(const char *label, const struct strvec *a, const struct strvec *b,
+                       char out[17])
+{
+    struct sha256 h;
+    uint8_t digest[32];
+    char hex[65];
+    sha256_init(&h);
+    hash_vec(&h, label, a);
+    if (b)
+        hash_vec(&h, "env", b);
+    sha256_final(&h, digest);
+    sha256_to_hex(digest, hex);
+    memcpy(out, hex, 16);
+    out[16] = '\0';
+}
+
+int plan_key_parts(const struct plan *p, size_t vi, struct plan_key_parts *kp, struct err *err)
+{
+    const struct plan_variant *pv = &p->variants[vi];
+    struct strvec sargv = STRVEC_INIT, senv = STRVEC_INIT, cargv = STRVEC_INIT;
+    struct plan_point stand_in = {.variant = vi, .concurrency = 1, .prompts = 1, .repeat = 1};
+    int rc = -1;
+    memset(kp, 0, sizeof(*kp));
+    snprintf(stand_in.log_name, sizeof(stand_in.log_name), "c1-n1.log");
+    if (build_server(p, pv, true, &sargv, &senv, err) == 0 &&
+        build_client(p, &stand_in, true, &cargv, err) == 0) {
+        digest_vec("server", &sargv, &senv, kp->server);
+        digest_vec("client", &cargv, NULL, kp->client);
+        snprintf(kp->model, sizeof(kp->model), "%d/%lld/%s", pv->model_fp.exists, pv->model_fp.size,
+                 pv->model_fp.sha256);
+        snprintf(kp->dataset, sizeof(kp->dataset), "%s", pv->dataset_sha256);
+        rc = 0;
+    }
     strvec_release(&sargv);
     strvec_release(&senv);
     strvec_release(&cargv);
@@ -416,7 +463,7 @@ static int fingerprint_dir(const char *path, struct model_fp *fp, struct err *er
         for (size_t i = 0; i < lines.n; i++)
             sha256_update(&h, lines.v[i], strlen(lines.v[i]));
         sha256_final(&h, digest);
-        sha256_to_hex(digest, fp->head_sha256);
+        sha256_to_hex(digest, fp->sha256);
     }
     strvec_release(&lines);
     return rc;
@@ -443,11 +490,12 @@ int plan_check_model(const char *path, struct model_fp *fp, struct err *err)
         return err_set(err, RN_ERR_ENV, "model path '%s': cannot be read: %s", path,
                        strerror(errno)),
                -1;
-    unsigned char *head = xmalloc(MODEL_HEAD);
+    unsigned char head[8];
     size_t got = 0;
     int rc = -1;
-    while (got < MODEL_HEAD) {
-        ssize_t n = read(fd, head + got, MODEL_HEAD - got);
+    bool cached;
+    while (got < sizeof(head)) {
+        ssize_t n = read(fd, head + got, sizeof(head) - got);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
@@ -458,7 +506,6 @@ int plan_check_model(const char *path, struct model_fp *fp, struct err *err)
             break;
         got += (size_t)n;
     }
-    sha256_hex(head, got, fp->head_sha256);
     if (got == 0) {
         err_set(err, RN_ERR_ENV, "model path '%s': the file is empty", path);
         goto out;
@@ -478,9 +525,13 @@ int plan_check_model(const char *path, struct model_fp *fp, struct err *err)
             goto out;
         }
     }
-    rc = 0;
+    /* the whole file (H1): a GGUF's first MiB is mostly metadata, so two
+     * quantizations can share it; cached by identity, read once */
+    if (fstat(fd, &st) == 0 && modelfp_sha256(path, fd, &st, fp->sha256, &cached, err) == 0)
+        rc = 0;
+    else if (!err->code)
+        err_set(err, RN_ERR_ENV, "model path '%s': cannot be read: %s", path, strerror(errno));
 out:
-    free(head);
     close(fd);
     return rc;
 }
@@ -634,8 +685,10 @@ static int plan_model(struct plan *p, struct plan_variant *pv, struct err *err)
         err_prefix(err, "variant '%s'", pv->v->name);
         return -1;
     }
-    /* on a remote host the model is checked there, by the executor's preflight */
-    if (p->exp->executor.kind != EXP_EXEC_LOCAL)
+    /* on an ssh host the model is checked there, by the executor's
+     * preflight; slurm's nodes share this filesystem (slurm.h), and the
+     * submitter's keys must be the tasks' (S1): it fingerprints here */
+    if (p->exp->executor.kind == EXP_EXEC_SSH)
         return 0;
     /* fp4serve loads one GGUF file; a folder would pass the checks below
      * (it has a fingerprint) and fail only when the server starts */
@@ -891,11 +944,11 @@ void plan_print(FILE *f, const struct plan *p)
         else if (pv->model_problem)
             fprintf(f, "  model:  %s  (warning: %s)\n", pv->model_path, pv->model_problem);
         else if (pv->model_fp.size)
-            fprintf(f, "  model:  %s  (ok: %lld bytes, first MiB sha256 %.16s)\n", pv->model_path,
-                    pv->model_fp.size, pv->model_fp.head_sha256);
+            fprintf(f, "  model:  %s  (ok: %lld bytes, sha256 %.16s)\n", pv->model_path,
+                    pv->model_fp.size, pv->model_fp.sha256);
         else
             fprintf(f, "  model:  %s  (ok: folder, listing sha256 %.16s)\n", pv->model_path,
-                    pv->model_fp.head_sha256);
+                    pv->model_fp.sha256);
         fprintf(f, "  server: ");
         strvec_print_quoted(f, &pv->server_argv);
         fputc('\n', f);

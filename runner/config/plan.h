@@ -45,13 +45,14 @@ struct plan_vars {
  */
 int plan_expand(const char *tmpl, const struct plan_vars *vars, struct buf *out, struct err *err);
 
-/* What identifies a model file's contents without reading all of it. */
+/* What identifies a model's contents. */
 struct model_fp {
-    int exists;           /* 0: path missing (size/mtime/hash unset) */
-    long long size;       /* bytes (for a folder: 0) */
-    long long mtime;      /* seconds since the epoch */
-    char head_sha256[65]; /* sha256 of the first MiB, hex; for a folder, of its listing
-                             (one "name<TAB>bytes" line per entry, sorted) */
+    int exists;      /* 0: path missing (size/mtime/hash unset) */
+    long long size;  /* bytes (for a folder: 0) */
+    long long mtime; /* seconds since the epoch */
+    char sha256[65]; /* sha256 of the whole file, hex (cached: config/modelfp.h); for a
+                        folder, of its listing (one "name<TAB>bytes" line per entry,
+                        sorted) */
 };
 
 /*
@@ -120,10 +121,12 @@ struct plan_opts {
  * server argv and env as expanded with port and run_dir replaced by
  * placeholders (so an auto port does not change the key) and the bundled
  * engine's path by "<fp4serve>", the model fingerprint (exists, size and
- * head hash; not the mtime, so a copy keeps its key), the client argv
- * likewise (the builtin client's own path as "<sweep>", the variant's
- * folder in its --jsonl path as "<variant>"), input/output
- * lengths, warmup, request rate, concurrency, prompts and the repeat index.
+ * the whole file's sha256; not the mtime, so a copy keeps its key), the
+ * client argv likewise (the builtin client's own path as "<sweep>", the
+ * variant's folder and the log's name in its --jsonl path and ${point} as
+ * "<variant>" and "<point>"), input/output lengths, warmup, request rate,
+ * concurrency, prompts, the repeat index, a rate point's rate and the
+ * dataset file's sha256 (recipe PLAN_KEY_RECIPE).
  * A missing or bad model is not an error here: it goes into model_problem
  * (run refuses it; check prints it as a warning). An expanded model path
  * or flag value that starts with '-' is an error (it would become an
@@ -133,7 +136,9 @@ struct plan_opts {
  * Under executor: ssh the programs are the remote ones (executor.sweep and
  * executor.engine, not searched here), ${run_dir} is the remote run folder
  * (plan_remote_run_dir) and the model is not checked here (the executor
- * checks and fingerprints it on the host: plan_set_model_fp).
+ * checks and fingerprints it on the host: plan_set_model_fp). Under
+ * executor: slurm it is checked here, like a local one: the nodes share
+ * this filesystem, and the tasks' keys (computed there) must be these.
  */
 int plan_build(const struct experiment *exp, const struct plan_opts *opts, struct plan *p,
                struct err *err);
@@ -147,6 +152,27 @@ char *plan_remote_run_dir(const struct experiment *exp, const char *run_dir);
  * host), and its points' keys computed again with it. Returns 0, or -1
  * with err set. */
 int plan_set_model_fp(struct plan *p, size_t vi, const struct model_fp *fp, struct err *err);
+
+/* The point key recipe: bumped when what goes into a key changes, and
+ * recorded in manifest.json ("key_recipe"), so that --resume can tell the
+ * keys of an older sweep from a changed setup. 2: the whole model file's
+ * sha256 (1 hashed its first MiB), the log name left out (bench.repeat
+ * renames logs), a rate point's rate in. */
+#define PLAN_KEY_RECIPE     2
+#define PLAN_KEY_RECIPE_TAG "sweep point key v2"
+
+/* What variant vi's keys are made of besides each point's own numbers, as
+ * short digests that manifest.json records per variant: --resume compares
+ * them to name what changed when a key no longer matches. */
+struct plan_key_parts {
+    char server[17];  /* server argv and env as hashed (placeholders included) */
+    char client[17];  /* the client argv of a stand-in point (c=1, n=1) as hashed */
+    char model[96];   /* "EXISTS/SIZE/SHA256" of the model, "0/0/" without one */
+    char dataset[65]; /* the dataset file's sha256, "" without one */
+};
+
+/* Fill *kp for variant vi. Returns 0, or -1 with err set (expansion). */
+int plan_key_parts(const struct plan *p, size_t vi, struct plan_key_parts *kp, struct err *err);
 
 /* Re-expand variant vi's server argv, url and client argvs for a new port
  * (after the planned one was taken). Keys do not change. */

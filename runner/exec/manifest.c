@@ -118,8 +118,7 @@ static json_t *host_object(void)
     return h;
 }
 
-/* Size, mtime and the hash of the first MiB: enough to notice that the
- * model file changed between two runs without reading gigabytes. */
+/* Size, mtime and the whole file's sha256 (cached: config/modelfp.h). */
 static json_t *fingerprint(const struct model_fp *fp)
 {
     json_t *o = json_object();
@@ -127,7 +126,7 @@ static json_t *fingerprint(const struct model_fp *fp)
     if (fp->exists) {
         json_object_set_new(o, "size", json_integer(fp->size));
         json_object_set_new(o, "mtime", json_integer(fp->mtime));
-        json_object_set_new(o, "head_sha256", json_string(fp->head_sha256));
+        json_object_set_new(o, "sha256", json_string(fp->sha256));
     }
     return o;
 }
@@ -147,6 +146,18 @@ static json_t *variant_object(const struct plan *p, size_t vi)
     json_object_set_new(o, "url", json_string(pv->url));
     json_object_set_new(o, "ready_path", json_string(pv->v->server.ready_path));
     json_object_set_new(o, "server_starts", json_array());
+    /* what its keys are made of, for --resume to name what changed */
+    struct plan_key_parts kp;
+    struct err err;
+    err_init(&err);
+    if (plan_key_parts(p, vi, &kp, &err) == 0) {
+        json_t *k = json_object();
+        json_object_set_new(k, "server", json_string(kp.server));
+        json_object_set_new(k, "client", json_string(kp.client));
+        json_object_set_new(k, "model", json_string(kp.model));
+        json_object_set_new(k, "dataset", json_string(kp.dataset));
+        json_object_set_new(o, "key_parts", k);
+    }
     return o;
 }
 
@@ -179,6 +190,8 @@ void man_init(struct manifest *m, const struct plan *p, int argc, char **argv,
     json_object_set_new(root, "sweep_version", json_string(BUILD_VERSION));
     json_object_set_new(root, "experiment", json_string(p->exp->name));
     json_object_set_new(root, "experiment_file", json_string(p->exp->path));
+    /* how the point keys in points.csv were made (plan.h) */
+    json_object_set_new(root, "key_recipe", json_integer(PLAN_KEY_RECIPE));
     json_object_set_new(root, "host", host_object());
 
     /* A resumed run adds a session; the earlier ones stay as they were. */

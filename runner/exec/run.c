@@ -43,6 +43,7 @@
 #include "exec/proc.h"
 #include "exec/ratesearch.h"
 #include "exec/ready.h"
+#include "exec/resume.h"
 #include "strutil.h"
 #include "timeutil.h"
 #include "xalloc.h"
@@ -265,14 +266,25 @@ static int resume_check(struct run_ctx *c, struct err *err)
                         dir, wv->name, field);
                 goto out;
             }
+            field = expdiff_rules(wv, nv); /* H2: one extraction rule per column */
+            if (field) {
+                err_set(err, RN_ERR_USAGE,
+                        "--resume '%s': variant '%s': %s differs from the folder's "
+                        "experiment.yaml, so old and new rows would be read by two rules; "
+                        "resume with the folder's rule and change it for every row with "
+                        "'sweep plot %s --preset/--pattern', or run into a new folder with --out",
+                        dir, wv->name, field, dir);
+                goto out;
+            }
             taken[nv - now->variants] = true;
             note_added(wv, nv);
             continue;
         }
         /* renamed: a variant the folder does not know, with the same settings */
         size_t j = 0;
-        while (j < now->n_variants && (taken[j] || exp_find_variant(&was, now->variants[j].name) ||
-                                       expdiff_variant(wv, &now->variants[j])))
+        while (j < now->n_variants &&
+               (taken[j] || exp_find_variant(&was, now->variants[j].name) ||
+                expdiff_variant(wv, &now->variants[j]) || expdiff_rules(wv, &now->variants[j])))
             j++;
         if (j == now->n_variants) {
             err_set(err, RN_ERR_USAGE,
@@ -757,18 +769,15 @@ static void scrape_server(struct run_ctx *c, size_t vi, const char *log, bool be
     free(url);
 }
 
-/* The compiled patterns of variant vi (preset plus its own patterns),
+/* The compiled patterns of variant vi (preset plus its own patterns and
+ * the overrides sweep plot saved),
  * built once and kept in the context. NULL with err set if they fail. */
 static const ext_set *extractor(struct run_ctx *c, size_t vi, struct err *err)
 {
     if (c->ext[vi])
         return c->ext[vi];
-    const struct exp_metrics *m = &c->plan.variants[vi].v->metrics;
-    struct ext_pattern *user = xcalloc(m->n_patterns + 1, sizeof(*user));
-    for (size_t i = 0; i < m->n_patterns; i++)
-        user[i] = (struct ext_pattern){m->patterns[i].name, m->patterns[i].regex};
-    ext_new(m->preset, user, m->n_patterns, &c->ext[vi], err);
-    free(user);
+    /* with the overrides sweep plot saved in the folder (exec/resume.h) */
+    resume_extractor(c->run_dir, &c->plan.variants[vi].v->metrics, &c->ext[vi], err);
     return c->ext[vi];
 }
 
@@ -1006,35 +1015,6 @@ static size_t adopt_renamed(struct run_ctx *c)
         }
     }
     return n;
-}
-
-/*
- * --resume, once the folder's rows are loaded: an ok row of a variant in
- * the plan, at a point the plan has, must have that point's key. The
- * settings matched (resume_check), so a different key means what they
- * name changed underneath: the model file's contents, an ${env:...} value.
- * Rerunning some points would leave rows of two setups in one fit.
- * Returns 0, or -1 with err (RN_ERR_USAGE).
- */
-static int resume_keys_check(struct run_ctx *c, struct err *err)
-{
-    for (size_t pi = 0; pi < c->plan.n_points; pi++) {
-        const struct plan_point *pp = &c->plan.points[pi];
-        const struct plan_variant *pv = &c->plan.variants[pp->variant];
-        const struct res_point *row =
-            res_table_find(&c->table, pv->v->name, pp->concurrency, pp->prompts, pp->repeat);
-        if (!row || !row->status || strcmp(row->status, RES_OK) != 0 || !row->key || !*row->key ||
-            strcmp(row->key, pp->key) == 0)
-            continue;
-        return err_set(err, RN_ERR_USAGE,
-                       "--resume '%s': variant '%s' c=%ld n=%ld: the folder's row has key %s, "
-                       "the experiment now gives %s (same settings, so the model file%s%s or an "
-                       "${env:...} value changed); run into a new folder with --out",
-                       c->run_dir, pv->v->name, pp->concurrency, pp->prompts, row->key, pp->key,
-                       pv->model_path ? " " : "", pv->model_path ? pv->model_path : ""),
-               -1;
-    }
-    return 0;
 }
 
 /* Every point of variant vi that has no ok row yet, in plan order. */
@@ -1490,7 +1470,8 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
         own_folder(c, &err) != 0)
         goto fail;
     if (o->resume_dir && path_exists(c->csv_path) &&
-        (res_table_load(c->csv_path, &c->table, &err) != 0 || resume_keys_check(c, &err) != 0))
+        (res_table_load(c->csv_path, &c->table, &err) != 0 ||
+         resume_keys_check(c->run_dir, &c->plan, &c->table, &err) != 0))
         goto fail;
     if (o->from_dir) {
         char *csv = path_join(o->from_dir, "points.csv");

@@ -100,15 +100,16 @@ static char *wrap_script(const struct slurm_run *r, const char *abs_run, const s
     return buf_detach(&b, NULL);
 }
 
-/* Copy the run's points.csv and experiment.yaml into each task folder
- * (made here): the task resumes it, and a resume checks that the folder
- * holds a run of the same experiment. */
+/* Copy the run's points.csv, experiment.yaml and manifest.json into each
+ * task folder (made here): the task resumes it, a resume checks that the
+ * folder holds a run of the same experiment with the same keys, and the
+ * task reads its logs with the extraction overrides sweep plot saved. */
 static int seed_tasks(const struct slurm_run *r, const char *tasks_dir, const struct task *t,
                       size_t n, struct err *err)
 {
-    static const char *const names[] = {"points.csv", "experiment.yaml"};
+    static const char *const names[] = {"points.csv", "experiment.yaml", "manifest.json"};
     int rc = 0;
-    for (size_t f = 0; f < 2 && rc == 0; f++) {
+    for (size_t f = 0; f < sizeof(names) / sizeof(names[0]) && rc == 0; f++) {
         struct buf data;
         buf_init(&data, BUF_MAX_DEFAULT);
         char *src = path_join(r->run_dir, names[f]);

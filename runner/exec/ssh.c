@@ -111,6 +111,8 @@ static const char check_script[] =
     "  command -v \"$t\" >/dev/null 2>&1 ||\n"
     "    printf '%s\\t%s\\n' remote \"program '$t' (util-linux, coreutils): not found in PATH\"\n"
     "done\n"
+    "c=.sweep-cache/model-sha256\n"
+    "cp='{ r = $0; for (i = 0; i < 6; i++) sub(/^[^ ]* /, \"\", r) }'\n"
     "while [ \"$#\" -ge 3 ]; do\n"
     "  k=$1 v=$2 f=$3\n"
     "  shift 3\n"
@@ -128,8 +130,27 @@ static const char check_script[] =
     "       n=$(wc -c < \"$f\")\n"
     "       if [ \"$n\" -eq 0 ]; then printf '%s\\t%s\\n' \"$v\" \"model path '$f': the file is "
     "empty\"\n"
-    "       else h=$(head -c 1048576 -- \"$f\" | sha256sum)\n"
-    "         printf '%s\\tfp\\t%s\\t%s\\n' \"$f\" \"$n\" \"${h%% *}\"; fi\n"
+    "       else\n"
+    /* the whole file's sha256 (modelfp.h), cached in the work folder by
+     * device, inode, size, mtime, ctime and path: a large model is read once */
+    "         id=$(stat -L -c '%d %i %s %.9Y %.9Z' -- \"$f\" 2>/dev/null) || id=\n"
+    "         h=\n"
+    "         if [ -n \"$id\" ] && [ -f \"$c\" ]; then\n"
+    "           h=$(ID=$id P=$f awk \"$cp\"' $2\" \"$3\" \"$4\" \"$5\" \"$6 == ENVIRON[\"ID\"] &&\n"
+    "             r == ENVIRON[\"P\"] && $1 ~ /^[0-9a-f]+$/ && length($1) == 64 { h = $1 }\n"
+    "             END { print h }' \"$c\")\n"
+    "         fi\n"
+    "         if [ -z \"$h\" ]; then\n"
+    "           h=$(sha256sum < \"$f\")\n"
+    "           h=${h%% *}\n"
+    "           if [ -n \"$id\" ] && mkdir -p .sweep-cache 2>/dev/null; then\n"
+    "             { if [ -f \"$c\" ]; then P=$f awk \"$cp\"' r != ENVIRON[\"P\"]' \"$c\" | "
+    "tail -n 255; fi\n"
+    "               printf '%s %s %s\\n' \"$h\" \"$id\" \"$f\"; } >\"$c.$$\" 2>/dev/null &&\n"
+    "               mv -f \"$c.$$\" \"$c\" 2>/dev/null\n"
+    "           fi\n"
+    "         fi\n"
+    "         printf '%s\\tfp\\t%s\\t%s\\n' \"$f\" \"$n\" \"$h\"; fi\n"
     "     fi ;;\n"
     "  p) case $f in\n"
     "     */*) if [ ! -f \"$f\" ] || [ ! -x \"$f\" ]; then\n"
@@ -578,8 +599,8 @@ static int model_fp_line(struct plan *p, const char *path, const char *rest, str
         return 0; /* not what the script prints: no fingerprint, not an error */
     fp.exists = 1;
     fp.size = size;
-    memcpy(fp.head_sha256, tab + 1, 64);
-    fp.head_sha256[64] = '\0';
+    memcpy(fp.sha256, tab + 1, 64);
+    fp.sha256[64] = '\0';
     for (size_t vi = 0; vi < p->n_variants; vi++)
         if (p->variants[vi].model_path && strcmp(p->variants[vi].model_path, path) == 0 &&
             plan_set_model_fp(p, vi, &fp, err) != 0)

@@ -3,9 +3,10 @@
 # slurm.conf written here: NodeName=localhost, CPUs from nproc, one
 # partition, proctrack/linuxproc, no accounting). A two-variant fakeserver
 # experiment becomes a job array whose tasks both end ok, merged into the
-# layout of a local run; scancel of one task mid-run gives that variant
-# failed rows naming the state while the other is ok; --resume submits only
-# the missing variant; Ctrl-C of the submitter cancels the array (squeue
+# layout of a local run, exit 0, and a --resume of it submits nothing (the
+# submitter's point keys, model fingerprint included, are the tasks');
+# scancel of one task mid-run gives that variant failed rows naming the
+# state while the other is ok; --resume submits only the missing variant; Ctrl-C of the submitter cancels the array (squeue
 # empty, exit 130); `sweep status` prints the tasks.
 . tests/lib.sh
 cd "$T_TMP" || exit 1
@@ -103,9 +104,14 @@ variants() {
     printf 'variants:\n  - {name: a}\n  - {name: b, server: {flags: {step-a-ms: %s}}, bench: {grid: %s}}\n' "$1" "$2"
 }
 
+# a model file (the fakeserver ignores it): its fingerprint is in every
+# point key, computed alike by the submitter and the tasks (W3-S1)
+head -c 1500000 /dev/urandom >model.bin
+MODEL="  model: $T_TMP/model.bin"
+
 # ---- a two-variant array: both tasks ok, merged like a local run ----
 make_experiment fakeserver s.yaml NAME=slurmt PIDFILE="$T_TMP/pid.\${variant}" STEP_A=3 PREFILL=1 \
-    OUTPUT_LEN=8 GRID='["1:2", "2:4"]' EXTRA="$(variants 6 '["1:2", "1:4"]')
+    OUTPUT_LEN=8 GRID='["1:2", "2:4"]' SERVER_LINES="$MODEL" EXTRA="$(variants 6 '["1:2", "1:4"]')
 $EXECUTOR"
 "$SWEEP" check s.yaml >/dev/null 2>check.txt
 check_eq "sweep check accepts the slurm executor" "$?" 0
@@ -130,6 +136,15 @@ check_eq "array run: squeue is empty" "$(squeue -h | wc -l)" 0
 "$SWEEP" plot run --no-preview >plot.txt 2>&1
 check_eq "array run: sweep plot rebuilds it from the merged logs" "$?" 0
 check_eq "array run: sweep plot keeps the 4 rows" "$(rows run)" 4
+# W3-S1: the submitter's keys are the tasks': a finished folder resumes to nothing
+"$SWEEP" run s.yaml --resume run >rsout.txt 2>rserr.txt
+rc=$?
+check_eq "resume of the finished array run: exit 0" "$rc" 0
+[ "$rc" = 0 ] || cat rserr.txt
+check "resume of the finished array run: every point already ok" grep -q "4 of 4 points already ok" rserr.txt
+check "resume of the finished array run: nothing submitted" sh -c "! grep -q 'submitted slurm job' rserr.txt"
+check_eq "array run: the rows' keys are the plan's" "$(col run key | sort | tr '\n' ' ')" \
+    "$("$SWEEP" check s.yaml 2>/dev/null | sed -n 's/.* key \([0-9a-f]*\) .*/\1/p' | sort | tr '\n' ' ')"
 
 # a partition the cluster does not have: sbatch's refusal is exit 3
 sed 's/partition: sweeptest/partition: nosuchpartition/' s.yaml >bad.yaml
@@ -139,7 +154,7 @@ check "sbatch refuses: its message is shown" grep -q "sbatch refused the job arr
 
 # ---- scancel of one task mid-run: its variant fails naming the state ----
 make_experiment fakeserver c.yaml NAME=slurmt PIDFILE="$T_TMP/pid.\${variant}" STEP_A=3 PREFILL=1 \
-    OUTPUT_LEN=8 GRID='["1:2", "2:4"]' EXTRA="$(variants 40 '["1:2", "1:40"]')
+    OUTPUT_LEN=8 GRID='["1:2", "2:4"]' SERVER_LINES="$MODEL" EXTRA="$(variants 40 '["1:2", "1:40"]')
 $EXECUTOR"
 rm -f pid.a pid.b
 "$SWEEP" run c.yaml --out crun >cout.txt 2>cerr.txt &

@@ -3,7 +3,9 @@
 # two-variant fakeserver experiment run through ssh into a separate remote
 # work folder gives the same rows (keys included) as the same file run
 # locally, with every log back in the local run folder; the builtin client's
-# per-request records come back too; killing the ssh master mid-point
+# per-request records come back too; a remote model is fingerprinted whole
+# (cached in the work folder) and a finished or partly finished folder
+# resumes to what is missing (W3-H1, W3-S1); killing the ssh master mid-point
 # leaves no fakeserver (nor wrapper, nor ssh) running; a missing remote
 # model, a missing remote program and an unreachable host are exit 3 before
 # any server starts.
@@ -179,6 +181,33 @@ sed '/^executor:/,$d' e.yaml >el.yaml
 check_eq "bundled engine here: exit 0" "$?" 0
 check_eq "bundled engine: the same key over ssh as here (remote model fingerprinted)" \
     "$(col erun key)" "$(col elrun key)"
+# W3-H1: the fingerprint is the remote file's whole sha256, cached in the
+# remote work folder; W3-S1: a finished ssh folder resumes to nothing, a
+# partly finished one runs only what it lacks
+sha=$(sha256sum <remote/models/tiny.gguf | cut -c1-64)
+check "bundled engine over ssh: the manifest has the remote model's whole-file sha256" \
+    grep -q "\"sha256\": \"$sha\"" erun/manifest.json
+check "bundled engine over ssh: cached in the remote work folder" \
+    grep -q "^$sha .* models/tiny.gguf\$" remote/.sweep-cache/model-sha256
+# the cached entry is what a later run uses (a forged digest shows), while
+# the file's size, mtime, inode... hold
+cp remote/.sweep-cache/model-sha256 cache.good
+sed -i "s/^$sha /$(echo "$sha" | tr 0-9a-f f-f0-9a-e | cut -c1-64) /" remote/.sweep-cache/model-sha256
+"$SWEEP" run e.yaml --resume erun >eout1.txt 2>eerr1.txt
+check_eq "bundled engine over ssh: a forged cache entry is used (resume refused)" "$?" 2
+cp cache.good remote/.sweep-cache/model-sha256
+"$SWEEP" run e.yaml --resume erun >eout1.txt 2>eerr1.txt
+check_eq "bundled engine over ssh: resume of the finished folder: exit 0" "$?" 0
+check "bundled engine over ssh: resume of the finished folder runs nothing" \
+    grep -q "1 of 1 points already ok" eerr1.txt
+sed 's/grid: \["1:2"\]/grid: ["1:2", "2:2"]/' e.yaml >e2.yaml
+"$SWEEP" run e2.yaml --resume erun >eout1.txt 2>eerr1.txt
+rc=$?
+check_eq "bundled engine over ssh: resume with a point added: exit 0" "$rc" 0
+[ "$rc" = 0 ] || tail -n 5 eerr1.txt
+check "bundled engine over ssh: only the added point ran" \
+    sh -c "grep -q '1 of 2 points already ok' eerr1.txt && test ! -e erun/default/c1-n2.log.1"
+check_eq "bundled engine over ssh: two ok rows" "$(col erun status | tr '\n' ' ')" "ok ok "
 "$FP4SERVE" synth --preset tiny --seed 2 -o remote/models/tiny.gguf >/dev/null 2>&1
 "$SWEEP" run e.yaml --resume erun >eout2.txt 2>eerr2.txt
 check_eq "remote model changed: --resume refused (exit 2)" "$?" 2

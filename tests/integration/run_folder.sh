@@ -112,7 +112,7 @@ cp modrun/points.csv mod-before.csv
 printf 'weights two' >m.bin
 "$SWEEP" run mod.yaml --resume modrun >o.txt 2>e.txt
 check_eq "resume after the model file changed: exit 2" "$?" 2
-check "resume after the model file changed: names the model" grep -q "the model file $T_TMP/m.bin" e.txt
+check "resume after the model file changed: names the model" grep -q "the model file '$T_TMP/m.bin' is not the one" e.txt
 check "resume after the model file changed: points.csv untouched" cmp -s mod-before.csv modrun/points.csv
 cp -r res broken
 echo '{broken' >broken/manifest.json

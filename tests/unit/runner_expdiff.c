@@ -3,7 +3,9 @@
  * folder (expdiff_variant): the server and client settings that decide what
  * a point measures differ, named by their schema path; the grid, repeats,
  * waits, port and metrics do not count; env order does not, flag order does.
+ * And the extraction rule (expdiff_rules), which --resume refuses to change.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +23,7 @@
 
 /* expdiff_variant of BASE against BASE with `from` replaced by `to`
  * (NULL: equal), or "load error". */
-static const char *diff(const char *from, const char *to)
+static const char *diff_by(const char *from, const char *to, bool rules)
 {
     static char out[64];
     const char *at = strstr(BASE, from);
@@ -39,11 +41,17 @@ static const char *diff(const char *from, const char *to)
         exp_release(&a);
         return "load error";
     }
-    const char *field = expdiff_variant(&a.variants[0], &b.variants[0]);
+    const char *field = rules ? expdiff_rules(&a.variants[0], &b.variants[0])
+                              : expdiff_variant(&a.variants[0], &b.variants[0]);
     snprintf(out, sizeof(out), "%s", field ? field : "equal");
     exp_release(&a);
     exp_release(&b);
     return out;
+}
+
+static const char *diff(const char *from, const char *to)
+{
+    return diff_by(from, to, false);
 }
 
 TEST(point_settings_that_differ_are_named)
@@ -83,3 +91,32 @@ TEST(settings_that_do_not_change_a_point_are_equal)
 }
 
 TEST_MAIN()
+
+/* W3-H2: the extraction rule (expdiff_rules): preset, patterns (a map:
+ * order does not count) and server_map; require and the grid do not. */
+TEST(extraction_rules_that_differ_are_named)
+{
+    CHECK_STR(diff_by("bench:", "metrics: {preset: vllm}\nbench:", true), "metrics.preset");
+    CHECK_STR(diff_by("bench:", "metrics: {patterns: {x: 'X: ([0-9]+)'}}\nbench:", true),
+              "metrics.patterns");
+    CHECK_STR(diff_by("bench:", "metrics: {server_map: {server_x: 'a_total'}}\nbench:", true),
+              "metrics.server_map");
+    CHECK_STR(diff_by("bench:", "metrics: {require: [output_throughput]}\nbench:", true), "equal");
+    CHECK_STR(diff_by("{a: 1, b: 2}", "{a: 1, b: 3}", true), "equal");
+    /* the same patterns in another order: one rule */
+    const char *two = BASE "metrics: {patterns: {x: 'X: ([0-9]+)', y: 'Y: ([0-9]+)'}}\n";
+    const char *swapped = BASE "metrics: {patterns: {y: 'Y: ([0-9]+)', x: 'X: ([0-9]+)'}}\n";
+    const char *other = BASE "metrics: {patterns: {y: 'Y: ([0-9]+)', x: 'X:([0-9]+)'}}\n";
+    struct experiment a, b, c;
+    struct err e;
+    err_init(&e);
+    CHECK_INT(exp_load_string("a.yaml", two, strlen(two), &a, &e), 0);
+    CHECK_INT(exp_load_string("b.yaml", swapped, strlen(swapped), &b, &e), 0);
+    CHECK_INT(exp_load_string("c.yaml", other, strlen(other), &c, &e), 0);
+    CHECK(expdiff_rules(&a.variants[0], &b.variants[0]) == NULL);
+    const char *field = expdiff_rules(&a.variants[0], &c.variants[0]);
+    CHECK_STR(field ? field : "equal", "metrics.patterns");
+    exp_release(&a);
+    exp_release(&b);
+    exp_release(&c);
+}

@@ -13,7 +13,9 @@
 
 #include "sweep.h"
 #include "config/experiment.h"
+#include "config/modelfp.h"
 #include "config/plan.h"
+#include "fileio.h"
 #include "sha256.h"
 #include "test.h"
 #include "xalloc.h"
@@ -565,7 +567,7 @@ TEST(check_model)
     unsigned char head[32] = {'G', 'G', 'U', 'F', 3};
     char hex[65];
     sha256_hex(head, sizeof(head), hex);
-    CHECK_STR(fp.head_sha256, hex);
+    CHECK_STR(fp.sha256, hex);
 
     char *v1 = gguf_file("old.GGUF", 1);
     err_init(&err);
@@ -603,10 +605,10 @@ TEST(check_model)
     err_init(&err);
     CHECK_INT(plan_check_model(dir, &fp, &err), 0);
     char first[65];
-    memcpy(first, fp.head_sha256, sizeof(first));
+    memcpy(first, fp.sha256, sizeof(first));
     free(write_file("hfmodel/model.safetensors", "xyz", 3));
     CHECK_INT(plan_check_model(dir, &fp, &err), 0);
-    CHECK(strcmp(first, fp.head_sha256) != 0);
+    CHECK(strcmp(first, fp.sha256) != 0);
 
     if (geteuid() != 0) { /* root reads anything */
         chmod(good, 0);
@@ -621,6 +623,82 @@ TEST(check_model)
     free(empty);
     free(other);
     free(dir);
+}
+
+/* W3-H1: the fingerprint is the whole file's sha256 (two files of one size
+ * and one first MiB that differ later fingerprint apart), read once and
+ * then taken from the cache while the file's identity holds. */
+TEST(model_fingerprint_is_the_whole_file_and_cached)
+{
+    struct model_fp a, b;
+    struct err err;
+    size_t len = (3u << 20) / 2; /* 1.5 MiB: the difference lies past the first MiB */
+    unsigned char *data = xcalloc(len, 1);
+    char *cache_dir = xasprintf("%s/cache", scratch());
+    char *saved = getenv("SWEEP_CACHE_DIR") ? xstrdup(getenv("SWEEP_CACHE_DIR")) : NULL;
+    setenv("SWEEP_CACHE_DIR", cache_dir, 1);
+    memcpy(data, "GGUF\3\0\0\0", 8);
+    for (size_t i = 8; i < len; i++)
+        data[i] = (unsigned char)(i * 7);
+    char *one = write_file("fp1.gguf", data, len);
+    data[len - 100] ^= 0xff;
+    char *two = write_file("fp2.gguf", data, len);
+    err_init(&err);
+    CHECK_INT(plan_check_model(one, &a, &err), 0);
+    CHECK_INT(plan_check_model(two, &b, &err), 0);
+    CHECK_INT(a.size, b.size);
+    CHECK(strcmp(a.sha256, b.sha256) != 0);
+    char want[65];
+    sha256_hex(data, len, want);
+    CHECK_STR(b.sha256, want);
+
+    /* the cache holds one line per file, and its entry is what is used:
+     * a forged digest there shows as long as size, mtime, inode... hold */
+    char *cache = modelfp_cache_path();
+    char *cache_want = xasprintf("%s/model-sha256", cache_dir);
+    CHECK_STR(cache, cache_want);
+    free(cache_want);
+    struct buf text;
+    buf_init(&text, 1 << 20);
+    CHECK_INT(file_read_all(cache, &text, &err, 1), 0);
+    CHECK(text.data && strstr(text.data, want) != NULL);
+    CHECK(text.data && strstr(text.data, a.sha256) != NULL);
+    char *forged = xstrdup(text.data ? text.data : "");
+    char *at = strstr(forged, want);
+    if (at)
+        memset(at, 'e', 64);
+    CHECK_INT(file_write_atomic(cache, forged, strlen(forged), &err, 1), 0);
+    CHECK_INT(plan_check_model(two, &b, &err), 0);
+    CHECK(b.sha256[0] == 'e' && b.sha256[63] == 'e'); /* taken from the cache, not read */
+    /* touched (mtime and ctime change): hashed again, the entry replaced */
+    struct timespec ts[2] = {{.tv_sec = 1000000000}, {.tv_sec = 1000000000}};
+    CHECK_INT(utimensat(AT_FDCWD, two, ts, 0), 0);
+    CHECK_INT(plan_check_model(two, &b, &err), 0);
+    CHECK_STR(b.sha256, want);
+    buf_reset(&text);
+    CHECK_INT(file_read_all(cache, &text, &err, 1), 0);
+    size_t lines = 0;
+    for (size_t i = 0; i < text.len; i++)
+        lines += text.data[i] == '\n';
+    CHECK_INT(lines, 2);
+    /* an unwritable cache folder costs a hash, not an error */
+    setenv("SWEEP_CACHE_DIR", "/nonexistent/sweep-cache", 1);
+    CHECK_INT(plan_check_model(one, &b, &err), 0);
+    CHECK_STR(b.sha256, a.sha256);
+    if (saved)
+        setenv("SWEEP_CACHE_DIR", saved, 1);
+    else
+        unsetenv("SWEEP_CACHE_DIR");
+    free(saved);
+    unlink(cache);
+    rmdir(cache_dir);
+    buf_release(&text);
+    free(forged);
+    free(cache);
+    free(one);
+    free(two);
+    free(cache_dir);
+    free(data);
 }
 
 TEST(find_bundled_engine)
@@ -722,6 +800,8 @@ TEST(cleanup_scratch)
 {
     /* last test: remove the scratch folder (files are known by name) */
     const char *names[] = {"m.gguf",
+                           "fp1.gguf",
+                           "fp2.gguf",
                            "k.gguf",
                            "good.gguf",
                            "old.GGUF",
