@@ -10,7 +10,7 @@
 #ifndef RUNNER_RESUME_H
 #define RUNNER_RESUME_H
 
-#include "analysis/extract.h"
+#include "client/extract.h"
 #include "config/experiment.h"
 #include "config/plan.h"
 #include "err.h"
