@@ -588,4 +588,21 @@ static void cpu_release(struct model *m)
     memset(rs, 0, sizeof(*rs));
 }
 
-const struct backend backend_cpu = {"cpu", cpu_prepare, cpu_forward, cpu_release};
+/* Whole key tiles of positions [0, n) per (layer, KV head): a block is
+ * tiled keys (cpu/ops.h) and position-major values, so the first
+ * ceil(n / OPS_KTILE) tiles of both are one contiguous run each. */
+static void cpu_kv_copy(struct model *m, int src, int dst, int n)
+{
+    struct run_state *rs = &m->rs;
+    int tiles = (n + OPS_KTILE - 1) / OPS_KTILE;
+    size_t bytes = (size_t)tiles * OPS_KTILE * (size_t)m->cfg.head_dim * rs->kv_elem;
+    for (int l = 0; l < m->cfg.n_layer; l++)
+        for (int h = 0; h < m->cfg.n_head_kv; h++) {
+            size_t from = cache_off(m, l, src, h) * rs->kv_elem;
+            size_t to = cache_off(m, l, dst, h) * rs->kv_elem;
+            memcpy((char *)rs->k_cache + to, (const char *)rs->k_cache + from, bytes);
+            memcpy((char *)rs->v_cache + to, (const char *)rs->v_cache + from, bytes);
+        }
+}
+
+const struct backend backend_cpu = {"cpu", cpu_prepare, cpu_forward, cpu_release, cpu_kv_copy};

@@ -26,6 +26,13 @@ struct backend {
     void (*forward)(struct model *m, struct model_seq *seqs, int n, int logit_row0);
     /* Free what prepare allocated; safe after a failed prepare. */
     void (*release)(struct model *m);
+    /* Copy the K/V of positions [0, n) of slot src into slot dst (the
+     * prefix cache's copy of a busy slot's prefix); model.c checks the
+     * slots and n first. NULL = not supported: the caller recomputes the
+     * prefix instead. A device backend copies within device memory, every
+     * layer and KV head, in its own cache layout; positions of dst past n
+     * may be overwritten. */
+    void (*kv_copy)(struct model *m, int src, int dst, int n);
 };
 
 extern const struct backend backend_cpu;
