@@ -272,7 +272,9 @@ void lgr_print(FILE *f, const struct lg_config *cfg, const struct lgr_summary *s
     fputc('\n', f);
     rule(f, " Serving Benchmark Result ", '=');
     row_str(f, "Backend:", "sweep-bench");
-    if (s->open_loop)
+    if (s->open_loop && cfg->request_rate <= 0)
+        row_str(f, "Traffic request rate:", "trace"); /* the trace's own times */
+    else if (s->open_loop)
         row_num(f, "Traffic request rate:", cfg->request_rate);
     else
         row_str(f, "Traffic request rate:", "inf");
