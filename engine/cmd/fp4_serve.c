@@ -33,7 +33,7 @@ struct serve_args {
     const char *model, *host, *device, *isa, *quant, *head, *decode, *attention, *kv, *alias;
     long port, threads, max_batch, ctx, prefill_chunk, max_queue, max_body, timeout_s,
         max_connections, load_delay_ms;
-    bool verbose, probe_bandwidth;
+    bool verbose, probe_bandwidth, no_prefix_cache;
 };
 
 /* What the loader thread builds; owned here until shutdown. */
@@ -104,7 +104,9 @@ static void *load(void *arg)
                  (double)model_weight_bytes_per_step(e->m) / 1e6);
     }
     chat_template_init(&e->chat, tok_chat_template(e->vocab));
-    struct sched_opts so = {.prefill_chunk = (int)a->prefill_chunk, .max_queue = (int)a->max_queue};
+    struct sched_opts so = {.prefill_chunk = (int)a->prefill_chunk,
+                            .max_queue = (int)a->max_queue,
+                            .no_prefix_cache = a->no_prefix_cache};
     e->sched = sched_new(e->m, e->vocab, &so, &e->met, &e->err);
     if (!e->sched)
         goto fail;
@@ -154,7 +156,7 @@ static const struct opt_cmd usage = {
     "fp4serve", "serve", "--model PATH [options]",
     "OpenAI-compatible server with continuous batching: GET /health, "
     "/v1/models, /metrics;\nPOST /v1/completions, /v1/chat/completions "
-    "(stream or not). SIGTERM or SIGINT stop it (exit 0).",
+    "(stream or not), /reset_prefix_cache. SIGTERM or SIGINT stop it (exit 0).",
     FP_ERR_USAGE};
 
 /* Defaults: 16 slots and the model's context up to 2048 positions (the KV
@@ -199,6 +201,9 @@ int fp4_serve(int argc, char **argv)
          "prompt tokens per step over all new requests (default 128)", 1, 65536},
         {"max-queue", 0, OPT_LONG, &a.max_queue, "N",
          "requests waiting for a slot; more get 503 (default 1024)", 1, 1 << 20},
+        {"no-prefix-cache", 0, OPT_BOOL, &a.no_prefix_cache, NULL,
+         "compute every prompt whole (default: reuse the longest cached prefix of a finished "
+         "or running sequence's KV)"},
         {"max-body", 0, OPT_LONG, &a.max_body, "BYTES",
          "largest request body; more get 413 (default 1048576)", 1024, 1L << 30},
         {"timeout", 0, OPT_LONG, &a.timeout_s, "S",

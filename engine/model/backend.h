@@ -31,6 +31,13 @@ struct backend {
     /* Whether this build and machine can run the backend: 0, or -1 with
      * why (why_size bytes) saying why in a few words. NULL: always. */
     int (*usable)(char *why, size_t why_size);
+    /* Copy the K/V of positions [0, n) of slot src into slot dst (the
+     * prefix cache's copy of a busy slot's prefix); model.c checks the
+     * slots and n first. NULL = not supported: the caller recomputes the
+     * prefix instead. A device backend copies within device memory, every
+     * layer and KV head, in its own cache layout; positions of dst past n
+     * may be overwritten. */
+    void (*kv_copy)(struct model *m, int src, int dst, int n);
 };
 
 /* The backends, defined in model/backend_cpu.c and cuda/cuda.c (cuda/stub.c in

@@ -18,15 +18,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/backend.h"
-#include "cpu/matmul.h"
-#include "cpu/ops.h"
 #include "fp4.h"
 #include "log.h"
-#include "model/model.h"
-#include "model/threadpool.h"
 #include "timeutil.h"
 #include "xalloc.h"
+
+#include "model/backend.h"
+#include "model/model.h"
+#include "model/threadpool.h"
+
+#include "cpu/matmul.h"
+#include "cpu/ops.h"
 
 /* Indices into run_state.act. */
 enum { ACT_Q, ACT_K, ACT_V, ACT_O, ACT_GATE, ACT_UP, ACT_DOWN };
@@ -590,4 +592,25 @@ static void cpu_release(struct model *m)
     memset(rs, 0, sizeof(*rs));
 }
 
-const struct backend backend_cpu = {"cpu", cpu_prepare, cpu_forward, cpu_release};
+/* Whole key tiles of positions [0, n) per (layer, KV head): a block is
+ * tiled keys (cpu/ops.h) and position-major values, so the first
+ * ceil(n / OPS_KTILE) tiles of both are one contiguous run each. */
+static void cpu_kv_copy(struct model *m, int src, int dst, int n)
+{
+    struct run_state *rs = &m->rs;
+    int tiles = (n + OPS_KTILE - 1) / OPS_KTILE;
+    size_t bytes = (size_t)tiles * OPS_KTILE * (size_t)m->cfg.head_dim * rs->kv_elem;
+    for (int l = 0; l < m->cfg.n_layer; l++)
+        for (int h = 0; h < m->cfg.n_head_kv; h++) {
+            size_t from = cache_off(m, l, src, h) * rs->kv_elem;
+            size_t to = cache_off(m, l, dst, h) * rs->kv_elem;
+            memcpy((char *)rs->k_cache + to, (const char *)rs->k_cache + from, bytes);
+            memcpy((char *)rs->v_cache + to, (const char *)rs->v_cache + from, bytes);
+        }
+}
+
+const struct backend backend_cpu = {.name = "cpu",
+                                    .prepare = cpu_prepare,
+                                    .forward = cpu_forward,
+                                    .release = cpu_release,
+                                    .kv_copy = cpu_kv_copy};

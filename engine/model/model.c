@@ -703,6 +703,36 @@ int model_slot_len(const struct model *m, int slot)
     return slot >= 0 && slot < m->max_batch ? m->slot_len[slot] : 0;
 }
 
+void model_slot_trim(struct model *m, int slot, int n)
+{
+    if (slot >= 0 && slot < m->max_batch && n >= 0 && n < m->slot_len[slot])
+        m->slot_len[slot] = n;
+}
+
+bool model_can_copy_kv(const struct model *m)
+{
+    return m->be && m->be->kv_copy;
+}
+
+int model_slot_copy(struct model *m, int src, int dst, int n, struct err *err)
+{
+    if (src < 0 || src >= m->max_batch || dst < 0 || dst >= m->max_batch || src == dst)
+        return err_set(err, FP_ERR_USAGE, "KV copy from slot %d to slot %d: bad slots", src, dst),
+               -1;
+    if (n < 0 || n > m->slot_len[src])
+        return err_set(err, FP_ERR_USAGE, "KV copy of %d positions: slot %d holds %d", n, src,
+                       m->slot_len[src]),
+               -1;
+    if (!model_can_copy_kv(m))
+        return err_set(err, FP_ERR_UNSUPPORTED, "backend '%s' cannot copy KV between slots",
+                       m->be ? m->be->name : "?"),
+               -1;
+    if (n > 0)
+        m->be->kv_copy(m, src, dst, n);
+    m->slot_len[dst] = n;
+    return 0;
+}
+
 size_t model_weight_bytes_per_step(const struct model *m)
 {
     return m->w.linear_bytes + m->w.head_bytes;

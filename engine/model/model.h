@@ -254,6 +254,14 @@ int model_step(struct model *m, struct model_seq *seqs, int n, struct err *err);
 void model_slot_free(struct model *m, int slot);
 /* Positions the slot holds. */
 int model_slot_len(const struct model *m, int slot);
+/* Forget a slot's positions from n on (its length becomes min(length, n)). */
+void model_slot_trim(struct model *m, int slot, int n);
+/* Whether the backend can copy K/V between slots (model_slot_copy). */
+bool model_can_copy_kv(const struct model *m);
+/* Make dst hold src's positions [0, n) (n <= src's length, src != dst):
+ * dst's length becomes n. -1 with err set (FP_ERR_USAGE for bad slots or
+ * n, FP_ERR_UNSUPPORTED when the backend cannot copy); dst untouched then. */
+int model_slot_copy(struct model *m, int src, int dst, int n, struct err *err);
 
 /* Requantize one matrix into dst (q_row_bytes(dst_type, cols) * rows
  * bytes, caller-owned): each row is dequantized (times src->scale) and

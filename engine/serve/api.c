@@ -1201,12 +1201,14 @@ static void finish_reason(struct buf *b, const char *finish)
         buf_puts(b, ",\"finish_reason\":null");
 }
 
-static void usage(struct buf *b, long prompt_tokens, long completion_tokens)
+/* cached: prompt tokens whose KV came from the prefix cache (vLLM's
+ * prompt_tokens_details.cached_tokens). */
+static void usage(struct buf *b, long prompt_tokens, long completion_tokens, long cached)
 {
     buf_printf(b,
                ",\"usage\":{\"prompt_tokens\":%ld,\"completion_tokens\":%ld,"
-               "\"total_tokens\":%ld}",
-               prompt_tokens, completion_tokens, prompt_tokens + completion_tokens);
+               "\"total_tokens\":%ld,\"prompt_tokens_details\":{\"cached_tokens\":%ld}}",
+               prompt_tokens, completion_tokens, prompt_tokens + completion_tokens, cached);
 }
 
 /* Appends are all-or-nothing at the event level: begin() notes where the
@@ -1393,13 +1395,13 @@ int api_sse_chunk(struct buf *b, const struct api_resp *r, const char *text, siz
     return api_sse_choice(b, r, &c);
 }
 int api_sse_usage(struct buf *b, const struct api_resp *r, long prompt_tokens,
-                  long completion_tokens)
+                  long completion_tokens, long cached)
 {
     size_t start = begin(b);
     buf_puts(b, "data: ");
     head(b, r, true);
     buf_puts(b, ",\"choices\":[]");
-    usage(b, prompt_tokens, completion_tokens);
+    usage(b, prompt_tokens, completion_tokens, cached);
     buf_puts(b, "}\n\n");
     return commit(b, start);
 }
@@ -1445,10 +1447,11 @@ void api_final_choice(struct buf *b, const struct api_resp *r, const struct api_
     buf_puts(b, "}");
 }
 
-int api_final_end(struct buf *b, size_t start, long prompt_tokens, long completion_tokens)
+int api_final_end(struct buf *b, size_t start, long prompt_tokens, long completion_tokens,
+                  long cached)
 {
     buf_puts(b, "]");
-    usage(b, prompt_tokens, completion_tokens);
+    usage(b, prompt_tokens, completion_tokens, cached);
     buf_puts(b, "}");
     return commit(b, start);
 }
@@ -1459,11 +1462,11 @@ int api_final_json(struct buf *b, const struct api_resp *r, const char *text, si
     size_t start = api_final_begin(b, r);
     struct api_choice c = {.text = text, .n = n, .finish = finish};
     api_final_choice(b, r, &c, true);
-    return api_final_end(b, start, prompt_tokens, completion_tokens);
+    return api_final_end(b, start, prompt_tokens, completion_tokens, 0);
 }
 
 void api_gen_json(struct buf *b, const char *id, int index, const char *text, size_t n,
-                  const char *finish, long prompt_tokens, long completion_tokens)
+                  const char *finish, long prompt_tokens, long completion_tokens, long cached)
 {
     buf_puts(b, "{\"text\":");
     buf_json_str(b, text, n);
@@ -1478,6 +1481,6 @@ void api_gen_json(struct buf *b, const char *id, int index, const char *text, si
         buf_printf(b, "{\"type\":\"length\",\"length\":%ld}", completion_tokens);
     else
         buf_printf(b, "{\"type\":\"%s\",\"matched\":null}", finish);
-    buf_printf(b, ",\"prompt_tokens\":%ld,\"completion_tokens\":%ld,\"cached_tokens\":0}}",
-               prompt_tokens, completion_tokens);
+    buf_printf(b, ",\"prompt_tokens\":%ld,\"completion_tokens\":%ld,\"cached_tokens\":%ld}}",
+               prompt_tokens, completion_tokens, cached);
 }

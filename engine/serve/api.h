@@ -191,7 +191,8 @@ int api_sse_choice(struct buf *b, const struct api_resp *r, const struct api_cho
 size_t api_final_begin(struct buf *b, const struct api_resp *r);
 void api_final_choice(struct buf *b, const struct api_resp *r, const struct api_choice *c,
                       bool first);
-int api_final_end(struct buf *b, size_t start, long prompt_tokens, long completion_tokens);
+int api_final_end(struct buf *b, size_t start, long prompt_tokens, long completion_tokens,
+                  long cached);
 
 /* /generate's answer for one choice: {"text": text (the whole text so
  * far, also in a stream, as SGLang sends it), "meta_info": {"id",
@@ -200,7 +201,7 @@ int api_final_end(struct buf *b, size_t start, long prompt_tokens, long completi
  * and "index" when index >= 0. No framing: the caller adds "data: " and
  * "\n\n", or list brackets. */
 void api_gen_json(struct buf *b, const char *id, int index, const char *text, size_t n,
-                  const char *finish, long prompt_tokens, long completion_tokens);
+                  const char *finish, long prompt_tokens, long completion_tokens, long cached);
 
 /*
  * Append one SSE event "data: {chunk}\n\n" carrying text[0..n) (valid
@@ -210,9 +211,11 @@ void api_gen_json(struct buf *b, const char *id, int index, const char *text, si
  */
 int api_sse_chunk(struct buf *b, const struct api_resp *r, const char *text, size_t n, bool role,
                   const char *finish);
-/* "data: {..., "choices": [], "usage": {...}}\n\n" */
+/* "data: {..., "choices": [], "usage": {...}}\n\n". Usage objects carry
+ * "prompt_tokens_details": {"cached_tokens": cached} (prompt tokens the
+ * prefix cache supplied). */
 int api_sse_usage(struct buf *b, const struct api_resp *r, long prompt_tokens,
-                  long completion_tokens);
+                  long completion_tokens, long cached);
 /* "data: {"error": {...}}\n\n" (an error after the stream began). */
 int api_sse_error(struct buf *b, const struct api_error *e);
 /* "data: [DONE]\n\n" */

@@ -183,6 +183,13 @@ static const struct counter counters[] = {
     {"fp4serve_decode_only_step_seconds_total", "Wall time of decode-only steps.",
      offsetof(struct prom, do_step_ns), 1e-9},
     {"fp4serve_connections_total", "Connections accepted.", offsetof(struct prom, connections), 1},
+    /* vLLM's vllm:prefix_cache_queries / vllm:prefix_cache_hits, in tokens */
+    {"fp4serve_prefix_cache_queries_total",
+     "Prompt tokens looked up in the prefix cache (every admitted sequence's prompt).",
+     offsetof(struct prom, prefix_queries), 1},
+    {"fp4serve_prefix_cache_hits_total",
+     "Prompt tokens whose KV the prefix cache supplied (not computed).",
+     offsetof(struct prom, prefix_hits), 1},
 };
 
 /* A bound as a label value: "0.005", "2048", "2560". */

@@ -81,6 +81,8 @@ struct prom {
     atomic_uint_least64_t attn_ns;          /* phase timers of the model (model_timers) */
     atomic_uint_least64_t matmul_ns;
     atomic_uint_least64_t other_ns;
+    atomic_uint_least64_t prefix_queries;  /* prompt tokens looked up in the prefix cache */
+    atomic_uint_least64_t prefix_hits;     /* of those, tokens whose KV was reused */
     atomic_uint_least64_t connections;     /* accepted connections */
     atomic_int_least64_t open_connections; /* connections now open */
     struct prom_hist hist[PROM_N_HIST];    /* per request (ITL: per token) */

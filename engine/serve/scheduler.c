@@ -22,6 +22,7 @@
 
 #include "fp4.h"
 #include "log.h"
+#include "serve/prefix.h"
 #include "text/stop.h"
 #include "timeutil.h"
 #include "xalloc.h"
@@ -50,6 +51,7 @@ struct sched_seq {
     int slot;        /* KV slot, -1 while waiting or after the end */
     int n_tokens;    /* ids in tokens */
     int n_cached;    /* positions in the slot's KV cache */
+    int n_reused;    /* prompt positions the prefix cache supplied at admission */
     int n_gen;       /* generated ids */
     bool sent_first; /* a content chunk went out (chat: it carried the role) */
     bool ended;      /* finished (finish says why) */
@@ -85,6 +87,7 @@ struct sched_req {
     struct sched_seq *seqs; /* (n_seqs) in choice order; owned */
     int n_seqs;
     int n_prompt; /* prompt tokens, each prompt once (usage) */
+    int n_per;    /* choices per prompt */
 
     /* shared with the HTTP layer, under mu */
     pthread_mutex_t mu;
@@ -94,6 +97,7 @@ struct sched_req {
     bool parked;    /* a reader waits for wake */
     bool cancel;    /* the client is gone */
     int n_gen;      /* generated tokens over every choice */
+    int n_cached;   /* prompt tokens from the prefix cache, each prompt once (usage) */
 
     /* the scheduler thread's */
     int fd;            /* dup of the client socket, or -1; closed when the generation ends */
@@ -122,6 +126,7 @@ struct sched {
     sched_req *q_head, *q_tail; /* waiting requests, FIFO */
     long q_len;
     bool stopping;
+    bool reset_prefix;              /* POST /reset_prefix_cache: wipe free slots before admitting */
     long g_running, g_kv_positions; /* gauges published after each step */
 
     /* the scheduler thread's */
@@ -129,6 +134,9 @@ struct sched {
     struct sched_seq **run; /* (max_batch) running sequences in admission order */
     int n_run;
     bool *slot_used;          /* (max_batch) */
+    bool prefix;              /* the prefix cache is on */
+    struct pfx pfx;           /* what each slot's KV holds */
+    int *kv_len;              /* (max_batch) positions per slot, for pfx_choose */
     struct model_seq *seqs;   /* (max_batch) one step */
     struct sched_seq **owner; /* (max_batch) sequence of seqs[i] */
     struct pollfd *pfd;       /* (max_batch) */
@@ -160,6 +168,7 @@ sched_req *sched_req_new(const struct sched_req_params *p)
     const struct sched_prompt *pr = p->n_prompts ? p->prompts : &one;
     size_t n_pr = p->n_prompts ? p->n_prompts : 1;
     int n = p->n > 0 ? p->n : 1;
+    r->n_per = n;
     r->n_seqs = (int)n_pr * n;
     r->seqs = xcalloc((size_t)r->n_seqs, sizeof(*r->seqs));
     for (size_t i = 0; i < n_pr; i++) {
@@ -370,7 +379,7 @@ static int put_gen_chunk(sched_req *r, const struct chunk_ctx *c)
     r->out.toobig = false;
     buf_puts(&r->out, "data: ");
     api_gen_json(&r->out, r->id, r->batch ? q->index : -1, q->text.data ? q->text.data : "",
-                 q->text.len, c->finish, q->n_prompt, q->n_gen);
+                 q->text.len, c->finish, q->n_prompt, q->n_gen, q->n_reused);
     buf_puts(&r->out, "\n\n");
     if (c->finish && r->n_live == 0)
         buf_puts(&r->out, "data: [DONE]\n\n");
@@ -406,7 +415,7 @@ static int put_chunk(sched_req *r, const void *vctx)
     }
     if (rc == 0 && c->finish && r->n_live == 0) {
         if (r->include_usage)
-            rc = api_sse_usage(&r->out, &rp, r->n_prompt, r->n_gen);
+            rc = api_sse_usage(&r->out, &rp, r->n_prompt, r->n_gen, r->n_cached);
         if (rc == 0)
             rc = api_sse_done(&r->out);
     }
@@ -428,7 +437,7 @@ static int put_final(sched_req *r, const void *vctx)
             const struct sched_seq *q = &r->seqs[i];
             buf_puts(&r->out, i ? "," : "");
             api_gen_json(&r->out, r->id, r->batch ? q->index : -1, q->text.data ? q->text.data : "",
-                         q->text.len, q->finish, q->n_prompt, q->n_gen);
+                         q->text.len, q->finish, q->n_prompt, q->n_gen, q->n_reused);
         }
         buf_puts(&r->out, r->batch ? "]" : "");
         if (!r->out.toobig)
@@ -454,7 +463,7 @@ static int put_final(sched_req *r, const void *vctx)
                                 .lp = q->lp ? &lp : NULL};
         api_final_choice(&r->out, &rp, &ch, i == 0);
     }
-    if (api_final_end(&r->out, start, r->n_prompt, r->n_gen) == 0)
+    if (api_final_end(&r->out, start, r->n_prompt, r->n_gen, r->n_cached) == 0)
         return 0;
     struct api_error e = {0};
     api_error_set(&e, 500, "internal_error", NULL,
@@ -487,24 +496,29 @@ static int put_abort(sched_req *r, const void *vctx)
 static const char *const finish_names[PROM_N_FINISH] = {"stop", "length", "cancelled", "aborted"};
 
 /* Publish the gauges a scrape reads: the scheduler thread's view of the
- * running set and of the KV positions held over every slot. */
+ * running set and of the KV positions its slots hold (a free slot's cached
+ * prefix is not counted: any admission may take it). */
 static void gauges(sched *s)
 {
     long kv = 0;
     for (int i = 0; i < s->max_batch; i++)
-        kv += model_slot_len(s->m, i);
+        kv += s->slot_used[i] ? model_slot_len(s->m, i) : 0;
     pthread_mutex_lock(&s->mu);
     s->g_running = s->n_run;
     s->g_kv_positions = kv;
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Give q's slot back and take it out of the running set. */
+/* Give q's slot back and take it out of the running set. With the prefix
+ * cache the slot keeps its K/V and the table learns its token ids. */
 static void seq_free_slot(sched *s, struct sched_seq *q)
 {
     if (q->slot < 0)
         return;
-    model_slot_free(s->m, q->slot);
+    if (s->prefix)
+        pfx_keep(&s->pfx, q->slot, q->tokens, model_slot_len(s->m, q->slot));
+    else
+        model_slot_free(s->m, q->slot);
     s->slot_used[q->slot] = false;
     int k = 0;
     for (int i = 0; i < s->n_run; i++)
@@ -582,20 +596,55 @@ static void seq_end(sched *s, struct sched_seq *q, enum prom_finish why, const c
         sched_req_unref(r);
 }
 
+/* A slot for q and the prompt positions it can reuse. Without the prefix
+ * cache: the first free slot, wiped. With it: pfx_choose's slot, trimmed
+ * to the matched prefix (or given a copy of a busy slot's), so a sequence
+ * never sees K/V that is not its own prompt's. Echoed prompt logprobs need
+ * every prompt row's logits: those prompts are computed whole. */
+static int take_slot(sched *s, struct sched_seq *q)
+{
+    sched_req *r = q->req;
+    if (!s->prefix) {
+        int slot = 0;
+        while (s->slot_used[slot])
+            slot++;
+        model_slot_free(s->m, slot);
+        q->n_reused = 0;
+        return slot;
+    }
+    for (int i = 0; i < s->max_batch; i++)
+        s->kv_len[i] = model_slot_len(s->m, i);
+    bool whole = r->echo && r->logprobs >= 0;
+    struct pfx_choice c = pfx_choose(&s->pfx, s->slot_used, s->kv_len, model_can_copy_kv(s->m),
+                                     q->tokens, whole ? 1 : q->n_prompt);
+    if (c.src >= 0) {
+        struct err err;
+        err_init(&err);
+        if (model_slot_copy(s->m, c.src, c.slot, c.reuse, &err) != 0) {
+            log_warn("prefix cache: %s; computing the prompt whole", err.msg);
+            c.reuse = 0;
+        }
+    }
+    model_slot_trim(s->m, c.slot, c.reuse);
+    pfx_take(&s->pfx, c.slot, q->tokens, q->n_prompt);
+    q->n_reused = c.reuse;
+    if (q->index % r->n_per == 0) /* usage counts each prompt once */
+        r->n_cached += c.reuse;
+    atomic_fetch_add_explicit(&s->met->prefix_queries, (uint64_t)q->n_prompt, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->met->prefix_hits, (uint64_t)c.reuse, memory_order_relaxed);
+    return c.slot;
+}
+
 /* Give q a slot and its sampling state. Allocation happens here, at
  * admission, never inside a step: the sampler's candidate arrays, the stop
- * filter's held text, the logprobs and the first 4 KiB of output. The slot
- * is wiped first, so a sequence never sees a previous tenant's KV. */
+ * filter's held text, the logprobs and the first 4 KiB of output. */
 static void admit(sched *s, struct sched_seq *q)
 {
     sched_req *r = q->req;
-    int slot = 0;
-    while (s->slot_used[slot])
-        slot++;
+    int slot = take_slot(s, q);
     s->slot_used[slot] = true;
     q->slot = slot;
-    model_slot_free(s->m, slot);
-    q->n_cached = 0;
+    q->n_cached = q->n_reused;
     s->run[s->n_run++] = q;
     if (!r->t_admit)
         r->t_admit = clock_ns();
@@ -969,11 +1018,17 @@ static void *loop(void *arg)
     sched *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!s->stopping && s->n_run == 0 && !s->adm && !s->q_head)
+        while (!s->stopping && s->n_run == 0 && !s->adm && !s->q_head && !s->reset_prefix)
             pthread_cond_wait(&s->cv, &s->mu);
-        bool stopping = s->stopping;
+        bool stopping = s->stopping, reset = s->reset_prefix;
+        s->reset_prefix = false;
         sched_req *gone = stopping ? NULL : unlink_gone_queued(s);
         pthread_mutex_unlock(&s->mu);
+        for (int i = 0; reset && i < s->max_batch; i++) {
+            pfx_forget(&s->pfx, i);
+            if (!s->slot_used[i])
+                model_slot_free(s->m, i);
+        }
         while (gone) {
             sched_req *next = gone->next;
             req_end(s, gone, PROM_FIN_CANCELLED);
@@ -1024,6 +1079,9 @@ sched *sched_new(struct model *m, const tok_vocab *v, const struct sched_opts *o
     size_t mb = (size_t)s->max_batch;
     s->run = xcalloc(mb, sizeof(*s->run));
     s->slot_used = xcalloc(mb, sizeof(*s->slot_used));
+    s->prefix = !o->no_prefix_cache;
+    pfx_init(&s->pfx, s->max_batch, s->ctx);
+    s->kv_len = xcalloc(mb, sizeof(*s->kv_len));
     s->seqs = xcalloc(mb, sizeof(*s->seqs));
     s->owner = xcalloc(mb, sizeof(*s->owner));
     s->pfd = xcalloc(mb, sizeof(*s->pfd));
@@ -1076,6 +1134,14 @@ int sched_submit(sched *s, sched_req *r, struct api_error *e)
     return rc;
 }
 
+void sched_reset_prefix(sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->reset_prefix = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
 void sched_gauges(sched *s, struct prom_gauges *g)
 {
     pthread_mutex_lock(&s->mu);
@@ -1109,6 +1175,8 @@ void sched_free(sched *s)
     pthread_cond_destroy(&s->cv);
     free(s->run);
     free(s->slot_used);
+    pfx_release(&s->pfx);
+    free(s->kv_len);
     free(s->seqs);
     free(s->owner);
     free(s->pfd);

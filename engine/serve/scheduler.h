@@ -10,6 +10,13 @@
  * slot of its own as slots free up, and the answer carries them as choices
  * in index order.
  *
+ * Prefix cache (on unless no_prefix_cache): a finished sequence leaves its
+ * K/V and token ids in its slot; a new sequence takes the slot sharing the
+ * longest prefix with its prompt (serve/prefix.h has the rule), or copies
+ * that prefix out of a busy slot, and computes only the rest. Outputs are
+ * the same either way (a row's result depends only on its token, position
+ * and cache: model.h).
+ *
  * Request lifetime: sched_req_new gives one reference to the caller;
  * sched_submit takes another for the scheduler, dropped when the
  * generation ends (finished, cancelled or aborted). The last unref frees.
@@ -34,6 +41,7 @@ typedef struct sched_req sched_req;
 struct sched_opts {
     int prefill_chunk; /* prompt tokens per step, summed over prefilling sequences (>= 1) */
     int max_queue;     /* requests waiting for a slot; more are refused with 503 */
+    bool no_prefix_cache; /* wipe a slot at every admission instead of reusing its prefix */
 };
 
 /* One prompt of a request with several (completions' batches). */
@@ -118,6 +126,12 @@ sched *sched_new(struct model *m, const tok_vocab *v, const struct sched_opts *o
  * context): returns -1, r untouched.
  */
 int sched_submit(sched *s, sched_req *r, struct api_error *e);
+
+/* Forget every cached prefix (POST /reset_prefix_cache): free slots are
+ * wiped before the next admission; a running sequence's slot keeps its
+ * prompt while it runs and is cached again when it ends. Safe from any
+ * thread. */
+void sched_reset_prefix(sched *s);
 
 /* Gauges for /metrics (queue, running, KV positions held). */
 void sched_gauges(sched *s, struct prom_gauges *g);

@@ -276,6 +276,17 @@ static enum MHD_Result h_metrics(struct call *c)
     return rc;
 }
 
+/* POST /reset_prefix_cache (vLLM's): forget every cached prefix, so that
+ * a benchmark point does not start warm from the last one's. */
+static enum MHD_Result h_reset_prefix(struct call *c)
+{
+    srv *s = c->s;
+    if (!atomic_load(&s->ready))
+        return refuse(c, 503, "unavailable_error", NULL, false, "loading model");
+    sched_reset_prefix(s->engine.sched);
+    return respond(c, 200, "application/json", "{}", 2, false);
+}
+
 /* ---- completions ---- */
 
 /* MHD suspend/resume as the scheduler's park and wake callbacks. park runs
@@ -614,6 +625,7 @@ static const struct route routes[] = {
     {"/generate", "POST", h_generate, PROM_COMPLETIONS, true},
     {"/tokenize", "POST", h_tokenize, PROM_TOKENIZE, true},
     {"/detokenize", "POST", h_detokenize, PROM_TOKENIZE, true},
+    {"/reset_prefix_cache", "POST", h_reset_prefix, PROM_OTHER, false},
 };
 
 /* ---- the MHD callbacks ---- */

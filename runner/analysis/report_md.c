@@ -19,9 +19,20 @@
 
 /* Columns of the points table in REPORT.md (shown when any row has them). */
 static const char *const table_metrics[] = {
-    "output_throughput", "median_tpot_ms", "median_ttft_ms",       "p99_ttft_ms",
-    "median_itl_ms",     "median_e2e_ms",  "achieved_concurrency", "failed_requests",
-    "slo_attainment",    "goodput_req_s",
+    "output_throughput",
+    "median_tpot_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "median_itl_ms",
+    "median_e2e_ms",
+    "achieved_concurrency",
+    "failed_requests",
+    "slo_attainment",
+    "goodput_req_s",
+    /* prefix caching: TTFT of resent histories and how much was reused */
+    "median_ttft_later_turns_ms",
+    "cached_token_frac",
+    "server_prefix_hit_rate",
 };
 #define N_TABLE (sizeof(table_metrics) / sizeof(table_metrics[0]))
 

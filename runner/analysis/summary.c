@@ -225,6 +225,8 @@ char *sum_label(const char *metric)
         {"total_output_tokens", "output tokens"},
         {"achieved_concurrency", "achieved concurrency"},
         {"max_itl_ms", "max ITL"},
+        {"cached_token_frac", "cached prompt fraction"},
+        {"median_ttft_later_turns_ms", "median TTFT later turns"},
     };
     static const struct {
         const char *name, *label;
@@ -232,6 +234,7 @@ char *sum_label(const char *metric)
         {"server_step_ms", "server decode step (ms)"},
         {"server_batch", "server running batch"},
         {"server_queue_ms", "server queue time (ms)"},
+        {"server_prefix_hit_rate", "server prefix hit rate"},
     };
     for (size_t i = 0; i < sizeof(server) / sizeof(server[0]); i++)
         if (strcmp(server[i].name, metric) == 0)

@@ -41,7 +41,13 @@ static const char synopsis[] =
     "       [--warmup N] [--model NAME] [--endpoint chat|completions|PATH] [--seed S]\n"
     "       [--jsonl FILE]\n"
     "       [--vocab-size N] [--prompt-text TEXT] [--idle-timeout S] [--request-timeout S]\n"
-    "       [--connect-timeout S] [--no-preconnect]";
+    "       [--connect-timeout S] [--no-preconnect]\n"
+    "       [--dataset-kind shared-prefix [--groups G] [--prefix-len P] [--questions Q]\n"
+    "        [--question-len L]]\n"
+    "       [--dataset-kind multi-turn [--sessions S] [--turns T] [--turn-len L]\n"
+    "        [--think-time S]]\n"
+    "       [--dataset FILE --dataset-kind trace [--time-scale F] [--block-tokens N]]\n"
+    "       [--reset-cache PATH]";
 
 static const char summary[] =
     "Load-test a running OpenAI-compatible server and print SGLang's result block.\n"
@@ -50,7 +56,10 @@ static const char summary[] =
     "flight, and latencies reported from the intended send time too. Prompts are\n"
     "INPUT_LEN random token ids (text words for chat endpoints) unless --prompt-text\n"
     "or --dataset (entries in a seeded order). A LEN is a number, uniform:MIN:MAX or\n"
-    "normal:MEAN:SD[:MIN[:MAX]], drawn per request from the seed.\n"
+    "normal:MEAN:SD[:MIN[:MAX]], drawn per request from the seed. Prefix-cache\n"
+    "workloads: shared-prefix (groups of questions sharing a system prompt),\n"
+    "multi-turn (sessions resending their history; a turn waits for the last answer)\n"
+    "and trace (Mooncake-style JSONL replayed at its recorded times).\n"
     "Failed requests are counted by kind and excluded from latencies and throughput.\n"
     "\n"
     "exit status: 0 the run completed (failed requests are data and are reported);\n"
@@ -163,6 +172,17 @@ int cmd_bench(int argc, char **argv)
     const char *in_text = "256", *out_text = "128", *rate_kind = "poisson";
     const char *dataset = NULL, *dataset_kind = NULL;
     struct ds_set ds = {0};
+    struct wl wl = {0};
+    struct wl_opts wo = {.groups = 8,
+                         .prefix_len = 512,
+                         .questions = 16,
+                         .question_len = 32,
+                         .sessions = 8,
+                         .turns = 4,
+                         .turn_len = 64,
+                         .time_scale = 1,
+                         .block_tokens = 512};
+    const char *reset = NULL;
     long seed = 42, vocab = 0;
     bool no_preconnect = false;
     cfg.concurrency = 0;
@@ -185,7 +205,31 @@ int cmd_bench(int argc, char **argv)
         {"dataset", 0, OPT_STR, &dataset, "FILE",
          "prompts from FILE (JSONL or ShareGPT JSON) instead of random ones"},
         {"dataset-kind", 0, OPT_STR, &dataset_kind, "KIND",
-         "jsonl or sharegpt (default: sharegpt for *.json, else jsonl)"},
+         "jsonl or sharegpt (default: sharegpt for *.json, else jsonl); or a generated "
+         "workload: shared-prefix, multi-turn, trace (--dataset is the trace)"},
+        {"groups", 0, OPT_LONG, &wo.groups, "G", "shared-prefix: system prompts (default 8)", 1,
+         1e6},
+        {"prefix-len", 0, OPT_LONG, &wo.prefix_len, "P",
+         "shared-prefix: tokens per system prompt (default 512)", 0, 1e7},
+        {"questions", 0, OPT_LONG, &wo.questions, "Q",
+         "shared-prefix: questions per system prompt (default 16)", 1, 1e6},
+        {"question-len", 0, OPT_LONG, &wo.question_len, "L",
+         "shared-prefix: tokens per question (default 32)", 1, 1e7},
+        {"sessions", 0, OPT_LONG, &wo.sessions, "S",
+         "multi-turn: conversations; S x T requests are sent, -n is ignored (default 8)", 1, 1e6},
+        {"turns", 0, OPT_LONG, &wo.turns, "T", "multi-turn: turns per conversation (default 4)", 1,
+         1e4},
+        {"turn-len", 0, OPT_LONG, &wo.turn_len, "L",
+         "multi-turn: tokens of each new user message (default 64)", 1, 1e7},
+        {"think-time", 0, OPT_DOUBLE, &wo.think_s, "S",
+         "multi-turn: pause between an answer and the next turn, seconds (default 0)", 0, 1e5},
+        {"time-scale", 0, OPT_DOUBLE, &wo.time_scale, "F",
+         "trace: recorded gaps are multiplied by F (default 1)", 1e-6, 1e6},
+        {"block-tokens", 0, OPT_LONG, &wo.block_tokens, "N",
+         "trace: tokens per hash id (default 512, Mooncake's)", 1, 1e6},
+        {"reset-cache", 0, OPT_STR, &reset, "PATH",
+         "POST PATH before the first request (the server's prefix-cache reset: "
+         "/reset_prefix_cache, SGLang /flush_cache)"},
         {"warmup", 0, OPT_LONG, &cfg.warmup, "N",
          "warmup requests at the same concurrency, excluded (default 1)", 0, 1e6},
         {"model", 0, OPT_STR, &model, "NAME", "model field (default: /v1/models data[0].id)"},
@@ -233,11 +277,40 @@ int cmd_bench(int argc, char **argv)
                     rate_kind);
         cfg.constant_rate = strcmp(rate_kind, "constant") == 0;
         int kind = dataset_kind ? ds_kind_parse(dataset_kind) : -1;
-        if (dataset_kind && kind != DS_JSONL && kind != DS_SHAREGPT)
-            err_set(&err, RN_ERR_USAGE, "option '--dataset-kind' wants jsonl or sharegpt, got '%s'",
+        wo.kind = dataset_kind ? wl_kind_parse(dataset_kind) : WL_NONE;
+        if (wo.kind != WL_NONE) {
+            wo.trace_path = dataset;
+            if (wo.kind == WL_TRACE && !dataset)
+                err_set(&err, RN_ERR_USAGE, "'--dataset-kind trace' needs '--dataset FILE'");
+            else if (wo.kind != WL_TRACE && dataset)
+                err_set(&err, RN_ERR_USAGE,
+                        "'--dataset-kind %s' generates its prompts: drop "
+                        "'--dataset'",
+                        dataset_kind);
+            else if (cfg.prompt_text)
+                err_set(&err, RN_ERR_USAGE,
+                        "options '--dataset-kind %s' and '--prompt-text' exclude each other",
+                        dataset_kind);
+            else if (wo.kind == WL_MULTI_TURN && cfg.request_rate > 0)
+                err_set(&err, RN_ERR_USAGE,
+                        "'--dataset-kind multi-turn' is closed loop (a turn waits for the last "
+                        "answer): drop '--request-rate'");
+            else if (wl_init(&wl, &wo, strstr(cfg.endpoint, "chat") != NULL, 0, (uint64_t)seed,
+                             &err, RN_ERR_USAGE, RN_ERR_USAGE) == 0) {
+                cfg.workload = &wl;
+                long n = wl_count(&wl);
+                if (n > 0 && (wo.kind == WL_MULTI_TURN || n < cfg.n_prompts))
+                    cfg.n_prompts = n;
+            }
+        } else if (dataset_kind && kind != DS_JSONL && kind != DS_SHAREGPT)
+            err_set(&err, RN_ERR_USAGE,
+                    "option '--dataset-kind' wants jsonl, sharegpt, shared-prefix, multi-turn or "
+                    "trace, got '%s'",
                     dataset_kind);
         else if (dataset_kind && !dataset)
             err_set(&err, RN_ERR_USAGE, "option '--dataset-kind' needs '--dataset FILE'");
+        else if (cfg.workload || err.code)
+            ;
         else if (dataset && cfg.prompt_text)
             err_set(&err, RN_ERR_USAGE,
                     "options '--dataset' and '--prompt-text' exclude each other");
@@ -271,6 +344,8 @@ int cmd_bench(int argc, char **argv)
      * (servers with one model accept that) */
     cfg.model = model ? model : info.model[0] ? info.model : NULL;
     cfg.vocab_size = vocab ? vocab : info.n_vocab ? info.n_vocab : DEFAULT_VOCAB;
+    wl.vocab = cfg.vocab_size;
+    cfg.reset_path = reset;
     bool chat = strstr(cfg.endpoint, "chat") != NULL;
     cfg.preconnect = !no_preconnect;
     cfg.progress = isatty(STDERR_FILENO);
@@ -286,7 +361,20 @@ int cmd_bench(int argc, char **argv)
     char in_desc[96], out_desc[96];
     len_format(&cfg.in_dist, in_desc, sizeof(in_desc));
     len_format(&cfg.out_dist, out_desc, sizeof(out_desc));
-    if (cfg.dataset) {
+    if (cfg.workload) {
+        if (wo.kind == WL_SHARED_PREFIX)
+            printf("#prompt: shared-prefix: %ld groups of a %ld-token system prompt x %ld "
+                   "questions of %ld tokens (%s)\n",
+                   wo.groups, wo.prefix_len, wo.questions, wo.question_len,
+                   chat ? "words" : "token ids");
+        else if (wo.kind == WL_MULTI_TURN)
+            printf("#prompt: multi-turn: %ld sessions x %ld turns, %ld-token user messages, "
+                   "think time %g s\n",
+                   wo.sessions, wo.turns, wo.turn_len, wo.think_s);
+        else
+            printf("#prompt: trace %s: %zu requests, times x %g, %ld tokens per hash id\n", dataset,
+                   wl.n_rows, wo.time_scale, wo.block_tokens);
+    } else if (cfg.dataset) {
         printf("#prompt: dataset %s (%s): %zu entries in a seeded order", ds.path,
                ds_kind_name(ds.kind), ds.n);
         if (ds.n_skipped)
@@ -346,6 +434,7 @@ int cmd_bench(int argc, char **argv)
 out:
     lg_result_release(&res);
     ds_release(&ds);
+    wl_release(&wl);
     curl_global_cleanup();
     return rc;
 }

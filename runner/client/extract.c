@@ -93,6 +93,10 @@ static const struct preset_row sglang_rows[] = {
     LAT_ROWS("tpot", "TPOT"),
     LAT_ROWS("itl", "ITL"),
     {"max_itl_ms", ROW("Max ITL \\(ms\\)")},
+    /* sweep's own client, prefix-cache workloads */
+    {"cached_token_frac", ROW("Cached prompt token fraction")},
+    {"median_ttft_first_turn_ms", ROW("Median TTFT turn 0 \\(ms\\)")},
+    {"median_ttft_later_turns_ms", ROW("Median TTFT later turns \\(ms\\)")},
 };
 
 /* vLLM `vllm bench serve` (and benchmark_serving.py before it). Older

@@ -76,6 +76,9 @@ void lgr_compute(const struct lg_config *cfg, const struct lg_result *res, struc
     size_t n_buckets = (size_t)sum->duration_s + 2;
     long *bucket = xcalloc(n_buckets, sizeof(*bucket)); /* text chunks per second */
     double e2e_total_ms = 0;
+    struct stats_vec by_turn[LGR_MAX_TURNS] = {{0}}, later = {0};
+    long cached = 0, cached_of = 0;
+    bool any_cached = false;
     uint64_t first_sent = UINT64_MAX, last_sent = 0;
     size_t n_sent = 0;
 
@@ -117,6 +120,20 @@ void lgr_compute(const struct lg_config *cfg, const struct lg_result *res, struc
             size_t b = (size_t)((r->chunk_ns[k] - res->t_start_ns) / 1000000000ull);
             if (b < n_buckets)
                 bucket[b]++;
+        }
+        if (r->turn >= 0) {
+            if (r->turn < LGR_MAX_TURNS) {
+                stats_vec_push(&by_turn[r->turn], t);
+                if (r->turn + 1 > sum->n_turns)
+                    sum->n_turns = (int)r->turn + 1;
+            }
+            if (r->turn > 0)
+                stats_vec_push(&later, t);
+        }
+        if (r->cached_tokens >= 0 && r->prompt_tokens > 0) {
+            any_cached = true;
+            cached += r->cached_tokens;
+            cached_of += r->prompt_tokens;
         }
         if (r->usage_missing)
             sum->n_usage_missing++;
@@ -165,6 +182,13 @@ void lgr_compute(const struct lg_config *cfg, const struct lg_result *res, struc
     stats_vec_release(&queue);
     stats_vec_release(&ttft_s);
     stats_vec_release(&e2e_s);
+    for (int k = 0; k < LGR_MAX_TURNS; k++) {
+        stats_summarize(by_turn[k].v, by_turn[k].n, &sum->ttft_turn[k]);
+        stats_vec_release(&by_turn[k]);
+    }
+    stats_summarize(later.v, later.n, &sum->ttft_later);
+    stats_vec_release(&later);
+    sum->cached_frac = !any_cached ? -1 : cached_of > 0 ? (double)cached / (double)cached_of : 0;
     free(bucket);
     (void)cfg;
 }
@@ -248,7 +272,9 @@ void lgr_print(FILE *f, const struct lg_config *cfg, const struct lgr_summary *s
     fputc('\n', f);
     rule(f, " Serving Benchmark Result ", '=');
     row_str(f, "Backend:", "sweep-bench");
-    if (s->open_loop)
+    if (s->open_loop && cfg->request_rate <= 0)
+        row_str(f, "Traffic request rate:", "trace"); /* the trace's own times */
+    else if (s->open_loop)
         row_num(f, "Traffic request rate:", cfg->request_rate);
     else
         row_str(f, "Traffic request rate:", "inf");
@@ -291,10 +317,21 @@ void lgr_print(FILE *f, const struct lg_config *cfg, const struct lgr_summary *s
             row_num(f, "Client CPU per request (us):",
                     s->cpu_s * 1e6 / (double)(s->n_ok + s->n_failed));
     }
+    if (s->cached_frac >= 0) /* %.4f: a fraction, not a throughput */
+        fprintf(f, "%-40s %-10.4f\n", "Cached prompt token fraction:", s->cached_frac);
     section(f, "End-to-End Latency", "E2E Latency", &s->e2e, "md951");
     section(f, "Time to First Token", "TTFT", &s->ttft, "md951");
     section(f, "Time per Output Token (excl. 1st token)", "TPOT", &s->tpot, "md951");
     section(f, "Inter-Token Latency", "ITL", &s->itl, "md951x");
+    if (s->n_turns > 0) { /* multi-turn: does a resent history come back faster? */
+        rule(f, "TTFT by Turn", '-');
+        for (int k = 0; k < s->n_turns; k++) {
+            char name[32];
+            snprintf(name, sizeof(name), "TTFT turn %d", k);
+            section(f, NULL, name, &s->ttft_turn[k], "d1");
+        }
+        section(f, NULL, "TTFT later turns", &s->ttft_later, "d1");
+    }
     if (s->open_loop) {
         section(f, "Client Queue Delay", "Queue Delay", &s->queue, "md1x");
         section(f, "Latency from Intended Send", "Scheduled TTFT", &s->ttft_sched, "md951");
@@ -351,6 +388,10 @@ static void record_json(struct buf *b, const struct lg_result *res, size_t i)
         b, ",\"prompt_tokens\":%ld,\"output_tokens\":%ld,\"chunks\":%ld,\"usage_missing\":%s",
         r->prompt_tokens, r->output_tokens, r->n_chunks, r->usage_missing ? "true" : "false");
     buf_printf(b, ",\"input_requested\":%ld,\"output_requested\":%ld", r->req_input, r->req_output);
+    if (r->cached_tokens >= 0)
+        buf_printf(b, ",\"cached_tokens\":%ld", r->cached_tokens);
+    if (r->turn >= 0)
+        buf_printf(b, ",\"turn\":%ld", r->turn);
     buf_puts(b, ",\"itl_ms\":[");
     for (size_t k = 1; k < r->n_chunk_times; k++)
         buf_printf(b, k > 1 ? ",%.3f" : "%.3f", ms_between(r->chunk_ns[k - 1], r->chunk_ns[k]));

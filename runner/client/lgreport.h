@@ -12,6 +12,8 @@
 #include "client/loadgen.h"
 #include "client/stats.h"
 
+#define LGR_MAX_TURNS 16 /* TTFT rows by turn index; later turns still count in ttft_later */
+
 struct lgr_summary {
     size_t n_measured;              /* measured requests in the run */
     size_t n_ok, n_failed;          /* sent requests that succeeded / failed */
@@ -35,6 +37,12 @@ struct lgr_summary {
                                    over the successful requests */
     double achieved_rate;       /* req/s: (sent - 1) / (last send - first send), measured
                                    requests; 0 with fewer than two sent */
+    double cached_frac; /* prompt tokens the server reported cached (usage.prompt_tokens_details.
+                           cached_tokens) / prompt tokens, over the successful requests that
+                           reported it; -1 when none did */
+    int n_turns;        /* multi-turn: turns with a TTFT row (at most LGR_MAX_TURNS), else 0 */
+    struct stats_summary ttft_turn[LGR_MAX_TURNS]; /* ms, TTFT of each turn index */
+    struct stats_summary ttft_later;               /* ms, TTFT of every turn after the first */
 };
 
 /* Compute every statistic of the measured requests of res. */

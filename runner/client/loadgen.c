@@ -66,23 +66,6 @@ const char *lg_fail_label(enum lg_fail f)
 
 /* ---- prompts and request bodies ---- */
 
-/* Uniform in [0, n) (multiply-shift; the bias is below 2^-32 for any n here). */
-static uint64_t uniform(uint64_t *state, uint64_t n)
-{
-    return (uint64_t)(((unsigned __int128)rng_next(state) * n) >> 64);
-}
-
-/* Words for chat prompts: common English words that are one token each in
- * the usual BPE vocabularies (with their leading space). */
-static const char *const words[] = {
-    "the",  "of",    "and",   "to",    "in",    "is",   "that",  "for",  "it",    "as",   "with",
-    "was",  "on",    "be",    "at",    "by",    "this", "had",   "not",  "are",   "but",  "from",
-    "or",   "have",  "an",    "they",  "which", "one",  "you",   "were", "all",   "we",   "her",
-    "she",  "there", "would", "their", "will",  "when", "who",   "him",  "been",  "has",  "more",
-    "if",   "no",    "out",   "so",    "said",  "what", "up",    "its",  "about", "into", "than",
-    "them", "can",   "only",  "other", "new",   "some", "could", "time", "these",
-};
-
 long lg_build_body(const struct lg_config *cfg, size_t index, bool warmup, struct buf *out)
 {
     long in, outlen;
@@ -93,9 +76,7 @@ long lg_build_body(const struct lg_config *cfg, size_t index, bool warmup, struc
 static void random_words(struct buf *out, long n, uint64_t *state)
 {
     buf_putc(out, '"');
-    for (long i = 0; i < n; i++)
-        buf_printf(out, "%s%s", i ? " " : "",
-                   words[uniform(state, sizeof(words) / sizeof(words[0]))]);
+    wl_words(out, n, state);
     buf_putc(out, '"');
 }
 
@@ -116,7 +97,8 @@ long lg_build_body_len(const struct lg_config *cfg, size_t index, bool warmup, s
     long input_len = cfg->in_dist.max > 0 ? len_sample(&cfg->in_dist, &len_state) : cfg->input_len;
     long output_len =
         cfg->out_dist.max > 0 ? len_sample(&cfg->out_dist, &len_state) : cfg->output_len;
-    const struct ds_entry *e = cfg->dataset ? ds_pick(cfg->dataset, index, warmup) : NULL;
+    const struct wl *wk = warmup ? NULL : cfg->workload; /* warmup: random prompts */
+    const struct ds_entry *e = cfg->dataset && !wk ? ds_pick(cfg->dataset, index, warmup) : NULL;
     if (e && e->output_len > 0)
         output_len = e->output_len; /* the entry's own length wins */
     *req_in = e ? e->prompt_words : cfg->prompt_text ? -1 : input_len;
@@ -128,7 +110,12 @@ long lg_build_body_len(const struct lg_config *cfg, size_t index, bool warmup, s
         buf_json_str(out, cfg->model, strlen(cfg->model));
         buf_puts(out, ",");
     }
-    if (chat && e && e->messages) {
+    if (wk) {
+        long wl_in = -1;
+        ids = wl_prompt(wk, index, out, &wl_in, &output_len);
+        *req_in = wl_in;
+        *req_out = output_len;
+    } else if (chat && e && e->messages) {
         buf_puts(out, "\"messages\":");
         buf_puts(out, e->messages);
     } else if (chat) {
@@ -147,7 +134,7 @@ long lg_build_body_len(const struct lg_config *cfg, size_t index, bool warmup, s
         buf_puts(out, "\"prompt\":[");
         uint64_t vocab = cfg->vocab_size > 0 ? (uint64_t)cfg->vocab_size : 1;
         for (long i = 0; i < input_len; i++)
-            buf_printf(out, i ? ",%llu" : "%llu", (unsigned long long)uniform(&state, vocab));
+            buf_printf(out, i ? ",%llu" : "%llu", (unsigned long long)wl_uniform(&state, vocab));
         buf_puts(out, "]");
         ids = input_len;
     }
@@ -190,6 +177,33 @@ out:
     free(url);
     buf_release(&body);
     return rc;
+}
+
+static size_t discard(char *p, size_t size, size_t nmemb, void *ud);
+
+/* POST cfg->reset_path (the server's prefix-cache reset). A failure is a
+ * warning: the point still runs, its first requests maybe warm. */
+static void reset_cache(const struct lg_config *cfg)
+{
+    char *url = http_join_url(cfg->base_url, cfg->reset_path);
+    CURL *e = curl_easy_init();
+    char why[CURL_ERROR_SIZE] = "";
+    long status = 0;
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_PROXY, "");
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, why);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(cfg->connect_timeout_s * 1000) + 30000);
+    if (curl_easy_perform(e) == CURLE_OK)
+        curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+    if (status < 200 || status > 299)
+        fprintf(stderr, "sweep bench: warning: POST %s: %s\n", url,
+                status ? "the server refused the cache reset" : why);
+    curl_easy_cleanup(e);
+    free(url);
 }
 
 /* ---- the load loop ---- */
@@ -237,6 +251,14 @@ struct lg_ctx {
     size_t n_preconnect;  /* connection openers still running */
     size_t n_finished;    /* records finished so far, both phases */
     long tokens_finished; /* output tokens of finished measured requests */
+    /* multi-turn (measured phase): a session sends its next turn once the
+     * previous one has ended and think_s has passed */
+    bool mt;
+    size_t n_sess;
+    long *sess_turn;      /* next turn to send, per session */
+    bool *sess_busy;      /* a turn in flight */
+    uint64_t *sess_ready; /* its next turn may go from then on, ns */
+    size_t sess_rr;       /* round-robin start */
 };
 
 /*
@@ -324,6 +346,13 @@ static void finish(struct lg_ctx *lg, struct slot *s, enum lg_fail kind, char *m
     r->output_tokens = r->usage_missing ? r->n_chunks : s->st.usage_completion;
     if (s->st.usage_prompt >= 0)
         r->prompt_tokens = s->st.usage_prompt;
+    r->cached_tokens = s->st.usage_cached;
+    s->st.text = NULL;
+    if (lg->mt && is_measured(lg, s->rec)) {
+        size_t sess = (size_t)wl_session(lg->cfg->workload, s->rec - lg->res->n_warmup);
+        lg->sess_busy[sess] = false;
+        lg->sess_ready[sess] = t_last + (uint64_t)(lg->cfg->workload->o.think_s * 1e9);
+    }
     s->busy = false;
     lg->free_slots[lg->n_free++] = (size_t)(s - lg->slots);
     lg->in_flight--;
@@ -454,7 +483,11 @@ static void send_request(struct lg_ctx *lg, size_t i)
     buf_reset(&s->errbody);
     r->prompt_tokens =
         lg_build_body_len(lg->cfg, index, warm, &s->body, &r->req_input, &r->req_output);
+    r->cached_tokens = -1;
+    r->turn = warm || !lg->cfg->workload ? -1 : wl_turn(lg->cfg->workload, index);
     stream_reset(&s->st);
+    if (!warm && lg->mt) /* its answer is the next turn's history */
+        s->st.text = wl_answer(lg->cfg->workload, index);
     s->rec = i;
     s->status = 0;
     s->errbuf[0] = '\0';
@@ -472,14 +505,38 @@ static void send_request(struct lg_ctx *lg, size_t i)
     curl_timeout_action(lg);
 }
 
+/* The record to send now, or SIZE_MAX: the next in order (when due), or
+ * in a multi-turn phase the next turn of a session that is ready. */
+static size_t pick(struct lg_ctx *lg)
+{
+    uint64_t now = clock_ns();
+    if (!lg->mt || lg->end <= lg->res->n_warmup) {
+        if (lg->open_loop && lg->res->rec[lg->next].t_intended_ns > now)
+            return SIZE_MAX;
+        return lg->next;
+    }
+    long T = lg->cfg->workload->o.turns;
+    for (size_t k = 0; k < lg->n_sess; k++) {
+        size_t s = (lg->sess_rr + k) % lg->n_sess;
+        if (lg->sess_busy[s] || lg->sess_turn[s] >= T || lg->sess_ready[s] > now)
+            continue;
+        lg->sess_rr = s + 1;
+        lg->sess_busy[s] = true;
+        return lg->res->n_warmup + s * (size_t)T + (size_t)lg->sess_turn[s]++;
+    }
+    return SIZE_MAX;
+}
+
 /* Send everything that is due, reap what finished, until neither happens. */
 static void dispatch(struct lg_ctx *lg)
 {
     for (;;) {
         while (!lg->stopped && lg->next < lg->end && lg->in_flight < lg->limit) {
-            if (lg->open_loop && lg->res->rec[lg->next].t_intended_ns > clock_ns())
+            size_t i = pick(lg);
+            if (i == SIZE_MAX)
                 break;
-            send_request(lg, lg->next++);
+            send_request(lg, i);
+            lg->next++; /* counts sends: multi-turn sends out of record order */
         }
         if (reap(lg) == 0)
             break;
@@ -554,6 +611,11 @@ static void wait_events(struct lg_ctx *lg)
     if (lg->open_loop && lg->next < lg->end && lg->in_flight < lg->limit &&
         lg->res->rec[lg->next].t_intended_ns < due)
         due = lg->res->rec[lg->next].t_intended_ns;
+    if (lg->mt && lg->end > lg->res->n_warmup && lg->in_flight < lg->limit)
+        for (size_t s = 0; s < lg->n_sess; s++) /* a session's think time ends */
+            if (!lg->sess_busy[s] && lg->sess_turn[s] < lg->cfg->workload->o.turns &&
+                lg->sess_ready[s] < due)
+                due = lg->sess_ready[s];
     if (due != lg->armed_ns) {
         struct itimerspec its = {0};
         uint64_t at = due ? due : 1; /* 0 would disarm */
@@ -697,6 +759,11 @@ void lg_result_release(struct lg_result *res)
  * front, so a late client cannot stretch it: lateness shows as queue delay. */
 static void make_schedule(const struct lg_config *cfg, struct lg_result *res, uint64_t t0)
 {
+    if (cfg->workload && cfg->workload->o.kind == WL_TRACE) { /* the recorded times */
+        for (size_t j = res->n_warmup; j < res->n_total; j++)
+            res->rec[j].t_intended_ns = t0 + wl_offset_ns(cfg->workload, j - res->n_warmup);
+        return;
+    }
     uint64_t state = cfg->seed ^ 0x3c6ef372fe94f82bull;
     double at_s = 0;
     for (size_t j = res->n_warmup; j < res->n_total; j++) {
@@ -713,9 +780,11 @@ int lg_run(const struct lg_config *cfg, struct lg_result *res, struct err *err)
     res->n_warmup = (size_t)cfg->warmup;
     res->n_total = res->n_warmup + (size_t)cfg->n_prompts;
     res->rec = xcalloc(res->n_total ? res->n_total : 1, sizeof(*res->rec));
-    res->open_loop = cfg->request_rate > 0;
-    for (size_t i = 0; i < res->n_total; i++)
+    res->open_loop = cfg->request_rate > 0 || (cfg->workload && cfg->workload->o.kind == WL_TRACE);
+    for (size_t i = 0; i < res->n_total; i++) {
         res->rec[i].warmup = i < res->n_warmup;
+        res->rec[i].cached_tokens = res->rec[i].turn = -1;
+    }
 
     int rc = -1;
     struct lg_ctx lg = {0};
@@ -723,6 +792,13 @@ int lg_run(const struct lg_config *cfg, struct lg_result *res, struct err *err)
     lg.res = res;
     lg.curl_due_ns = NO_TIME;
     lg.armed_ns = NO_TIME;
+    if (cfg->workload && cfg->workload->o.kind == WL_MULTI_TURN) {
+        lg.mt = true;
+        lg.n_sess = (size_t)cfg->workload->o.sessions;
+        lg.sess_turn = xcalloc(lg.n_sess, sizeof(*lg.sess_turn));
+        lg.sess_busy = xcalloc(lg.n_sess, sizeof(*lg.sess_busy));
+        lg.sess_ready = xcalloc(lg.n_sess, sizeof(*lg.sess_ready));
+    }
     lg.epfd = epoll_create1(EPOLL_CLOEXEC);
     lg.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (lg.epfd < 0 || lg.tfd < 0) {
@@ -761,6 +837,8 @@ int lg_run(const struct lg_config *cfg, struct lg_result *res, struct err *err)
     lg.next_progress_ns = now + PROGRESS_NS;
     if (cfg->preconnect)
         preconnect(&lg, lg.n_slots);
+    if (cfg->reset_path) /* a point must not start warm from the last one's prompts */
+        reset_cache(cfg);
     if (res->n_warmup)
         run_phase(&lg, 0, res->n_warmup, c < res->n_warmup ? c : res->n_warmup, false);
     /* the measured phase starts the moment warmup has drained: no idle gap */
@@ -796,6 +874,9 @@ int lg_run(const struct lg_config *cfg, struct lg_result *res, struct err *err)
     free(lg.url);
     curl_global_cleanup();
 out_fds:
+    free(lg.sess_turn);
+    free(lg.sess_busy);
+    free(lg.sess_ready);
     if (lg.tfd >= 0)
         close(lg.tfd);
     if (lg.epfd >= 0)

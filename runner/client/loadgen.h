@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "client/dataset.h"
 #include "client/lengths.h"
+#include "client/workload.h"
 #include "err.h"
 
 /* Why a request failed. The order is the order of the report's lines. */
@@ -56,6 +57,10 @@ struct lg_config {
     struct len_dist in_dist;      /* per-request prompt length; max == 0: input_len for all */
     struct len_dist out_dist;     /* per-request max_tokens; max == 0: output_len for all */
     const struct ds_set *dataset; /* borrowed; non-NULL: prompts from these entries */
+    struct wl *workload;          /* borrowed; non-NULL: measured prompts from it (shared-prefix,
+                                     multi-turn: turns gated on answers, trace: its times) */
+    const char *reset_path;       /* non-NULL: POST here before anything is sent (the
+                                     server's prefix-cache reset) */
     uint64_t seed;                /* prompts and the arrival schedule */
     long vocab_size;              /* prompt ids are drawn from [0, vocab_size) */
     const char *prompt_text;      /* non-NULL: send this text as every prompt instead */
@@ -81,6 +86,8 @@ struct lg_record {
     long prompt_tokens; /* usage.prompt_tokens, else the ids sent; -1 unknown */
     long req_input;     /* prompt length asked for: ids, words (chat, dataset); -1 unknown */
     long req_output;    /* max_tokens sent */
+    long cached_tokens; /* usage.prompt_tokens_details.cached_tokens; -1 unknown */
+    long turn;          /* multi-turn: the turn's index in its session; -1 otherwise */
     long http_status;   /* 0 when no response arrived */
     bool usage_missing; /* the stream carried no usage: output_tokens counts chunks */
     bool warmup;        /* a warmup request (excluded from every statistic) */

@@ -22,6 +22,7 @@ void stream_init(struct stream *s, size_t max_event_bytes, size_t max_chunks)
     s->max_chunks = max_chunks;
     s->usage_completion = -1;
     s->usage_prompt = -1;
+    s->usage_cached = -1;
 }
 
 void stream_release(struct stream *s)
@@ -37,7 +38,7 @@ void stream_reset(struct stream *s)
     sse_reset(&s->sse);
     s->now_ns = s->first_ns = 0;
     s->n_chunks = s->n_stored = 0;
-    s->usage_completion = s->usage_prompt = -1;
+    s->usage_completion = s->usage_prompt = s->usage_cached = -1;
     s->done = s->finished = s->failed = false;
     s->fail_kind = STREAM_OK;
     s->msg[0] = '\0';
@@ -97,6 +98,17 @@ static void record_chunk(struct stream *s)
         return;
     XGROW(s->chunk_ns, s->cap_chunks, s->n_stored + 1);
     s->chunk_ns[s->n_stored++] = s->now_ns;
+}
+
+/* Choice 0's text into s->text (a multi-turn client resends it as the
+ * assistant's turn). */
+static void keep_text(struct stream *s, json_t *choice)
+{
+    json_t *t = json_object_get(choice, "text");
+    if (!json_is_string(t))
+        t = json_object_get(json_object_get(choice, "delta"), "content");
+    if (json_is_string(t))
+        buf_append(s->text, json_string_value(t), json_string_length(t));
 }
 
 /* A readable message from an error value: {"message": ...}, a string, or
@@ -183,6 +195,8 @@ static int on_event(void *ctx, const struct sse_event *ev)
             text |= choice_has_text(json_array_get(choices, i), &s->finished);
         if (text)
             record_chunk(s);
+        if (s->text)
+            keep_text(s, json_array_get(choices, 0));
         json_t *usage = json_object_get(j, "usage");
         if (json_is_object(usage)) {
             json_t *c = json_object_get(usage, "completion_tokens");
@@ -191,6 +205,10 @@ static int on_event(void *ctx, const struct sse_event *ev)
                 s->usage_completion = (long)json_integer_value(c);
             if (plausible_count(p))
                 s->usage_prompt = (long)json_integer_value(p);
+            json_t *d = json_object_get(usage, "prompt_tokens_details");
+            json_t *ct = json_object_get(d, "cached_tokens");
+            if (plausible_count(ct))
+                s->usage_cached = (long)json_integer_value(ct);
         }
     }
     json_decref(j);

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "client/sse.h"
 
 /* The largest usage count taken as real, tokens. Larger (or negative)
@@ -41,6 +42,9 @@ struct stream {
     long usage_completion;        /* usage.completion_tokens of the last usage object, or -1
                                      (also when outside 0..STREAM_MAX_USAGE) */
     long usage_prompt;            /* usage.prompt_tokens of the last usage object, or -1 */
+    long usage_cached;            /* usage.prompt_tokens_details.cached_tokens, or -1 */
+    struct buf *text;             /* borrowed; non-NULL: choice 0's text (completions "text",
+                                     chat "delta.content") is appended here */
     bool done;                    /* data: [DONE] arrived (later events are ignored) */
     bool finished;                /* a choice carried a non-null finish_reason */
     bool failed;                  /* an error event or a parse error stopped the stream */

@@ -33,6 +33,24 @@ static int check_dataset(struct dctx *c, const struct ynode *map, int line, int 
         free(b->dataset_path);
         b->dataset_path = NULL;
     }
+    if (b->dataset_kind > DS_SHAREGPT) { /* a generated workload (client/workload.h) */
+        static const char *const names[] = {"shared-prefix", "multi-turn", "trace"};
+        const char *kind = names[(b->dataset_kind - DS_SHAREGPT - 1) % 3];
+        if (b->tool != EXP_TOOL_BUILTIN)
+            return cerr(c, line, col, "'bench.dataset.kind' %s needs tool: builtin%s", kind,
+                        vsuffix(c, vs, sizeof(vs)));
+        if (b->dataset_kind == DS_SHAREGPT + 3 && !b->dataset_path)
+            return cerr(c, line, col,
+                        "missing required key 'bench.dataset.path' (the trace, needed when "
+                        "bench.dataset.kind is trace)%s",
+                        vsuffix(c, vs, sizeof(vs)));
+        if (b->dataset_kind != DS_SHAREGPT + 3 && b->dataset_path)
+            return cerr(c, line, col,
+                        "'bench.dataset.path' does not apply to kind %s (it generates its "
+                        "prompts)%s",
+                        kind, vsuffix(c, vs, sizeof(vs)));
+        return 0;
+    }
     if (b->dataset_kind == DS_RANDOM && b->dataset_path)
         return cerr(c, line, col,
                     "'bench.dataset.path' needs 'bench.dataset.kind' jsonl or sharegpt (it is "

@@ -31,6 +31,17 @@ static const char *const point_keys[] = {
     "bench.dataset.kind",
     "bench.dataset.path",
     "bench.dataset.seed",
+    "bench.dataset.groups",
+    "bench.dataset.prefix_len",
+    "bench.dataset.questions",
+    "bench.dataset.question_len",
+    "bench.dataset.sessions",
+    "bench.dataset.turns",
+    "bench.dataset.turn_len",
+    "bench.dataset.think_s",
+    "bench.dataset.time_scale",
+    "bench.dataset.block_tokens",
+    "bench.reset_cache",
 };
 
 static bool str_eq(const char *a, const char *b)

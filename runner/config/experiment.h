@@ -97,13 +97,21 @@ struct exp_bench {
     long repeat;            /* runs per point, default 1 */
     struct exp_point *grid; /* in file order, duplicates removed */
     size_t n_grid;
-    char *input_dist;       /* owned; lengths.h text form ("uniform:64:512"), NULL: input_len */
-    char *output_dist;      /* owned; the same for max_tokens, NULL: output_len */
-    int endpoint;           /* 0 completions, 1 chat (builtin client) */
-    int dataset_kind;       /* enum ds_kind: 0 random, 1 jsonl, 2 sharegpt */
-    char *dataset_path;     /* owned; NULL for random prompts */
-    long seed;              /* prompt order, lengths and arrivals of the builtin client */
-    int rate_kind;          /* open-loop arrivals: 0 poisson, 1 constant */
+    char *input_dist;   /* owned; lengths.h text form ("uniform:64:512"), NULL: input_len */
+    char *output_dist;  /* owned; the same for max_tokens, NULL: output_len */
+    int endpoint;       /* 0 completions, 1 chat (builtin client) */
+    int dataset_kind;   /* enum ds_kind: 0 random, 1 jsonl, 2 sharegpt; then 3 shared-prefix,
+                           4 multi-turn, 5 trace (client/workload.h) */
+    char *dataset_path; /* owned; NULL for random prompts */
+    long seed;          /* prompt order, lengths and arrivals of the builtin client */
+    int rate_kind;      /* open-loop arrivals: 0 poisson, 1 constant */
+    /* generated workloads (dataset_kind 3 shared-prefix, 4 multi-turn, 5 trace) */
+    long wl_groups, wl_prefix_len, wl_questions, wl_question_len;
+    long wl_sessions, wl_turns, wl_turn_len;
+    double wl_think_s;      /* multi-turn pause, s */
+    double wl_time_scale;   /* trace: gaps x this */
+    long wl_block_tokens;   /* trace: tokens per hash id */
+    int reset_cache;        /* 0 off, 1 fp4serve, 2 vllm, 3 sglang: POST the reset before a point */
     double find_start;      /* bench.find_max.start, req/s; 0 = no search */
     double find_max_rate;   /* bench.find_max.max, req/s */
     long find_steps;        /* bench.find_max.steps: bisections */

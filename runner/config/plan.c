@@ -23,6 +23,7 @@
 
 #include "sweep.h"
 #include "client/dataset.h"
+#include "client/workload.h"
 #include "fileio.h"
 #include "sha256.h"
 #include "strutil.h"
@@ -235,6 +236,52 @@ out:
     return rc;
 }
 
+/* The argv spelling of bench.dataset.kind (schema.c's choices). */
+static const char *const dataset_kinds[] = {"random",        "jsonl",      "sharegpt",
+                                            "shared-prefix", "multi-turn", "trace"};
+
+/* The generated workload's shape and the cache reset (bench's flags;
+ * only those of the kind in use, so other points' keys do not change). */
+static void workload_flags(const struct exp_bench *b, struct strvec *argv)
+{
+    char num[40];
+    if (b->dataset_kind == DS_SHAREGPT + 1) {
+        strvec_push(argv, "--groups");
+        strvec_pushf(argv, "%ld", b->wl_groups);
+        strvec_push(argv, "--prefix-len");
+        strvec_pushf(argv, "%ld", b->wl_prefix_len);
+        strvec_push(argv, "--questions");
+        strvec_pushf(argv, "%ld", b->wl_questions);
+        strvec_push(argv, "--question-len");
+        strvec_pushf(argv, "%ld", b->wl_question_len);
+    } else if (b->dataset_kind == DS_SHAREGPT + 2) {
+        strvec_push(argv, "--sessions");
+        strvec_pushf(argv, "%ld", b->wl_sessions);
+        strvec_push(argv, "--turns");
+        strvec_pushf(argv, "%ld", b->wl_turns);
+        strvec_push(argv, "--turn-len");
+        strvec_pushf(argv, "%ld", b->wl_turn_len);
+        if (b->wl_think_s > 0) {
+            fmt_double(num, sizeof(num), b->wl_think_s);
+            strvec_push(argv, "--think-time");
+            strvec_push(argv, num);
+        }
+    } else if (b->dataset_kind == DS_SHAREGPT + 3) {
+        fmt_double(num, sizeof(num), b->wl_time_scale);
+        strvec_push(argv, "--time-scale");
+        strvec_push(argv, num);
+        strvec_push(argv, "--block-tokens");
+        strvec_pushf(argv, "%ld", b->wl_block_tokens);
+    }
+    /* the reset endpoints: vLLM's (which fp4serve serves too) and SGLang's */
+    static const char *const reset_paths[] = {NULL, "/reset_prefix_cache", "/reset_prefix_cache",
+                                              "/flush_cache"};
+    if (b->reset_cache > 0 && b->reset_cache < 4) {
+        strvec_push(argv, "--reset-cache");
+        strvec_push(argv, reset_paths[b->reset_cache]);
+    }
+}
+
 /*
  * The client argv of point pt: sweep's own `bench` for tool: builtin (its
  * per-request records go next to the log as .jsonl), else bench.command
@@ -273,9 +320,12 @@ static int build_client(const struct plan *p, const struct plan_point *pt, bool 
         if (b->dataset_path) {
             strvec_push(argv, "--dataset");
             strvec_push(argv, b->dataset_path);
-            strvec_push(argv, "--dataset-kind");
-            strvec_push(argv, b->dataset_kind == 2 ? "sharegpt" : "jsonl");
         }
+        if (b->dataset_path || b->dataset_kind > DS_SHAREGPT) {
+            strvec_push(argv, "--dataset-kind");
+            strvec_push(argv, dataset_kinds[b->dataset_kind]);
+        }
+        workload_flags(b, argv);
         if (b->seed != 42) {
             strvec_push(argv, "--seed");
             strvec_pushf(argv, "%ld", b->seed);
@@ -631,6 +681,22 @@ static int plan_dataset(struct plan_variant *pv, struct err *err)
     pv->dataset_sha256[0] = '\0';
     if (!b->dataset_path)
         return 0;
+    if (b->dataset_kind > DS_SHAREGPT) { /* a trace: every line checked now */
+        struct wl w = {0};
+        int trc = wl_load_trace(&w, b->dataset_path, err, RN_ERR_USAGE, RN_ERR_USAGE);
+        wl_release(&w);
+        if (trc != 0) {
+            err_prefix(err, "variant '%s': bench.dataset", pv->v->name);
+            return -1;
+        }
+        struct buf text;
+        buf_init(&text, DS_MAX_FILE_BYTES);
+        int rc = file_read_all(b->dataset_path, &text, err, RN_ERR_USAGE);
+        if (rc == 0)
+            sha256_hex(text.data ? text.data : "", text.len, pv->dataset_sha256);
+        buf_release(&text);
+        return rc;
+    }
     if (ds_load(b->dataset_path, (enum ds_kind)b->dataset_kind, (uint64_t)b->seed, &ds, err,
                 RN_ERR_USAGE, RN_ERR_USAGE) != 0) {
         err_prefix(err, "variant '%s': bench.dataset", pv->v->name);

@@ -42,6 +42,10 @@ static const struct metric_def defs[] = {
     {"slo_attainment", "", "fraction of sent requests meeting every analysis.slo target"},
     {"goodput_req_s", "req/s", "requests meeting every target / duration"},
     {"goodput_tok_s", "tok/s", "output tokens of requests meeting every target / duration"},
+    /* prefix caching (builtin client: usage.prompt_tokens_details, multi-turn turns) */
+    {"cached_token_frac", "", "prompt tokens the server reported cached / prompt tokens"},
+    {"median_ttft_first_turn_ms", "ms", "median TTFT of multi-turn sessions' first turns"},
+    {"median_ttft_later_turns_ms", "ms", "median TTFT of every later turn (history resent)"},
 };
 
 static const char *names[sizeof(defs) / sizeof(defs[0]) + 1];

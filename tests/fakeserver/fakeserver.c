@@ -56,6 +56,7 @@ struct fs_config {
     long metrics_pad;  /* bytes of comment lines added to /metrics */
     double usage_delay_ms;
     const char *pid_file;
+    const char *log_requests; /* append {"t_ms","url","body"} per POST here */
 };
 
 enum st_state {
@@ -105,6 +106,7 @@ struct server {
     long n_admitted_active;    /* admitted and not done (for --max-batch) */
     double start_ms;
     double die_at_ms; /* 0 = not scheduled */
+    FILE *log;        /* --log-requests, under mu */
     /* statistics since the last reset */
     struct sample *samples;
     size_t n_samples, cap_samples;
@@ -764,6 +766,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    if (post && s->log) { /* arrival (CLOCK_MONOTONIC ms), path, and the body as sent */
+        pthread_mutex_lock(&s->mu);
+        fprintf(s->log, "{\"t_ms\":%.3f,\"url\":\"%s\",\"body\":%.*s}\n", clock_ms(), url,
+                rc->body.len ? (int)rc->body.len : 4, rc->body.len ? rc->body.data : "null");
+        fflush(s->log);
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (post && (strcmp(url, "/reset_prefix_cache") == 0 || strcmp(url, "/flush_cache") == 0))
+        return send_text(c, 200, "application/json", "{}\n", 3);
     if (get && strcmp(url, "/health") == 0) {
         if (!available(s))
             return send_error(c, 503, "unavailable_error", "Loading model");
@@ -909,6 +920,8 @@ int main(int argc, char **argv)
          "token text \"\xc3\xa9\", each event split inside it"},
         {"print-argv", 0, OPT_BOOL, &c->print_argv, NULL, "print argv[i]=... lines at start"},
         {"pid-file", 0, OPT_STR, &c->pid_file, "PATH", "write the pid there once listening"},
+        {"log-requests", 0, OPT_STR, &c->log_requests, "PATH",
+         "append one line per POST: {\"t_ms\" (monotonic), \"url\", \"body\"}"},
     };
     size_t n_opts = sizeof(opts) / sizeof(opts[0]);
     struct err err;
@@ -981,6 +994,10 @@ int main(int argc, char **argv)
     if (!d) {
         fprintf(stderr, "fakeserver: cannot start the HTTP daemon\n");
         return 1;
+    }
+    if (c->log_requests && !(s->log = fopen(c->log_requests, "a"))) {
+        fprintf(stderr, "fakeserver: %s: %s\n", c->log_requests, strerror(errno));
+        return 2;
     }
     if (c->pid_file) {
         FILE *f = fopen(c->pid_file, "w");

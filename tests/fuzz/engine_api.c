@@ -91,7 +91,7 @@ static void check_format(const struct api_request *r, const char *text, size_t n
         die("final body is not JSON");
     json_decref(j);
     buf_reset(&b);
-    api_gen_json(&b, "id", r->batch ? 0 : -1, text, n, r->stream ? "stop" : NULL, 1, 2);
+    api_gen_json(&b, "id", r->batch ? 0 : -1, text, n, r->stream ? "stop" : NULL, 1, 2, 0);
     j = json_loadb(b.data, b.len, JSON_ALLOW_NUL, NULL);
     t = json_object_get(j, "text");
     if (!j || (n && (!json_is_string(t) || json_string_length(t) != n ||

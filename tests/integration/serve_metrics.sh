@@ -80,5 +80,30 @@ else
     echo "skip: promtool not installed (apt-get install prometheus; make does it as root) - lint not run"
 fi
 
+# the prefix cache over HTTP: after a reset, a prompt sent twice is cached
+# whole but its last token the second time, and nothing after a reset; the
+# counters move by exactly those tokens
+cached() { sed -n 's/.*"cached_tokens":\([0-9]*\).*/\1/p' "$1"; }
+ptoks() { sed -n 's/.*"prompt_tokens":\([0-9]*\).*/\1/p' "$1"; }
+check_eq "POST /reset_prefix_cache: 200" \
+    "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$SRV_URL/reset_prefix_cache")" "200"
+h0=$(metric fp4serve_prefix_cache_hits_total)
+q0=$(metric fp4serve_prefix_cache_queries_total)
+body='{"prompt":"one two three four five six seven eight","max_tokens":3,"ignore_eos":true,"temperature":0}'
+post /v1/completions "$body" >"$T_TMP/p1"
+post /v1/completions "$body" >"$T_TMP/p2"
+n=$(ptoks "$T_TMP/p1")
+check_eq "first time: nothing cached" "$(cached "$T_TMP/p1")" "0"
+check_eq "second time: all but the last prompt token cached" "$(cached "$T_TMP/p2")" "$((n - 1))"
+check_eq "same answer cached and uncached" "$(sed 's/"id":"[^"]*"//; s/"created":[0-9]*//; s/"cached_tokens":[0-9]*//' "$T_TMP/p1")" \
+    "$(sed 's/"id":"[^"]*"//; s/"created":[0-9]*//; s/"cached_tokens":[0-9]*//' "$T_TMP/p2")"
+curl -s -X POST "$SRV_URL/reset_prefix_cache" >/dev/null
+post /v1/completions "$body" >"$T_TMP/p3"
+check_eq "after a reset: nothing cached" "$(cached "$T_TMP/p3")" "0"
+check_eq "prefix_cache_hits_total moved by the cached tokens" \
+    "$(($(metric fp4serve_prefix_cache_hits_total) - h0))" "$((n - 1))"
+check_eq "prefix_cache_queries_total moved by the prompt tokens" \
+    "$(($(metric fp4serve_prefix_cache_queries_total) - q0))" "$((3 * n))"
+
 stop_serve
 finish

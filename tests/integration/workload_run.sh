@@ -106,7 +106,7 @@ bflag() { # WANT_TEXT ARGS...: exit 2 and WANT_TEXT on stderr
 bflag "option '--input-len' wants a length (256), uniform:MIN:MAX" --input-len zipf:1:2
 bflag "option '--output-len': 'uniform:9:2' needs 1 <= MIN <= MAX" --output-len uniform:9:2
 bflag "option '--dataset-kind' needs '--dataset FILE'" --dataset-kind jsonl
-bflag "option '--dataset-kind' wants jsonl or sharegpt, got 'csv'" --dataset data.jsonl --dataset-kind csv
+bflag "option '--dataset-kind' wants jsonl, sharegpt, shared-prefix, multi-turn or trace, got 'csv'" --dataset data.jsonl --dataset-kind csv
 bflag "options '--dataset' and '--prompt-text' exclude each other" --dataset data.jsonl --prompt-text hi
 bflag "bad.jsonl:2: \"prompt\" wants a non-empty string" --dataset bad.jsonl
 bflag "nothere.jsonl" --dataset nothere.jsonl

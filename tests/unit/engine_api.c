@@ -449,7 +449,7 @@ TEST(stream_chunks)
     struct api_resp rp = {.kind = API_COMPLETION, .id = "cmpl-1", .created = 5, .model = "m"};
     CHECK_INT(api_sse_chunk(&b, &rp, "he\"llo\n", 7, false, NULL), 0);
     CHECK_INT(api_sse_chunk(&b, &rp, "", 0, false, "length"), 0);
-    CHECK_INT(api_sse_usage(&b, &rp, 3, 2), 0);
+    CHECK_INT(api_sse_usage(&b, &rp, 3, 2, 1), 0);
     CHECK_INT(api_sse_done(&b), 0);
     const char *p = b.data, *rest;
     json_t *j = load_event(p, b.len, &rest);
@@ -468,6 +468,9 @@ TEST(stream_chunks)
     json_t *u = json_object_get(j, "usage");
     CHECK_INT(json_integer_value(json_object_get(u, "prompt_tokens")), 3);
     CHECK_INT(json_integer_value(json_object_get(u, "completion_tokens")), 2);
+    CHECK_INT(json_integer_value(
+                  json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens")),
+              1);
     CHECK_INT(json_integer_value(json_object_get(u, "total_tokens")), 5);
     json_decref(j);
     CHECK_STR(rest, "data: [DONE]\n\n");
@@ -824,7 +827,7 @@ TEST(choices_and_generate_bodies)
         struct api_choice c = {.index = i, .text = "ab", .n = (size_t)i, .finish = "length"};
         api_final_choice(&b, &rp, &c, i == 0);
     }
-    CHECK_INT(api_final_end(&b, start, 7, 3), 0);
+    CHECK_INT(api_final_end(&b, start, 7, 3, 0), 0);
     json_t *j = json_loadb(b.data, b.len, 0, NULL);
     json_t *ch = json_object_get(j, "choices");
     CHECK_INT(json_array_size(ch), 3);
@@ -841,7 +844,7 @@ TEST(choices_and_generate_bodies)
               3);
     json_decref(j);
     buf_reset(&b);
-    api_gen_json(&b, "id1", -1, "hello", 5, "length", 4, 16);
+    api_gen_json(&b, "id1", -1, "hello", 5, "length", 4, 16, 0);
     j = json_loadb(b.data, b.len, 0, NULL);
     CHECK_STR(json_string_value(json_object_get(j, "text")), "hello");
     CHECK(json_object_get(j, "index") == NULL);
@@ -854,7 +857,7 @@ TEST(choices_and_generate_bodies)
     CHECK_INT(json_integer_value(json_object_get(mi, "prompt_tokens")), 4);
     json_decref(j);
     buf_reset(&b);
-    api_gen_json(&b, "id1", 2, "", 0, NULL, 4, 0);
+    api_gen_json(&b, "id1", 2, "", 0, NULL, 4, 0, 0);
     j = json_loadb(b.data, b.len, 0, NULL);
     CHECK(json_is_null(json_object_get(json_object_get(j, "meta_info"), "finish_reason")));
     CHECK_INT(json_integer_value(json_object_get(j, "index")), 2);

@@ -160,7 +160,7 @@ static sched_req *make(const int32_t *prompt, int n_prompt, int max_tokens,
 struct streamed {
     struct buf text;
     char finish[16];
-    long usage_prompt, usage_completion;
+    long usage_prompt, usage_completion, usage_cached;
     int events, content_events;
     bool done, error, empty_before_first;
 };
@@ -170,7 +170,7 @@ static void drain(sched_req *r, struct streamed *st)
 {
     memset(st, 0, sizeof(*st));
     buf_init(&st->text, 1 << 20);
-    st->usage_prompt = st->usage_completion = -1;
+    st->usage_prompt = st->usage_completion = st->usage_cached = -1;
     struct buf raw;
     buf_init(&raw, 1 << 24);
     char chunk[4096];
@@ -210,6 +210,8 @@ static void drain(sched_req *r, struct streamed *st)
                 st->usage_prompt = (long)json_integer_value(json_object_get(u, "prompt_tokens"));
                 st->usage_completion =
                     (long)json_integer_value(json_object_get(u, "completion_tokens"));
+                json_t *d = json_object_get(u, "prompt_tokens_details");
+                st->usage_cached = (long)json_integer_value(json_object_get(d, "cached_tokens"));
             } else if (c0) {
                 const char *t = json_string_value(json_object_get(c0, "text"));
                 json_t *fr = json_object_get(c0, "finish_reason");
@@ -323,7 +325,9 @@ TEST(batch_matches_reference)
         buf_release(&st.text);
         sched_req_unref(r[k]);
     }
-    CHECK_INT(atomic_load(&met.prefill_rows), prompt_total);
+    /* every prompt token was either computed or reused */
+    CHECK_INT(atomic_load(&met.prefill_rows) + atomic_load(&met.prefix_hits), prompt_total);
+    CHECK_INT(atomic_load(&met.prefix_queries), prompt_total);
     CHECK_INT(atomic_load(&met.finished[PROM_FIN_LENGTH]), N);
     struct prom_gauges g;
     sched_gauges(s, &g);
@@ -763,6 +767,135 @@ TEST(echo_logprobs_equal_eval)
         sched_req_unref(r);
         sched_free(s);
         model_free(m);
+    }
+}
+
+/* ---- prefix cache ---- */
+
+/* The prefix cache's rule on a hand-built table: longest free match, the
+ * last prompt token always computed, LRU when nothing matches, a busy
+ * slot's prefix copied only when the backend can copy. */
+TEST(prefix_choose_rule)
+{
+    struct pfx p;
+    pfx_init(&p, 3, 16);
+    int32_t a[6] = {1, 2, 3, 4, 5, 6}, b[4] = {1, 2, 9, 9}, c[3] = {7, 7, 7};
+    bool busy[3] = {false, false, false};
+    int kv[3] = {0, 0, 0};
+    pfx_take(&p, 0, a, 6); /* slot 0 ran a, slot 1 ran b, slot 2 never used */
+    pfx_keep(&p, 0, a, 6);
+    kv[0] = 6;
+    pfx_take(&p, 1, b, 4);
+    pfx_keep(&p, 1, b, 3);
+    kv[1] = 3;
+    struct pfx_choice ch = pfx_choose(&p, busy, kv, true, a, 6);
+    CHECK_INT(ch.slot, 0);
+    CHECK_INT(ch.reuse, 5); /* not 6: the last token gives the logits */
+    CHECK_INT(ch.src, -1);
+    int32_t a4[4] = {1, 2, 3, 8};
+    ch = pfx_choose(&p, busy, kv, true, a4, 4);
+    CHECK_INT(ch.slot, 0);
+    CHECK_INT(ch.reuse, 3);
+    ch = pfx_choose(&p, busy, kv, true, c, 3); /* no match: the never-used slot */
+    CHECK_INT(ch.slot, 2);
+    CHECK_INT(ch.reuse, 0);
+    kv[0] = 4; /* only 4 positions computed: the match stops there */
+    ch = pfx_choose(&p, busy, kv, true, a, 6);
+    CHECK_INT(ch.reuse, 4);
+    busy[0] = true; /* the best match runs: copy it into the LRU free slot */
+    ch = pfx_choose(&p, busy, kv, true, a, 6);
+    CHECK_INT(ch.slot, 2);
+    CHECK_INT(ch.src, 0);
+    CHECK_INT(ch.reuse, 4);
+    ch = pfx_choose(&p, busy, kv, false, a, 6); /* cannot copy: slot 1's 2 positions */
+    CHECK_INT(ch.slot, 1);
+    CHECK_INT(ch.src, -1);
+    CHECK_INT(ch.reuse, 2);
+    pfx_release(&p);
+}
+
+/* Submit r, read its stream to the end, check it is whole. */
+static void run_stream(sched *s, sched_req *r, struct streamed *st)
+{
+    struct api_error e = {0};
+    CHECK_INT(sched_submit(s, r, &e), 0);
+    drain(r, st);
+    CHECK(st->done && !st->error);
+}
+
+/*
+ * A fixed workload, cached and uncached: request A alone, A again (its
+ * whole prompt but the last token is cached), five requests sharing A's
+ * 20-token system prompt at once on 4 slots (the first reuses A's slot,
+ * the next three copy the prefix out of a busy slot, the fifth reuses a
+ * finished one), then A after a reset (nothing cached). Greedy tokens
+ * must equal the uncached run's and the one-sequence reference; the
+ * counters and each usage's cached_tokens must equal the hand count.
+ */
+TEST(prefix_cache_equal_output_and_counts)
+{
+    setup();
+    enum { SYS = 20, Q = 5, GEN = 8, NB = 5 };
+    int32_t pr[NB + 1][SYS + Q];
+    for (int k = 0; k <= NB; k++)
+        for (int i = 0; i < SYS + Q; i++)
+            pr[k][i] = i < SYS ? 5 + 3 * i : 300 + 7 * k + i;
+    /* per submission: prompt index, cached tokens by hand */
+    const int order[] = {0, 0, 1, 2, 3, 4, 5, 0};
+    const long want_cached[] = {0, SYS + Q - 1, SYS, SYS, SYS, SYS, SYS, 0};
+    enum { NS = sizeof(order) / sizeof(order[0]) };
+    int32_t out[2][NS][GEN];
+    float lp[2][NS][GEN]; /* logprob of each generated token: any K/V difference shows */
+    for (int on = 0; on < 2; on++) {
+        struct model *m = load(4, 256, 7);
+        struct prom met;
+        prom_init(&met);
+        struct err err;
+        err_init(&err);
+        struct sched_opts so = {.prefill_chunk = 7, .max_queue = 64, .no_prefix_cache = !on};
+        sched *s = sched_new(m, vocab, &so, &met, &err);
+        struct sample_params sp = {0};
+        sched_req *r[NS];
+        struct streamed st[NS];
+        for (int i = 0; i < NS; i++) {
+            if (i == NS - 1)
+                sched_reset_prefix(s);
+            r[i] = make(pr[order[i]], SYS + Q, GEN, &sp, true, true, NULL, NULL, 0);
+            r[i]->logprobs = 1;
+            if (i >= 2 && i < 2 + NB) { /* the batch: all queued before any is read */
+                struct api_error e = {0};
+                CHECK_INT(sched_submit(s, r[i], &e), 0);
+                if (i == 1 + NB)
+                    for (int k = 2; k < 2 + NB; k++)
+                        drain(r[k], &st[k]);
+                continue;
+            }
+            run_stream(s, r[i], &st[i]);
+        }
+        long hits = 0;
+        for (int i = 0; i < NS; i++) {
+            CHECK_INT(st[i].usage_cached, on ? want_cached[i] : 0);
+            CHECK_INT(st[i].usage_completion, GEN);
+            hits += on ? want_cached[i] : 0;
+            memcpy(out[on][i], r[i]->seqs[0].tokens + SYS + Q, sizeof(out[on][i]));
+            memcpy(lp[on][i], r[i]->seqs[0].lp + SYS + Q, sizeof(lp[on][i]));
+            buf_release(&st[i].text);
+            sched_req_unref(r[i]);
+        }
+        CHECK_INT(atomic_load(&met.prefix_hits), hits);
+        CHECK_INT(atomic_load(&met.prefix_queries), on ? NS * (SYS + Q) : 0);
+        CHECK_INT(atomic_load(&met.prefill_rows), NS * (SYS + Q) - hits);
+        sched_free(s);
+        model_free(m);
+    }
+    for (int i = 0; i < NS; i++) {
+        int32_t want[GEN];
+        CHECK_INT(reference(pr[order[i]], SYS + Q, GEN, &(struct sample_params){0}, true, want),
+                  GEN);
+        CHECK_MSG(memcmp(out[0][i], want, sizeof(want)) == 0, "uncached %d differs", i);
+        CHECK_MSG(memcmp(out[1][i], want, sizeof(want)) == 0, "cached %d differs", i);
+        CHECK_MSG(memcmp(lp[0][i], lp[1][i], sizeof(lp[0][i])) == 0,
+                  "submission %d: logprobs differ with the prefix cache", i);
     }
 }
 

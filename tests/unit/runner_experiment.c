@@ -705,7 +705,7 @@ TEST(error_messages)
     CHECK_STR(load_err(BASE "bench: {grid: [\"1:8\"], \"a\\nb\": 1}\n"),
               "t.yaml:3:24: unknown key 'a\\nb' in 'bench' (known keys here: tool, command, "
               "input_len, output_len, warmup, request_rate, timeout_s, repeat, grid, concurrency, "
-              "prompts, endpoint, rates, rate_kind, find_max, dataset)");
+              "prompts, endpoint, rates, rate_kind, find_max, dataset, reset_cache)");
 }
 
 /* ---- the dump loads back to an equal experiment ---- */
