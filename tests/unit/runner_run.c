@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "capture.h"
+#include "exec/ports.h"
 #include "strutil.h"
 #include "test.h"
 
