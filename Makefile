@@ -256,12 +256,13 @@ $(BUILD)/aarch64/%: tests/unit/%.c $(A64_SRC) $(wildcard engine/cpu/*.h engine/f
 # the rest of the engine's objects are the ordinary ones.
 CUDAHOST_CXX ?= g++
 CH           := $(BUILD)/cudahost
-CH_CXXFLAGS  := -std=c++17 -O2 -g -ffp-contract=off -fno-strict-aliasing -Wall \
+CH_OPT       ?= -O2
+CH_CXXFLAGS  := -std=c++17 $(CH_OPT) -g -ffp-contract=off -fno-strict-aliasing -Wall \
     -Wno-unknown-pragmas -Wno-unused-parameter -Wno-unused-function -Wno-parentheses -MMD -MP \
     -Itests/cudahost/include -Itests/cudahost -Iengine -Icommon -I$(BUILD)/gen
 CH_CHECKED   := -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0 \
     --param asan-stack=0 --param asan-globals=0
-CH_CU_OBJ    := $(patsubst engine/cuda/%.cu,$(CH)/obj/engine/%.o,$(wildcard engine/cuda/*.cu))
+CH_CU_OBJ    := $(patsubst engine/cuda/%.cu,$(CH)/obj/engine/%.o,$(filter-out %/selftest.cu,$(wildcard engine/cuda/*.cu)))
 CH_RT_OBJ    := $(CH)/obj/runtime.o
 CH_LIB       := $(CH)/libfp4host.a
 CUDAHOST_BIN := $(BUILD)/tests/cudahost_parity $(BUILD)/tests/cudahost_memcheck $(CH)/bin/fp4serve
@@ -296,7 +297,9 @@ $(CH)/bin/fp4serve: $(BUILD)/obj/engine/main.o $(CH_LIB) $(LIB_COMMON)
 .PHONY: cuda-host
 cuda-host: all $(CUDAHOST_BIN)
 	@BUILD=$(BUILD) TESTS=cudahost sh tests/run.sh
-test: $(CUDAHOST_BIN)
+# Not with SAN=: the checker's hooks carry the names of ASan's own entry points.
+test: $(if $(SAN),,$(CUDAHOST_BIN))
+-include $(shell find $(CH)/obj -name '*.d' 2>/dev/null)
 
 # ---- entry points ----
 test: all $(UNIT_BIN) $(FUZZ_BIN) $(A64_BIN)

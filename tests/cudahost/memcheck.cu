@@ -118,6 +118,16 @@ __global__ void wmma_kernel(const __half *a, const __half *b, float *c)
     wmma::store_matrix_sync(c, acc, 16, wmma::mem_row_major);
 }
 
+/* Every block adds its index to out[0] (a race between blocks), or writes
+ * its own element. */
+__global__ void blocks_kernel(float *out, int shared_word)
+{
+    if (threadIdx.x == 0) {
+        int i = shared_word ? 0 : blockIdx.x;
+        out[i] = (shared_word ? out[i] : 0.0f) + (float)blockIdx.x;
+    }
+}
+
 /* ---- execution model ---- */
 
 TEST(shared_memory_is_per_block)
@@ -288,6 +298,22 @@ TEST(planted_shuffle_without_its_lanes)
     long f = findings_of([&] { CU_LAUNCH(shfl_missing_kernel, 1, 32, 0, (cudaStream_t)NULL, out); },
                          &msg);
     CHECK_MSG(f >= 1 && strstr(msg, "__shfl_xor_sync"), "%ld: %s", f, msg);
+    cudaFree(out);
+}
+
+TEST(planted_race_between_blocks)
+{
+    float *out = dev_floats(4, true);
+    const char *msg;
+    long f =
+        findings_of([&] { CU_LAUNCH(blocks_kernel, 4, 32, 0, (cudaStream_t)NULL, out, 1); }, &msg);
+    CHECK_MSG(f >= 1 && strstr(msg, "race between blocks") && strstr(msg, "block 0 of the same"),
+              "%ld: %s", f, msg);
+    f = findings_of([&] { CU_LAUNCH(blocks_kernel, 4, 32, 0, (cudaStream_t)NULL, out, 0); }, &msg);
+    CHECK_INT(f, 0);
+    /* The next launch may read what any block of the last one wrote. */
+    f = findings_of([&] { CU_LAUNCH(blocks_kernel, 1, 32, 0, (cudaStream_t)NULL, out, 1); }, &msg);
+    CHECK_INT(f, 0);
     cudaFree(out);
 }
 

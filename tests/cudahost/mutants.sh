@@ -10,17 +10,20 @@
 # after each mutant and on exit. Not part of `make test` (minutes per
 # mutant: each rebuilds one or more .cu files).
 #
-#   sh tests/cudahost/mutants.sh [FILTER]    FILTER: only mutants whose name contains it
+#   sh tests/cudahost/mutants.sh [FILTER]    FILTER: an extended regex the mutant names must match
 #
-# Knobs: BUILD (build), LIMIT (300 s per test run), MAKEFLAGS as usual.
+# Knobs: BUILD (build), LIMIT (300 s per test run), JOBS (2), CH_OPT (-O1:
+# the harness objects are rebuilt at this level, quicker to compile).
 set -u
 BUILD=${BUILD:-build}
 LIMIT=${LIMIT:-300}
+JOBS=${JOBS:-2}
+CH_OPT=${CH_OPT:--O1} # quicker rebuilds of the mutated files
 FILTER=${1:-}
 BIN="$BUILD/tests/cudahost_parity"
 # The architectures the build used: another list would rebuild everything.
 ARCHS=$(sed -n "s/^CUDA_ARCHS='\(.*\)'$/\1/p" "$BUILD/gen/cuda-archs" 2>/dev/null)
-mk() { make -s BUILD="$BUILD" ${ARCHS:+CUDA_ARCHS="$ARCHS"} "$@"; }
+mk() { make -s -j"$JOBS" BUILD="$BUILD" CH_OPT="$CH_OPT" ${ARCHS:+CUDA_ARCHS="$ARCHS"} "$@"; }
 LOG=$(mktemp -d "${TMPDIR:-/tmp}/mutants.XXXXXX")
 SAVED=""
 
@@ -31,8 +34,27 @@ restore() {
 trap 'restore; exit 130' INT TERM
 trap 'restore' EXIT
 
-# name @@ file @@ occurrence @@ from @@ to @@ first test to run
+# name @@ file @@ occurrence @@ from @@ to @@ first test to run (files that rebuild
+# fewest objects first)
 MUTANTS=$(cat <<'EOF'
+attn-key-bound @@ engine/cuda/attention.cu @@ 1 @@ n_keys - t0); @@ n_keys - t0 + 1); @@ parity_q4_1
+attn-max-barrier @@ engine/cuda/attention.cu @@ 2 @@ __syncthreads(); @@ ; @@ parity_q4_1
+attn-reuse-barrier @@ engine/cuda/attention.cu @@ 5 @@ __syncthreads(); @@ ; @@ parity_q4_1
+attn-sum-order @@ engine/cuda/attention.cu @@ 1 @@ sum[h] += red[w][h]; @@ sum[h] = red[w][h]; @@ parity_q4_1
+prep-half-sum-distance @@ engine/cuda/ops.cu @@ 1 @@ for (int o = 8; o > 0; o >>= 1) @@ for (int o = 16; o > 0; o >>= 1) @@ parity_q4_1
+norm-barrier @@ engine/cuda/ops.cu @@ 1 @@ __syncthreads(); @@ ; @@ parity_q4_1
+embed-bound @@ engine/cuda/ops.cu @@ 1 @@ u < n / 16; @@ u <= n / 16; @@ parity_q4_1
+rope-pair-bound @@ engine/cuda/ops.cu @@ 1 @@ if (i < half) @@ if (i <= half) @@ parity_q4_1
+rope-table-index @@ engine/cuda/ops.cu @@ 1 @@ rotate(q[2 * idx], q[2 * idx + 1], cs[i]) @@ rotate(q[2 * idx], q[2 * idx + 1], cs[i + 1]) @@ parity_q4_1
+q8-clamp @@ engine/cuda/ops.cu @@ 1 @@ q > 127 ? 127 : q @@ q > 127 ? 126 : q @@ parity_q4_1
+combine-chunks @@ engine/cuda/ops.cu @@ 1 @@ (A.pos[row] + CU_CHUNK) / CU_CHUNK @@ (A.pos[row] + 1) / CU_CHUNK @@ parity_q4_1
+gemv-unit-bound @@ engine/cuda/matmul.cu @@ 1 @@ u < n_units; @@ u <= n_units; @@ parity_q4_1
+gemv-has-min @@ engine/cuda/matmul.cu @@ 1 @@ if (qt<T>::has_min) @@ if (!qt<T>::has_min) @@ parity_q4_1
+find-job-boundary @@ engine/cuda/matmul.cu @@ 1 @@ idx >= g.start[1] @@ idx > g.start[1] @@ parity_q4_1
+tc-tile-barrier @@ engine/cuda/matmul.cu @@ 1 @@ __syncthreads(); @@ ; @@ parity_q4_1
+tc-store-barrier @@ engine/cuda/matmul.cu @@ 3 @@ __syncthreads(); @@ ; @@ parity_q4_1
+tc-act-bound @@ engine/cuda/matmul.cu @@ 1 @@ if (n0 + br < rows) @@ if (n0 + br <= rows) @@ parity_q4_1
+tc-out-bound @@ engine/cuda/matmul.cu @@ 1 @@ n0 + n < rows) @@ n0 + n <= rows) @@ parity_q4_1
 q4_0-offset @@ engine/cuda/quant.cuh @@ 1 @@ 0x0F0F0F0Fu, 0x08080808u @@ 0x0F0F0F0Fu, 0x07070707u @@ parity_q4_0
 q4_1-nibble-order @@ engine/cuda/quant.cuh @@ 2 @@ int sh = (u & 1) * 4; @@ int sh = (~u & 1) * 4; @@ parity_q4_1
 q5_0-high-bits @@ engine/cuda/quant.cuh @@ 1 @@ >> ((u & 1) * 16) @@ >> ((u & 1) * 8) @@ parity_q5_0
@@ -46,24 +68,6 @@ nvfp4-scale-bias @@ engine/cuda/quant.cuh @@ 1 @@ (e + 119) << 23 @@ (e + 120) <
 nvfp4-nibble-order @@ engine/cuda/quant.cuh @@ 1 @@ o.q[2] = e2m1_x2(w0 >> 4 @@ o.q[2] = e2m1_x2(w0 >> 0 @@ parity_nvfp4
 warp-sum-distance @@ engine/cuda/common.cuh @@ 1 @@ for (int o = 16; o > 0; o >>= 1) @@ for (int o = 8; o > 0; o >>= 1) @@ parity_q4_1
 warp-max-distance @@ engine/cuda/common.cuh @@ 3 @@ for (int o = 16; o > 0; o >>= 1) @@ for (int o = 16; o > 1; o >>= 1) @@ parity_q4_1
-prep-half-sum-distance @@ engine/cuda/ops.cu @@ 1 @@ for (int o = 8; o > 0; o >>= 1) @@ for (int o = 16; o > 0; o >>= 1) @@ parity_q4_1
-gemv-unit-bound @@ engine/cuda/matmul.cu @@ 1 @@ u < n_units; @@ u <= n_units; @@ parity_q4_1
-gemv-has-min @@ engine/cuda/matmul.cu @@ 1 @@ if (qt<T>::has_min) @@ if (!qt<T>::has_min) @@ parity_q4_1
-find-job-boundary @@ engine/cuda/matmul.cu @@ 1 @@ idx >= g.start[1] @@ idx > g.start[1] @@ parity_q4_1
-tc-tile-barrier @@ engine/cuda/matmul.cu @@ 1 @@ __syncthreads(); @@ ; @@ parity_q4_1
-tc-store-barrier @@ engine/cuda/matmul.cu @@ 3 @@ __syncthreads(); @@ ; @@ parity_q4_1
-tc-act-bound @@ engine/cuda/matmul.cu @@ 1 @@ if (n0 + br < rows) @@ if (n0 + br <= rows) @@ parity_q4_1
-tc-out-bound @@ engine/cuda/matmul.cu @@ 1 @@ n0 + n < rows) @@ n0 + n <= rows) @@ parity_q4_1
-norm-barrier @@ engine/cuda/ops.cu @@ 1 @@ __syncthreads(); @@ ; @@ parity_q4_1
-embed-bound @@ engine/cuda/ops.cu @@ 1 @@ u < n / 16; @@ u <= n / 16; @@ parity_q4_1
-rope-pair-bound @@ engine/cuda/ops.cu @@ 1 @@ if (i < half) @@ if (i <= half) @@ parity_q4_1
-rope-table-index @@ engine/cuda/ops.cu @@ 1 @@ rotate(q[2 * idx], q[2 * idx + 1], cs[i]) @@ rotate(q[2 * idx], q[2 * idx + 1], cs[i + 1]) @@ parity_q4_1
-q8-clamp @@ engine/cuda/ops.cu @@ 1 @@ q > 127 ? 127 : q @@ q > 127 ? 126 : q @@ parity_q4_1
-combine-chunks @@ engine/cuda/ops.cu @@ 1 @@ (A.pos[row] + CU_CHUNK) / CU_CHUNK @@ (A.pos[row] + 1) / CU_CHUNK @@ parity_q4_1
-attn-key-bound @@ engine/cuda/attention.cu @@ 1 @@ n_keys - t0); @@ n_keys - t0 + 1); @@ parity_q4_1
-attn-max-barrier @@ engine/cuda/attention.cu @@ 2 @@ __syncthreads(); @@ ; @@ parity_q4_1
-attn-reuse-barrier @@ engine/cuda/attention.cu @@ 5 @@ __syncthreads(); @@ ; @@ parity_q4_1
-attn-sum-order @@ engine/cuda/attention.cu @@ 1 @@ sum[h] += red[w][h]; @@ sum[h] = red[w][h]; @@ parity_q4_1
 EOF
 )
 
@@ -94,7 +98,7 @@ while IFS= read -r line; do
     nth=$(trim "${rest%% @@ *}"); rest=${rest#* @@ }
     from=$(trim "${rest%% @@ *}"); rest=${rest#* @@ }
     to=$(trim "${rest%% @@ *}"); first=$(trim "${rest#* @@ }")
-    case "$name" in *"$FILTER"*) ;; *) continue ;; esac
+    printf "%s\n" "$name" | grep -qE -- "${FILTER:-.}" || continue
     total=$((total + 1))
     cp "$file" "$LOG/saved"
     SAVED=$file
@@ -107,6 +111,11 @@ while IFS= read -r line; do
         restore
         killed=$((killed + 1))
         echo "killed $name (does not compile)"
+        continue
+    fi
+    if [ ! "$BIN" -nt "$file" ]; then
+        restore
+        echo "ERROR  $name: $BIN was not rebuilt after the mutation"
         continue
     fi
     how=""

@@ -157,6 +157,11 @@ float cudahost_f16_to_f32(uint16_t h)
 /* ---- device memory and its shadow ---- */
 
 static uint8_t *dev_base, *dev_shadow;
+/* Per 4-byte word of device memory: the serial of the block that last
+ * wrote it from a kernel. Blocks of one launch have serials from
+ * launch_first on; block_serial is the running block's. */
+static uint64_t *dev_writer;
+static uint64_t launch_first, block_serial;
 static size_t dev_used;
 struct dev_alloc {
     size_t off, bytes;
@@ -171,7 +176,9 @@ static void dev_init(void)
     int fl = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
     dev_base = (uint8_t *)mmap(NULL, DEV_RESERVE, PROT_READ | PROT_WRITE, fl, -1, 0);
     dev_shadow = (uint8_t *)mmap(NULL, DEV_RESERVE, PROT_READ | PROT_WRITE, fl, -1, 0);
-    if (dev_base == MAP_FAILED || dev_shadow == MAP_FAILED) {
+    dev_writer = (uint64_t *)mmap(NULL, DEV_RESERVE / 4 * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                                  fl, -1, 0);
+    if (dev_base == MAP_FAILED || dev_shadow == MAP_FAILED || dev_writer == MAP_FAILED) {
         fprintf(stderr, "cudahost: cannot reserve %zu bytes of address space\n", DEV_RESERVE);
         exit(FINDING_EXIT);
     }
@@ -229,6 +236,23 @@ static void dev_check(size_t off, size_t n, bool write)
     }
     if (write)
         memset(sh, 2, n);
+    if (!kernel_name)
+        return;
+    /* Blocks of one launch run in no fixed order on a GPU: a word one
+     * block wrote may not be read or written by another. */
+    for (size_t w = off / 4; w <= (off + n - 1) / 4; w++) {
+        uint64_t b = dev_writer[w];
+        if (b >= launch_first && b != block_serial) {
+            char where_[160];
+            where(w * 4, where_, sizeof(where_));
+            return finding("race between blocks: this block %s device memory (%s) that block "
+                           "%llu of the same launch wrote",
+                           write ? "writes" : "reads", where_,
+                           (unsigned long long)(b - launch_first));
+        }
+        if (write)
+            dev_writer[w] = block_serial;
+    }
 }
 
 cudaError_t cudaMalloc(void **p, size_t bytes)
@@ -337,7 +361,6 @@ struct sh_shadow {
 static __attribute__((aligned(256))) uint8_t shared_mem[SHARED_BYTES];
 static sh_shadow shared_shadow[SHARED_BYTES / 4]; /* per 4-byte word */
 static uint32_t epoch, block_epoch;               /* now, and at the running block's start */
-static uint64_t block_serial;
 static size_t shared_used;
 
 void *cudahost::shared_at(shared_site *s, size_t bytes, size_t align, const char *name)
@@ -689,6 +712,7 @@ int cudahost::launch(const char *name, dim3 grid, dim3 block, size_t shmem, void
     grid_dim = grid;
     block_dim = block;
     n_threads = (int)nt;
+    launch_first = block_serial + 1;
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {

@@ -121,11 +121,14 @@ static struct model *load(const char *path, const struct setup *s)
     return m;
 }
 
-/* max |a - b| / max |b| over n values. */
+/* max |a - b| / max |b| over n values; infinite when a has a NaN or an
+ * infinity (fmax would skip a NaN). */
 static double rel_err(const float *a, const float *b, int n)
 {
     double num = 0, den = 0;
     for (int i = 0; i < n; i++) {
+        if (!isfinite(a[i]))
+            return INFINITY;
         num = fmax(num, fabs((double)a[i] - b[i]));
         den = fmax(den, fabs((double)b[i]));
     }
