@@ -53,8 +53,8 @@ gemv-has-min @@ engine/cuda/matmul.cu @@ 1 @@ if (qt<T>::has_min) @@ if (!qt<T>:
 find-job-boundary @@ engine/cuda/matmul.cu @@ 1 @@ idx >= g.start[1] @@ idx > g.start[1] @@ parity_q4_1
 tc-tile-barrier @@ engine/cuda/matmul.cu @@ 1 @@ __syncthreads(); @@ ; @@ parity_q4_1
 tc-store-barrier @@ engine/cuda/matmul.cu @@ 3 @@ __syncthreads(); @@ ; @@ parity_q4_1
-tc-act-bound @@ engine/cuda/matmul.cu @@ 1 @@ if (n0 + br < rows) @@ if (n0 + br <= rows) @@ parity_q4_1
-tc-out-bound @@ engine/cuda/matmul.cu @@ 1 @@ n0 + n < rows) @@ n0 + n <= rows) @@ parity_q4_1
+tc-act-bound @@ engine/cuda/matmul.cu @@ 1 @@ if (n0 + br < rows) @@ if (n0 + br <= rows) @@ parity_full_step
+tc-out-bound @@ engine/cuda/matmul.cu @@ 1 @@ n0 + n < rows) @@ n0 + n <= rows) @@ parity_full_step
 q4_0-offset @@ engine/cuda/quant.cuh @@ 1 @@ 0x0F0F0F0Fu, 0x08080808u @@ 0x0F0F0F0Fu, 0x07070707u @@ parity_q4_0
 q4_1-nibble-order @@ engine/cuda/quant.cuh @@ 2 @@ int sh = (u & 1) * 4; @@ int sh = (~u & 1) * 4; @@ parity_q4_1
 q5_0-high-bits @@ engine/cuda/quant.cuh @@ 1 @@ >> ((u & 1) * 16) @@ >> ((u & 1) * 8) @@ parity_q5_0

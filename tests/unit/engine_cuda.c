@@ -316,6 +316,39 @@ TEST(parity_serial_attention)
     parity(model_file(tiny(), Q_Q4_1), &s, "serial attn");
 }
 
+/* A step of exactly max_step_tokens rows (two prompts of 125; 250 is not
+ * a multiple of the 64-row tiles): every run buffer is full, so a kernel
+ * that reads or writes one row past the step lands in the next buffer of
+ * the arena, where the host harness sees it. */
+TEST(parity_full_step)
+{
+    const char *path = model_file(tiny(), Q_Q4_1);
+    struct model_opts o = {.threads = 2, .max_batch = 2, .ctx = 256, .max_step_tokens = 250};
+    struct err err;
+    err_init(&err);
+    o.device = "cpu";
+    struct model *cpu = model_new(path, &o, &err);
+    o.device = "cuda";
+    struct model *gpu = cpu ? model_new(path, &o, &err) : NULL;
+    CHECK_MSG(cpu && gpu, "load: %s", err.msg);
+    if (cpu && gpu) {
+        int V = cpu->cfg.n_vocab;
+        int32_t *p0 = prompt_tokens(125, 71, V), *p1 = prompt_tokens(125, 72, V);
+        struct model_seq a[2] = {{0, 0, 125, p0, MODEL_LOGITS_LAST, NULL},
+                                 {1, 0, 125, p1, MODEL_LOGITS_LAST, NULL}};
+        struct model_seq b[2] = {a[0], a[1]};
+        if (step(cpu, a, 2) && step(gpu, b, 2)) {
+            double worst = fmax(rel_err(b[0].out, a[0].out, V), rel_err(b[1].out, a[1].out, V));
+            printf("parity full step    %.2e\n", worst);
+            CHECK_MSG(worst <= TOL, "250-row step: %.3g of the largest logit (tolerance %g)", worst,
+                      TOL);
+        }
+        free(p0);
+        free(p1);
+    }
+    model_free(cpu);
+    model_free(gpu);
+}
 /* ---- bit-for-bit invariances of the CUDA backend ---- */
 
 /* Greedy generation for prompts of lens[i] (all > CU_GEMV_MAX_ROWS, so
