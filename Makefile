@@ -5,6 +5,8 @@
 #   make test            build, scan for banned calls, run every test (unit, cases,
 #                        fuzz replay, integration)
 #   make bench           benchmarks (ratios measured side by side, never pass/fail)
+#   make cuda-host       the CUDA kernels run on the CPU through tests/cudahost/ (parity
+#                        with the CPU backend, memory checks); also part of make test
 #   make check-gpu       the CUDA backend on a GPU (tests/gpu/check.sh; skips without one;
 #                        PREBUILT=DIR: binaries from tests/gpu/check.sh --bundle DIR)
 #   make fuzz            libFuzzer on every fuzz target (FUZZ_SECONDS each)
@@ -255,6 +257,59 @@ $(BUILD)/aarch64/%: tests/unit/%.c $(A64_SRC) $(wildcard engine/cpu/*.h engine/f
 	@mkdir -p $(dir $@)
 	$(A64_CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -static \
 	    -Iengine -Icommon -Itests -o $@ $< $(A64_SRC) -lm
+
+# ---- cudahost: engine/cuda/*.cu compiled by g++ against tests/cudahost/ (no GPU, no
+# nvcc needed), so the kernels run in every make test (docs/cudahost.md). Every
+# load and store of the .cu files calls the harness's checker: GCC's kernel-address
+# instrumentation with outline calls, whose __asan_* hooks runtime.cc defines.
+# engine/model/backend.c and engine/cuda/cuda.c are compiled again with HAVE_CUDA;
+# the rest of the engine's objects are the ordinary ones.
+CUDAHOST_CXX ?= g++
+CH           := $(BUILD)/cudahost
+CH_OPT       ?= -O2
+CH_CXXFLAGS  := -std=c++17 $(CH_OPT) -g -ffp-contract=off -fno-strict-aliasing -Wall \
+    -Wno-unknown-pragmas -Wno-unused-parameter -Wno-unused-function -Wno-parentheses -MMD -MP \
+    -Itests/cudahost/include -Itests/cudahost -Iengine -Icommon -I$(BUILD)/gen
+CH_CHECKED   := -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0 \
+    --param asan-stack=0 --param asan-globals=0
+CH_CU_OBJ    := $(patsubst engine/cuda/%.cu,$(CH)/obj/engine/%.o,$(filter-out %/selftest.cu,$(wildcard engine/cuda/*.cu)))
+CH_RT_OBJ    := $(CH)/obj/runtime.o
+CH_LIB       := $(CH)/libfp4host.a
+CUDAHOST_BIN := $(BUILD)/tests/cudahost_parity $(BUILD)/tests/cudahost_memcheck $(CH)/bin/fp4serve
+$(CH)/obj/engine/%.o: engine/cuda/%.cu $(wildcard tests/cudahost/*.h) $(BUILD)/gen/flags | $(GEN)
+	@mkdir -p $(dir $@)
+	$(CUDAHOST_CXX) $(CH_CXXFLAGS) $(CH_CHECKED) -x c++ -c -o $@ $<
+$(CH)/obj/%.o: tests/cudahost/%.cu $(wildcard tests/cudahost/*.h) $(BUILD)/gen/flags | $(GEN)
+	@mkdir -p $(dir $@)
+	$(CUDAHOST_CXX) $(CH_CXXFLAGS) $(CH_CHECKED) -Itests -x c++ -c -o $@ $<
+$(CH_RT_OBJ): tests/cudahost/runtime.cc $(wildcard tests/cudahost/*.h) $(BUILD)/gen/flags
+	@mkdir -p $(dir $@)
+	$(CUDAHOST_CXX) $(CH_CXXFLAGS) -c -o $@ $<
+$(CH)/obj/c/%.o: engine/%.c $(BUILD)/gen/flags | $(GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DHAVE_CUDA=1 $(ENGINE_PC_CFLAGS) -Iengine -c -o $@ $<
+$(CH_LIB): $(CH_CU_OBJ) $(CH_RT_OBJ) $(CH)/obj/c/model/backend.o $(CH)/obj/c/cuda/cuda.o \
+    $(filter-out $(BUILD)/obj/engine/model/backend.o $(BUILD)/obj/engine/cuda/%,$(call obj,$(ENGINE_SRC)))
+	@rm -f $@
+	$(AR) rcs $@ $^
+$(CH)/obj/tests/%.o: tests/unit/%.c $(BUILD)/gen/flags | $(GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DCUDAHOST_SHAPES $(ENGINE_PC_CFLAGS) -Iengine -Itests -c -o $@ $<
+$(BUILD)/tests/cudahost_parity: $(CH)/obj/tests/engine_cuda.o $(CH_LIB) $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_PC_LIBS) $(LDLIBS) -lstdc++
+$(BUILD)/tests/cudahost_memcheck: $(CH)/obj/memcheck.o $(CH_LIB) $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_PC_LIBS) $(LDLIBS) -lstdc++
+$(CH)/bin/fp4serve: $(BUILD)/obj/engine/main.o $(CH_LIB) $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_PC_LIBS) $(LDLIBS) -lstdc++
+.PHONY: cuda-host
+cuda-host: all $(CUDAHOST_BIN)
+	@BUILD=$(BUILD) TESTS=cudahost sh tests/run.sh
+# Not with SAN=: the checker's hooks carry the names of ASan's own entry points.
+test: $(if $(SAN),,$(CUDAHOST_BIN))
+-include $(shell find $(CH)/obj -name '*.d' 2>/dev/null)
 
 # ---- entry points ----
 test: all $(UNIT_BIN) $(FUZZ_BIN) $(A64_BIN)

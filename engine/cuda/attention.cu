@@ -44,9 +44,9 @@ struct att_args {
  */
 __global__ void __launch_bounds__(CU_CHUNK) attn_kernel(att_args A)
 {
-    __shared__ __align__(16) float qs[CU_GMAX * CU_HD_MAX]; /* (g, hd) queries of the group */
-    __shared__ float ps[CU_GMAX][CU_CHUNK];                 /* probabilities of the chunk */
-    __shared__ float red[ATT_WARPS][CU_GMAX];
+    CU_SHARED(16, float, qs, [CU_GMAX * CU_HD_MAX]); /* (g, hd) queries of the group */
+    CU_SHARED(4, float, ps, [CU_GMAX][CU_CHUNK]);    /* probabilities of the chunk */
+    CU_SHARED(4, float, red, [ATT_WARPS][CU_GMAX]);
     const struct cu_item it = A.items[blockIdx.x];
     int kvh = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     int row = it.row, n_keys = A.pos[row] + 1, g = A.g, hd = A.hd;
@@ -234,6 +234,6 @@ void op_attention(cu_state *S, const struct model *m, int layer, const struct cu
                   c->head_dim,  c->q_dim,
                   S->n_chunks,  1.0f / sqrtf((float)c->head_dim)};
     dim3 grid((unsigned)n_items, (unsigned)c->n_head_kv);
-    attn_kernel<<<grid, CU_CHUNK, 0, S->stream>>>(A);
+    CU_LAUNCH(attn_kernel, grid, CU_CHUNK, 0, S->stream, A);
     CU_CHECK_LAUNCH();
 }

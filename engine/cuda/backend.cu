@@ -314,7 +314,7 @@ static int prepare(struct model *m, cu_state *S, struct err *err)
     cudaDeviceProp prop;
     TRY(cudaGetDeviceProperties(&prop, S->dev), "cudaGetDeviceProperties");
     /* A build for another architecture fails here, not in the first step. */
-    probe_kernel<<<1, 1>>>(NULL);
+    CU_LAUNCH(probe_kernel, 1, 1, 0, 0, nullptr);
     cudaError_t pe = cudaGetLastError();
     if (pe == cudaSuccess)
         pe = cudaDeviceSynchronize();

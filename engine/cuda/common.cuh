@@ -37,6 +37,24 @@ extern "C" {
     } while (0)
 #define CU_CHECK_LAUNCH() CU_CHECK(cudaGetLastError())
 
+/* Every kernel launch and every shared-memory declaration goes through
+ * these two, so that the same source runs on a GPU (nvcc) and in the host
+ * harness (tests/cudahost/, which defines CUDAHOST; docs/cudahost.md):
+ *   CU_LAUNCH(kernel, grid, block, shared_bytes, stream, args...)
+ *   CU_SHARED(align, T, name, dims)   __shared__ __align__(align) T name dims
+ * (dims: "[N]", "[N][M]", or empty for a scalar). */
+#ifdef CUDAHOST
+#define CU_LAUNCH(kernel, grid, block, shmem, stream, ...)                                         \
+    cudahost_launch(#kernel, kernel, dim3(grid), dim3(block), (shmem), (stream), __VA_ARGS__)
+#define CU_SHARED(al, T, name, dims) CUDAHOST_SHARED(al, T, name, dims)
+#else
+#define CU_LAUNCH(kernel, grid, block, shmem, stream, ...)                                         \
+    kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
+#define CU_SHARED(al, T, name, dims)                                                               \
+    __shared__ __align__(al)                                                                       \
+    T name dims
+#endif
+
 /* ---- warp reductions (xor butterflies: every lane gets the same value,
  * in a fixed order, so results never depend on timing) ---- */
 

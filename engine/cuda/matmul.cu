@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     using namespace nvcuda;
     constexpr int in_bytes = 2 * TC_M * TC_LDS * (int)sizeof(__half);
     constexpr int c_bytes = TC_N * TC_LDC * (int)sizeof(float);
-    __shared__ __align__(128) unsigned char smem[in_bytes > c_bytes ? in_bytes : c_bytes];
+    CU_SHARED(128, unsigned char, smem, [in_bytes > c_bytes ? in_bytes : c_bytes]);
     __half *As = (__half *)smem;     /* (TC_M, TC_LDS) weights, row-major */
     __half *Bs = As + TC_M * TC_LDS; /* (TC_N, TC_LDS) activations: B col-major */
     float *Cs = (float *)smem;       /* (TC_N, TC_LDC): C col-major after the loop */
@@ -307,10 +307,10 @@ static void launch(cu_state *S, mm_group &g, const cu_mat *w0, int rows, bool ge
         g.total = total;
         dim3 grid((unsigned)((total + GEMV_WARPS - 1) / GEMV_WARPS));
         if constexpr (is_float_type(T))
-            gemv_f<T><<<grid, GEMV_WARPS * 32, 0, S->stream>>>(g, w0->cols, a.f, a.ld, rows);
+            CU_LAUNCH(gemv_f<T>, grid, GEMV_WARPS * 32, 0, S->stream, g, w0->cols, a.f, a.ld, rows);
         else
-            gemv_q<T>
-                <<<grid, GEMV_WARPS * 32, 0, S->stream>>>(g, w0->cols, a.q, a.d, a.s, a.ld, rows);
+            CU_LAUNCH(gemv_q<T>, grid, GEMV_WARPS * 32, 0, S->stream, g, w0->cols, a.q, a.d, a.s,
+                      a.ld, rows);
     } else {
         int total = 0;
         for (int j = 0; j < g.n; j++) {
@@ -319,7 +319,7 @@ static void launch(cu_state *S, mm_group &g, const cu_mat *w0, int rows, bool ge
         }
         g.total = total;
         dim3 grid((unsigned)total, (unsigned)((rows + TC_N - 1) / TC_N));
-        mm_tc<T><<<grid, TC_THREADS, 0, S->stream>>>(g, w0->cols, a.h, a.ld, rows);
+        CU_LAUNCH(mm_tc<T>, grid, TC_THREADS, 0, S->stream, g, w0->cols, a.h, a.ld, rows);
     }
     CU_CHECK_LAUNCH();
 }

@@ -97,8 +97,8 @@ void op_embed(cu_state *S, const cu_mat *te, const int32_t *tok, float *x, int r
     switch (te->type) {
 #define CASE(T)                                                                                    \
     case T:                                                                                        \
-        embed_kernel<T><<<rows, ROW_THREADS, 0, S->stream>>>(te->w, te->row_bytes, te->scale, tok, \
-                                                             x, n_embd);                           \
+        CU_LAUNCH(embed_kernel<T>, rows, ROW_THREADS, 0, S->stream, te->w, te->row_bytes,          \
+                  te->scale, tok, x, n_embd);                                                      \
         break;
         CU_WEIGHT_TYPES(CASE)
 #undef CASE
@@ -119,8 +119,8 @@ __global__ void __launch_bounds__(ROW_THREADS)
     norm_kernel(const float *__restrict__ x, const int32_t *__restrict__ gather,
                 const float *__restrict__ w, int cols, float eps, prep_out P)
 {
-    __shared__ double red[ROW_WARPS];
-    __shared__ float r_shared;
+    CU_SHARED(8, double, red, [ROW_WARPS]);
+    CU_SHARED(4, float, r_shared, );
     int row = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const float *xr = x + (size_t)(gather ? gather[row] : row) * cols;
     double ss = 0;
@@ -208,13 +208,14 @@ __global__ void __launch_bounds__(ROW_THREADS) attn_out_kernel(attn_out_args A, 
 void op_norm(cu_state *S, const float *x, const int32_t *gather, const float *w, int rows, int cols,
              float eps, int flags)
 {
-    norm_kernel<<<rows, ROW_THREADS, 0, S->stream>>>(x, gather, w, cols, eps, prep_of(S, flags));
+    CU_LAUNCH(norm_kernel, rows, ROW_THREADS, 0, S->stream, x, gather, w, cols, eps,
+              prep_of(S, flags));
     CU_CHECK_LAUNCH();
 }
 
 void op_silu(cu_state *S, const float *g, const float *u, int rows, int cols, int flags)
 {
-    silu_kernel<<<rows, ROW_THREADS, 0, S->stream>>>(g, u, cols, prep_of(S, flags));
+    CU_LAUNCH(silu_kernel, rows, ROW_THREADS, 0, S->stream, g, u, cols, prep_of(S, flags));
     CU_CHECK_LAUNCH();
 }
 
@@ -225,7 +226,7 @@ void op_attn_out(cu_state *S, const struct model *m, const int32_t *pos, const i
     attn_out_args A = {
         S->att,      S->part,  pos,        dec, c->n_head, c->n_head_kv, c->n_head / c->n_head_kv,
         c->head_dim, c->q_dim, S->n_chunks};
-    attn_out_kernel<<<rows, ROW_THREADS, 0, S->stream>>>(A, prep_of(S, flags));
+    CU_LAUNCH(attn_out_kernel, rows, ROW_THREADS, 0, S->stream, A, prep_of(S, flags));
     CU_CHECK_LAUNCH();
 }
 
@@ -283,6 +284,6 @@ void op_rope_kv(cu_state *S, const struct model *m, int layer, const int32_t *po
     rope_args A = {S->q,         S->k,        S->v,     S->k_cache,   S->v_cache, S->rope,
                    pos,          slot,        layer,    m->max_batch, m->ctx,     c->n_head,
                    c->n_head_kv, c->head_dim, c->n_rot, c->q_dim,     c->kv_dim};
-    rope_kv_kernel<<<rows, ROW_THREADS, 0, S->stream>>>(A);
+    CU_LAUNCH(rope_kv_kernel, rows, ROW_THREADS, 0, S->stream, A);
     CU_CHECK_LAUNCH();
 }

@@ -105,7 +105,7 @@ extern "C" long cu_selftest_decode(uint32_t type, uint64_t seed, char *msg, size
         CU_WEIGHT_TYPES(CASE)
 #undef CASE
     default:
-        n = snprintf(msg, msg_size, "type %s has no CUDA decoder", qi->name), -1;
+        n = (snprintf(msg, msg_size, "type %s has no CUDA decoder", qi->name), -1);
     }
     free(data);
     free(ref);

@@ -1,0 +1,142 @@
+#!/bin/sh
+# mutants.sh: mutation proof of the CUDA host harness (docs/cudahost.md).
+# Applies, one at a time, single-token mutants to engine/cuda/ (wrong
+# bounds, swapped nibble order, removed __syncthreads, wrong shuffle
+# distance, scale decoded with the wrong bias, ...), rebuilds the harness's
+# parity binary and runs its tests (the mutant's likeliest test first, then
+# the whole suite); a mutant is killed when a test fails, the harness
+# reports a finding (exit 86), it crashes, or it runs past LIMIT seconds.
+# Prints one line per mutant and the kill rate; the sources are restored
+# after each mutant and on exit. Not part of `make test` (minutes per
+# mutant: each rebuilds one or more .cu files).
+#
+#   sh tests/cudahost/mutants.sh [FILTER]    FILTER: an extended regex the mutant names must match
+#
+# Knobs: BUILD (build), LIMIT (300 s per test run), JOBS (2), CH_OPT (-O1:
+# the harness objects are rebuilt at this level, quicker to compile).
+set -u
+BUILD=${BUILD:-build}
+LIMIT=${LIMIT:-300}
+JOBS=${JOBS:-2}
+CH_OPT=${CH_OPT:--O1} # quicker rebuilds of the mutated files
+FILTER=${1:-}
+BIN="$BUILD/tests/cudahost_parity"
+# The architectures the build used: another list would rebuild everything.
+ARCHS=$(sed -n "s/^CUDA_ARCHS='\(.*\)'$/\1/p" "$BUILD/gen/cuda-archs" 2>/dev/null)
+mk() { make -s -j"$JOBS" BUILD="$BUILD" CH_OPT="$CH_OPT" ${ARCHS:+CUDA_ARCHS="$ARCHS"} "$@"; }
+LOG=$(mktemp -d "${TMPDIR:-/tmp}/mutants.XXXXXX")
+SAVED=""
+
+restore() {
+    [ -n "$SAVED" ] && cp "$LOG/saved" "$SAVED" && touch "$SAVED"
+    SAVED=""
+}
+trap 'restore; exit 130' INT TERM
+trap 'restore' EXIT
+
+# name @@ file @@ occurrence @@ from @@ to @@ first test to run (files that rebuild
+# fewest objects first)
+MUTANTS=$(cat <<'EOF'
+attn-key-bound @@ engine/cuda/attention.cu @@ 1 @@ n_keys - t0); @@ n_keys - t0 + 1); @@ parity_q4_1
+attn-max-barrier @@ engine/cuda/attention.cu @@ 2 @@ __syncthreads(); @@ ; @@ parity_q4_1
+attn-reuse-barrier @@ engine/cuda/attention.cu @@ 5 @@ __syncthreads(); @@ ; @@ parity_q4_1
+attn-sum-order @@ engine/cuda/attention.cu @@ 1 @@ sum[h] += red[w][h]; @@ sum[h] = red[w][h]; @@ parity_q4_1
+prep-half-sum-distance @@ engine/cuda/ops.cu @@ 1 @@ for (int o = 8; o > 0; o >>= 1) @@ for (int o = 16; o > 0; o >>= 1) @@ parity_q4_1
+norm-barrier @@ engine/cuda/ops.cu @@ 1 @@ __syncthreads(); @@ ; @@ parity_q4_1
+embed-bound @@ engine/cuda/ops.cu @@ 1 @@ u < n / 16; @@ u <= n / 16; @@ parity_q4_1
+rope-pair-bound @@ engine/cuda/ops.cu @@ 1 @@ if (i < half) @@ if (i <= half) @@ parity_q4_1
+rope-table-index @@ engine/cuda/ops.cu @@ 1 @@ rotate(q[2 * idx], q[2 * idx + 1], cs[i]) @@ rotate(q[2 * idx], q[2 * idx + 1], cs[i + 1]) @@ parity_q4_1
+q8-clamp @@ engine/cuda/ops.cu @@ 1 @@ q > 127 ? 127 : q @@ q > 127 ? 126 : q @@ parity_q4_1
+combine-chunks @@ engine/cuda/ops.cu @@ 1 @@ (A.pos[row] + CU_CHUNK) / CU_CHUNK @@ (A.pos[row] + 1) / CU_CHUNK @@ parity_q4_1
+gemv-unit-bound @@ engine/cuda/matmul.cu @@ 1 @@ u < n_units; @@ u <= n_units; @@ parity_q4_1
+gemv-has-min @@ engine/cuda/matmul.cu @@ 1 @@ if (qt<T>::has_min) @@ if (!qt<T>::has_min) @@ parity_q4_1
+find-job-boundary @@ engine/cuda/matmul.cu @@ 1 @@ idx >= g.start[1] @@ idx > g.start[1] @@ parity_q4_1
+tc-tile-barrier @@ engine/cuda/matmul.cu @@ 1 @@ __syncthreads(); @@ ; @@ parity_q4_1
+tc-store-barrier @@ engine/cuda/matmul.cu @@ 3 @@ __syncthreads(); @@ ; @@ parity_q4_1
+tc-act-bound @@ engine/cuda/matmul.cu @@ 1 @@ if (n0 + br < rows) @@ if (n0 + br <= rows) @@ parity_full_step
+tc-out-bound @@ engine/cuda/matmul.cu @@ 1 @@ n0 + n < rows) @@ n0 + n <= rows) @@ parity_full_step
+q4_0-offset @@ engine/cuda/quant.cuh @@ 1 @@ 0x0F0F0F0Fu, 0x08080808u @@ 0x0F0F0F0Fu, 0x07070707u @@ parity_q4_0
+q4_1-nibble-order @@ engine/cuda/quant.cuh @@ 2 @@ int sh = (u & 1) * 4; @@ int sh = (~u & 1) * 4; @@ parity_q4_1
+q5_0-high-bits @@ engine/cuda/quant.cuh @@ 1 @@ >> ((u & 1) * 16) @@ >> ((u & 1) * 8) @@ parity_q5_0
+q8_0-half-offset @@ engine/cuda/quant.cuh @@ 1 @@ b + 2 + 16 * (u & 1) @@ b + 2 + 8 * (u & 1) @@ parity_q8_0
+q4_k-min-bits @@ engine/cuda/quant.cuh @@ 1 @@ mn = s[j + 4] & 63; @@ mn = s[j + 4] & 31; @@ parity_q4_k
+q6_k-offset @@ engine/cuda/quant.cuh @@ 1 @@ 0x20202020u @@ 0x1F1F1F1Fu @@ parity_q6_k
+mxfp4-scale-bias @@ engine/cuda/quant.cuh @@ 1 @@ (uint32_t)(e - 1) << 23 @@ (uint32_t)(e - 2) << 23 @@ parity_mxfp4
+mxfp4-nibble-order @@ engine/cuda/quant.cuh @@ 5 @@ int sh = (u & 1) * 4; @@ int sh = (~u & 1) * 4; @@ parity_mxfp4
+e2m1-table @@ engine/cuda/quant.cuh @@ 1 @@ 0x0C080604u @@ 0x0C080605u @@ parity_mxfp4
+nvfp4-scale-bias @@ engine/cuda/quant.cuh @@ 1 @@ (e + 119) << 23 @@ (e + 120) << 23 @@ parity_nvfp4
+nvfp4-nibble-order @@ engine/cuda/quant.cuh @@ 1 @@ o.q[2] = e2m1_x2(w0 >> 4 @@ o.q[2] = e2m1_x2(w0 >> 0 @@ parity_nvfp4
+warp-sum-distance @@ engine/cuda/common.cuh @@ 1 @@ for (int o = 16; o > 0; o >>= 1) @@ for (int o = 8; o > 0; o >>= 1) @@ parity_q4_1
+warp-max-distance @@ engine/cuda/common.cuh @@ 3 @@ for (int o = 16; o > 0; o >>= 1) @@ for (int o = 16; o > 1; o >>= 1) @@ parity_q4_1
+EOF
+)
+
+# apply FILE N FROM TO: replace the Nth occurrence of FROM in FILE.
+apply() {
+    python3 - "$@" <<'PY'
+import sys
+path, n, old, new = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+s = open(path).read()
+i = -1
+for _ in range(n):
+    i = s.find(old, i + 1)
+    if i < 0:
+        sys.exit("mutant: occurrence %d of %r not found in %s" % (n, old, path))
+open(path, "w").write(s[:i] + new + s[i + len(old):])
+PY
+}
+
+trim() { printf '%s' "$1" | sed 's/^ *//; s/ *$//'; }
+
+total=0
+killed=0
+survivors=""
+echo "$MUTANTS" | while IFS= read -r line; do echo "$line"; done >"$LOG/list"
+while IFS= read -r line; do
+    name=$(trim "${line%% @@ *}"); rest=${line#* @@ }
+    file=$(trim "${rest%% @@ *}"); rest=${rest#* @@ }
+    nth=$(trim "${rest%% @@ *}"); rest=${rest#* @@ }
+    from=$(trim "${rest%% @@ *}"); rest=${rest#* @@ }
+    to=$(trim "${rest%% @@ *}"); first=$(trim "${rest#* @@ }")
+    printf "%s\n" "$name" | grep -qE -- "${FILTER:-.}" || continue
+    total=$((total + 1))
+    cp "$file" "$LOG/saved"
+    SAVED=$file
+    if ! apply "$file" "$nth" "$from" "$to"; then
+        restore
+        echo "ERROR  $name: could not apply"
+        continue
+    fi
+    if ! mk "$BIN" >"$LOG/$name.build" 2>&1; then
+        restore
+        killed=$((killed + 1))
+        echo "killed $name (does not compile)"
+        continue
+    fi
+    if [ ! "$BIN" -nt "$file" ]; then
+        restore
+        echo "ERROR  $name: $BIN was not rebuilt after the mutation"
+        continue
+    fi
+    how=""
+    for t in "$first" ""; do
+        timeout -k 5 "$LIMIT" "$BIN" $t >"$LOG/$name.run" 2>&1
+        rc=$?
+        if [ "$rc" -ne 0 ]; then
+            why=$(grep -m1 -E '^cudahost: |check failed' "$LOG/$name.run" | cut -c1-150)
+            [ "$rc" -ge 124 ] && [ -z "$why" ] && why="timed out or killed (exit $rc)"
+            how="by ${t:-the whole suite}: ${why:-exit $rc}"
+            break
+        fi
+    done
+    restore
+    if [ -n "$how" ]; then
+        killed=$((killed + 1))
+        echo "killed $name $how"
+    else
+        survivors="$survivors $name"
+        echo "SURVIVED $name ($file: '$from' -> '$to')"
+    fi
+done <"$LOG/list"
+mk "$BIN" >/dev/null 2>&1
+echo "mutants: $killed of $total killed${survivors:+; survivors:$survivors}"
