@@ -35,7 +35,7 @@ static float *dev_floats(int n, bool fill)
     if (cudaMalloc((void **)&d, sizeof(float) * (size_t)n) != cudaSuccess)
         return NULL;
     if (fill) {
-        float *h = (float *)calloc((size_t)n, sizeof(float));
+        float *h = (float *)calloc((size_t)n, sizeof(float)); /* allow: host test buffer, C++ TU */
         for (int i = 0; i < n; i++)
             h[i] = (float)i;
         cudaMemcpy(d, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice);
