@@ -3,6 +3,7 @@
  * NVFP4 weights. This file only dispatches to the subcommand table; see
  * engine/README.md for a tour of the modules.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,6 +60,21 @@ static void usage(FILE *f)
         fprintf(f, "  %3d  %s\n", (int)statuses[i].code, statuses[i].what);
 }
 
+/* status, unless stdout could not be written: text, ids, a table, help or
+ * the version that did not reach it (a full disk, /dev/full) is an I/O
+ * error, not a success (docs/reliability.md W3-N15). */
+static int stdout_checked(int status)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        log_error("output to stdout could not be written%s%s", errno ? ": " : "",
+                  errno ? strerror(errno) : "");
+        if (status == FP_OK)
+            status = FP_ERR_IO;
+    }
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     log_setup("fp4serve", LOG_INFO, 0);
@@ -69,15 +85,15 @@ int main(int argc, char **argv)
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
         usage(stdout);
-        return FP_OK;
+        return stdout_checked(FP_OK);
     }
     if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
         printf("fp4serve %s\n", BUILD_VERSION);
-        return FP_OK;
+        return stdout_checked(FP_OK);
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (strcmp(commands[i].name, name) == 0)
-            return commands[i].fn(argc - 2, argv + 2);
+            return stdout_checked(commands[i].fn(argc - 2, argv + 2));
     fprintf(stderr, "fp4serve: unknown command '%s'\n", name);
     usage(stderr);
     return FP_ERR_USAGE;

@@ -41,6 +41,21 @@ static void usage(FILE *f)
                "error,\n3 environment error, 130 interrupted\n");
 }
 
+/* status, unless stdout could not be written: a summary, result block,
+ * JSON, help or version that did not reach it (a full disk, /dev/full)
+ * must not pass for a success (docs/reliability.md W3-N15). */
+static int stdout_checked(int status)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        log_error("output to stdout could not be written%s%s", errno ? ": " : "",
+                  errno ? strerror(errno) : "");
+        if (status == RN_OK || status == RN_ERR_POINTS)
+            status = RN_ERR_ENV;
+    }
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     log_setup("sweep", LOG_INFO, 0);
@@ -57,25 +72,16 @@ int main(int argc, char **argv)
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0 ||
         (help && strcmp(name, "version") == 0)) {
         usage(stdout);
-        return RN_OK;
+        return stdout_checked(RN_OK);
     }
     if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
         printf("sweep %s\n", BUILD_VERSION);
-        return RN_OK;
+        return stdout_checked(RN_OK);
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (strcmp(commands[i].name, name) == 0) {
             int status = help ? commands[i].fn(1, help_argv) : commands[i].fn(argc - 2, argv + 2);
-            /* a summary, result block or JSON that did not reach stdout (a
-             * full disk, /dev/full) must not pass for a success */
-            errno = 0;
-            if (fflush(stdout) != 0 || ferror(stdout)) {
-                log_error("output to stdout could not be written%s%s", errno ? ": " : "",
-                          errno ? strerror(errno) : "");
-                if (status == RN_OK || status == RN_ERR_POINTS)
-                    status = RN_ERR_ENV;
-            }
-            return status;
+            return stdout_checked(status);
         }
     fprintf(stderr, "sweep: unknown command '%s'\n", name);
     usage(stderr);

@@ -32,7 +32,7 @@
 struct serve_args {
     const char *model, *host, *device, *isa, *quant, *head, *decode, *attention, *kv, *alias;
     long port, threads, max_batch, ctx, prefill_chunk, max_queue, max_body, timeout_s,
-        max_connections, load_delay_ms;
+        request_timeout_s, max_connections, load_delay_ms;
     bool verbose, probe_bandwidth, no_prefix_cache;
 };
 
@@ -161,7 +161,8 @@ static const struct opt_cmd usage = {
 
 /* Defaults: 16 slots and the model's context up to 2048 positions (the KV
  * cache is allocated once, from these), prompt chunks of 128 tokens, 1 MiB
- * bodies, 10 s idle timeout. The flag table below is also the --help. */
+ * bodies, 10 s idle timeout, 30 s to read a request. The flag table below
+ * is also the --help. */
 int fp4_serve(int argc, char **argv)
 {
     struct serve_args a = {.host = "127.0.0.1",
@@ -172,6 +173,7 @@ int fp4_serve(int argc, char **argv)
                            .max_queue = 1024,
                            .max_body = 1 << 20,
                            .timeout_s = 10,
+                           .request_timeout_s = 30,
                            .max_connections = 2048};
     const struct opt opts[] = {
         {"model", 'm', OPT_STR, &a.model, "PATH", "GGUF model (required)"},
@@ -208,6 +210,10 @@ int fp4_serve(int argc, char **argv)
          "largest request body; more get 413 (default 1048576)", 1024, 1L << 30},
         {"timeout", 0, OPT_LONG, &a.timeout_s, "S",
          "close connections idle this long, seconds; 0 = never (default 10)", 0, 86400},
+        {"request-timeout", 0, OPT_LONG, &a.request_timeout_s, "S",
+         "a request (headers and body) must arrive whole within this many seconds of its first "
+         "byte, else 408 and the connection is closed; 0 = never (default 30)",
+         0, 86400},
         {"max-connections", 0, OPT_LONG, &a.max_connections, "N",
          "open connections at once (default 2048)", 1, 1 << 20},
         {"alias", 0, OPT_STR, &a.alias, "NAME",
@@ -264,6 +270,7 @@ int fp4_serve(int argc, char **argv)
                           .port = (int)a.port,
                           .max_body = (size_t)a.max_body,
                           .timeout_s = (unsigned)a.timeout_s,
+                          .req_deadline_s = (unsigned)a.request_timeout_s,
                           .max_connections = (unsigned)a.max_connections,
                           .model_id = model_id,
                           .model_path = a.model};

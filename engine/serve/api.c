@@ -1023,13 +1023,34 @@ static const char *const gen_refused[] = {"return_logprob",
                                           "return_hidden_states",
                                           "custom_logit_processor"};
 
-/* The field name a /generate client used for one of ours. */
+/* msg with each quoted field name ours ('ours' or 'ours[...') written as
+ * theirs, the name the client sent (docs/reliability.md W3-N20). */
+static void msg_rename(char *msg, size_t cap, const char *ours, const char *theirs)
+{
+    struct buf b;
+    buf_init(&b, cap);
+    size_t n = strlen(ours);
+    for (const char *p = msg; *p;) {
+        if (p[0] == '\'' && strncmp(p + 1, ours, n) == 0 && (p[n + 1] == '\'' || p[n + 1] == '[')) {
+            buf_printf(&b, "'%s", theirs);
+            p += n + 1;
+        } else {
+            buf_append(&b, p++, 1);
+        }
+    }
+    snprintf(msg, cap, "%.*s", (int)b.len, b.data ? b.data : "");
+    buf_release(&b);
+}
+
+/* The field name a /generate client used for one of ours, in param and
+ * in the message. */
 static void gen_param(struct api_error *e, const char *from_prompt)
 {
     char p[sizeof(e->param)];
     snprintf(p, sizeof(p), "%s", e->param);
     if (strcmp(p, "prompt") == 0) {
         snprintf(e->param, sizeof(e->param), "%s", from_prompt);
+        msg_rename(e->msg, sizeof(e->msg), "prompt", from_prompt);
         return;
     }
     if (!p[0] || strcmp(p, "stream") == 0)
@@ -1039,6 +1060,7 @@ static void gen_param(struct api_error *e, const char *from_prompt)
         if (strcmp(p, gen_names[i][1]) == 0)
             name = gen_names[i][0];
     snprintf(e->param, sizeof(e->param), "sampling_params.%.28s", name);
+    msg_rename(e->msg, sizeof(e->msg), p, e->param);
 }
 
 /* SGLang's /generate, rewritten as a completions request: text or
@@ -1125,6 +1147,8 @@ int api_parse_generate(const char *body, size_t len, const struct api_limits *li
     rc = parse_root(c, API_COMPLETION, lim, out, e);
     if (rc)
         gen_param(e, from);
+    if (out->max_tokens_field) /* as server.c's context refusal names it */
+        out->max_tokens_field = "sampling_params.max_new_tokens";
     out->kind = API_GENERATE;
 out:
     json_decref(c);

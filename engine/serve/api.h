@@ -61,8 +61,9 @@ struct api_request {
     size_t n_messages;
     long max_tokens; /* >= 1 as sent (0 with echo), or -1 when absent or null (= the rest of
                         the context) */
-    const char *max_tokens_field; /* "max_tokens" or "max_completion_tokens" (static), the
-                                     field that set max_tokens; NULL when absent */
+    const char *max_tokens_field; /* "max_tokens", "max_completion_tokens" or (/generate)
+                                     "sampling_params.max_new_tokens" (static), the field
+                                     that set max_tokens; NULL when absent */
     double temperature;           /* [0, 2]; 0 = greedy; default 1 */
     double top_p;                 /* (0, 1]; default 1 */
     int top_k;                    /* 0 = off (-1 is read as 0); default 0 */

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "fp4.h"
@@ -101,6 +102,8 @@ struct sched_req {
 
     /* the scheduler thread's */
     int fd;            /* dup of the client socket, or -1; closed when the generation ends */
+    bool probe_1xx;    /* a half-closed socket may be probed with an interim answer */
+    bool probed;       /* it was */
     int n_admitted;    /* seqs given a slot so far */
     int n_live;        /* seqs not ended */
     bool ended;        /* the scheduler's part is over (reference dropped) */
@@ -206,9 +209,15 @@ sched_req *sched_req_new(const struct sched_req_params *p)
     atomic_init(&r->refs, 1);
     pthread_mutex_init(&r->mu, NULL);
     /* a whole answer of many choices (with logprobs) may pass one stream's cap */
-    buf_init(&r->out, r->stream ? OUT_CAP : OUT_CAP * (size_t)(r->n_seqs < 8 ? r->n_seqs : 8));
+    buf_init(&r->out, r->stream ? OUT_CAP : sched_answer_cap(r->n_seqs));
     r->fd = p->fd >= 0 ? fcntl(p->fd, F_DUPFD_CLOEXEC, 0) : -1;
+    r->probe_1xx = p->probe_1xx;
     return r;
+}
+
+size_t sched_answer_cap(int n_seqs)
+{
+    return OUT_CAP * (size_t)(n_seqs < 1 ? 1 : n_seqs < 8 ? n_seqs : 8);
 }
 
 void sched_req_ref(sched_req *r)
@@ -694,12 +703,37 @@ static void admit_waiting(sched *s)
     }
 }
 
+/* Whether the client of r, whose socket polled revents, is gone. A reset
+ * (POLLHUP, POLLERR) is. POLLRDHUP alone, the peer's end of input, is
+ * not: it is also a client that half-closed its sending side after a
+ * whole request and still reads the answer (docs/reliability.md W3-N2).
+ * Only a write tells the two apart, since a closed socket answers it with
+ * a reset: a stream writes its events anyway, and a non-streaming HTTP/1.1
+ * request is sent one interim "100 Continue" (which HTTP/1.1 clients must
+ * accept before the final answer, RFC 9110 §15.2), so a client that hung
+ * up shows a reset at the next step. An HTTP/1.0 client cannot be sent
+ * one: its generation runs to its end. */
+static bool client_gone(sched_req *r, short revents)
+{
+    if (r->fd < 0)
+        return false;
+    if (revents & (POLLHUP | POLLERR))
+        return true;
+    if ((revents & POLLRDHUP) && r->probe_1xx && !r->probed) {
+        static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        r->probed = true; /* MHD writes nothing while the request runs: no interleaving */
+        if (send(r->fd, probe, sizeof(probe) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+            return true;
+    }
+    return false;
+}
+
 /* Finish every running request whose client is gone: the flag, or a
  * hang-up on its socket. */
 static void reap_cancelled(sched *s)
 {
     /* One poll() over every running client per step: POLLRDHUP is the peer
-     * shutting its side, POLLHUP/POLLERR a reset. libmicrohttpd cannot see
+     * shutting its side (see client_gone), POLLHUP/POLLERR a reset. libmicrohttpd cannot see
      * these while a connection is suspended, which is most of a stream's
      * life, so without this a vanished client would keep its slot until
      * the next token failed to send. */
@@ -722,8 +756,7 @@ static void reap_cancelled(sched *s)
         bool seen = false; /* each request once: req_end may free it */
         for (int k = 0; k < n_gone && !seen; k++)
             seen = gone[k] == r;
-        if (!seen &&
-            (c || (n && r->fd >= 0 && (s->pfd[i].revents & (POLLRDHUP | POLLHUP | POLLERR)))))
+        if (!seen && (c || (n && client_gone(r, s->pfd[i].revents))))
             gone[n_gone++] = r;
     }
     for (int i = 0; i < n_gone; i++)
@@ -759,7 +792,7 @@ static sched_req *unlink_gone_queued(sched *s)
             pthread_mutex_lock(&r->mu);
             bool c = r->cancel;
             pthread_mutex_unlock(&r->mu);
-            if (c || (r->fd >= 0 && (pfd[i].revents & (POLLRDHUP | POLLHUP | POLLERR)))) {
+            if (c || client_gone(r, pfd[i].revents)) {
                 *link = r->next; /* r is at *link: the walk follows the queue */
                 r->next = NULL;
                 *gone_tail = r;

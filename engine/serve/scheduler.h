@@ -76,12 +76,17 @@ struct sched_req_params {
     const char *model;       /* served model id */
     long long created;       /* Unix seconds */
     int fd;                  /* client socket to watch for hang-up (dup'ed), or -1 */
+    bool probe_1xx;          /* the client takes an interim 1xx answer (HTTP/1.1, not a
+                                stream): a half-close is then told from a hang-up by one */
     void (*wake)(void *arg); /* called, without locks held, when a parked reader has output */
     void *wake_arg;
 };
 
 /* A new request holding one reference (the caller's). */
 sched_req *sched_req_new(const struct sched_req_params *p);
+/* Bytes a non-streaming answer of n_seqs choices may take (8 MiB a choice,
+ * at most 64 MiB); a longer one is a 500. */
+size_t sched_answer_cap(int n_seqs);
 /* Take one more reference. */
 void sched_req_ref(sched_req *r);
 /* Drop a reference; the last one frees. NULL is a no-op. */

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -30,6 +31,7 @@
 #include "log.h"
 #include "rng.h"
 #include "serve/tokapi.h"
+#include "serve/watch.h"
 #include "timeutil.h"
 #include "xalloc.h"
 
@@ -38,6 +40,7 @@ struct srv {
     char *host, *model_id, *model_path, *model_base; /* owned copies */
     const char *model_ids[4];                        /* accepted "model" values */
     struct prom *met;
+    watch *watch; /* the request deadline; NULL = none */
     struct MHD_Daemon *d;
     int lfd; /* listening socket until quiesced, else -1 */
     int port;
@@ -59,6 +62,7 @@ struct call {
     sched_req *req;            /* once submitted; one reference */
     bool counted;              /* counted in in_flight */
     const char *path_rest;     /* what a route ending in '*' matched (points into the URL) */
+    bool http11;               /* an HTTP/1.1 request (may be sent an interim 1xx) */
 };
 
 /* A stream's reader context (owned by the MHD response). */
@@ -345,6 +349,17 @@ static void stream_free(void *cls)
     free(st);
 }
 
+/* The field that holds q's prompts, named as the client sent it:
+ * /generate's are "input_ids" or "text" (docs/reliability.md W3-N20). */
+static const char *prompt_param(const struct api_request *q)
+{
+    if (q->kind == API_CHAT)
+        return "messages";
+    if (q->kind == API_GENERATE)
+        return q->n_prompts && q->prompts[0].ids ? "input_ids" : "text";
+    return "prompt";
+}
+
 /* A prompt as token ids: given, tokenized (p), or rendered from messages (p NULL). */
 static int prompt_ids(const srv *s, const struct api_request *q, const struct api_prompt *p,
                       int32_t **ids, size_t *n, size_t *cap, struct api_error *e)
@@ -361,8 +376,8 @@ static int prompt_ids(const srv *s, const struct api_request *q, const struct ap
     if (p) {
         if (tok_encode(en->vocab, p->text, p->len, true, tok_add_bos(en->vocab), ids, n, cap,
                        &err) != 0)
-            return api_error_set(e, 400, "invalid_request_error", "prompt", "'prompt': %s",
-                                 err.msg);
+            return api_error_set(e, 400, "invalid_request_error", prompt_param(q), "'%s': %s",
+                                 prompt_param(q), err.msg);
         return 0;
     }
     struct chat_seg *segs = NULL;
@@ -383,7 +398,7 @@ static int all_prompts(const srv *s, const struct api_request *q, struct sched_p
                        size_t n_pr, size_t *longest, struct api_error *e)
 {
     const struct srv_engine *en = &s->engine;
-    const char *pparam = q->kind == API_CHAT ? "messages" : "prompt";
+    const char *pparam = prompt_param(q);
     *longest = 0;
     for (size_t i = 0; i < n_pr; i++) {
         const struct api_prompt *ap = q->kind == API_CHAT ? NULL : &q->prompts[i];
@@ -425,6 +440,45 @@ static void free_prompts(struct sched_prompt *pr, size_t n)
     free(pr);
 }
 
+/* top_p for the sampler's float. A positive value below the smallest
+ * float (1e-300) would round to 0, which the sampler reads as "no filter"
+ * (top_p 1): it becomes the smallest float instead, which, like the value
+ * sent, keeps only the likeliest token (docs/reliability.md W3-N1). */
+static float top_p_float(double p)
+{
+    float f = (float)p;
+    return p > 0 && f == 0 ? FLT_TRUE_MIN : f;
+}
+
+/* A non-streaming answer with logprobs that cannot fit the body cap is
+ * refused before any work (docs/reliability.md W3-N3), not a 500 after the
+ * whole generation. Its size is predicted from choices x (max_tokens, plus
+ * the prompt with echo) x alternatives, at a floor per token: a 1-byte
+ * text and a 4-character logprob ("-0.5") for the token and each
+ * alternative; real answers are larger. */
+static int answer_fits(const struct api_request *q, const struct sched_prompt *pr, size_t n_pr,
+                       long max_tokens, struct api_error *e)
+{
+    if (q->stream || q->logprobs < 0)
+        return 0;
+    double n = q->n > 0 ? (double)q->n : 1, tokens = 0;
+    for (size_t i = 0; i < n_pr; i++)
+        tokens += n * (double)(max_tokens + (q->echo ? (long)pr[i].n_ids : 0));
+    /* completions: "x", -0.5, {"x":-0.5, ...}, 0 ; chat: {"token":"x","logprob":-0.5,
+     * "bytes":[1],"top_logprobs":[{"token":"x","logprob":-0.5,"bytes":[1]}, ...]} */
+    double per_token = q->kind == API_CHAT ? 56 + 40.0 * q->logprobs : 13 + 8.0 * q->logprobs;
+    double bytes = tokens * per_token;
+    size_t cap = sched_answer_cap((int)(n * (double)n_pr));
+    if (bytes <= (double)cap)
+        return 0;
+    const char *lname = q->kind == API_CHAT ? "top_logprobs" : "logprobs";
+    return api_error_set(e, 400, "invalid_request_error", lname,
+                         "the answer would take at least %.0f MiB (%.0f tokens over every choice, "
+                         "each with %d logprobs), more than the %zu MiB a body may hold; ask for "
+                         "fewer choices, tokens or logprobs, or stream",
+                         bytes / (1 << 20), tokens, q->logprobs, cap >> 20);
+}
+
 /* POST /v1/completions, /v1/chat/completions and /generate. Everything that can make
  * the request fail is checked here, before a status line is sent: parse,
  * tokenize, context, queue room. Only then does a stream start, so a 4xx
@@ -449,7 +503,7 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
         return respond_error(c, &e, false);
     if (q.ignored[0]) /* as vLLM does: served, and said once per request */
         log_warn("%s: ignored unknown fields %s", c->route->path, q.ignored);
-    const char *pparam = kind == API_CHAT ? "messages" : "prompt";
+    const char *pparam = prompt_param(&q);
     /* Tokenizing runs on the HTTP thread: text that cannot fit the context
      * (no token is longer than max_piece bytes) is refused unread, which
      * bounds that work by ctx x max_piece bytes per prompt. */
@@ -487,6 +541,8 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
         api_error_code(&e, "context_length_exceeded");
         goto refused;
     }
+    if (answer_fits(&q, pr, n_pr, max_tokens, &e) != 0)
+        goto refused;
     /* ids: a per-process salt mixed with a counter, unique within a run
      * and unlikely to repeat across runs; the default seed comes from the
      * same counter, so two requests without a seed sample differently */
@@ -508,7 +564,7 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
         .max_tokens = max_tokens,
         .sample = {.temperature = (float)q.temperature,
                    .top_k = q.top_k,
-                   .top_p = (float)q.top_p,
+                   .top_p = top_p_float(q.top_p),
                    .seed = q.has_seed ? q.seed : rng_next(&seed_state),
                    .min_p = (float)q.min_p,
                    .repetition_penalty = (float)q.repetition_penalty,
@@ -524,6 +580,7 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
         .model = s->model_id,
         .created = (long long)time(NULL),
         .fd = ci ? ci->connect_fd : -1,
+        .probe_1xx = c->http11 && !q.stream,
         .wake = wake_conn,
         .wake_arg = c->conn,
     };
@@ -718,6 +775,7 @@ static enum MHD_Result first_call(struct call *c, const char *url, const char *m
 {
     srv *s = c->s;
     *refused = true;
+    c->http11 = strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
     struct header_scan h = {0};
     MHD_get_connection_values_n(c->conn, MHD_HEADER_KIND, scan_header, &h);
     if (h.n > SRV_MAX_HEADERS)
@@ -797,6 +855,14 @@ static enum MHD_Result first_call(struct call *c, const char *url, const char *m
     return MHD_YES;
 }
 
+/* The connection's request-deadline record (watch.c), or NULL. */
+static struct watch_conn *conn_watch(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
 /* MHD's access handler, called (1) once the headers are in, (2) for each
  * piece of body, (3) once the body is complete, and (4) again after a
  * suspended non-streaming request is resumed. *con_cls holds our call. */
@@ -812,6 +878,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         c->conn = conn;
         buf_init(&c->body, s->o.max_body);
         *con_cls = c;
+        watch_reading(s->watch, conn_watch(conn));
         /* Answered at the last call, never here: libmicrohttpd closes a
          * connection whose answer was queued with the headers, which
          * refusals want and keep-alive GETs do not. */
@@ -833,6 +900,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (c->req) /* a non-streaming request, resumed: the answer is ready */
         return answer_when_done(c);
+    watch_answering(s->watch, conn_watch(conn)); /* read whole: its deadline is met */
     return c->route->fn(c);
 }
 
@@ -842,7 +910,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     srv *s = cls;
     struct call *c = *con_cls;
     if (!c)
@@ -854,6 +921,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     if (c->counted)
         atomic_fetch_sub(&s->in_flight, 1);
+    watch_idle(s->watch, conn_watch(conn));
     buf_release(&c->body);
     free(c);
     *con_cls = NULL;
@@ -862,9 +930,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
-    (void)socket_context;
     srv *s = cls;
     if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        watch_close(s->watch, *socket_context); /* before MHD closes the socket */
+        *socket_context = NULL;
         atomic_fetch_sub(&s->met->open_connections, 1);
         return;
     }
@@ -873,6 +942,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     /* every SSE event leaves at once: no Nagle delay behind a small write */
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    *socket_context = ci ? watch_open(s->watch, ci->connect_fd) : NULL;
     int one = 1;
     if (ci && setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
         log_debug("TCP_NODELAY: %s", strerror(errno));
@@ -962,6 +1032,7 @@ srv *srv_new(const struct srv_opts *o, struct prom *met, struct err *err)
     s->lfd = listen_on(o->host, o->port, &s->port, err);
     if (s->lfd < 0)
         goto fail;
+    s->watch = watch_new(o->req_deadline_s, met);
     s->d = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
         on_request, s, MHD_OPTION_LISTEN_SOCKET, s->lfd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
@@ -1018,6 +1089,7 @@ void srv_free(srv *s)
         MHD_stop_daemon(s->d);
     else if (s->lfd >= 0)
         close(s->lfd);
+    watch_free(s->watch); /* after the daemon: every connection is closed */
     free(s->host);
     free(s->model_id);
     free(s->model_path);

@@ -30,6 +30,7 @@ struct srv_opts {
     int port;                 /* 0 = any free port (see srv_port) */
     size_t max_body;          /* bytes of a request body (413) */
     unsigned timeout_s;       /* idle connection timeout, seconds (0 = none) */
+    unsigned req_deadline_s;  /* a request arrives whole within this, seconds (408; 0 = none) */
     unsigned max_connections; /* connections at once; more are refused at accept */
     const char *model_id;     /* served model id (the "model" field must match, if given) */
     const char *model_path;   /* --model as given (also accepted as the model name) */

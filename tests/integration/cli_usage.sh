@@ -142,4 +142,13 @@ check_eq "check --schema with a file: exit 2" "$?" 2
 "$SWEEP" check x.yaml --from '' >/dev/null 2>err
 check_eq "check --from '': exit 2" "$?" 2
 check "names --from" grep -q "'--from' must not be empty" err
+
+# W3-N15: sweep's version and help to an unwritable stdout: exit 3, said
+for args in "version" "--version" "--help" "help run" "run --help"; do
+    # shellcheck disable=SC2086 # word splitting of args is meant
+    "$SWEEP" $args >/dev/full 2>"$T_TMP/full.err"
+    check_eq "sweep $args > /dev/full: exit 3" "$?" "3"
+    check "sweep $args > /dev/full: says so" \
+        grep -q 'output to stdout could not be written: No space left on device' "$T_TMP/full.err"
+done
 finish

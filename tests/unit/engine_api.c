@@ -817,6 +817,34 @@ TEST(generate_reads_sglang_bodies)
     CHECK(strstr(e.msg, "given twice") != NULL);
 }
 
+/* /generate's refusals quote the fields as the client sent them, in the
+ * message as in param (docs/reliability.md W3-N20) */
+TEST(generate_errors_quote_the_fields_sent)
+{
+    struct api_request r;
+    struct api_error e;
+    CHECK_INT(gen("{\"input_ids\":[[1,2],[3,512]]}", &r, &e), -1);
+    CHECK_STR(e.param, "input_ids");
+    CHECK_STR(e.msg, "'input_ids[1][1]' is token id 512, outside [0, 512)");
+    CHECK_INT(gen("{\"text\":[\"a\",5]}", &r, &e), -1);
+    CHECK_STR(e.param, "text");
+    CHECK_MSG(strncmp(e.msg, "'text[1]' must be a string", 26) == 0, "message '%s'", e.msg);
+    CHECK_INT(gen("{\"text\":\"hi\",\"sampling_params\":{\"max_new_tokens\":0}}", &r, &e), -1);
+    CHECK_STR(e.msg,
+              "'sampling_params.max_new_tokens' is 0; it must be at least 1 (0 only with echo)");
+    CHECK_INT(gen("{\"text\":\"hi\",\"sampling_params\":{\"top_p\":\"x\"}}", &r, &e), -1);
+    CHECK_STR(e.msg, "'sampling_params.top_p' must be a number (got a string)");
+    /* the context check in server.c names max_tokens by this field */
+    CHECK_INT(gen("{\"text\":\"hi\",\"sampling_params\":{\"max_new_tokens\":9}}", &r, &e), 0);
+    CHECK_STR(r.max_tokens_field, "sampling_params.max_new_tokens");
+    api_request_release(&r);
+    /* a field merely starting like 'prompt' is not the prompt */
+    CHECK_INT(gen("{\"text\":\"hi\",\"sampling_params\":{\"prompt_logprobs\":1}}", &r, &e), -1);
+    CHECK_STR(e.param, "sampling_params.prompt_logprobs");
+    CHECK_STR(e.msg, "field 'sampling_params.prompt_logprobs' is not supported by this server "
+                     "(only null)");
+}
+
 TEST(choices_and_generate_bodies)
 {
     struct buf b;
