@@ -110,6 +110,25 @@ void prom_set_model(struct prom *m, const char *model_name, int max_model_len)
             token_bounds(&m->hist[i], max_model_len > 0 ? max_model_len : 1);
 }
 
+void prom_step(struct prom *m, int n, int n_dec, int n_pre, int passes, uint64_t step_ns,
+               uint64_t attn_ns, uint64_t matmul_ns, uint64_t other_ns)
+{
+    atomic_fetch_add_explicit(&m->step_ns, step_ns, memory_order_relaxed);
+    if (n_pre == 0) {
+        atomic_fetch_add_explicit(&m->do_step_ns, step_ns, memory_order_relaxed);
+        atomic_fetch_add_explicit(&m->do_steps, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&m->do_step_seqs, (uint64_t)n, memory_order_relaxed);
+    }
+    atomic_fetch_add_explicit(&m->steps, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->step_seqs, (uint64_t)n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->weight_passes, (uint64_t)passes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->decode_rows, (uint64_t)n_dec, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->prefill_rows, (uint64_t)n_pre, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->attn_ns, attn_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->matmul_ns, matmul_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->other_ns, other_ns, memory_order_relaxed);
+}
+
 void prom_observe(struct prom_hist *h, uint64_t v)
 {
     int k = 0;

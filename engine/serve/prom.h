@@ -117,6 +117,11 @@ void prom_set_roofline(struct prom *m, double weight_bytes, double flops_per_tok
                        double attn_flops_per_pos, double mem_read_bytes_per_s);
 /* Add one observation v (in h's unit: ns or tokens). */
 void prom_observe(struct prom_hist *h, uint64_t v);
+/* Count one model step: n sequences, n_dec decode rows, n_pre prompt
+ * tokens (0: a decode-only step), passes over the weights, its wall time
+ * and the model's phase times (all ns). */
+void prom_step(struct prom *m, int n, int n_dec, int n_pre, int passes, uint64_t step_ns,
+               uint64_t attn_ns, uint64_t matmul_ns, uint64_t other_ns);
 /* A request was served (ended by a stop or its length): its times
  * (clock_ns at submit, admission, first token and end) and token counts go
  * into every per-request histogram, so their counts equal requests served

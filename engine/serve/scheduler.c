@@ -23,16 +23,18 @@
 
 #include "fp4.h"
 #include "log.h"
-#include "serve/prefix.h"
-#include "text/stop.h"
 #include "timeutil.h"
 #include "xalloc.h"
+
+#include "serve/prefix.h"
+
+#include "text/stop.h"
 
 /* Output caps. A stream's unread bytes grow only when its client reads
  * slower than tokens come; 8 MiB is tens of thousands of events, far past
  * any client that is still reading, so passing it ends the generation
  * instead of letting one stalled reader hold memory without bound. */
-#define OUT_CAP ((size_t)8 << 20) /* unread stream bytes before a client counts as gone */
+#define OUT_CAP SCHED_OUT_CAP /* unread stream bytes before a client counts as gone */
 /* non-streaming text: its JSON reply (escaping can make a byte six) must
  * still fit in OUT_CAP, or the answer would be an empty 200 */
 #define TEXT_CAP  (OUT_CAP / 8)
@@ -213,11 +215,6 @@ sched_req *sched_req_new(const struct sched_req_params *p)
     r->fd = p->fd >= 0 ? fcntl(p->fd, F_DUPFD_CLOEXEC, 0) : -1;
     r->probe_1xx = p->probe_1xx;
     return r;
-}
-
-size_t sched_answer_cap(int n_seqs)
-{
-    return OUT_CAP * (size_t)(n_seqs < 1 ? 1 : n_seqs < 8 ? n_seqs : 8);
 }
 
 void sched_req_ref(sched_req *r)
@@ -1014,23 +1011,8 @@ static int step(sched *s)
             req_end(s, s->run[0]->req, PROM_FIN_ABORTED);
         return -1;
     }
-    struct prom *met = s->met;
-    uint64_t step_ns = clock_ns() - t0;
-    atomic_fetch_add_explicit(&met->step_ns, step_ns, memory_order_relaxed);
-    if (n_pre == 0) {
-        atomic_fetch_add_explicit(&met->do_step_ns, step_ns, memory_order_relaxed);
-        atomic_fetch_add_explicit(&met->do_steps, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&met->do_step_seqs, (uint64_t)n, memory_order_relaxed);
-    }
-    atomic_fetch_add_explicit(&met->steps, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&met->step_seqs, (uint64_t)n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&met->weight_passes, (uint64_t)s->m->last_passes,
-                              memory_order_relaxed);
-    atomic_fetch_add_explicit(&met->decode_rows, (uint64_t)n_dec, memory_order_relaxed);
-    atomic_fetch_add_explicit(&met->prefill_rows, (uint64_t)n_pre, memory_order_relaxed);
-    atomic_fetch_add_explicit(&met->attn_ns, s->m->last.attn_ns, memory_order_relaxed);
-    atomic_fetch_add_explicit(&met->matmul_ns, s->m->last.matmul_ns, memory_order_relaxed);
-    atomic_fetch_add_explicit(&met->other_ns, s->m->last.other_ns, memory_order_relaxed);
+    prom_step(s->met, n, n_dec, n_pre, s->m->last_passes, clock_ns() - t0, s->m->last.attn_ns,
+              s->m->last.matmul_ns, s->m->last.other_ns);
     /* a sequence ended here may free its request, and a cancelled stream
      * ends every sequence of its request: skip what is no longer running */
     for (int i = 0; i < n; i++) {

@@ -28,9 +28,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "serve/api.h"
 #include "buf.h"
+
+#include "serve/api.h"
 #include "serve/prom.h"
+
 #include "model/model.h"
 #include "model/sample.h"
 #include "text/tokenizer.h"
@@ -39,8 +41,8 @@ typedef struct sched sched;
 typedef struct sched_req sched_req;
 
 struct sched_opts {
-    int prefill_chunk; /* prompt tokens per step, summed over prefilling sequences (>= 1) */
-    int max_queue;     /* requests waiting for a slot; more are refused with 503 */
+    int prefill_chunk;    /* prompt tokens per step, summed over prefilling sequences (>= 1) */
+    int max_queue;        /* requests waiting for a slot; more are refused with 503 */
     bool no_prefix_cache; /* wipe a slot at every admission instead of reusing its prefix */
 };
 
@@ -84,9 +86,15 @@ struct sched_req_params {
 
 /* A new request holding one reference (the caller's). */
 sched_req *sched_req_new(const struct sched_req_params *p);
+/* Unread stream bytes before a client counts as gone; also what one choice
+ * of a whole answer may take. */
+#define SCHED_OUT_CAP ((size_t)8 << 20)
 /* Bytes a non-streaming answer of n_seqs choices may take (8 MiB a choice,
  * at most 64 MiB); a longer one is a 500. */
-size_t sched_answer_cap(int n_seqs);
+static inline size_t sched_answer_cap(int n_seqs)
+{
+    return SCHED_OUT_CAP * (size_t)(n_seqs < 1 ? 1 : n_seqs < 8 ? n_seqs : 8);
+}
 /* Take one more reference. */
 void sched_req_ref(sched_req *r);
 /* Drop a reference; the last one frees. NULL is a no-op. */
