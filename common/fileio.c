@@ -246,13 +246,21 @@ int file_append_sync(const char *path, const void *data, size_t len, struct err 
 
 int mkdir_p(const char *path, mode_t mode, struct err *err, int code)
 {
+    return mkdir_p_made(path, mode, NULL, err, code);
+}
+
+int mkdir_p_made(const char *path, mode_t mode, struct strvec *made, struct err *err, int code)
+{
     char *p = xstrdup(path);
     int rc = 0;
     for (char *s = p + 1;; s++) {
         if (*s == '/' || *s == '\0') {
             char saved = *s;
             *s = '\0';
-            if (mkdir(p, mode) != 0 && errno != EEXIST) {
+            if (mkdir(p, mode) == 0) {
+                if (made)
+                    strvec_push(made, p);
+            } else if (errno != EEXIST) {
                 err_set(err, code, "%s: %s", p, strerror(errno));
                 rc = -1;
                 break;

@@ -10,6 +10,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "strvec.h"
 
 /* Read all of path into out (which must be buf_init'ed; its cap applies).
  * Returns 0, or -1 with "path: reason" in err (code `code`). */
@@ -38,6 +39,9 @@ int file_append_sync(const char *path, const void *data, size_t len, struct err 
 void file_fsync_dir(const char *path);
 /* mkdir -p; returns 0 or -1 with err set. */
 int mkdir_p(const char *path, mode_t mode, struct err *err, int code);
+/* mkdir -p, pushing onto made (may be NULL) each folder this call created,
+ * outermost first (so that they can be removed again). */
+int mkdir_p_made(const char *path, mode_t mode, struct strvec *made, struct err *err, int code);
 /* 1 if path exists (any type), else 0. */
 int path_exists(const char *path);
 /* Join a directory and a name into a fresh heap string. */

@@ -30,14 +30,9 @@
 
 #include "text/stop.h"
 
-/* Output caps. A stream's unread bytes grow only when its client reads
- * slower than tokens come; 8 MiB is tens of thousands of events, far past
- * any client that is still reading, so passing it ends the generation
- * instead of letting one stalled reader hold memory without bound. */
-#define OUT_CAP SCHED_OUT_CAP /* unread stream bytes before a client counts as gone */
 /* non-streaming text: its JSON reply (escaping can make a byte six) must
- * still fit in OUT_CAP, or the answer would be an empty 200 */
-#define TEXT_CAP  (OUT_CAP / 8)
+ * still fit in SCHED_OUT_CAP, or the answer would be an empty 200 */
+#define TEXT_CAP  (SCHED_OUT_CAP / 8)
 #define OUT_START 4096 /* bytes reserved at admission */
 
 /* One sequence: a choice of a request, in a KV slot of its own once admitted. */
@@ -211,7 +206,7 @@ sched_req *sched_req_new(const struct sched_req_params *p)
     atomic_init(&r->refs, 1);
     pthread_mutex_init(&r->mu, NULL);
     /* a whole answer of many choices (with logprobs) may pass one stream's cap */
-    buf_init(&r->out, r->stream ? OUT_CAP : sched_answer_cap(r->n_seqs));
+    buf_init(&r->out, r->stream ? SCHED_OUT_CAP : sched_answer_cap(r->n_seqs));
     r->fd = p->fd >= 0 ? fcntl(p->fd, F_DUPFD_CLOEXEC, 0) : -1;
     r->probe_1xx = p->probe_1xx;
     return r;
@@ -903,7 +898,7 @@ static void on_token(sched *s, struct sched_seq *q, int32_t tok)
     }
     struct chunk_ctx c = {.s = s, .q = q, .text = s->text, .n = w, .finish = NULL};
     if (publish(r, put_chunk, &c, false) != 0) {
-        log_warn("%s: the client left %zu bytes unread; treating it as gone", r->id, OUT_CAP);
+        log_warn("%s: the client left %zu bytes unread; treating it as gone", r->id, SCHED_OUT_CAP);
         req_end(s, r, PROM_FIN_CANCELLED);
     }
 }

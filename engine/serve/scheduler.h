@@ -86,8 +86,11 @@ struct sched_req_params {
 
 /* A new request holding one reference (the caller's). */
 sched_req *sched_req_new(const struct sched_req_params *p);
-/* Unread stream bytes before a client counts as gone; also what one choice
- * of a whole answer may take. */
+/* Output cap: unread stream bytes before a client counts as gone, and what
+ * one choice of a whole answer may take. A stream's unread bytes grow only
+ * when its client reads slower than tokens come; 8 MiB is tens of thousands
+ * of events, far past any client still reading, so passing it ends the
+ * generation instead of letting one stalled reader hold memory unbounded. */
 #define SCHED_OUT_CAP ((size_t)8 << 20)
 /* Bytes a non-streaming answer of n_seqs choices may take (8 MiB a choice,
  * at most 64 MiB); a longer one is a 500. */

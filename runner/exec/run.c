@@ -455,7 +455,7 @@ static void update_eta(struct run_ctx *c)
     prog_set_eta_bound(&c->prog, total, lower);
 }
 
-bool run_one(struct run_ctx *c, size_t pi, const char *label)
+bool run_one(struct run_ctx *c, size_t pi, const char *label, bool eta)
 {
     const struct plan_point *pp = &c->plan.points[pi];
     const struct exp_variant *v = c->plan.variants[pp->variant].v;
@@ -469,6 +469,8 @@ bool run_one(struct run_ctx *c, size_t pi, const char *label)
         c->took_s[pi] = row.wall_s;
     record(c, &row); /* the table takes the row */
     res_point_release(&row);
+    if (eta) /* before the point's line, which shows it */
+        update_eta(c);
     prog_end(&c->prog, status, cause);
     bool interrupted = strcmp(status, RES_INTERRUPTED) == 0;
     free(status);
@@ -526,9 +528,7 @@ static void run_variant(struct run_ctx *c, size_t vi, size_t *todo)
         snprintf(label, sizeof(label), "%s c=%ld n=%ld%s", v->name, pp->concurrency, pp->prompts,
                  rep);
         update_eta(c);
-        bool went_on = run_one(c, todo[i], label);
-        update_eta(c);
-        if (!went_on)
+        if (!run_one(c, todo[i], label, true))
             break;
     }
     if (search && !stopping(c) && !c->fatal)

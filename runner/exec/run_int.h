@@ -91,8 +91,9 @@ void record(struct run_ctx *c, struct res_point *row);
 /* Whether point pi has an ok row from an earlier session (--resume). */
 bool point_done(const struct run_ctx *c, size_t pi);
 /* Run point pi as one step of the progress display, labelled label, and
- * record its row; returns false when it was interrupted. */
-bool run_one(struct run_ctx *c, size_t pi, const char *label);
+ * record its row (with eta, the ETA is refreshed before the point's line);
+ * returns false when it was interrupted. */
+bool run_one(struct run_ctx *c, size_t pi, const char *label, bool eta);
 
 /* ---- run_folder.c ---- */
 

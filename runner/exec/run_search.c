@@ -66,7 +66,7 @@ void find_max(struct run_ctx *c, size_t vi)
             snprintf(label, sizeof(label), "%s find_max rate=%g n=%ld", v->name, pp->rate,
                      pp->prompts);
             prog_probe(&c->prog, probe, max_probes);
-            if (!run_one(c, pi, label))
+            if (!run_one(c, pi, label, false))
                 return;
         }
         const struct res_point *row = row_of(c, pi);

@@ -193,27 +193,7 @@ bool rundir_is_empty(const char *dir)
 
 int rundir_mkdirs(const char *dir, struct strvec *made, struct err *err)
 {
-    char *p = xstrdup(dir);
-    int rc = 0;
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != '\0')
-            continue;
-        char saved = *s;
-        *s = '\0';
-        if (mkdir(p, 0755) == 0) {
-            if (made)
-                strvec_push(made, p);
-        } else if (errno != EEXIST) {
-            err_set(err, RN_ERR_ENV, "%s: %s", p, strerror(errno));
-            rc = -1;
-            break;
-        }
-        *s = saved;
-        if (!saved)
-            break;
-    }
-    free(p);
-    return rc;
+    return mkdir_p_made(dir, 0755, made, err, RN_ERR_ENV);
 }
 
 void rundir_unmake(const struct strvec *made)
