@@ -275,7 +275,8 @@ CH_CHECKED   := -fsanitize=kernel-address --param asan-instrumentation-with-call
 CH_CU_OBJ    := $(patsubst engine/cuda/%.cu,$(CH)/obj/engine/%.o,$(filter-out %/selftest.cu,$(wildcard engine/cuda/*.cu)))
 CH_RT_OBJ    := $(CH)/obj/runtime.o
 CH_LIB       := $(CH)/libfp4host.a
-CUDAHOST_BIN := $(BUILD)/tests/cudahost_parity $(BUILD)/tests/cudahost_memcheck $(CH)/bin/fp4serve
+CUDAHOST_BIN := $(BUILD)/tests/cudahost_parity $(BUILD)/tests/cudahost_memcheck \
+    $(BUILD)/tests/cudahost_sched $(CH)/bin/fp4serve
 $(CH)/obj/engine/%.o: engine/cuda/%.cu $(wildcard tests/cudahost/*.h) $(BUILD)/gen/flags | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CUDAHOST_CXX) $(CH_CXXFLAGS) $(CH_CHECKED) -x c++ -c -o $@ $<
@@ -296,6 +297,13 @@ $(CH)/obj/tests/%.o: tests/unit/%.c $(BUILD)/gen/flags | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DCUDAHOST_SHAPES $(ENGINE_PC_CFLAGS) -Iengine -Itests -c -o $@ $<
 $(BUILD)/tests/cudahost_parity: $(CH)/obj/tests/engine_cuda.o $(CH_LIB) $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_PC_LIBS) $(LDLIBS) -lstdc++
+# The scheduler's prefix-cache tests driving the CUDA backend.
+$(CH)/obj/tests/engine_sched.o: tests/unit/engine_sched.c $(BUILD)/gen/flags | $(GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DCUDAHOST_SCHED $(ENGINE_PC_CFLAGS) -Iengine -Itests -c -o $@ $<
+$(BUILD)/tests/cudahost_sched: $(CH)/obj/tests/engine_sched.o $(CH_LIB) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_PC_LIBS) $(LDLIBS) -lstdc++
 $(BUILD)/tests/cudahost_memcheck: $(CH)/obj/memcheck.o $(CH_LIB) $(LIB_COMMON)

@@ -4,8 +4,9 @@
  * (weights in their GGUF layout, norms, the RoPE table, the f16 KV cache,
  * activations, split partials, logits, the plan), uploads and allocates
  * the pinned host buffers; cu_forward enqueues one step's kernels on one
- * stream and waits for its logits; cu_release frees it all. Nothing is
- * allocated after prepare.
+ * stream and waits for its logits; cu_kv_copy copies a prefix of one
+ * slot's K/V into another on that stream; cu_release frees it all.
+ * Nothing is allocated after prepare.
  */
 #include <math.h>
 #include <stdio.h>
@@ -541,6 +542,53 @@ extern "C" void cu_forward(struct model *m, const struct cu_plan *p, uint64_t t0
     CU_CHECK(cudaEventRecord(S->ev[S->n_ev++], S->stream));
     CU_CHECK(cudaStreamSynchronize(S->stream));
     charge(m, S, t0);
+}
+
+/* ---- prefix copy ---- */
+
+/* 16-byte words of one (layer, KV head, K or V) run a block copies. */
+#define KV_COPY_THREADS 256
+#define KV_COPY_WORDS   (4 * KV_COPY_THREADS)
+
+struct kv_copy_args {
+    __half *kc, *vc;
+    size_t words; /* n * head_dim / 8: positions [0, n) of one head */
+    int max_batch, n_kv, ctx, hd, src, dst;
+};
+
+/* grid (ceil(words / KV_COPY_WORDS), n_layer * n_kv, 2: K then V), block
+ * KV_COPY_THREADS. In the cache layout (layer, slot, KV head, pos,
+ * head_dim) the positions [0, n) of one (layer, slot, head) are one run
+ * of n * head_dim halves starting on a 16-byte boundary (head_dim % 8 ==
+ * 0), so each block copies one piece of the run of src into dst. */
+__global__ void __launch_bounds__(KV_COPY_THREADS) kv_copy_kernel(kv_copy_args A)
+{
+    int l = (int)blockIdx.y / A.n_kv, h = (int)blockIdx.y % A.n_kv;
+    __half *cache = blockIdx.z == 0 ? A.kc : A.vc;
+    size_t plane = (size_t)A.ctx * A.hd;
+    const uint4 *from =
+        (const uint4 *)(cache + (((size_t)l * A.max_batch + A.src) * A.n_kv + h) * plane);
+    uint4 *to = (uint4 *)(cache + (((size_t)l * A.max_batch + A.dst) * A.n_kv + h) * plane);
+    size_t w0 = (size_t)blockIdx.x * KV_COPY_WORDS;
+    size_t end = w0 + KV_COPY_WORDS < A.words ? w0 + KV_COPY_WORDS : A.words;
+    for (size_t w = w0 + threadIdx.x; w < end; w += KV_COPY_THREADS)
+        to[w] = from[w];
+}
+
+/* Enqueued on the forward stream, so the next step (same stream) reads
+ * the copy; nothing waits here. model.c checked the slots and n. */
+extern "C" void cu_kv_copy(struct model *m, int src, int dst, int n)
+{
+    cu_state *S = (cu_state *)m->be_state;
+    const struct model_config *c = &m->cfg;
+    kv_copy_args A = {S->k_cache,   S->v_cache,   (size_t)n * c->head_dim / 8,
+                      m->max_batch, c->n_head_kv, m->ctx,
+                      c->head_dim,  src,          dst};
+    dim3 grid((unsigned)((A.words + KV_COPY_WORDS - 1) / KV_COPY_WORDS),
+              (unsigned)(c->n_layer * c->n_head_kv), 2);
+    CU_CHECK(cudaSetDevice(S->dev));
+    CU_LAUNCH(kv_copy_kernel, grid, KV_COPY_THREADS, 0, S->stream, A);
+    CU_CHECK_LAUNCH();
 }
 
 /* ---- release ---- */

@@ -69,5 +69,10 @@ static int cuda_usable(char *why, size_t why_size)
     return -1;
 }
 
-const struct backend backend_cuda = {"cuda", cu_prepare, cuda_forward, cu_release, cuda_usable};
+const struct backend backend_cuda = {.name = "cuda",
+                                     .prepare = cu_prepare,
+                                     .forward = cuda_forward,
+                                     .release = cu_release,
+                                     .usable = cuda_usable,
+                                     .kv_copy = cu_kv_copy};
 #endif

@@ -82,6 +82,15 @@ struct cu_plan *cu_plan_of(struct model *m);
  */
 void cu_forward(struct model *m, const struct cu_plan *p, uint64_t t0_ns);
 
+/*
+ * The backend's kv_copy (backend.h): K and V of positions [0, n) of slot
+ * src into slot dst, for every layer and KV head, device to device on the
+ * forward stream (the next cu_forward sees it; nothing waits). Slots and
+ * n are checked by model.c (n >= 1, src != dst). A CUDA error exits as in
+ * cu_forward.
+ */
+void cu_kv_copy(struct model *m, int src, int dst, int n);
+
 /* Free everything cu_prepare allocated (safe after a failed prepare). */
 void cu_release(struct model *m);
 

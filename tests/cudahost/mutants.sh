@@ -68,6 +68,12 @@ nvfp4-scale-bias @@ engine/cuda/quant.cuh @@ 1 @@ (e + 119) << 23 @@ (e + 120) <
 nvfp4-nibble-order @@ engine/cuda/quant.cuh @@ 1 @@ o.q[2] = e2m1_x2(w0 >> 4 @@ o.q[2] = e2m1_x2(w0 >> 0 @@ parity_nvfp4
 warp-sum-distance @@ engine/cuda/common.cuh @@ 1 @@ for (int o = 16; o > 0; o >>= 1) @@ for (int o = 8; o > 0; o >>= 1) @@ parity_q4_1
 warp-max-distance @@ engine/cuda/common.cuh @@ 3 @@ for (int o = 16; o > 0; o >>= 1) @@ for (int o = 16; o > 1; o >>= 1) @@ parity_q4_1
+kv-copy-k-only @@ engine/cuda/backend.cu @@ 1 @@ (unsigned)(c->n_layer * c->n_head_kv), 2); @@ (unsigned)(c->n_layer * c->n_head_kv), 1); @@ prefix_copy
+kv-copy-skip-layer @@ engine/cuda/backend.cu @@ 1 @@ (unsigned)(c->n_layer * c->n_head_kv), 2); @@ (unsigned)((c->n_layer - 1) * c->n_head_kv), 2); @@ prefix_copy
+kv-copy-last-block @@ engine/cuda/backend.cu @@ 1 @@ (A.words + KV_COPY_WORDS - 1) / KV_COPY_WORDS @@ A.words / KV_COPY_WORDS @@ prefix_copy
+kv-copy-tail @@ engine/cuda/backend.cu @@ 1 @@ : A.words; @@ : A.words - 8; @@ prefix_copy
+kv-copy-src-slot @@ engine/cuda/backend.cu @@ 1 @@ A.max_batch + A.src) @@ A.max_batch + A.dst) @@ prefix_copy
+kv-copy-none @@ engine/cuda/cuda.c @@ 1 @@ .kv_copy = cu_kv_copy @@ .kv_copy = NULL @@ prefix_copy
 EOF
 )
 

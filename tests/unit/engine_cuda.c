@@ -538,6 +538,129 @@ TEST(serial_equals_split)
     same_bits(&x, &y, "--attention serial");
 }
 
+/* ---- prefix copy: the backend's kv_copy through model_slot_copy ---- */
+
+/* Positions copied: a multiple of nothing, past a chunk (64) and, at
+ * head_dim 64, over two blocks of cu_kv_copy's kernel (1,024 words). */
+#define PFX_LEN 180 /* the prompt */
+#define PFX_N   150
+
+/* Copy a prefix, then compute the rest, on m (slots 3 and 1): slot 1
+ * first holds another prompt, so a K or V the copy misses is stale rather
+ * than unwritten; slot 3 prefills the prompt; model_slot_copy(3 -> 1,
+ * PFX_N); slot 1 computes positions PFX_N.. (every row's logits into
+ * copied) and decodes one token (copied_dec). Then slot 1 computes the
+ * whole prompt from scratch (every row into scratch) and decodes the same
+ * token (scratch_dec). Every step here has more than CU_GEMV_MAX_ROWS rows
+ * but the decodes, so both paths run the same regimes. */
+static bool prefix_run(struct model *m, const int32_t *prompt, const int32_t *other, float *copied,
+                       float *copied_dec, float *scratch, float *scratch_dec)
+{
+    int V = m->cfg.n_vocab, rest = PFX_LEN - PFX_N;
+    int32_t tok = 7;
+    struct err err;
+    err_init(&err);
+    struct model_seq s[2] = {{1, 0, PFX_LEN, other, MODEL_LOGITS_NONE, NULL},
+                             {3, 0, PFX_LEN, prompt, MODEL_LOGITS_NONE, NULL}};
+    if (!step(m, s, 2))
+        return false;
+    int rc = model_slot_copy(m, 3, 1, PFX_N, &err);
+    CHECK_MSG(rc == 0, "model_slot_copy on %s: %s", m->be->name, err.msg);
+    CHECK_INT(model_slot_len(m, 1), PFX_N);
+    if (rc != 0)
+        return false;
+    s[0] = (struct model_seq){1, PFX_N, rest, prompt + PFX_N, MODEL_LOGITS_ALL, NULL};
+    if (!step(m, s, 1))
+        return false;
+    memcpy(copied, s[0].out, sizeof(float) * (size_t)rest * V);
+    s[0] = (struct model_seq){1, PFX_LEN, 1, &tok, MODEL_LOGITS_LAST, NULL};
+    if (!step(m, s, 1))
+        return false;
+    memcpy(copied_dec, s[0].out, sizeof(float) * V);
+    model_slot_free(m, 1);
+    s[0] = (struct model_seq){1, 0, PFX_LEN, prompt, MODEL_LOGITS_ALL, NULL};
+    if (!step(m, s, 1))
+        return false;
+    memcpy(scratch, s[0].out, sizeof(float) * (size_t)PFX_LEN * V);
+    s[0] = (struct model_seq){1, PFX_LEN, 1, &tok, MODEL_LOGITS_LAST, NULL};
+    if (!step(m, s, 1))
+        return false;
+    memcpy(scratch_dec, s[0].out, sizeof(float) * V);
+    return true;
+}
+
+/* The prefix cache's copy of a busy slot's prefix (cu_kv_copy): the rows
+ * after a copied prefix, and a decode after them, are bit for bit those of
+ * computing the whole prompt in that slot (rows do not depend on their
+ * step, see wide_rows_are_independent), and the CPU backend's copy within
+ * TOL. On the tiny model (2 KV heads, head_dim 16) and the wide one
+ * (head_dim 64). */
+static void prefix_copy(const struct synth_preset *p, const char *label)
+{
+    const char *path = model_file(p, Q_Q4_1);
+    struct model_opts o = {.threads = 2,
+                           .max_batch = 4,
+                           .ctx = 256,
+                           .max_step_tokens = 2 * PFX_LEN,
+                           .max_logit_rows = PFX_LEN,
+                           .quant = -1};
+    struct err err;
+    err_init(&err);
+    o.device = "cpu";
+    struct model *cpu = model_new(path, &o, &err);
+    o.device = "cuda";
+    struct model *gpu = cpu ? model_new(path, &o, &err) : NULL;
+    CHECK_MSG(cpu && gpu, "load %s: %s", path, err.msg);
+    if (!cpu || !gpu) {
+        model_free(cpu);
+        model_free(gpu);
+        return;
+    }
+    CHECK(model_can_copy_kv(gpu));
+    int V = cpu->cfg.n_vocab, rest = PFX_LEN - PFX_N;
+    int32_t *prompt = prompt_tokens(PFX_LEN, 41, V), *other = prompt_tokens(PFX_LEN, 42, V);
+    size_t nr = (size_t)rest * V, ns = (size_t)PFX_LEN * V;
+    float *cc = xmalloc(sizeof(float) * nr), *cs = xmalloc(sizeof(float) * ns);
+    float *gc = xmalloc(sizeof(float) * nr), *gs = xmalloc(sizeof(float) * ns);
+    float *cd = xmalloc(sizeof(float) * V), *cds = xmalloc(sizeof(float) * V);
+    float *gd = xmalloc(sizeof(float) * V), *gds = xmalloc(sizeof(float) * V);
+    if (prefix_run(cpu, prompt, other, cc, cd, cs, cds) &&
+        prefix_run(gpu, prompt, other, gc, gd, gs, gds)) {
+        int bad = -1;
+        for (int r = 0; r < rest && bad < 0; r++)
+            if (memcmp(gc + (size_t)r * V, gs + (size_t)(PFX_N + r) * V, sizeof(float) * V) != 0)
+                bad = r;
+        CHECK_MSG(bad < 0, "%s: position %d after a copied prefix differs from the recomputed one",
+                  label, PFX_N + bad);
+        CHECK_MSG(memcmp(gd, gds, sizeof(float) * V) == 0,
+                  "%s: decode after a copied prefix differs from the recomputed one", label);
+        double worst = rel_err(gd, cd, V);
+        for (int r = 0; r < rest; r++)
+            worst = fmax(worst, rel_err(gc + (size_t)r * V, cc + (size_t)r * V, V));
+        printf("prefix copy %-10s cuda vs cpu %.2e\n", label, worst);
+        CHECK_MSG(worst <= TOL, "%s: rows after a copied prefix: cuda vs cpu %.3g (tolerance %g)",
+                  label, worst, TOL);
+    }
+    free(prompt);
+    free(other);
+    free(cc);
+    free(cs);
+    free(gc);
+    free(gs);
+    free(cd);
+    free(cds);
+    free(gd);
+    free(gds);
+    model_free(cpu);
+    model_free(gpu);
+}
+
+TEST(prefix_copy_equals_recompute)
+{
+    prefix_copy(tiny(), "tiny");
+    prefix_copy(&wide, "wide");
+}
+
 /* ---- refusals ---- */
 
 TEST(refuses_f32_cache)
