@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sweep.h"
 #include "log.h"
+#include "sweep.h"
 #include "version.h"
 
 struct command {

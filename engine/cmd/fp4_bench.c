@@ -11,18 +11,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/matmul.h"
 #include "fp4.h"
 #include "log.h"
-#include "model/membw.h"
-#include "model/model.h"
 #include "opts.h"
-#include "model/sample.h"
 #include "rng.h"
 #include "strutil.h"
-#include "model/threadpool.h"
 #include "timeutil.h"
 #include "xalloc.h"
+
+#include "cpu/matmul.h"
+#include "model/membw.h"
+#include "model/model.h"
+#include "model/sample.h"
+#include "model/threadpool.h"
 
 #define MAX_BATCHES 32
 static int parse_batches(const char *s, int *out, int *n, struct err *err)

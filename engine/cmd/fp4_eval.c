@@ -10,16 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/eval.h"
 #include "fileio.h"
 #include "fp4.h"
 #include "log.h"
-#include "model/model.h"
 #include "opts.h"
-#include "format/quant.h"
 #include "timeutil.h"
-#include "text/tokenizer.h"
 #include "xalloc.h"
+
+#include "format/quant.h"
+#include "model/eval.h"
+#include "model/model.h"
+#include "text/tokenizer.h"
 
 #define MAX_TEXT_BYTES ((size_t)256 << 20)
 

@@ -24,13 +24,14 @@
 #include <string.h>
 
 #include "fileio.h"
-#include "format/gguf.h"
 #include "fp4.h"
 #include "log.h"
 #include "opts.h"
+#include "xalloc.h"
+
+#include "format/gguf.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
-#include "xalloc.h"
 
 /* GPT-2's bytes_to_unicode: the code point byte b is written as. */
 static uint32_t byte_cp(int b)

@@ -9,15 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/chat.h"
 #include "fileio.h"
 #include "fp4.h"
 #include "log.h"
-#include "model/model.h"
 #include "opts.h"
-#include "model/sample.h"
-#include "text/tokenizer.h"
 #include "xalloc.h"
+
+#include "model/model.h"
+#include "model/sample.h"
+#include "text/chat.h"
+#include "text/tokenizer.h"
 
 static void print_ids(const char *label, const int32_t *ids, size_t n)
 {

@@ -11,12 +11,13 @@
 #include <string.h>
 
 #include "fp4.h"
-#include "format/gguf.h"
 #include "log.h"
 #include "opts.h"
+#include "xalloc.h"
+
+#include "format/gguf.h"
 #include "format/quant.h"
 #include "text/tokenizer.h"
-#include "xalloc.h"
 
 /* One hyperparameter line: label, key suffix after "ARCH.", kind. The
  * keys are llama.cpp's (docs/formats.md §2.1); missing ones

@@ -9,10 +9,11 @@
 #include "fp4.h"
 #include "log.h"
 #include "opts.h"
-#include "format/quant.h"
-#include "model/quantize.h"
 #include "strvec.h"
 #include "timeutil.h"
+
+#include "format/quant.h"
+#include "model/quantize.h"
 
 static const struct opt_cmd usage = {
     "fp4serve", "quantize", "IN.gguf OUT.gguf --type mxfp4|nvfp4 [options]", NULL, FP_ERR_USAGE};

@@ -13,20 +13,21 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "text/chat.h"
 #include "fileio.h"
 #include "fp4.h"
 #include "log.h"
-#include "serve/prom.h"
+#include "opts.h"
+#include "timeutil.h"
+#include "xalloc.h"
+
 #include "model/membw.h"
 #include "model/model.h"
-#include "opts.h"
+#include "model/threadpool.h"
+#include "serve/prom.h"
 #include "serve/scheduler.h"
 #include "serve/server.h"
-#include "model/threadpool.h"
-#include "timeutil.h"
+#include "text/chat.h"
 #include "text/tokenizer.h"
-#include "xalloc.h"
 
 /* The command line, as parsed. */
 struct serve_args {

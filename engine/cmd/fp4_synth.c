@@ -7,9 +7,10 @@
 #include <string.h>
 
 #include "fp4.h"
-#include "format/gguf.h"
 #include "log.h"
 #include "opts.h"
+
+#include "format/gguf.h"
 #include "format/synth.h"
 
 /* The weight types synth writes, by their --type names. */

@@ -3,14 +3,14 @@
  * its shape for a weight type, and the reference Q8 quantizer that every
  * kernel table's act_q8 reproduces bit for bit.
  */
-#include "cpu/matmul.h"
-
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/qk.h"
 #include "xalloc.h"
+
+#include "cpu/matmul.h"
+#include "cpu/qk.h"
 
 static int clampi(int v, int lo, int hi)
 {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cpu/matmul.h"
+
 #include "format/quant.h"
 
 /* n values from an f16 or f32 array at offset i, as f32. */

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cpu/matmul.h"
+
 #include "format/blocks.h"
 #include "format/quant.h"
 

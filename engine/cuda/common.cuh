@@ -13,6 +13,7 @@
 
 extern "C" {
 #include "cuda/cuda.h"
+
 #include "model/model.h"
 }
 

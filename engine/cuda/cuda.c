@@ -5,13 +5,15 @@
  * to the device. Compiled only when the build has nvcc (HAVE_CUDA).
  */
 #ifdef HAVE_CUDA
+#include "cuda/cuda.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "model/backend.h"
-#include "cuda/cuda.h"
-#include "model/model.h"
 #include "timeutil.h"
+
+#include "model/backend.h"
+#include "model/model.h"
 
 /* Lay the step out as the CPU backend does (model/backend_cpu.c plan): one row
  * per token, logits rows in sequence order, and the attention items. A

@@ -13,8 +13,9 @@
 #include "cuda/quant.cuh"
 
 extern "C" {
-#include "cuda/cuda.h"
 #include "xalloc.h"
+
+#include "cuda/cuda.h"
 }
 
 /* Same bits, or both NaN. */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "cuda/cuda.h"
+
 #include "model/backend.h"
 
 int cu_device_count(char *why, size_t why_size)

@@ -7,8 +7,8 @@
 #include "format/gguf.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +17,9 @@
 #include <unistd.h>
 
 #include "fp4.h"
-#include "format/quant.h"
 #include "xalloc.h"
+
+#include "format/quant.h"
 
 /* Set the first error and return -1, for one-line failures. */
 static int failf(struct err *e, int code, const char *fmt, ...)

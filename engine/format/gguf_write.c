@@ -13,10 +13,11 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "fp4.h"
 #include "fileio.h"
-#include "format/gguf.h"
+#include "fp4.h"
 #include "xalloc.h"
+
+#include "format/gguf.h"
 
 /* Record the caller's first mistake (reported by gguf_writer_save). */
 static void note_mistake(struct err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

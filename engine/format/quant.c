@@ -13,8 +13,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "format/blocks.h"
 #include "xalloc.h"
+
+#include "format/blocks.h"
 
 /* ---- type table ----
  *

@@ -13,10 +13,11 @@
 #include <string.h>
 
 #include "fp4.h"
-#include "format/gguf.h"
-#include "format/quant.h"
 #include "rng.h"
 #include "xalloc.h"
+
+#include "format/gguf.h"
+#include "format/quant.h"
 
 /* ---- presets ---- */
 

@@ -12,10 +12,11 @@
 #include <string.h>
 
 #include "fp4.h"
+#include "xalloc.h"
+
 #include "model/model.h"
 #include "model/sample.h"
 #include "model/threadpool.h"
-#include "xalloc.h"
 
 void ev_model_opts(struct model_opts *mo, const struct ev_opts *o)
 {

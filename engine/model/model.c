@@ -10,12 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backend.h"
-#include "cpu/matmul.h"
 #include "fp4.h"
 #include "log.h"
-#include "model/threadpool.h"
 #include "xalloc.h"
+
+#include "model/backend.h"
+#include "model/threadpool.h"
+
+#include "cpu/matmul.h"
 
 /* Sanity bounds on hyperparameters: beyond these a file is corrupt, not big. */
 #define MAX_EMBD   65536

@@ -30,8 +30,9 @@
 #include <stdint.h>
 
 #include "err.h"
-#include "format/gguf.h"
+
 #include "cpu/matmul.h"
+#include "format/gguf.h"
 #include "format/quant.h"
 
 struct backend;

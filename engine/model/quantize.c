@@ -13,12 +13,14 @@
 #include <sys/stat.h>
 
 #include "fp4.h"
-#include "format/gguf.h"
 #include "log.h"
-#include "model/model.h"
-#include "format/quant.h"
-#include "model/threadpool.h"
 #include "xalloc.h"
+
+#include "model/model.h"
+#include "model/threadpool.h"
+
+#include "format/gguf.h"
+#include "format/quant.h"
 
 /* llama.cpp's LLAMA_FTYPE_MOSTLY_* values (gguf-py LlamaFileType). MXFP4 has
  * only MXFP4_MOE (38), which llama-quantize also writes for dense models. */

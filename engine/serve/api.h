@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+
 #include "text/chat.h"
 #include "text/tokenizer.h"
 

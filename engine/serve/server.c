@@ -30,10 +30,11 @@
 #include "fp4.h"
 #include "log.h"
 #include "rng.h"
-#include "serve/tokapi.h"
-#include "serve/watch.h"
 #include "timeutil.h"
 #include "xalloc.h"
+
+#include "serve/tokapi.h"
+#include "serve/watch.h"
 
 struct srv {
     struct srv_opts o;

@@ -12,10 +12,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "text/chat.h"
 #include "err.h"
+
 #include "serve/prom.h"
 #include "serve/scheduler.h"
+
+#include "text/chat.h"
 #include "text/tokenizer.h"
 
 typedef struct srv srv;

@@ -16,7 +16,9 @@
 #include <stddef.h>
 
 #include "buf.h"
+
 #include "serve/api.h"
+
 #include "text/chat.h"
 #include "text/tokenizer.h"
 

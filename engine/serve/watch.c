@@ -24,9 +24,10 @@
 
 #include "buf.h"
 #include "log.h"
-#include "serve/api.h"
 #include "timeutil.h"
 #include "xalloc.h"
+
+#include "serve/api.h"
 
 #define TICK_MS 250 /* how often the deadlines are checked */
 

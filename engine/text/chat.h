@@ -14,6 +14,7 @@
 
 #include "buf.h"
 #include "err.h"
+
 #include "text/tokenizer.h"
 
 /* One chat message, as a request (serve/api.c) carries it; strings are

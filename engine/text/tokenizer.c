@@ -15,8 +15,9 @@
 
 #include "fp4.h"
 #include "log.h"
-#include "text/utf8.h"
 #include "xalloc.h"
+
+#include "text/utf8.h"
 
 #define MAX_REGEX 3
 

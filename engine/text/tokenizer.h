@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "err.h"
+
 #include "format/gguf.h"
 
 typedef struct tok_vocab tok_vocab;

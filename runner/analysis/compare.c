@@ -12,15 +12,17 @@
 #include <sys/stat.h>
 
 #include "buf.h"
-#include "sweep.h"
 #include "fileio.h"
-#include "store/metric.h"
+#include "strutil.h"
+#include "sweep.h"
+#include "version.h"
+#include "xalloc.h"
+
 #include "analysis/plot.h"
 #include "analysis/rundir.h"
 #include "analysis/summary.h"
-#include "strutil.h"
-#include "version.h"
-#include "xalloc.h"
+
+#include "store/metric.h"
 
 /* Metrics compared by default, in table order (those no series has are left out). */
 static const char *const default_metrics[] = {

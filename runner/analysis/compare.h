@@ -15,9 +15,11 @@
 
 #include "buf.h"
 #include "err.h"
-#include "analysis/fit.h"
-#include "store/results.h"
 #include "strvec.h"
+
+#include "analysis/fit.h"
+
+#include "store/results.h"
 
 struct cmp_run {
     char *dir;          /* owned; the run folder */

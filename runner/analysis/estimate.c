@@ -9,10 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sweep.h"
 #include "fileio.h"
-#include "analysis/fit.h"
+#include "sweep.h"
 #include "xalloc.h"
+
+#include "analysis/fit.h"
 
 static double ttft_ms(const struct est_model *m, long active)
 {

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "err.h"
+
 #include "config/plan.h"
 #include "store/results.h"
 

@@ -18,8 +18,8 @@
 #define FIT_REGIME_REL   0.15 /* |y - fitted| / fitted beyond this is a regime change */
 #define FIT_BOOTSTRAP_N  2000 /* bootstrap replicates */
 #define FIT_SEED_DEFAULT 0x5eedULL
-#define FIT_MAX_PRED     16   /* predictions at untested concurrencies, at most */
-#define FIT_R2_MIN       0.9  /* below this (3+ levels) the line does not describe the points */
+#define FIT_MAX_PRED     16  /* predictions at untested concurrencies, at most */
+#define FIT_R2_MIN       0.9 /* below this (3+ levels) the line does not describe the points */
 #define FIT_FALL_REL     0.05 /* noise: -a, or a fall over x, up to this share of the step at min x */
 #define FIT_UNFIT        "the linear model does not describe these points"
 

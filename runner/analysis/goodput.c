@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sweep.h"
 #include "strutil.h"
+#include "sweep.h"
 #include "xalloc.h"
 
 #define MAX_LINE            ((size_t)64 << 20) /* one record; ITL arrays of long outputs are big */

@@ -10,13 +10,13 @@
 #ifndef RUNNER_GOODPUT_H
 #define RUNNER_GOODPUT_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
-#include <jansson.h>
+#include "err.h"
 
 #include "store/metric.h"
-#include "err.h"
 
 /* Latency targets, ms; 0 = no target on that latency. */
 struct gp_slo {

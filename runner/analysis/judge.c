@@ -9,11 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/export.h"
 #include "fileio.h"
 #include "strutil.h"
-#include "xalloc.h"
 #include "sweep.h"
+#include "xalloc.h"
+
+#include "client/export.h"
 
 int judge_point(const struct judge_spec *spec, const char *log_path, bool client_ok,
                 struct metric_set *metrics, bool *ok, struct buf *cause, struct err *err)

@@ -9,15 +9,17 @@
 
 #include <stdbool.h>
 
-#include "client/extract.h"
-#include "analysis/goodput.h"
-#include "store/metric.h"
-#include "client/scrape.h"
 #include "buf.h"
 #include "err.h"
-#include "store/results.h"
-#include "analysis/rundir.h"
 #include "strvec.h"
+
+#include "analysis/goodput.h"
+#include "analysis/rundir.h"
+
+#include "client/extract.h"
+#include "client/scrape.h"
+#include "store/metric.h"
+#include "store/results.h"
 
 /* What a point is judged against. */
 struct judge_spec {

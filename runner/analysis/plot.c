@@ -16,14 +16,15 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "sweep.h"
+#include "capture.h"
 #include "fileio.h"
 #include "log.h"
 #include "strutil.h"
+#include "sweep.h"
 #include "timeutil.h"
-#include "capture.h"
-#include "analysis/fit.h"
 #include "xalloc.h"
+
+#include "analysis/fit.h"
 
 #define GNUPLOT_TIMEOUT_MS 60000.0
 #define GNUPLOT_OUT_MAX    ((size_t)4 << 20)

@@ -6,18 +6,19 @@
  * (plots/), report_md.c (REPORT.md); report_int.h is what they share.
  */
 #include "analysis/report.h"
-#include "analysis/report_int.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sweep.h"
 #include "fileio.h"
 #include "log.h"
-#include "xalloc.h"
 #include "strvec.h"
+#include "sweep.h"
+#include "xalloc.h"
+
+#include "analysis/report_int.h"
 
 /* bench.output_len of variant as run, -1 when not known. */
 static long variant_output_len(const struct rundir *rd, const char *variant)

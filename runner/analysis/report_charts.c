@@ -4,20 +4,20 @@
  * others); each metric chart overlays the variants against concurrency (or
  * the offered rate), with the fitted lines; gnuplot draws each (plot.c).
  */
-#include "analysis/report_int.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "sweep.h"
+#include "buf.h"
 #include "fileio.h"
 #include "log.h"
-#include "analysis/compare.h"
+#include "sweep.h"
 #include "xalloc.h"
-#include "buf.h"
+
+#include "analysis/compare.h"
+#include "analysis/report_int.h"
 
 /* ---- charts ---- */
 

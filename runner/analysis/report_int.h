@@ -12,11 +12,13 @@
 
 #include "err.h"
 #include "strvec.h"
+
 #include "analysis/fit.h"
 #include "analysis/plot.h"
-#include "analysis/summary.h"
-#include "store/results.h"
 #include "analysis/rundir.h"
+#include "analysis/summary.h"
+
+#include "store/results.h"
 #include "store/runfolder.h"
 
 #define REPORT_MAX ((size_t)64 << 20) /* bytes: fit.csv, REPORT.md */

@@ -3,19 +3,19 @@
  * throughput law, the other step fit, the spread of repeats) and fit.csv
  * (one flat row per variant, the same rows as fit.json's "table").
  */
-#include "analysis/report_int.h"
-
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sweep.h"
+#include "buf.h"
 #include "fileio.h"
+#include "sweep.h"
 #include "timeutil.h"
 #include "version.h"
-#include "buf.h"
+
+#include "analysis/report_int.h"
 
 static json_t *jnum(double v)
 {

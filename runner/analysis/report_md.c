@@ -3,19 +3,19 @@
  * and server step time side by side, the roofline, the charts and the
  * failures with their causes.
  */
-#include "analysis/report_int.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sweep.h"
-#include "fileio.h"
-#include "analysis/roofline.h"
-#include "version.h"
 #include "buf.h"
+#include "fileio.h"
+#include "sweep.h"
+#include "version.h"
 #include "xalloc.h"
+
+#include "analysis/report_int.h"
+#include "analysis/roofline.h"
 
 /* Columns of the points table in REPORT.md (shown when any row has them). */
 static const char *const table_metrics[] = {

@@ -18,13 +18,14 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "sweep.h"
-#include "config/experiment.h"
-#include "store/runfolder.h"
 #include "fileio.h"
 #include "strutil.h"
+#include "sweep.h"
 #include "timeutil.h"
 #include "xalloc.h"
+
+#include "config/experiment.h"
+#include "store/runfolder.h"
 
 /* DESIGN.md defaults for metrics.require and analysis.fit. */
 static const char *const default_require[] = {"output_throughput", "median_tpot_ms"};

@@ -13,11 +13,13 @@
 #include <stddef.h>
 
 #include "err.h"
+#include "strvec.h"
+
+#include "analysis/goodput.h"
+
 #include "client/extract.h"
 #include "client/scrape.h"
 #include "store/results.h"
-#include "analysis/goodput.h"
-#include "strvec.h"
 
 /* How to read one variant's logs. */
 struct rundir_extract {

@@ -9,9 +9,10 @@
 #include <string.h>
 
 #include "buf.h"
-#include "store/metric.h"
 #include "fileio.h"
 #include "xalloc.h"
+
+#include "store/metric.h"
 
 static bool is_ok(const struct res_point *p)
 {

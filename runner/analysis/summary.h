@@ -11,9 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "analysis/fit.h"
-#include "store/results.h"
 #include "strvec.h"
+
+#include "analysis/fit.h"
+
+#include "store/results.h"
 
 /* One metric at one concurrency, over the ok rows (all repeats and prompt
  * counts at that concurrency). */

@@ -13,16 +13,17 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "sweep.h"
 #include "err.h"
 #include "http.h"
-#include "client/lgreport.h"
-#include "client/loadgen.h"
-#include "client/dataset.h"
-#include "client/lengths.h"
 #include "opts.h"
 #include "strutil.h"
+#include "sweep.h"
 #include "version.h"
+
+#include "client/dataset.h"
+#include "client/lengths.h"
+#include "client/lgreport.h"
+#include "client/loadgen.h"
 
 #define DEFAULT_VOCAB 1000 /* ids below 1000 exist in every vocabulary we know */
 

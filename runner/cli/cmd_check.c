@@ -10,14 +10,15 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "log.h"
+#include "opts.h"
 #include "sweep.h"
+#include "xalloc.h"
+
 #include "analysis/estimate.h"
 #include "analysis/glossary.h"
 #include "config/experiment.h"
-#include "log.h"
-#include "opts.h"
 #include "config/plan.h"
-#include "xalloc.h"
 
 static const char synopsis[] =
     "EXPERIMENT.yaml [--only VARIANT]... [--from RUN_DIR] | --schema | --metrics";

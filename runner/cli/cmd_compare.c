@@ -9,15 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sweep.h"
 #include "buf.h"
-#include "analysis/compare.h"
 #include "fileio.h"
 #include "log.h"
 #include "opts.h"
+#include "strvec.h"
+#include "sweep.h"
+
+#include "analysis/compare.h"
 #include "analysis/rundir.h"
 #include "store/runfolder.h"
-#include "strvec.h"
 
 static const char synopsis[] =
     "RUN_DIR[:VARIANT] RUN_DIR[:VARIANT]... [--out DIR] [--metric NAME]...\n"

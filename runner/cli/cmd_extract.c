@@ -10,11 +10,12 @@
 #include <string.h>
 
 #include "buf.h"
-#include "sweep.h"
-#include "client/extract.h"
 #include "log.h"
 #include "opts.h"
+#include "sweep.h"
 #include "xalloc.h"
+
+#include "client/extract.h"
 
 static const char synopsis[] =
     "LOG... [--preset NAME] [--pattern NAME=REGEX]... [--require NAME]...";

@@ -18,20 +18,21 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "sweep.h"
-#include "client/extract.h"
 #include "fileio.h"
 #include "log.h"
 #include "opts.h"
-#include "analysis/report.h"
-#include "store/results.h"
-#include "analysis/judge.h"
-#include "analysis/rundir.h"
-#include "store/runfolder.h"
 #include "strutil.h"
+#include "sweep.h"
 #include "timeutil.h"
 #include "version.h"
 #include "xalloc.h"
+
+#include "analysis/judge.h"
+#include "analysis/report.h"
+#include "analysis/rundir.h"
+#include "client/extract.h"
+#include "store/results.h"
+#include "store/runfolder.h"
 
 static const char synopsis[] =
     "LOG... --out RUN_DIR [--preset NAME] [--pattern NAME=REGEX]... [--require NAME]...\n"

@@ -12,18 +12,19 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "sweep.h"
-#include "analysis/compare.h"
-#include "client/extract.h"
 #include "fileio.h"
 #include "log.h"
 #include "opts.h"
-#include "analysis/report.h"
-#include "store/results.h"
-#include "analysis/judge.h"
-#include "analysis/rundir.h"
-#include "store/runfolder.h"
+#include "sweep.h"
 #include "xalloc.h"
+
+#include "analysis/compare.h"
+#include "analysis/judge.h"
+#include "analysis/report.h"
+#include "analysis/rundir.h"
+#include "client/extract.h"
+#include "store/results.h"
+#include "store/runfolder.h"
 
 static const char synopsis[] =
     "RUN_DIR [--preset NAME] [--pattern NAME=REGEX]... [--reset] [--by AXIS] [--no-preview] "

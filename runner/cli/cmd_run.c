@@ -11,12 +11,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sweep.h"
 #include "log.h"
 #include "opts.h"
-#include "exec/run.h"
-#include "exec/proc.h"
 #include "strvec.h"
+#include "sweep.h"
+
+#include "exec/proc.h"
+#include "exec/run.h"
 
 /*
  * The only global of `sweep run`: how many times SIGINT, SIGTERM or SIGHUP

@@ -5,11 +5,12 @@
  */
 #include <stdio.h>
 
-#include "sweep.h"
 #include "err.h"
 #include "log.h"
 #include "opts.h"
 #include "strvec.h"
+#include "sweep.h"
+
 #include "exec/slurm.h"
 
 static const char synopsis[] = "RUN_DIR";

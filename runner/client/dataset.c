@@ -18,10 +18,11 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "client/lengths.h"
 #include "rng.h"
 #include "sha256.h"
 #include "xalloc.h"
+
+#include "client/lengths.h"
 
 static const char *const kind_names[] = {"random", "jsonl", "sharegpt"};
 

@@ -26,11 +26,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "client/extract.h"
-#include "store/metric.h"
 #include "buf.h"
 #include "err.h"
 #include "strvec.h"
+
+#include "client/extract.h"
+
+#include "store/metric.h"
 
 #define XP_FILE_MAX_BYTES ((size_t)64 << 20) /* a larger export is refused */
 

@@ -14,7 +14,6 @@
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "client/extract.h"
-#include "client/export.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -30,9 +29,11 @@
 
 #include "buf.h"
 #include "fileio.h"
-#include "sweep.h"
 #include "strutil.h"
+#include "sweep.h"
 #include "xalloc.h"
+
+#include "client/export.h"
 
 /* Limits (docs/reliability.md §3.2 and M13: 1e5 steps fail in ~1 ms). The match
  * limit applies per match call, so a budget of callouts bounds the work over

@@ -33,8 +33,9 @@
 
 #include "buf.h"
 #include "err.h"
-#include "store/metric.h"
 #include "strvec.h"
+
+#include "store/metric.h"
 
 typedef struct ext_set ext_set; /* compiled patterns: a preset plus user patterns */
 

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "buf.h"
-#include "sweep.h"
 #include "fileio.h"
+#include "sweep.h"
 #include "xalloc.h"
 
 static double ms_between(uint64_t from, uint64_t to)

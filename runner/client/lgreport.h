@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "err.h"
+
 #include "client/loadgen.h"
 #include "client/stats.h"
 

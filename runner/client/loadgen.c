@@ -20,12 +20,13 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "sweep.h"
-#include "client/stream.h"
-#include "timeutil.h"
 #include "http.h"
 #include "rng.h"
+#include "sweep.h"
+#include "timeutil.h"
 #include "xalloc.h"
+
+#include "client/stream.h"
 
 #define MAX_EVENTS      64                 /* per wakeup: bounds one batch's stamp skew */
 #define SWEEP_NS        (100ull * 1000000) /* timeout checks, ns */

@@ -16,10 +16,11 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "err.h"
+
 #include "client/dataset.h"
 #include "client/lengths.h"
 #include "client/workload.h"
-#include "err.h"
 
 /* Why a request failed. The order is the order of the report's lines. */
 enum lg_fail {

@@ -17,9 +17,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "store/metric.h"
 #include "buf.h"
 #include "err.h"
+
+#include "store/metric.h"
 
 #define SCRAPE_MAX_BYTES  ((size_t)16 << 20) /* a larger /metrics answer is cut (and said) */
 #define SCRAPE_TIMEOUT_MS 5000

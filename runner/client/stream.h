@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+
 #include "client/sse.h"
 
 /* The largest usage count taken as real, tokens. Larger (or negative)

@@ -12,9 +12,10 @@
 #include <strings.h>
 #include <yaml.h>
 
+#include "strutil.h"
+
 #include "config/experiment.h"
 #include "config/schema.h"
-#include "strutil.h"
 
 /* What is being printed: the top level, or one variant's sections. */
 struct view {

@@ -3,15 +3,16 @@
  * and defaults are in (bench's grid and dataset, metrics' names, the
  * executor), and the file-level ones (analysis.fit, analysis.group_by).
  */
-#include "config/exp_int.h"
-
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/dataset.h"
-#include "client/scrape.h"
 #include "strutil.h"
 #include "xalloc.h"
+
+#include "config/exp_int.h"
+
+#include "client/dataset.h"
+#include "client/scrape.h"
 
 /*
  * bench.dataset in a full pass: a path exactly when the kind reads a file,

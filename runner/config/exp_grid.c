@@ -4,16 +4,16 @@
  * number or an expression of concurrency), and open-loop `rates`; each
  * value checked where it stands, the points built in a full pass.
  */
-#include "config/exp_int.h"
-
 #include <ctype.h>
 #include <math.h>
 #include <string.h>
 
-#include "sweep.h"
-#include "config/expr.h"
 #include "strutil.h"
+#include "sweep.h"
 #include "xalloc.h"
+
+#include "config/exp_int.h"
+#include "config/expr.h"
 
 /* Digits only (no sign, no blanks), within [1, max]. */
 int parse_count(const char *s, size_t n, long max, long *out)

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "err.h"
+
 #include "config/experiment.h"
 #include "config/schema.h"
 #include "config/ytree.h"

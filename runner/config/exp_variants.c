@@ -3,13 +3,13 @@
  * per combination of its axes) and the merged view of a variant: the base
  * server/bench/metrics with the variant's overrides on top.
  */
-#include "config/exp_int.h"
-
 #include <string.h>
 
-#include "config/matrix.h"
 #include "strutil.h"
 #include "xalloc.h"
+
+#include "config/exp_int.h"
+#include "config/matrix.h"
 
 int check_matrix(struct dctx *c, const struct schema_key *k, const struct ynode *n)
 {

@@ -14,7 +14,6 @@
  * Every error is one line "file:line:col: message" (code RN_ERR_USAGE).
  */
 #include "config/experiment.h"
-#include "config/exp_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -25,15 +24,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sweep.h"
-#include "client/lengths.h"
-#include "config/matrix.h"
-#include "client/extract.h"
-#include "store/results.h"
 #include "fileio.h"
 #include "strutil.h"
-#include "config/tmpl.h"
+#include "sweep.h"
 #include "xalloc.h"
+
+#include "config/exp_int.h"
+#include "config/matrix.h"
+#include "config/tmpl.h"
+
+#include "client/extract.h"
+#include "client/lengths.h"
+#include "store/results.h"
 
 /* Cross-key checks run after a section is decoded (and its defaults set). */
 static const struct {

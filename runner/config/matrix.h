@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "buf.h"
+
 #include "config/schema.h"
 #include "config/ytree.h"
 

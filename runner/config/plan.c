@@ -21,16 +21,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sweep.h"
-#include "client/dataset.h"
-#include "client/workload.h"
 #include "fileio.h"
 #include "sha256.h"
 #include "strutil.h"
+#include "sweep.h"
+#include "xalloc.h"
+
 #include "config/modelfp.h"
 #include "config/schema.h"
 #include "config/tmpl.h"
-#include "xalloc.h"
+
+#include "client/dataset.h"
+#include "client/workload.h"
 
 #define KEY_ENGINE   "<fp4serve>"
 #define KEY_SELF     "<sweep>"

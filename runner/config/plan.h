@@ -21,8 +21,9 @@
 
 #include "buf.h"
 #include "err.h"
-#include "config/experiment.h"
 #include "strvec.h"
+
+#include "config/experiment.h"
 
 /* Values for ${...}; NULL strings and negative numbers mean "not available
  * in this context" (using one is an error naming the variable). */

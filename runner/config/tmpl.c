@@ -11,6 +11,7 @@
 
 #include "strutil.h"
 #include "xalloc.h"
+
 #include "config/ytree.h"
 
 static const char *const var_names[TMPL_N_VARS + 1] = {

@@ -10,9 +10,10 @@
 #include "fileio.h"
 #include "http.h"
 #include "log.h"
+#include "xalloc.h"
+
 #include "exec/ports.h"
 #include "exec/ssh.h"
-#include "xalloc.h"
 
 int exec_open(struct executor *ex, const struct experiment *exp, proc_stop_flag *stop,
               struct err *err)

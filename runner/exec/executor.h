@@ -11,11 +11,13 @@
 #ifndef RUNNER_EXECUTOR_H
 #define RUNNER_EXECUTOR_H
 
+#include "err.h"
+#include "strvec.h"
+
+#include "exec/proc.h"
+
 #include "config/experiment.h"
 #include "config/plan.h"
-#include "err.h"
-#include "exec/proc.h"
-#include "strvec.h"
 
 struct ssh_conn;
 

@@ -13,13 +13,15 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "sweep.h"
 #include "fileio.h"
-#include "exec/gpu.h"
-#include "store/runfolder.h"
+#include "sweep.h"
 #include "timeutil.h"
 #include "version.h"
 #include "xalloc.h"
+
+#include "exec/gpu.h"
+
+#include "store/runfolder.h"
 
 extern char **environ;
 

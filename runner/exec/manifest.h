@@ -13,8 +13,9 @@
 #include <stddef.h>
 
 #include "err.h"
-#include "config/plan.h"
 #include "strvec.h"
+
+#include "config/plan.h"
 
 struct json_t; /* jansson */
 

@@ -20,13 +20,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sweep.h"
-#include "exec/cgroup.h"
 #include "fileio.h"
 #include "log.h"
 #include "strutil.h"
+#include "sweep.h"
 #include "timeutil.h"
 #include "xalloc.h"
+
+#include "exec/cgroup.h"
 
 extern char **environ;
 

@@ -11,13 +11,14 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "exec/cause.h"
-#include "exec/cgroup.h"
 #include "http.h"
 #include "log.h"
 #include "strutil.h"
 #include "sweep.h"
 #include "timeutil.h"
+
+#include "exec/cause.h"
+#include "exec/cgroup.h"
 
 #define PROBE_CONNECT_MS 500  /* readiness probe: connect timeout */
 #define PROBE_TOTAL_MS   1500 /* readiness probe: whole request */

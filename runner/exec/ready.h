@@ -6,6 +6,7 @@
 #define RUNNER_READY_H
 
 #include "err.h"
+
 #include "exec/proc.h"
 
 /* How the readiness wait ended. */

@@ -10,10 +10,11 @@
 #ifndef RUNNER_RESUME_H
 #define RUNNER_RESUME_H
 
+#include "err.h"
+
 #include "client/extract.h"
 #include "config/experiment.h"
 #include "config/plan.h"
-#include "err.h"
 #include "store/results.h"
 
 /*

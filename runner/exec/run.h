@@ -12,8 +12,9 @@
 
 #include <stdbool.h>
 
-#include "exec/proc.h"
 #include "strvec.h"
+
+#include "exec/proc.h"
 
 struct run_opts {
     const char *exp_path;      /* the experiment file */

@@ -24,6 +24,7 @@
 #include "sweep.h"
 #include "timeutil.h"
 #include "xalloc.h"
+
 #include "exec/shquote.h"
 
 #define CMD_MS        60000.0 /* sbatch, squeue, sacct, scontrol, scancel */

@@ -19,11 +19,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "config/plan.h"
 #include "err.h"
+
 #include "exec/manifest.h"
 #include "exec/proc.h"
 #include "exec/progress.h"
+
+#include "config/plan.h"
 #include "store/results.h"
 
 /* The environment variable that makes a task run its variant locally. */

@@ -24,6 +24,7 @@
 #include "sweep.h"
 #include "timeutil.h"
 #include "xalloc.h"
+
 #include "exec/ports.h"
 #include "exec/shquote.h"
 

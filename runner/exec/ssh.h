@@ -14,11 +14,13 @@
 #define RUNNER_SSH_H
 
 #include "buf.h"
+#include "err.h"
+#include "strvec.h"
+
+#include "exec/proc.h"
+
 #include "config/experiment.h"
 #include "config/plan.h"
-#include "err.h"
-#include "exec/proc.h"
-#include "strvec.h"
 
 struct ssh_conn;
 

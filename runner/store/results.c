@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sweep.h"
 #include "fileio.h"
 #include "strutil.h"
 #include "strvec.h"
+#include "sweep.h"
 #include "xalloc.h"
 
 static const char *const fixed_cols[] = {"variant", "concurrency", "prompts", "repeat",  "status",

@@ -18,6 +18,7 @@
 
 #include "buf.h"
 #include "err.h"
+
 #include "store/metric.h"
 
 /* Point status values as written in the CSV. */

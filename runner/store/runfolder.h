@@ -8,10 +8,9 @@
 #ifndef RUNNER_RUNFOLDER_H
 #define RUNNER_RUNFOLDER_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
-
-#include <jansson.h>
 
 #include "err.h"
 #include "strvec.h"

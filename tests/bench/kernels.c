@@ -18,9 +18,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "xalloc.h"
+
 #include "cpu/matmul.h"
 #include "format/quant.h"
-#include "xalloc.h"
 
 #define MAX_LIST     16
 #define STREAM_BYTES (192ull << 20) /* weight copies cycled per measurement */

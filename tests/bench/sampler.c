@@ -11,9 +11,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/sample.h"
 #include "strutil.h"
 #include "xalloc.h"
+
+#include "model/sample.h"
 
 static double now_s(void)
 {

@@ -16,12 +16,11 @@
 #ifndef CUDAHOST_H
 #define CUDAHOST_H
 
+#include <functional>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-
-#include <functional>
 #include <tuple>
 #include <type_traits>
 #include <utility>

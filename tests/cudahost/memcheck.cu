@@ -13,8 +13,9 @@
 #include "cuda/common.cuh"
 
 extern "C" {
-#include "format/quant.h"
 #include "test.h"
+
+#include "format/quant.h"
 }
 
 /* Findings made by fn (the harness set to count rather than exit), and the

@@ -13,10 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xalloc.h"
+
 #include "serve/api.h"
 #include "text/chat.h"
 #include "text/stop.h"
-#include "xalloc.h"
 
 static void die(const char *what)
 {

@@ -9,8 +9,9 @@
 #include <string.h>
 
 #include "fp4.h"
-#include "format/gguf.h"
 #include "xalloc.h"
+
+#include "format/gguf.h"
 
 static const uint8_t *lo, *hi;
 static volatile uint64_t sink;

@@ -10,8 +10,9 @@
 #include <string.h>
 
 #include "fp4.h"
-#include "format/gguf.h"
 #include "log.h"
+
+#include "format/gguf.h"
 #include "model/model.h"
 
 static volatile float sink;

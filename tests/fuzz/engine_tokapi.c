@@ -11,8 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "serve/tokapi.h"
 #include "tokvocab.h"
+
+#include "serve/tokapi.h"
 
 static void die(const char *what)
 {

@@ -13,10 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "xalloc.h"
+
 #include "client/dataset.h"
 #include "client/lengths.h"
 #include "client/loadgen.h"
-#include "xalloc.h"
 
 /* The input as a file (ds_load reads paths), once per process. */
 static const char *as_file(const uint8_t *data, size_t size)

@@ -11,9 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xalloc.h"
+
 #include "client/export.h"
 #include "client/extract.h"
-#include "xalloc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,6 +1,4 @@
 /* Unit tests for common/: buffers, string vectors, strict parsing, sha256, opts. */
-#include "test.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -14,6 +12,7 @@
 #include "sha256.h"
 #include "strutil.h"
 #include "strvec.h"
+#include "test.h"
 #include "xalloc.h"
 
 TEST(buf_cap_refuses_whole_append)

@@ -1,11 +1,10 @@
 /* Unit tests for common/rng.h: the splitmix64 stream is fixed bit for bit
  * (synthetic models, golden tokens and prompts depend on it). The expected
  * values were taken from the generator before it moved to common/. */
-#include "test.h"
-
 #include <stdint.h>
 
 #include "rng.h"
+#include "test.h"
 
 TEST(first_values_for_seed_0)
 {

@@ -8,11 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/api.h"
-#include "text/chat.h"
-#include "serve/prom.h"
-#include "text/stop.h"
 #include "test.h"
+
+#include "serve/api.h"
+#include "serve/prom.h"
+#include "text/chat.h"
+#include "text/stop.h"
 
 static const char *const ids[] = {"tiny", "models/tiny.gguf", NULL};
 static const struct api_limits lim = {.n_vocab = 512, .model_ids = ids};

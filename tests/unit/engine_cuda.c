@@ -15,15 +15,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/backend.h"
 #include "fp4.h"
-#include "model/model.h"
-#include "format/quant.h"
-#include "model/sample.h"
 #include "rng.h"
-#include "format/synth.h"
 #include "test.h"
 #include "xalloc.h"
+
+#include "format/quant.h"
+#include "format/synth.h"
+#include "model/backend.h"
+#include "model/model.h"
+#include "model/sample.h"
 
 /*
  * Tolerance on max |cuda - cpu| / max |cpu| per logits row. The CPU

@@ -8,9 +8,10 @@
 #include <stdio.h>
 
 #ifdef HAVE_CUDA
+#include "test.h"
+
 #include "cuda/cuda.h"
 #include "format/quant.h"
-#include "test.h"
 
 static void check(uint32_t type)
 {

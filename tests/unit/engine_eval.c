@@ -13,16 +13,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/eval.h"
 #include "fp4.h"
-#include "format/gguf.h"
-#include "model/model.h"
-#include "format/quant.h"
-#include "format/synth.h"
 #include "test.h"
 #include "testtmp.h"
-#include "text/tokenizer.h"
 #include "xalloc.h"
+
+#include "format/gguf.h"
+#include "format/quant.h"
+#include "format/synth.h"
+#include "model/eval.h"
+#include "model/model.h"
+#include "text/tokenizer.h"
 
 static const char *synth(const char *name, uint64_t seed)
 {

@@ -11,11 +11,12 @@
  */
 #include <jansson.h>
 
-#include "format/gguf.h"
 #include "fp4.h"
 #include "test.h"
 #include "testtmp.h"
 #include "tokvocab.h"
+
+#include "format/gguf.h"
 
 /* Write a vocabulary-only GGUF of tokvocab.h's vocabulary; extra_merge
  * (or NULL) is appended to the merges, bad_utf8 spoils token 97's text. */

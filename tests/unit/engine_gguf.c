@@ -3,16 +3,16 @@
  * type, nested arrays, alignment, widening getters, every truncation of a
  * valid file), its refusals with their codes, and writer round trips.
  */
-#include "test.h"
-
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "buf.h"
 #include "fp4.h"
-#include "format/gguf.h"
+#include "test.h"
 #include "xalloc.h"
+
+#include "format/gguf.h"
 
 /* ---- a tiny encoder for hand-built files ---- */
 

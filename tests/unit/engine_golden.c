@@ -14,15 +14,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cpu/matmul.h"
 #include "fp4.h"
+#include "sha256.h"
+#include "test.h"
+#include "xalloc.h"
+
+#include "cpu/matmul.h"
+#include "format/synth.h"
 #include "model/model.h"
 #include "model/sample.h"
-#include "sha256.h"
-#include "format/synth.h"
-#include "test.h"
 #include "text/tokenizer.h"
-#include "xalloc.h"
 
 /*
  * Tolerances. SmolLM2-135M turns arithmetic differences of 1e-7 (a sum

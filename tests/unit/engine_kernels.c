@@ -11,11 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/qk.h"
-#include "format/quant.h"
 #include "rng.h"
 #include "test.h"
 #include "xalloc.h"
+
+#include "cpu/qk.h"
+#include "format/quant.h"
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
 static float rng_gauss(float sigma)

@@ -11,14 +11,15 @@
 #include <unistd.h>
 
 #include "fp4.h"
-#include "format/gguf.h"
-#include "model/model.h"
-#include "cpu/matmul.h"
-#include "format/quant.h"
-#include "model/sample.h"
 #include "rng.h"
 #include "test.h"
 #include "xalloc.h"
+
+#include "cpu/matmul.h"
+#include "format/gguf.h"
+#include "format/quant.h"
+#include "model/model.h"
+#include "model/sample.h"
 
 /* Tiny shape: GQA group of 2, two layers, n_rot = head_dim. */
 enum { E = 64, NL = 2, NH = 4, NKV = 2, HD = 16, FF = 128, V = 256 };

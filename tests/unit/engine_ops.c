@@ -3,10 +3,11 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "cpu/ops.h"
-#include "format/quant.h"
 #include "rng.h"
 #include "test.h"
+
+#include "cpu/ops.h"
+#include "format/quant.h"
 
 static float urand(uint64_t *s)
 {

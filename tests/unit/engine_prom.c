@@ -10,8 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/prom.h"
 #include "test.h"
+
+#include "serve/prom.h"
 
 /* The sample line that starts with `prefix` (a name with its labels and
  * the space), its value parsed; -1 when absent. */

@@ -10,11 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/qk.h"
-#include "format/quant.h"
 #include "rng.h"
 #include "test.h"
 #include "xalloc.h"
+
+#include "cpu/qk.h"
+#include "format/quant.h"
 
 /* ---- deterministic random numbers ---- */
 

@@ -15,14 +15,15 @@
 
 #include "fileio.h"
 #include "fp4.h"
-#include "format/gguf.h"
-#include "model/model.h"
-#include "format/quant.h"
-#include "model/quantize.h"
-#include "format/synth.h"
 #include "test.h"
 #include "testtmp.h"
 #include "xalloc.h"
+
+#include "format/gguf.h"
+#include "format/quant.h"
+#include "format/synth.h"
+#include "model/model.h"
+#include "model/quantize.h"
 
 /* The tiny synthetic model (f16 weights, tied head), written once. */
 static const char *tiny_model(void)

@@ -5,9 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/sample.h"
 #include "test.h"
 #include "xalloc.h"
+
+#include "model/sample.h"
 
 TEST(argmax_takes_lowest_index_on_ties)
 {

@@ -17,11 +17,12 @@
 #include <unistd.h>
 
 /* The source, not the header: the tests read struct sched_req's private fields. */
-#include "serve/scheduler.c"
-#include "format/synth.h"
-#include "model/eval.h"
 #include "rng.h"
 #include "test.h"
+
+#include "format/synth.h"
+#include "model/eval.h"
+#include "serve/scheduler.c"
 
 static char model_path[64];
 static tok_vocab *vocab;

@@ -4,14 +4,15 @@
  * plan has each preset's shapes, values have the stated distribution, and
  * the same options give byte-identical files.
  */
-#include "test.h"
-
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "test.h"
+
 /* The source, not the header: the tests reach its statics (build_vocab, plan, gen_values). */
-#include "format/synth.c"
 #include "fileio.h"
+
+#include "format/synth.c"
 
 static char *tmp_path(const char *tag)
 {

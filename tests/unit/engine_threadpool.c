@@ -3,6 +3,7 @@
 #include <stdatomic.h>
 
 #include "test.h"
+
 #include "model/threadpool.h"
 
 struct hits {

@@ -7,10 +7,11 @@
  */
 #include <jansson.h>
 
-#include "serve/tokapi.h"
 #include "test.h"
 #include "tokvocab.h"
 #include "xalloc.h"
+
+#include "serve/tokapi.h"
 
 static const char *const ids[] = {"tiny", "models/tiny.gguf", NULL};
 

@@ -4,18 +4,18 @@
  * tests/tools/make_tokenizer_fixtures.py), round trips, refusals, and the
  * algorithm's corners on small hand-built vocabularies.
  */
-#include "test.h"
-
 #include <jansson.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
-/* The source, not the header: the tests reach its statics (spec_from_gguf, byte_map_init). */
-#include "text/tokenizer.c"
+#include "test.h"
 
+/* The source, not the header: the tests reach its statics (spec_from_gguf, byte_map_init). */
 #include "fileio.h"
+
 #include "format/synth.h"
+#include "text/tokenizer.c"
 
 #define MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 

@@ -8,13 +8,13 @@
  * with the reason and pass.
  */
 /* The source, not the header: the tests reach its statics. */
-#include "exec/cgroup.c"
-
 #include <sys/wait.h>
 
-#include "exec/proc.h"
 #include "strvec.h"
 #include "test.h"
+
+#include "exec/cgroup.c"
+#include "exec/proc.h"
 
 static char tmpdir[64];
 

@@ -12,11 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sha256.h"
+#include "test.h"
+
 #include "client/dataset.h"
 #include "client/lengths.h"
 #include "client/loadgen.h"
-#include "sha256.h"
-#include "test.h"
 
 static char dir[] = "/tmp/sweep-dataset-XXXXXX";
 

@@ -3,12 +3,12 @@
  * b=31, C=64, 96 prompts, 128 tokens -> 259 s + 132 s = 391 s), TTFT per
  * wave, a model fitted from a results table, and the ETA scaling.
  */
-#include "test.h"
-
 #include <math.h>
 
-#include "analysis/estimate.h"
+#include "test.h"
 #include "xalloc.h"
+
+#include "analysis/estimate.h"
 
 TEST(design_example_waves)
 {

@@ -9,9 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test.h"
+
 #include "config/expdiff.h"
 #include "config/experiment.h"
-#include "test.h"
 
 #define BASE                                                                                       \
     "name: t\n"                                                                                    \

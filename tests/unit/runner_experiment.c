@@ -10,12 +10,13 @@
 #include <unistd.h>
 
 #include "sweep.h"
-#include "config/experiment.h"
-#include "config/schema.h"
-#include "config/expr.h"
 #include "test.h"
-#include "config/tmpl.h"
 #include "xalloc.h"
+
+#include "config/experiment.h"
+#include "config/expr.h"
+#include "config/schema.h"
+#include "config/tmpl.h"
 
 #define BASE "name: t\nserver: {model: models/m.gguf}\n"
 

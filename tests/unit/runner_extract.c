@@ -4,18 +4,18 @@
  * docs/benchmarks.md §2) extracts to exactly the canonical values
  * below; user patterns, limits, require messages and value parsing.
  */
-#include "test.h"
-
 #include <math.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "buf.h"
-#include "sweep.h"
-#include "client/extract.h"
 #include "fileio.h"
+#include "sweep.h"
+#include "test.h"
 #include "testtmp.h"
 #include "xalloc.h"
+
+#include "client/extract.h"
 
 #define FIX "tests/fixtures/logs/"
 
@@ -236,7 +236,8 @@ TEST(user_pattern_matching_two_values_is_refused)
     mset_init(&ms);
     CHECK(ext_new(NULL, user, 1, &set, &e) == 0);
     CHECK(ext_run(set, two, strlen(two), &ms, NULL, &e) != 0);
-    CHECK_STR(e.msg, "pattern 'tput' matched a value twice: lines 1 and 3 (make it match one line)");
+    CHECK_STR(e.msg,
+              "pattern 'tput' matched a value twice: lines 1 and 3 (make it match one line)");
     CHECK_INT(e.code, RN_ERR_POINTS);
     err_init(&e);
     CHECK(ext_run(set, twice_on_one_line, strlen(twice_on_one_line), &ms, NULL, &e) != 0);

@@ -6,21 +6,21 @@
  * runs, Infinity/NaN, bad files, require messages, user patterns, the path
  * of an export beside a log, and the glossary against every preset's rows.
  */
-#include "test.h"
-
 #include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "client/export.h"
-#include "client/extract.h"
-#include "analysis/glossary.h"
 #include "buf.h"
 #include "fileio.h"
 #include "sweep.h"
+#include "test.h"
 #include "testtmp.h"
 #include "xalloc.h"
+
+#include "analysis/glossary.h"
+#include "client/export.h"
+#include "client/extract.h"
 
 #define FIX "tests/fixtures/logs/"
 

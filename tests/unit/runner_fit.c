@@ -3,9 +3,9 @@
  * the DESIGN.md example (71, 286, 533 ms at 1, 8, 16 -> a 40, b 31, ceiling
  * 32 tok/s), regime flags, predictions, and the seeded bootstrap.
  */
-#include "test.h"
-
 #include <math.h>
+
+#include "test.h"
 
 #include "analysis/fit.h"
 

@@ -20,10 +20,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analysis/goodput.h"
-#include "analysis/judge.h"
 #include "sweep.h"
 #include "test.h"
+
+#include "analysis/goodput.h"
+#include "analysis/judge.h"
 
 #define FIXTURE "tests/fixtures/goodput/c4-n8.jsonl"
 

@@ -17,12 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/lgreport.h"
-#include "client/stats.h"
-#include "client/loadgen.h"
 #include "test.h"
 #include "timeutil.h"
 #include "xalloc.h"
+
+#include "client/lgreport.h"
+#include "client/loadgen.h"
+#include "client/stats.h"
 
 /* ---- the scripted server ---- */
 

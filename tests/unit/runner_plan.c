@@ -11,14 +11,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fileio.h"
+#include "sha256.h"
 #include "sweep.h"
+#include "test.h"
+#include "xalloc.h"
+
 #include "config/experiment.h"
 #include "config/modelfp.h"
 #include "config/plan.h"
-#include "fileio.h"
-#include "sha256.h"
-#include "test.h"
-#include "xalloc.h"
 
 extern char **environ;
 

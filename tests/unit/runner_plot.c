@@ -4,18 +4,18 @@
  * gnuplot is not installed); errors for a missing gnuplot and for an
  * unknown template placeholder.
  */
-#include "test.h"
-
 #include <dirent.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "buf.h"
-#include "sweep.h"
 #include "fileio.h"
-#include "analysis/plot.h"
+#include "sweep.h"
+#include "test.h"
 #include "xalloc.h"
+
+#include "analysis/plot.h"
 
 static char *tmpdir(void)
 {

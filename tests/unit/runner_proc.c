@@ -22,17 +22,18 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "fileio.h"
 #include "capture.h"
+#include "fileio.h"
+#include "strvec.h"
+#include "test.h"
+#include "timeutil.h"
+#include "xalloc.h"
+
 #include "exec/cause.h"
 #include "exec/gpu.h"
 #include "exec/ports.h"
 #include "exec/proc.h"
 #include "exec/ready.h"
-#include "strvec.h"
-#include "test.h"
-#include "timeutil.h"
-#include "xalloc.h"
 
 static char tmpdir[64];
 

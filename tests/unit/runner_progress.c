@@ -5,11 +5,12 @@
  */
 #include <stdlib.h>
 
+#include "test.h"
+#include "timeutil.h"
+
 #include "config/plan.h"
 #include "exec/manifest.h"
 #include "exec/progress.h"
-#include "test.h"
-#include "timeutil.h"
 
 /* Output of a progress session into a string. */
 struct capture {

@@ -4,8 +4,9 @@
  */
 #include <math.h>
 
-#include "exec/ratesearch.h"
 #include "test.h"
+
+#include "exec/ratesearch.h"
 
 /* Run a search against capacity cap; returns the result, *n the probes. */
 static double search(double start, double max, int steps, double cap, int *n, double *step)

@@ -5,8 +5,6 @@
  * words in REPORT.md, failures listed, and fit + report still written when
  * gnuplot is missing.
  */
-#include "test.h"
-
 #include <dirent.h>
 #include <jansson.h>
 #include <math.h>
@@ -14,14 +12,16 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "sweep.h"
 #include "fileio.h"
+#include "sweep.h"
+#include "test.h"
+#include "xalloc.h"
+
 #include "analysis/judge.h"
 #include "analysis/report.h"
-#include "store/results.h"
 #include "analysis/rundir.h"
 #include "analysis/summary.h"
-#include "xalloc.h"
+#include "store/results.h"
 
 TEST(log_names)
 {

@@ -5,12 +5,12 @@
  * request after another, a above and below the weight-read floor, and each
  * missing number named with its placement skipped.
  */
-#include "test.h"
-
 #include <math.h>
 
-#include "analysis/roofline.h"
 #include "buf.h"
+#include "test.h"
+
+#include "analysis/roofline.h"
 
 /* The words of a placement, in a static buffer. */
 static const char *words(const struct roof_in *in, struct roof_place *p)

@@ -12,9 +12,10 @@
 #include <sys/socket.h>
 
 #include "capture.h"
-#include "exec/ports.h"
 #include "strutil.h"
 #include "test.h"
+
+#include "exec/ports.h"
 
 static void set(struct metric_set *m, const char *name, double v)
 {

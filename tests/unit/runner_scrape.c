@@ -5,18 +5,18 @@
  * counters first, vLLM, SGLang), the user map, and reading the saved scrapes
  * beside a log.
  */
-#include "test.h"
-
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "client/scrape.h"
 #include "err.h"
 #include "fileio.h"
 #include "sweep.h"
+#include "test.h"
 #include "testtmp.h"
 #include "xalloc.h"
+
+#include "client/scrape.h"
 
 static void parse(const char *text, struct scrape_set *set)
 {

@@ -8,8 +8,9 @@
 #include <unistd.h>
 
 #include "capture.h"
-#include "exec/shquote.h"
 #include "test.h"
+
+#include "exec/shquote.h"
 
 TEST(exact_text)
 {

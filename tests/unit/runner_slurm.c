@@ -5,9 +5,9 @@
  * quotes through as single arguments; task states are read from squeue's
  * "%i|%T" lines. The cluster itself is integration/exec_slurm.sh.
  */
-#include "exec/slurm.c"
-
 #include "test.h"
+
+#include "exec/slurm.c"
 
 /* Run script with SLURM_ARRAY_TASK_ID=id; its output. */
 static char *run_script(const char *script, const char *id)

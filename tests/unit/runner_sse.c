@@ -5,9 +5,10 @@
  */
 #include <stdlib.h>
 
-#include "client/sse.h"
 #include "test.h"
 #include "xalloc.h"
+
+#include "client/sse.h"
 
 /* Events rendered as "type|data\n" lines, so a case compares one string. */
 struct capture {

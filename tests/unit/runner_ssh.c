@@ -16,13 +16,14 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "exec/proc.h"
-#include "exec/ssh.h"
 #include "fileio.h"
 #include "sweep.h"
 #include "test.h"
 #include "testtmp.h"
 #include "timeutil.h"
+
+#include "exec/proc.h"
+#include "exec/ssh.h"
 
 /* Run the wrapper line for argv (env, dir) as `sh -c LINE` with a held
  * stdin; when stop_after_ms >= 0 close stdin then. Returns the exit status

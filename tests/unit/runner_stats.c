@@ -8,10 +8,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "client/lgreport.h"
-#include "client/stats.h"
 #include "test.h"
 #include "xalloc.h"
+
+#include "client/lgreport.h"
+#include "client/stats.h"
 
 TEST(percentiles_match_numpy)
 {

@@ -5,8 +5,9 @@
  */
 #include <string.h>
 
-#include "client/stream.h"
 #include "test.h"
+
+#include "client/stream.h"
 
 /* Feed text as one read at t = 1 s. */
 static void feed(struct stream *s, const char *text)

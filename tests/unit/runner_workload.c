@@ -12,8 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client/workload.h"
 #include "test.h"
+
+#include "client/workload.h"
 
 static char dir[] = "/tmp/sweep-workload-XXXXXX";
 
