@@ -141,6 +141,16 @@ wait_up() {
     done
     return 1
 }
+# cgroup_dir_writable: set CGMNT to the cgroup2 mount and CGDIR to this
+# shell's cgroup2 folder, and succeed
+# when a cgroup can be made below it (the tests of sweep's cgroup
+# containment skip, saying so, otherwise).
+cgroup_dir_writable() {
+    CGMNT=$(awk '/ - cgroup2 / { print $5; exit }' /proc/self/mountinfo)
+    _own=$(sed -n 's/^0:://p' /proc/self/cgroup)
+    CGDIR="$CGMNT${_own%/}"
+    [ -n "$CGMNT" ] && mkdir "$CGDIR/sweep-probe-$$" 2>/dev/null && rmdir "$CGDIR/sweep-probe-$$"
+}
 # wait_file PATH [SECONDS]: wait until PATH exists (default 30 s).
 wait_file() {
     n=0

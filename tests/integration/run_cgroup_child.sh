@@ -6,15 +6,12 @@
 . tests/lib.sh
 cd "$T_TMP" || exit 1
 
-mnt=$(awk '/ - cgroup2 / { print $5; exit }' /proc/self/mountinfo)
-own=$(sed -n 's/^0:://p' /proc/self/cgroup)
-cgdir="$mnt${own%/}"
-if [ -z "$mnt" ] || ! mkdir "$cgdir/sweep-probe-$$" 2>/dev/null; then
-    echo "skip: no writable cgroup2 hierarchy at '$cgdir' - child cgroups not tested"
+if ! cgroup_dir_writable; then
+    echo "skip: no writable cgroup2 hierarchy at '$CGDIR' - child cgroups not tested"
     finish
     exit
 fi
-rmdir "$cgdir/sweep-probe-$$"
+cgdir=$CGDIR
 
 # the server's wrapper: a cgroup "inner" below its own, itself moved into it
 cat >mkcg.sh <<'SH'

@@ -14,15 +14,12 @@
 need pgrep
 cd "$T_TMP" || exit 1
 
-mnt=$(awk '/ - cgroup2 / { print $5; exit }' /proc/self/mountinfo)
-own=$(sed -n 's/^0:://p' /proc/self/cgroup)
-cgdir="$mnt${own%/}"
-if [ -z "$mnt" ] || ! mkdir "$cgdir/sweep-probe-$$" 2>/dev/null; then
-    echo "skip: no writable cgroup2 hierarchy at '$cgdir' - cgroup containment not tested"
+if ! cgroup_dir_writable; then
+    echo "skip: no writable cgroup2 hierarchy at '$CGDIR' - cgroup containment not tested"
     finish
     exit
 fi
-rmdir "$cgdir/sweep-probe-$$"
+cgdir=$CGDIR mnt=$CGMNT
 
 # Copies of sleep with names of their own, so procs_with counts exactly them.
 sleep_bin=$(command -v sleep)

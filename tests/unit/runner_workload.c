@@ -13,23 +13,26 @@
 #include <unistd.h>
 
 #include "test.h"
+#include "testtmp.h"
 
 #include "client/workload.h"
 
-static char dir[] = "/tmp/sweep-workload-XXXXXX";
-
+/* Write text to a file of the test's scratch folder (testtmp.h, removed at
+ * exit); returns its path, valid for the next three calls. */
 static const char *put(const char *name, const char *text)
 {
-    static char path[4][256];
+    static char *path[4];
     static int k;
-    char *p = path[k++ % 4];
-    if (dir[sizeof(dir) - 2] == 'X')
-        CHECK(mkdtemp(dir) != NULL);
-    snprintf(p, 256, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    fputs(text, f);
-    fclose(f);
-    return p;
+    char **p = &path[k++ % 4];
+    free(*p);
+    *p = test_tmp_path(name);
+    FILE *f = fopen(*p, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    return *p;
 }
 
 /* Request index's prompt member wrapped into an object. */
