@@ -212,3 +212,76 @@ out:
     free(csv);
     return rc;
 }
+
+/* Distinct concurrency levels of the ok rows with a median TPOT (variant
+ * NULL: every row): a step law needs two. */
+static size_t tpot_levels(const struct res_table *t, const char *variant)
+{
+    long seen[64];
+    size_t n = 0;
+    for (size_t r = 0; r < t->n; r++) {
+        const struct res_point *p = &t->rows[r];
+        bool dup = false;
+        if ((variant && strcmp(p->variant, variant) != 0) || strcmp(p->status, RES_OK) != 0 ||
+            !mset_get(&p->metrics, "median_tpot_ms", NULL))
+            continue;
+        for (size_t i = 0; i < n && !dup; i++)
+            dup = seen[i] == p->concurrency;
+        if (!dup && n < 64)
+            seen[n++] = p->concurrency;
+    }
+    return n;
+}
+
+double est_plan_eta(const struct plan *plan, const struct res_table *t,
+                    const struct res_table *from, const bool *attempted, const double *took_s,
+                    bool *lower_bound)
+{
+    struct err err;
+    err_init(&err);
+    struct est_model all, from_all;
+    bool have_all = est_model_from_table(t, NULL, &all, &err) == 0;
+    bool have_from = from->n && est_model_from_table(from, NULL, &from_all, &err) == 0;
+    if (!have_all && !have_from)
+        return -1;
+    size_t all_levels = have_all ? tpot_levels(t, NULL) : 0;
+    bool lower = false;
+    struct est_point *todo = xcalloc(plan->n_points + 1, sizeof(*todo));
+    double total = 0;
+    for (size_t vi = 0; vi < plan->n_variants; vi++) {
+        const struct exp_variant *v = plan->variants[vi].v;
+        struct est_model m = all;
+        err_init(&err);
+        size_t levels = all_levels;
+        if (est_model_from_table(t, v->name, &m, &err) == 0)
+            levels = tpot_levels(t, v->name);
+        else if (!have_all)
+            levels = 0;
+        bool weak = levels < 2; /* b unknown: perfect batching assumed */
+        if (weak && have_from) {
+            err_init(&err);
+            if (est_model_from_table(from, v->name, &m, &err) != 0)
+                m = from_all;
+            weak = false;
+        }
+        size_t n = 0;
+        double pred_done = 0, actual_done = 0;
+        for (size_t pi = 0; pi < plan->n_points; pi++) {
+            const struct plan_point *pp = &plan->points[pi];
+            if (pp->variant != vi)
+                continue;
+            struct est_point ep = {pp->concurrency, pp->prompts, v->bench.output_len};
+            if (!attempted[pi] && !plan_point_done(plan, t, pi)) {
+                todo[n++] = ep;
+            } else if (took_s[pi] >= 0) {
+                pred_done += est_point_s(&m, &ep);
+                actual_done += took_s[pi];
+            }
+        }
+        total += est_eta_s(&m, todo, n, pred_done, actual_done);
+        lower = lower || (weak && n > 0);
+    }
+    free(todo);
+    *lower_bound = lower;
+    return total;
+}

@@ -11,6 +11,7 @@
 #ifndef RUNNER_ESTIMATE_H
 #define RUNNER_ESTIMATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -59,6 +60,21 @@ int est_model_from_table(const struct res_table *t, const char *variant, struct 
  */
 double est_eta_s(const struct est_model *m, const struct est_point *todo, size_t n,
                  double done_pred_s, double done_actual_s);
+
+/*
+ * ETA of a run in progress over plan, in seconds, from the scaling law
+ * fitted to the ok rows of t so far: per variant, the predicted time of
+ * its points still to run (not attempted[] and without an ok row), scaled
+ * by how its finished points (took_s[] >= 0) compared with their
+ * predictions. A variant without rows of its own borrows the model of all
+ * rows. Until a variant has run two concurrency levels its model assumes
+ * perfect batching: from's fit (--from RUN_DIR; may be empty) replaces it
+ * then, else *lower_bound is set and the ETA is shown as ">= 46s".
+ * Returns -1 when no model is usable (the caller keeps its own average).
+ */
+double est_plan_eta(const struct plan *plan, const struct res_table *t,
+                    const struct res_table *from, const bool *attempted, const double *took_s,
+                    bool *lower_bound);
 
 /*
  * `sweep check EXP --from RUN_DIR`: print the predicted duration of every

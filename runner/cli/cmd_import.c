@@ -266,14 +266,7 @@ static int write_points(const struct import_args *a, const struct item *items, s
         goto out;
     for (size_t i = 0; i < n; i++) {
         struct res_point p;
-        res_point_init(&p);
-        p.variant = xstrdup(a->variant);
-        p.concurrency = items[i].c;
-        p.prompts = items[i].p;
-        p.repeat = items[i].r;
-        p.key = xstrdup("");
-        p.log = xstrdup(items[i].rel);
-        p.started = xstrdup("");
+        res_point_begin(&p, a->variant, items[i].c, items[i].p, items[i].r, "", items[i].rel, "");
         struct err e; /* a log that cannot be read is a failed point, named */
         err_init(&e);
         judge_saved_point(&rd, a->variant, items[i].rel, &p, &e);

@@ -216,14 +216,8 @@ int cmd_plot(int argc, char **argv)
         if (has_log(&t, logs[i].rel))
             continue;
         struct res_point p;
-        res_point_init(&p);
-        p.variant = xstrdup(logs[i].variant);
-        p.concurrency = logs[i].concurrency;
-        p.prompts = logs[i].prompts;
-        p.repeat = logs[i].repeat;
-        p.key = xstrdup("");
-        p.log = xstrdup(logs[i].rel);
-        p.started = xstrdup("");
+        res_point_begin(&p, logs[i].variant, logs[i].concurrency, logs[i].prompts, logs[i].repeat,
+                        "", logs[i].rel, "");
         struct err e;
         err_init(&e);
         if (judge_saved_point(&rd, p.variant, p.log, &p, &e) != 0)

@@ -33,6 +33,7 @@
 
 #include "client/dataset.h"
 #include "client/workload.h"
+#include "store/results.h"
 
 #define KEY_ENGINE   "<fp4serve>"
 #define KEY_SELF     "<sweep>"
@@ -1074,4 +1075,10 @@ bool plan_env_is_secret(const char *name, size_t len)
         if (strstr(up, words[i]))
             return true;
     return false;
+}
+
+bool plan_point_done(const struct plan *p, const struct res_table *t, size_t pi)
+{
+    const struct plan_point *pp = &p->points[pi];
+    return res_table_find_ok(t, p->variants[pp->variant].v->name, pp->key) != NULL;
 }

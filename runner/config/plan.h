@@ -197,6 +197,11 @@ void plan_print(FILE *f, const struct plan *p);
 
 void plan_release(struct plan *p);
 
+struct res_table;
+/* Point pi of p has an ok row in t (from this session or an earlier one):
+ * its variant's name and its key (store/results.h res_table_find_ok). */
+bool plan_point_done(const struct plan *p, const struct res_table *t, size_t pi);
+
 /* True when an environment variable called name (the part before '=')
  * may hold a secret: it contains TOKEN, KEY, SECRET, PASSWORD, PASSWD,
  * CREDENTIAL or AUTH in any case. Such variables never reach the manifest,

@@ -217,3 +217,28 @@ int resume_extractor(const char *run_dir, const struct exp_metrics *m, ext_set *
     json_decref(man);
     return rc;
 }
+
+size_t resume_adopt_renamed(const struct plan *plan, const struct experiment *exp,
+                            struct res_table *t)
+{
+    size_t n = 0;
+    for (size_t pi = 0; pi < plan->n_points; pi++) {
+        const struct plan_point *pp = &plan->points[pi];
+        const char *name = plan->variants[pp->variant].v->name;
+        if (plan_point_done(plan, t, pi))
+            continue;
+        for (size_t r = 0; r < t->n; r++) {
+            struct res_point *row = &t->rows[r];
+            if (!row->key || strcmp(row->key, pp->key) != 0 || !row->status ||
+                strcmp(row->status, RES_OK) != 0 || !row->variant ||
+                exp_find_variant(exp, row->variant) ||
+                res_table_find(t, name, row->concurrency, row->prompts, row->repeat))
+                continue;
+            free(row->variant);
+            row->variant = xstrdup(name);
+            n++;
+            break;
+        }
+    }
+    return n;
+}

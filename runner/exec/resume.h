@@ -32,6 +32,16 @@ int resume_keys_check(const char *run_dir, const struct plan *plan, struct res_t
                       struct err *err);
 
 /*
+ * Resume after a variant was renamed: keys leave the variant's name out, so
+ * an ok row of t whose variant exp no longer has, with the key of a point
+ * of plan that has no ok row yet, is that point measured under the old
+ * name. The row takes the new name and the point is not rerun. Returns how
+ * many rows were renamed.
+ */
+size_t resume_adopt_renamed(const struct plan *plan, const struct experiment *exp,
+                            struct res_table *t);
+
+/*
  * The extractor of a variant with metrics m in the run folder run_dir:
  * m's preset and patterns, with the overrides `sweep plot --preset/
  * --pattern` saved in run_dir/manifest.json ("replot") applied on top, so

@@ -41,42 +41,20 @@ bool stopping(const struct run_ctx *c)
 
 /* ---- one point ---- */
 
-/* A rerun never overwrites a client log: the old one becomes LOG.1, .2 ...
- * (and the builtin client's per-request records, X.jsonl, the same way).
- * Returns -1 with err when the old file cannot be moved: the client would
- * append to it, and the log would hold two runs. */
-static int keep_old_file(const char *path, struct err *err)
-{
-    if (!path_exists(path))
-        return 0;
-    for (int n = 1; n < 10000; n++) {
-        char *cand = xasprintf("%s.%d", path, n);
-        bool taken = path_exists(cand);
-        int rc = 0;
-        if (!taken && rename(path, cand) != 0) {
-            err_set(err, RN_ERR_ENV, "%s: cannot keep the old log as %s: %s", path, cand,
-                    strerror(errno));
-            rc = -1;
-        }
-        free(cand);
-        if (!taken)
-            return rc;
-    }
-    return err_set(err, RN_ERR_ENV, "%s: cannot keep the old log: 9999 old copies", path), -1;
-}
-
+/* A rerun never overwrites a client log: the old one, its scrapes and its
+ * per-request records (X.jsonl) are kept aside (rundir_keep_old). */
 static int keep_old_log(const char *path, struct err *err)
 {
-    int rc = keep_old_file(path, err);
+    int rc = rundir_keep_old(path, err);
     for (int before = 0; rc == 0 && before < 2; before++) {
         char *scrape = scrape_path(path, before);
-        rc = keep_old_file(scrape, err);
+        rc = rundir_keep_old(scrape, err);
         free(scrape);
     }
     size_t n = strlen(path);
     if (rc == 0 && n > 4 && strcmp(path + n - 4, ".log") == 0) {
         char *jsonl = xasprintf("%.*s.jsonl", (int)(n - 4), path);
-        rc = keep_old_file(jsonl, err);
+        rc = rundir_keep_old(jsonl, err);
         free(jsonl);
     }
     return rc;
@@ -161,7 +139,7 @@ static const char *judge(struct run_ctx *c, size_t pi, const char *log_path, con
 }
 
 /*
- * Run point pi against the running server and fill row. The client is
+ * Run point pi against the running server; begins row and fills it. The client is
  * watched together with the server: a server death, the point's timeout
  * or Ctrl-C stop the client's group at once. Returns the row's status.
  */
@@ -174,13 +152,8 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
     char started[32];
     time_iso8601(started, sizeof(started));
 
-    row->variant = xstrdup(v->name);
-    row->concurrency = pp->concurrency;
-    row->prompts = pp->prompts;
-    row->repeat = pp->repeat;
-    row->key = xstrdup(pp->key);
-    row->log = rel;
-    row->started = xstrdup(started);
+    res_point_begin(row, v->name, pp->concurrency, pp->prompts, pp->repeat, pp->key, rel, started);
+    free(rel);
 
     struct buf cause;
     buf_init(&cause, 16 << 10);
@@ -311,14 +284,7 @@ static void fail_points(struct run_ctx *c, const size_t *todo, size_t from, size
         const struct exp_variant *v = c->plan.variants[pp->variant].v;
         c->attempted[todo[i]] = true;
         struct res_point row;
-        res_point_init(&row);
-        row.variant = xstrdup(v->name);
-        row.concurrency = pp->concurrency;
-        row.prompts = pp->prompts;
-        row.repeat = pp->repeat;
-        row.key = xstrdup(pp->key);
-        row.log = xstrdup("");
-        row.started = xstrdup("");
+        res_point_begin(&row, v->name, pp->concurrency, pp->prompts, pp->repeat, pp->key, "", "");
         row.status = xstrdup(RES_FAILED);
         row.cause = xasprintf("not run: %s", why);
         prog_skip(&c->prog, (double)pp->prompts * (double)v->bench.output_len);
@@ -330,39 +296,17 @@ static void fail_points(struct run_ctx *c, const size_t *todo, size_t from, size
 /* Point pi has an ok row (from this session or an earlier one). */
 bool point_done(const struct run_ctx *c, size_t pi)
 {
-    const struct plan_point *pp = &c->plan.points[pi];
-    return res_table_find_ok(&c->table, c->plan.variants[pp->variant].v->name, pp->key) != NULL;
+    return plan_point_done(&c->plan, &c->table, pi);
 }
 
-/*
- * Resume after a variant was renamed: keys leave the variant's name out, so
- * an ok row of a variant the experiment no longer has, with the key of a
- * point that has no ok row yet, is that point measured under the old name.
- * The row takes the new name and the point is not rerun. Returns how many
- * rows were renamed.
- */
-static size_t adopt_renamed(struct run_ctx *c)
+/* Refresh the ETA the progress line shows (analysis/estimate.h); without
+ * a usable model the progress module's own average stays in use. */
+static void update_eta(struct run_ctx *c)
 {
-    size_t n = 0;
-    for (size_t pi = 0; pi < c->plan.n_points; pi++) {
-        const struct plan_point *pp = &c->plan.points[pi];
-        const char *name = c->plan.variants[pp->variant].v->name;
-        if (point_done(c, pi))
-            continue;
-        for (size_t r = 0; r < c->table.n; r++) {
-            struct res_point *row = &c->table.rows[r];
-            if (!row->key || strcmp(row->key, pp->key) != 0 || !row->status ||
-                strcmp(row->status, RES_OK) != 0 || !row->variant ||
-                exp_find_variant(&c->exp, row->variant) ||
-                res_table_find(&c->table, name, row->concurrency, row->prompts, row->repeat))
-                continue;
-            free(row->variant);
-            row->variant = xstrdup(name);
-            n++;
-            break;
-        }
-    }
-    return n;
+    bool lower = false;
+    double s = est_plan_eta(&c->plan, &c->table, &c->from, c->attempted, c->took_s, &lower);
+    if (s >= 0)
+        prog_set_eta_bound(&c->prog, s, lower);
 }
 
 /* Every point of variant vi that has no ok row yet, in plan order. */
@@ -375,94 +319,13 @@ static size_t pending_points(struct run_ctx *c, size_t vi, size_t *todo)
     return n;
 }
 
-/* Distinct concurrency levels of the ok rows with a median TPOT (variant
- * NULL: every row): a step law needs two. */
-static size_t tpot_levels(const struct res_table *t, const char *variant)
-{
-    long seen[64];
-    size_t n = 0;
-    for (size_t r = 0; r < t->n; r++) {
-        const struct res_point *p = &t->rows[r];
-        bool dup = false;
-        if ((variant && strcmp(p->variant, variant) != 0) || strcmp(p->status, RES_OK) != 0 ||
-            !mset_get(&p->metrics, "median_tpot_ms", NULL))
-            continue;
-        for (size_t i = 0; i < n && !dup; i++)
-            dup = seen[i] == p->concurrency;
-        if (!dup && n < 64)
-            seen[n++] = p->concurrency;
-    }
-    return n;
-}
-
-/*
- * Refresh the ETA from the scaling law (estimate.h) fitted to the ok rows
- * so far: per variant, the predicted time of its points still to run,
- * scaled by how its finished points compared with their predictions. A
- * variant without rows of its own borrows the model of all rows. Until a
- * variant has run two concurrency levels its model assumes perfect
- * batching: --from's fit replaces it then, else the ETA is shown as a lower
- * bound (">= 46s"). Without any usable model the progress module's own
- * average stays in use.
- */
-static void update_eta(struct run_ctx *c)
-{
-    struct err err;
-    err_init(&err);
-    struct est_model all, from_all;
-    bool have_all = est_model_from_table(&c->table, NULL, &all, &err) == 0;
-    bool have_from = c->from.n && est_model_from_table(&c->from, NULL, &from_all, &err) == 0;
-    if (!have_all && !have_from)
-        return;
-    size_t all_levels = have_all ? tpot_levels(&c->table, NULL) : 0;
-    bool lower = false;
-    struct est_point *todo = xcalloc(c->plan.n_points + 1, sizeof(*todo));
-    double total = 0;
-    for (size_t vi = 0; vi < c->plan.n_variants; vi++) {
-        const struct exp_variant *v = c->plan.variants[vi].v;
-        struct est_model m = all;
-        err_init(&err);
-        size_t levels = all_levels;
-        if (est_model_from_table(&c->table, v->name, &m, &err) == 0)
-            levels = tpot_levels(&c->table, v->name);
-        else if (!have_all)
-            levels = 0;
-        bool weak = levels < 2; /* b unknown: perfect batching assumed */
-        if (weak && have_from) {
-            err_init(&err);
-            if (est_model_from_table(&c->from, v->name, &m, &err) != 0)
-                m = from_all;
-            weak = false;
-        }
-        size_t n = 0;
-        double pred_done = 0, actual_done = 0;
-        for (size_t pi = 0; pi < c->plan.n_points; pi++) {
-            const struct plan_point *pp = &c->plan.points[pi];
-            if (pp->variant != vi)
-                continue;
-            struct est_point ep = {pp->concurrency, pp->prompts, v->bench.output_len};
-            if (!c->attempted[pi] && !point_done(c, pi)) {
-                todo[n++] = ep;
-            } else if (c->took_s[pi] >= 0) {
-                pred_done += est_point_s(&m, &ep);
-                actual_done += c->took_s[pi];
-            }
-        }
-        total += est_eta_s(&m, todo, n, pred_done, actual_done);
-        lower = lower || (weak && n > 0);
-    }
-    free(todo);
-    prog_set_eta_bound(&c->prog, total, lower);
-}
-
 bool run_one(struct run_ctx *c, size_t pi, const char *label, bool eta)
 {
     const struct plan_point *pp = &c->plan.points[pi];
     const struct exp_variant *v = c->plan.variants[pp->variant].v;
     c->attempted[pi] = true;
     prog_begin(&c->prog, label, (double)pp->prompts * (double)v->bench.output_len);
-    struct res_point row;
-    res_point_init(&row);
+    struct res_point row; /* run_point begins it */
     char *status = xstrdup(run_point(c, pi, &row));
     char *cause = xstrdup(row.cause);
     if (strcmp(status, RES_OK) == 0)
@@ -653,6 +516,31 @@ static void ctx_release(struct run_ctx *c)
     free(c->manifest_path);
 }
 
+/* The slurm executor's path: one array task per variant runs it on its
+ * node (exec/slurm.h); this process submits, follows and merges the rows. */
+static void run_on_slurm(struct run_ctx *c, const char *self_exe)
+{
+    struct err err;
+    err_init(&err);
+    struct slurm_run sr = {
+        .plan = &c->plan,
+        .run_dir = c->run_dir,
+        .self_exe = self_exe,
+        .table = &c->table,
+        .csv_path = c->csv_path,
+        .man = &c->man,
+        .manifest_path = c->manifest_path,
+        .prog = &c->prog,
+        .stop = c->stop,
+    };
+    if (slurm_run(&sr, &err) != 0 && err.code != RN_ERR_INTERRUPTED) {
+        log_error("%s", err.msg);
+        c->env_failure = true;
+    }
+    c->n_ok = sr.n_ok;
+    c->n_failed = sr.n_failed;
+}
+
 int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
 {
     struct run_ctx ctx, *c = &ctx;
@@ -733,7 +621,8 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
             goto fail;
         }
     }
-    size_t n_renamed = adopt_renamed(c); /* saved with the table by prepare_folder */
+    size_t n_renamed = resume_adopt_renamed(&c->plan, &c->exp,
+                                            &c->table); /* saved with the table by prepare_folder */
     if (prepare_folder(c, fresh_default, &err) != 0)
         goto fail;
 
@@ -765,28 +654,11 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
                   c->n_skipped, c->plan.n_points, c->run_dir, n_run);
     prog_note(&c->prog, "sweep: run folder %s", c->run_dir);
 
-    if (c->ex.kind == EXP_EXEC_SLURM) {
-        struct slurm_run sr = {
-            .plan = &c->plan,
-            .run_dir = c->run_dir,
-            .self_exe = o->self_exe,
-            .table = &c->table,
-            .csv_path = c->csv_path,
-            .man = &c->man,
-            .manifest_path = c->manifest_path,
-            .prog = &c->prog,
-            .stop = c->stop,
-        };
-        if (slurm_run(&sr, &err) != 0 && err.code != RN_ERR_INTERRUPTED) {
-            log_error("%s", err.msg);
-            c->env_failure = true;
-        }
-        c->n_ok = sr.n_ok;
-        c->n_failed = sr.n_failed;
-    }
-    for (size_t vi = 0;
-         vi < c->plan.n_variants && c->ex.kind != EXP_EXEC_SLURM && !stopping(c) && !c->fatal; vi++)
-        run_variant(c, vi, todo);
+    if (c->ex.kind == EXP_EXEC_SLURM)
+        run_on_slurm(c, o->self_exe);
+    else
+        for (size_t vi = 0; vi < c->plan.n_variants && !stopping(c) && !c->fatal; vi++)
+            run_variant(c, vi, todo);
     server_stop(c);
     /* descendants that escaped a client's process group (setsid) came to us */
     kill_strays(c);

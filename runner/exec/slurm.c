@@ -476,14 +476,8 @@ static void merge_task(struct slurm_run *r, const char *tasks_dir, const char *j
         if (finished)
             continue;
         struct res_point f;
-        res_point_init(&f);
-        f.variant = xstrdup(t->variant);
-        f.concurrency = pp->concurrency;
-        f.prompts = pp->prompts;
-        f.repeat = pp->repeat;
-        f.key = xstrdup(pp->key);
-        f.log = xstrdup(row && row->log ? row->log : "");
-        f.started = xstrdup(row && row->started ? row->started : "");
+        res_point_begin(&f, t->variant, pp->concurrency, pp->prompts, pp->repeat, pp->key,
+                        row ? row->log : NULL, row ? row->started : NULL);
         f.status = xstrdup(RES_FAILED);
         f.cause =
             xasprintf("slurm task %s_%zu ended %s before the point finished", job, i, t->state);

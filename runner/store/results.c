@@ -45,6 +45,19 @@ void res_point_init(struct res_point *p)
     mset_init(&p->metrics);
 }
 
+void res_point_begin(struct res_point *p, const char *variant, long concurrency, long prompts,
+                     long repeat, const char *key, const char *log, const char *started)
+{
+    res_point_init(p);
+    p->variant = xstrdup(variant ? variant : "");
+    p->concurrency = concurrency;
+    p->prompts = prompts;
+    p->repeat = repeat;
+    p->key = xstrdup(key ? key : "");
+    p->log = xstrdup(log ? log : "");
+    p->started = xstrdup(started ? started : "");
+}
+
 void res_point_release(struct res_point *p)
 {
     free(p->variant);

@@ -51,6 +51,10 @@ struct res_table {
 void res_csv_cell(struct buf *b, const char *s);
 
 void res_point_init(struct res_point *p);
+/* res_point_init, then the point's identity: copies of variant, key, log
+ * and started (NULL is ""); status, cause and metrics stay unset. */
+void res_point_begin(struct res_point *p, const char *variant, long concurrency, long prompts,
+                     long repeat, const char *key, const char *log, const char *started);
 void res_point_release(struct res_point *p);
 
 void res_table_init(struct res_table *t);

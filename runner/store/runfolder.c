@@ -346,3 +346,23 @@ out:
     strvec_release(&names);
     return rc;
 }
+
+int rundir_keep_old(const char *path, struct err *err)
+{
+    if (!path_exists(path))
+        return 0;
+    for (int n = 1; n < 10000; n++) {
+        char *cand = xasprintf("%s.%d", path, n);
+        bool taken = path_exists(cand);
+        int rc = 0;
+        if (!taken && rename(path, cand) != 0) {
+            err_set(err, RN_ERR_ENV, "%s: cannot keep the old log as %s: %s", path, cand,
+                    strerror(errno));
+            rc = -1;
+        }
+        free(cand);
+        if (!taken)
+            return rc;
+    }
+    return err_set(err, RN_ERR_ENV, "%s: cannot keep the old log: 9999 old copies", path), -1;
+}

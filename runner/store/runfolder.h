@@ -23,6 +23,14 @@
  */
 int rundir_write_json(const char *path, const json_t *root, size_t extra_flags, struct err *err);
 
+/*
+ * Keep an old file out of a rerun's way: path becomes path.1 (or the
+ * first free .N), so a client that appends cannot mix two runs in one log.
+ * 0 when path is absent or moved; -1 with err (RN_ERR_ENV) when it cannot
+ * be moved or 9999 old copies exist.
+ */
+int rundir_keep_old(const char *path, struct err *err);
+
 /* The lock file every command that writes into a run folder holds. */
 #define RUNDIR_LOCK_NAME ".sweep.lock"
 
