@@ -79,6 +79,21 @@ __device__ __forceinline__ void put(const mm_job &J, int r, int b, float v)
 
 /* ---- GEMV ---- */
 
+/* A GEMV warp's end: each activation row's lane sums reduced across the
+ * warp, and lane 0 stores output r of that row. */
+__device__ __forceinline__ void gemv_put(const mm_job &J, int r, const float *acc, int rows,
+                                         int lane)
+{
+#pragma unroll
+    for (int b = 0; b < CU_GEMV_MAX_ROWS; b++) {
+        if (b >= rows)
+            break;
+        float v = warp_sum(acc[b]);
+        if (lane == 0)
+            put(J, r, b, v);
+    }
+}
+
 /* Quantized weights against int8 activations. Lane l takes units l, l+32,
  * ...; per unit and activation row b: isum = dp4a over 16 int8 pairs, then
  * acc_b += (d_w * d_a) * isum (+ m_w * s_a for types with a min, s_a
@@ -115,14 +130,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
                 acc[b] = fmaf(o.m, as[b * lds + u], acc[b]);
         }
     }
-#pragma unroll
-    for (int b = 0; b < CU_GEMV_MAX_ROWS; b++) {
-        if (b >= rows)
-            break;
-        float v = warp_sum(acc[b]);
-        if (lane == 0)
-            put(J, r, b, v);
-    }
+    gemv_put(J, r, acc, rows, lane);
 }
 
 /* Float weights against f32 activations: 8 elements per lane and step
@@ -172,14 +180,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
             }
         }
     }
-#pragma unroll
-    for (int b = 0; b < CU_GEMV_MAX_ROWS; b++) {
-        if (b >= rows)
-            break;
-        float v = warp_sum(acc[b]);
-        if (lane == 0)
-            put(J, r, b, v);
-    }
+    gemv_put(J, r, acc, rows, lane);
 }
 
 /* ---- tensor cores ---- */

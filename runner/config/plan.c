@@ -14,6 +14,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -243,38 +244,51 @@ out:
 static const char *const dataset_kinds[] = {"random",        "jsonl",      "sharegpt",
                                             "shared-prefix", "multi-turn", "trace"};
 
+/* The generated workloads' flags, in argv order (bench.dataset.kind 3
+ * shared-prefix, 4 multi-turn, 5 trace: experiment.h dataset_kind). An
+ * optional flag is left out while its value is not > 0. */
+static const struct wl_flag {
+    int kind;
+    const char *flag;
+    size_t off; /* of the long or double in struct exp_bench */
+    bool dbl, optional;
+} wl_flags[] = {
+    {3, "--groups", offsetof(struct exp_bench, wl_groups), false, false},
+    {3, "--prefix-len", offsetof(struct exp_bench, wl_prefix_len), false, false},
+    {3, "--questions", offsetof(struct exp_bench, wl_questions), false, false},
+    {3, "--question-len", offsetof(struct exp_bench, wl_question_len), false, false},
+    {4, "--sessions", offsetof(struct exp_bench, wl_sessions), false, false},
+    {4, "--turns", offsetof(struct exp_bench, wl_turns), false, false},
+    {4, "--turn-len", offsetof(struct exp_bench, wl_turn_len), false, false},
+    {4, "--think-time", offsetof(struct exp_bench, wl_think_s), true, true},
+    {5, "--time-scale", offsetof(struct exp_bench, wl_time_scale), true, false},
+    {5, "--block-tokens", offsetof(struct exp_bench, wl_block_tokens), false, false},
+};
+
 /* The generated workload's shape and the cache reset (bench's flags;
  * only those of the kind in use, so other points' keys do not change). */
 static void workload_flags(const struct exp_bench *b, struct strvec *argv)
 {
-    char num[40];
-    if (b->dataset_kind == DS_SHAREGPT + 1) {
-        strvec_push(argv, "--groups");
-        strvec_pushf(argv, "%ld", b->wl_groups);
-        strvec_push(argv, "--prefix-len");
-        strvec_pushf(argv, "%ld", b->wl_prefix_len);
-        strvec_push(argv, "--questions");
-        strvec_pushf(argv, "%ld", b->wl_questions);
-        strvec_push(argv, "--question-len");
-        strvec_pushf(argv, "%ld", b->wl_question_len);
-    } else if (b->dataset_kind == DS_SHAREGPT + 2) {
-        strvec_push(argv, "--sessions");
-        strvec_pushf(argv, "%ld", b->wl_sessions);
-        strvec_push(argv, "--turns");
-        strvec_pushf(argv, "%ld", b->wl_turns);
-        strvec_push(argv, "--turn-len");
-        strvec_pushf(argv, "%ld", b->wl_turn_len);
-        if (b->wl_think_s > 0) {
-            fmt_double(num, sizeof(num), b->wl_think_s);
-            strvec_push(argv, "--think-time");
+    for (size_t i = 0; i < sizeof(wl_flags) / sizeof(wl_flags[0]); i++) {
+        const struct wl_flag *f = &wl_flags[i];
+        const char *at = (const char *)b + f->off;
+        if (f->kind != b->dataset_kind)
+            continue;
+        if (f->dbl) {
+            double v;
+            char num[40];
+            memcpy(&v, at, sizeof(v));
+            if (f->optional && !(v > 0))
+                continue;
+            fmt_double(num, sizeof(num), v);
+            strvec_push(argv, f->flag);
             strvec_push(argv, num);
+        } else {
+            long v;
+            memcpy(&v, at, sizeof(v));
+            strvec_push(argv, f->flag);
+            strvec_pushf(argv, "%ld", v);
         }
-    } else if (b->dataset_kind == DS_SHAREGPT + 3) {
-        fmt_double(num, sizeof(num), b->wl_time_scale);
-        strvec_push(argv, "--time-scale");
-        strvec_push(argv, num);
-        strvec_push(argv, "--block-tokens");
-        strvec_pushf(argv, "%ld", b->wl_block_tokens);
     }
     /* the reset endpoints: vLLM's (which fp4serve serves too) and SGLang's */
     static const char *const reset_paths[] = {NULL, "/reset_prefix_cache", "/reset_prefix_cache",
