@@ -155,12 +155,6 @@ static int parse_root(json_t *root, enum api_kind kind, const struct api_limits 
         BAD(e, "prompt", "'prompt' is missing (a string or an array of token ids)");
         return -1;
     }
-    if (out->n_prompts) { /* the first prompt under the single-prompt names */
-        out->prompt = out->prompts[0].text;
-        out->prompt_len = out->prompts[0].len;
-        out->prompt_ids = out->prompts[0].ids;
-        out->n_prompt_ids = out->prompts[0].n_ids;
-    }
     if (out->max_tokens == 0 && !out->echo) {
         BAD(e, out->max_tokens_field, "'%s' is 0; it must be at least 1 (0 only with echo)",
             out->max_tokens_field);

@@ -54,10 +54,6 @@ struct api_request {
     struct api_prompt *prompts;   /* completions: (n_prompts) prompts, owned */
     size_t n_prompts;             /* >= 1 on completions */
     bool batch;                   /* the prompts came as a list (even of one) */
-    const char *prompt;           /* = prompts[0].text (not owned), or NULL */
-    size_t prompt_len;            /* = prompts[0].len */
-    const int32_t *prompt_ids;    /* = prompts[0].ids (not owned), or NULL */
-    size_t n_prompt_ids;          /* = prompts[0].n_ids */
     struct api_message *messages; /* chat: (n_messages) */
     size_t n_messages;
     long max_tokens; /* >= 1 as sent (0 with echo), or -1 when absent or null (= the rest of

@@ -164,9 +164,8 @@ sched_req *sched_req_new(const struct sched_req_params *p)
     r->batch = p->batch || p->n_prompts > 1 || p->n > 1;
     r->logprobs = p->logprobs > SAMPLE_MAX_TOP ? SAMPLE_MAX_TOP : p->logprobs;
     r->max_tokens = (int)p->max_tokens;
-    struct sched_prompt one = {.ids = p->prompt, .n_ids = p->n_prompt};
-    const struct sched_prompt *pr = p->n_prompts ? p->prompts : &one;
-    size_t n_pr = p->n_prompts ? p->n_prompts : 1;
+    const struct sched_prompt *pr = p->prompts;
+    size_t n_pr = p->n_prompts;
     int n = p->n > 0 ? p->n : 1;
     r->n_per = n;
     r->n_seqs = (int)n_pr * n;

@@ -57,10 +57,8 @@ struct sched_prompt {
 /* Everything a request needs; sched_req_new copies it all. */
 struct sched_req_params {
     enum api_kind kind;
-    const int32_t *prompt;              /* (n_prompt) token ids < n_vocab, when n_prompts is 0 */
-    size_t n_prompt;                    /* >= 1 */
-    const struct sched_prompt *prompts; /* (n_prompts) prompts, each answered by n choices;
-                                           NULL = the one prompt above */
+    const struct sched_prompt *prompts; /* (n_prompts >= 1) prompts, each answered by n
+                                           choices; token ids < n_vocab */
     size_t n_prompts;
     int n;           /* choices per prompt; 0 = 1. Choice j samples with seed + j */
     int logprobs;    /* -1 = none; else logprobs with this many alternatives (<= 20) */

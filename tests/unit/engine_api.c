@@ -37,9 +37,9 @@ TEST(completion_fields)
                    API_COMPLETION, &r, &e);
     CHECK_INT(rc, 0);
     CHECK_STR(r.model, "tiny");
-    CHECK_STR(r.prompt, "hi there");
-    CHECK_INT(r.prompt_len, 8);
-    CHECK(r.prompt_ids == NULL);
+    CHECK_STR(r.prompts[0].text, "hi there");
+    CHECK_INT(r.prompts[0].len, 8);
+    CHECK(r.prompts[0].ids == NULL);
     CHECK_INT(r.max_tokens, 7);
     CHECK_NEAR(r.temperature, 0.5, 0);
     CHECK_NEAR(r.top_p, 0.9, 1e-12);
@@ -93,17 +93,17 @@ TEST(prompt_forms)
     struct api_request r;
     struct api_error e;
     CHECK_INT(parse("{\"prompt\":[1,2,511]}", API_COMPLETION, &r, &e), 0);
-    CHECK_INT(r.n_prompt_ids, 3);
-    CHECK_INT(r.prompt_ids[2], 511);
+    CHECK_INT(r.prompts[0].n_ids, 3);
+    CHECK_INT(r.prompts[0].ids[2], 511);
     api_request_release(&r);
     CHECK_INT(parse("{\"prompt\":[\"one\"]}", API_COMPLETION, &r, &e), 0);
-    CHECK_STR(r.prompt, "one");
+    CHECK_STR(r.prompts[0].text, "one");
     api_request_release(&r);
     CHECK_INT(parse("{\"prompt\":[[5,6]]}", API_COMPLETION, &r, &e), 0);
-    CHECK_INT(r.n_prompt_ids, 2);
+    CHECK_INT(r.prompts[0].n_ids, 2);
     api_request_release(&r);
     CHECK_INT(parse("{\"prompt\":\"\"}", API_COMPLETION, &r, &e), 0); /* empty: refused later */
-    CHECK_INT(r.prompt_len, 0);
+    CHECK_INT(r.prompts[0].len, 0);
     api_request_release(&r);
 }
 
@@ -135,8 +135,8 @@ TEST(nul_in_strings_is_kept)
     struct api_request r;
     struct api_error e;
     CHECK_INT(parse("{\"prompt\":\"a\\u0000b\",\"stop\":\"\\u0000z\"}", API_COMPLETION, &r, &e), 0);
-    CHECK_INT(r.prompt_len, 3);
-    CHECK(r.prompt && memcmp(r.prompt, "a\0b", 4) == 0);
+    CHECK_INT(r.prompts[0].len, 3);
+    CHECK(r.prompts[0].text && memcmp(r.prompts[0].text, "a\0b", 4) == 0);
     CHECK_INT(r.n_stop, 1);
     CHECK_INT(r.stop_len[0], 2);
     CHECK(r.stop && memcmp(r.stop[0], "\0z", 3) == 0);
@@ -304,7 +304,7 @@ TEST(refusals)
         CHECK_MSG(strcmp(e.type, b->status == 404 ? "not_found_error" : "invalid_request_error") ==
                       0,
                   "case %zu: type %s", i, e.type);
-        CHECK_MSG(r.prompt == NULL && r.messages == NULL && r.stop == NULL,
+        CHECK_MSG(r.prompts == NULL && r.messages == NULL && r.stop == NULL,
                   "case %zu: refused request still holds memory", i);
     }
 }
@@ -737,7 +737,6 @@ TEST(choices_logprobs_echo_and_penalties_are_read)
     CHECK(r.prompts[0].ids && r.prompts[0].n_ids == 2 && r.prompts[0].ids[1] == 2);
     CHECK_STR(r.prompts[1].text, "two");
     CHECK(r.prompts[2].ids && r.prompts[2].ids[0] == 3);
-    CHECK(r.prompt_ids == r.prompts[0].ids); /* the single-prompt names see the first */
     CHECK_INT(r.n, 4);
     CHECK_INT(r.logprobs, 5);
     CHECK(r.echo);
@@ -783,7 +782,7 @@ TEST(generate_reads_sglang_bodies)
                   &r, &e),
               0);
     CHECK(r.kind == API_GENERATE);
-    CHECK_STR(r.prompt, "hi");
+    CHECK_STR(r.prompts[0].text, "hi");
     CHECK_INT(r.max_tokens, 64);
     CHECK(r.temperature == 0 && r.ignore_eos && r.stream);
     CHECK_STR(r.ignored, "");

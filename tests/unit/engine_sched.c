@@ -155,9 +155,10 @@ static sched_req *make(const int32_t *prompt, int n_prompt, int max_tokens,
                        const struct sample_params *sp, bool stream, bool ignore_eos,
                        char *const *stops, const size_t *lens, size_t n_stops)
 {
+    struct sched_prompt one = {.ids = prompt, .n_ids = (size_t)n_prompt};
     struct sched_req_params p = {.kind = API_COMPLETION,
-                                 .prompt = prompt,
-                                 .n_prompt = (size_t)n_prompt,
+                                 .prompts = &one,
+                                 .n_prompts = 1,
                                  .max_tokens = max_tokens,
                                  .sample = *sp,
                                  .stops = stops,
@@ -718,9 +719,10 @@ TEST(echo_logprobs_equal_eval)
         struct model *m = load(2, 256, 3);
         struct prom met;
         sched *s = start(m, &met, 3);
+        struct sched_prompt one = {.ids = toks, .n_ids = N};
         struct sched_req_params p = {.kind = API_COMPLETION,
-                                     .prompt = toks,
-                                     .n_prompt = N,
+                                     .prompts = &one,
+                                     .n_prompts = 1,
                                      .logprobs = K,
                                      .echo = true,
                                      .max_tokens = 2,
