@@ -343,9 +343,11 @@ static int build_client(const struct plan *p, const struct plan_point *pt, bool 
             strvec_push(argv, dataset_kinds[b->dataset_kind]);
         }
         workload_flags(b, argv);
-        if (b->seed != 42) {
+        /* repeat r draws its own prompts (PLAN_KEY_RECIPE 3) */
+        long seed = b->seed + (pt->repeat > 1 ? pt->repeat - 1 : 0);
+        if (seed != 42) {
             strvec_push(argv, "--seed");
-            strvec_pushf(argv, "%ld", b->seed);
+            strvec_pushf(argv, "%ld", seed);
         }
         double rate = pt->rate > 0 ? pt->rate : b->request_rate;
         if (rate > 0) {

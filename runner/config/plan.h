@@ -158,9 +158,17 @@ int plan_set_model_fp(struct plan *p, size_t vi, const struct model_fp *fp, stru
  * recorded in manifest.json ("key_recipe"), so that --resume can tell the
  * keys of an older sweep from a changed setup. 2: the whole model file's
  * sha256 (1 hashed its first MiB), the log name left out (bench.repeat
- * renames logs), a rate point's rate in. */
-#define PLAN_KEY_RECIPE     2
+ * renames logs), a rate point's rate in. 3: repeat r of the builtin
+ * client draws its prompts with seed + r - 1 (the same prompts in every
+ * repeat let a caching server answer repeats from its prefix cache), which
+ * changes the keys of repeats 2 and up only; the tag, hashed into every
+ * key, stays "v2" so that the other points of a recipe-2 folder keep
+ * theirs. PLAN_KEY_RECIPE_WHY says what each recipe changed. */
+#define PLAN_KEY_RECIPE     3
 #define PLAN_KEY_RECIPE_TAG "sweep point key v2"
+#define PLAN_KEY_RECIPE_WHY                                                                        \
+    {NULL, NULL, "it fingerprints the whole model file, not its first MiB",                        \
+     "each repeat of the builtin client draws its own prompts (seed + repeat - 1)"}
 
 /* What variant vi's keys are made of besides each point's own numbers, as
  * short digests that manifest.json records per variant: --resume compares

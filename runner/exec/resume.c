@@ -141,13 +141,18 @@ int resume_keys_check(const char *run_dir, const struct plan *plan, struct res_t
             continue;
         char cause[512];
         if (man && recipe < PLAN_KEY_RECIPE && row->key && *row->key) {
+            static const char *const why[] = PLAN_KEY_RECIPE_WHY;
+            char whys[512] = "";
+            for (json_int_t r = recipe + 1; r <= PLAN_KEY_RECIPE; r++)
+                if (r >= 0 && (size_t)r < sizeof(why) / sizeof(why[0]) && why[r])
+                    snprintf(whys + strlen(whys), sizeof(whys) - strlen(whys), "%s%s",
+                             *whys ? "; " : "", why[r]);
             err_set(err, RN_ERR_USAGE,
                     "--resume '%s': its point keys were made by an older sweep (key recipe "
-                    "%lld; this one makes recipe %d, which fingerprints the whole model file, "
-                    "not its first MiB), so its rows cannot be checked against this setup; "
-                    "run into a new folder with --out (sweep plot, compare and report still "
-                    "read the old folder)",
-                    run_dir, (long long)recipe, PLAN_KEY_RECIPE);
+                    "%lld; this one makes recipe %d: %s), so its rows cannot be checked "
+                    "against this setup; run into a new folder with --out (sweep plot, "
+                    "compare and report still read the old folder)",
+                    run_dir, (long long)recipe, PLAN_KEY_RECIPE, whys);
             rc = -1;
         } else if (row->key && *row->key) {
             name_cause(man, plan, pp->variant, cause, sizeof(cause));

@@ -29,7 +29,7 @@ exp e.yaml '["1:2", "2:2"]'
 "$SWEEP" run e.yaml --out run >o.txt 2>e.txt
 check_eq "first run: exit 0" "$?" 0
 check_eq "first run: 2 ok rows" "$(col run status | tr '\n' ' ')" "ok ok "
-check "the manifest records the key recipe" grep -q '"key_recipe": 2' run/manifest.json
+check "the manifest records the key recipe" grep -q '"key_recipe": 3' run/manifest.json
 check "the model's whole-file sha256 is cached" grep -q "^$(sha256sum <model.bin | cut -c1-64) .* $T_TMP/model.bin\$" cache/model-sha256
 
 # ---- W3-H1: a model changed past its first MiB is not the same model ----
@@ -108,6 +108,22 @@ check "repeat raised to 2: says it adds one point" grep -q "adding 1 point" e.tx
 check_eq "repeat raised to 2: two ok rows, repeats 1 and 2" \
     "$(col rep repeat | tr '\n' ' ')/$(col rep status | tr '\n' ' ')" "1 2 /ok ok "
 check "repeat raised to 2: repeat 1 was not rerun" test ! -e rep/default/c1-n2.log.1 -a -e rep/default/c1-n2-r2.log
+
+check "recipe 3: repeat 2 draws its own prompts" grep -q "seed 43\$" rep/default/c1-n2-r2.log
+# a folder of recipe 2 (every repeat drew the same prompts): repeat 1's key
+# is what it was, so only a repeat row is refused, saying why
+cp -r rep rep2
+sed -i 's/"key_recipe": 3/"key_recipe": 2/' rep2/manifest.json
+sed -i '/-r2\.log/s/,ok,[0-9a-f]\{16\},/,ok,0123456789abcdef,/' rep2/points.csv
+"$SWEEP" run r2.yaml --resume rep2 >o.txt 2>e.txt
+check_eq "recipe-2 folder with a repeat: --resume refused (exit 2)" "$?" 2
+check "recipe-2 folder with a repeat: says each repeat draws its own prompts" \
+    grep -q "key recipe 2; this one makes recipe 3: each repeat of the builtin client draws its own prompts" e.txt
+rm -rf rep1 && "$SWEEP" run r1.yaml --out rep1 >/dev/null 2>&1
+sed -i 's/"key_recipe": 3/"key_recipe": 2/' rep1/manifest.json
+"$SWEEP" run r1.yaml --resume rep1 >o.txt 2>e.txt
+check_eq "recipe-2 folder without repeats: --resume keeps its rows (exit 0)" "$?" 0
+check "recipe-2 folder without repeats: nothing rerun" grep -q "1 of 1 points already ok" e.txt
 
 # ---- W3-N6: a changed dataset is named as the cause ----
 printf '%s\n' '{"prompt": "one two three"}' '{"prompt": "four five"}' >data.jsonl

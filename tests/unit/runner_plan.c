@@ -174,6 +174,43 @@ out:
     free(model);
 }
 
+/* Repeat r of the builtin client draws its prompts with seed + r - 1, so
+ * that a caching server cannot answer a repeat from its prefix cache;
+ * repeat 1 keeps the argv (and key) it had (PLAN_KEY_RECIPE 3). */
+TEST(repeats_draw_their_own_prompts)
+{
+    struct experiment e;
+    struct plan p;
+    struct err err;
+    char *model = gguf_file("m.gguf", 3);
+    for (int custom = 0; custom < 2; custom++) {
+        char *text = xasprintf("name: rep\nserver: {model: %s}\n"
+                               "bench: {grid: [\"2:4\"], repeat: 3%s}\n",
+                               model, custom ? ", dataset: {seed: 7}" : "");
+        if (load(text, &e) == 0) {
+            if (build(&e, "/r", &p, &err) == 0) {
+                CHECK_INT(p.n_points, 3);
+                const char *want[2][3] = {{NULL, "|--seed|43|", "|--seed|44|"},
+                                          {"|--seed|7|", "|--seed|8|", "|--seed|9|"}};
+                for (int r = 0; r < 3 && p.n_points == 3; r++) {
+                    const char *argv = joined(&p.points[r].client_argv);
+                    if (want[custom][r])
+                        CHECK_MSG(strstr(argv, want[custom][r]) != NULL, "repeat %d: %s", r + 1,
+                                  argv);
+                    else
+                        CHECK_MSG(strstr(argv, "--seed") == NULL, "repeat 1: %s", argv);
+                }
+                plan_release(&p);
+            } else {
+                CHECK_MSG(0, "plan_build: %s", err.msg);
+            }
+            exp_release(&e);
+        }
+        free(text);
+    }
+    free(model);
+}
+
 TEST(command_server_and_client_argv)
 {
     struct experiment e;
