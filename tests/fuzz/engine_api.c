@@ -56,10 +56,15 @@ static void check_ranges(const struct api_request *r)
         if (r->stop_len[i] < 1 || r->stop_len[i] > API_MAX_STOP_LEN ||
             r->stop[i][r->stop_len[i]] != '\0') /* "\u0000" inside is allowed */
             die("stop string length");
-    for (size_t i = 0; i < r->n_prompt_ids; i++)
-        if (r->prompt_ids[i] < 0 || r->prompt_ids[i] >= 512)
-            die("token id out of range");
-    if (r->kind != API_CHAT && !r->prompt && !r->prompt_ids)
+    for (size_t k = 0; k < r->n_prompts; k++) {
+        const struct api_prompt *p = &r->prompts[k];
+        for (size_t i = 0; i < p->n_ids; i++)
+            if (p->ids[i] < 0 || p->ids[i] >= 512)
+                die("token id out of range");
+        if (!p->text && !p->ids)
+            die("a prompt with neither text nor token ids");
+    }
+    if (r->kind != API_CHAT && !r->n_prompts)
         die("completion without a prompt");
     if (r->kind == API_CHAT && (!r->messages || !r->n_messages))
         die("chat without messages");
@@ -179,8 +184,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             chat_flatten(segs, n, &text);
             free(segs);
             chat_template_release(&t);
-        } else if (r.prompt) {
-            buf_append(&text, r.prompt, r.prompt_len);
+        } else if (r.n_prompts && r.prompts[0].text) {
+            buf_append(&text, r.prompts[0].text, r.prompts[0].len);
         }
         check_format(&r, text.data ? text.data : "", text.len);
         check_stop(&r, text.data ? text.data : "", text.len, (unsigned)size);
