@@ -8,11 +8,13 @@
 #include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "buf.h"
 #include "fileio.h"
 #include "test.h"
+#include "testtmp.h"
 #include "xalloc.h"
 
 #include "analysis/html.h"
@@ -115,6 +117,51 @@ TEST(chart_points_carry_tooltips)
     CHECK(strstr(h, "fill=\"#9400d3\"") && strstr(h, "fill=\"#009e73\"")); /* gnuplot's lc 1, 2 */
     CHECK(!strstr(h, "nan") && !strstr(h, "inf"));
     buf_release(&b);
+    plot_chart_release(&c);
+}
+
+/* The gnuplot script of a Pareto chart: per series its frontier as a
+ * line, its dominated levels grey and without a key entry, its knee a ring
+ * in its own colour; a series without dominated levels takes no data
+ * block. */
+TEST(pareto_gnuplot_script)
+{
+    struct pareto_pt a[] = {
+        {100, 90, 1, false}, {300, 80, 2, false},  {650, 50, 4, false},
+        {550, 45, 8, false}, {900, 10, 16, false},
+    };
+    struct pareto_pt b[] = {{50, 30, 1, false}, {130, 20, 4, false}};
+    struct plot_chart c;
+    plot_chart_init(&c, "pareto", "pareto", "t: Pareto", "per-user output tok/s", PLOT_FIT_NONE);
+    ptrdiff_t ka = pareto_mark(a, 5), kb = pareto_mark(b, 2);
+    pareto_series(&c, plot_chart_series(&c, "a"), a, 5, ka);
+    pareto_series(&c, plot_chart_series(&c, "b"), b, 2, kb);
+    CHECK_INT(c.n_s, 5); /* a, its dominated, its knee; b, its (empty) dominated */
+    CHECK_INT(plot_chart_points(&c), 5 + 1 + 2); /* a: 5 and its knee; b: 2 */
+    CHECK(c.s[0].note && strcmp(c.s[0].note[2], "C=4, knee") == 0);
+    char *dir = test_tmp_path("plots");
+    struct err e;
+    err_init(&e);
+    CHECK(mkdir(dir, 0755) == 0);
+    CHECK_MSG(plot_write(&c, dir, &e) == 0, "%s", e.msg);
+    char *gpp = path_join(dir, "pareto.gp"), *datp = path_join(dir, "pareto.dat");
+    struct buf gp;
+    buf_init(&gp, 1 << 20);
+    CHECK(file_read_all(gpp, &gp, &e, 3) == 0);
+    const char *g = gp.data ? gp.data : "";
+    CHECK_MSG(strstr(g, "index 0 using 1:2 with linespoints lc 1 pt 7 ps 1.2 title \"a\""), "%s",
+              g);
+    CHECK(strstr(g, "index 1 using 1:2 with points lc rgb \"gray60\" pt 7 ps 1.0 title \"\""));
+    CHECK(strstr(g, "index 2 using 1:2 with points lc 1 pt 6 ps 3 lw 2 title \"a knee (C=4)\""));
+    CHECK(strstr(g, "index 3 using 1:2 with linespoints lc 2 pt 5 ps 1.2 title \"b\""));
+    CHECK(!strstr(g, "index 4"));
+    unlink(gpp);
+    unlink(datp);
+    rmdir(dir);
+    free(gpp);
+    free(datp);
+    free(dir);
+    buf_release(&gp);
     plot_chart_release(&c);
 }
 
