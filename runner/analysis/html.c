@@ -432,6 +432,35 @@ int html_md_section(const char *md, const char *name, size_t *start, size_t *end
     return -1;
 }
 
+void html_md_page(struct buf *b, const char *md, void (*charts)(struct buf *b, const void *ctx),
+                  const void *ctx)
+{
+    size_t len = strlen(md), first = len, start, end;
+    const char *h = strstr(md, "\n## ");
+    if (h)
+        first = (size_t)(h - md) + 1;
+    html_md(b, md, first);
+    buf_puts(b, "<nav class=\"note\">Sections:");
+    for (const char *p = h; p; p = strstr(p + 1, "\n## ")) {
+        const char *t = p + 4, *nl = strchr(t, '\n');
+        size_t n = nl ? (size_t)(nl - t) : strlen(t);
+        buf_puts(b, p == h ? " <a href=\"#" : " · <a href=\"#");
+        section_id(b, t, n);
+        buf_puts(b, "\">");
+        html_escape(b, t, n);
+        buf_puts(b, "</a>");
+    }
+    buf_puts(b, "</nav>\n");
+    if (html_md_section(md, "Charts", &start, &end) == 0 && start >= first) {
+        html_md(b, md + first, start - first);
+        charts(b, ctx);
+        html_md(b, md + end, len - end);
+    } else {
+        html_md(b, md + first, len - first);
+        charts(b, ctx);
+    }
+}
+
 /* ---- charts ---- */
 
 #define W      640.0 /* the SVG's coordinate box */

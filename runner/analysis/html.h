@@ -40,6 +40,15 @@ void html_end(struct buf *b);
 void html_md(struct buf *b, const char *md, size_t n);
 
 /*
+ * The whole page body from md: its text up to the first "## " heading
+ * (title, description), a line of links to every "## " section, then the
+ * sections, with the "## Charts" one replaced by what charts writes (given
+ * ctx); without such a section charts runs at the end.
+ */
+void html_md_page(struct buf *b, const char *md, void (*charts)(struct buf *b, const void *ctx),
+                  const void *ctx);
+
+/*
  * The span of md's "## NAME" section: from its heading to the next "## "
  * heading or the "---" footer (or the end). Returns 0 with *start and *end
  * set, or -1 when there is no such heading.

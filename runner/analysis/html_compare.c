@@ -39,10 +39,19 @@ void html_compare_pareto_md(struct buf *b, const struct cmp_set *c)
     buf_putc(b, '\n');
 }
 
+struct charts_ctx {
+    const struct plot_chart *charts;
+    size_t n;
+    const struct strvec *drawn;
+};
+
 /* The charts with points, inline, and links to gnuplot's images. */
-static void charts_html(struct buf *b, const struct plot_chart *charts, size_t n,
-                        const struct strvec *drawn)
+static void charts_html(struct buf *b, const void *ctx)
 {
+    const struct charts_ctx *x = ctx;
+    const struct plot_chart *charts = x->charts;
+    size_t n = x->n;
+    const struct strvec *drawn = x->drawn;
     buf_puts(b, "<h2 id=\"sec-charts\">Charts</h2>\n<p class=\"note\">Hover a point for its "
                 "values; click a legend entry to hide that series in every chart. On the Pareto "
                 "chart grey points are dominated levels and a ring marks each series' "
@@ -74,15 +83,8 @@ int html_compare_write(const struct cmp_set *c, const struct plot_chart *charts,
         buf_printf(&title, " vs %s", c->s[i].label);
     html_begin(&b, title.data ? title.data : "Comparison");
     buf_release(&title);
-    size_t len = strlen(md), start, end;
-    if (html_md_section(md, "Charts", &start, &end) == 0) {
-        html_md(&b, md, start);
-        charts_html(&b, charts, n, drawn);
-        html_md(&b, md + end, len - end);
-    } else {
-        html_md(&b, md, len);
-        charts_html(&b, charts, n, drawn);
-    }
+    struct charts_ctx ctx = {charts, n, drawn};
+    html_md_page(&b, md, charts_html, &ctx);
     html_end(&b);
     char *path = path_join(out_dir, "REPORT.html");
     int rc = b.toobig ? (err_set(err, RN_ERR_ENV, "%s: report over %zu bytes", path, b.max), -1)

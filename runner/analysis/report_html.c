@@ -17,8 +17,9 @@
 #include "analysis/report_int.h"
 
 /* The inline charts, in REPORT.md's chart order, and what they mean. */
-static void html_charts(struct buf *b, const struct report *r)
+static void html_charts(struct buf *b, const void *ctx)
 {
+    const struct report *r = ctx;
     buf_puts(b, "<h2 id=\"sec-charts\">Charts</h2>\n<p class=\"note\">");
     if (r->group_by) {
         buf_puts(b, "The variants are grouped by <code>");
@@ -66,15 +67,7 @@ int report_write_html(const struct report *r, const char *md, struct err *err)
     char *title = xasprintf("%s: sweep report", r->rd.name);
     html_begin(&b, title);
     free(title);
-    size_t len = strlen(md), start, end;
-    if (html_md_section(md, "Charts", &start, &end) == 0) {
-        html_md(&b, md, start);
-        html_charts(&b, r);
-        html_md(&b, md + end, len - end);
-    } else { /* not expected: REPORT.md always has the section */
-        html_md(&b, md, len);
-        html_charts(&b, r);
-    }
+    html_md_page(&b, md, html_charts, r);
     html_end(&b);
     char *path = path_join(r->dir, "REPORT.html");
     int rc = b.toobig ? (err_set(err, RN_ERR_ENV, "%s: report over %zu bytes", path, b.max), -1)

@@ -249,6 +249,9 @@ TEST(report_html_beside_report_md)
         n_sec++;
     }
     CHECK(n_sec >= 5);
+    /* a line of links to them under the title, the charts' among them */
+    CHECK(strstr(h, "<nav class=\"note\">Sections: <a href=\"#sec-what-ran\">What ran</a> · "));
+    CHECK(strstr(h, " · <a href=\"#sec-charts\">Charts</a> · "));
     CHECK(strstr(md, "## Pareto frontier"));
     CHECK_MSG(strstr(md, "| v | 1, 2, 4, 16 | 8 | 4 | 650.0 | 50.0 |"), "%s", md);
     CHECK(strstr(md, "| w<x> | 1, 4 | - | none | | |"));
