@@ -18,6 +18,7 @@ pipe: JSON messages ended by NUL on fds 3 and 4; stdlib only) and checks:
     of the Points table;
   - clicking the first legend entry hides that series in every chart and a
     second click shows it again; a click on the C header sorts the table;
+  - with JavaScript off the page still holds every point mark and table;
   - a screenshot of each chart (clipped to its figure, fonts play no part)
     shows the colours of the series: every chart region has pixels of
     gnuplot's first line colour, and is not blank.
@@ -243,6 +244,18 @@ def main():
             say(w > 300 and h > 200 and ink > w * h // 100 and series > 40,
                 "chart '%s' drawn: %dx%d px, %d inked, %d in the first series' colour" %
                 (c, w, h, ink, series))
+        # without JavaScript: the same charts and tables, only nothing to click
+        br.send("Emulation.setScriptExecutionDisabled", {"value": True})
+        br.events.clear()
+        br.send("Page.reload")
+        say(br.wait_event("Page.loadEventFired"), "reloaded with JavaScript off")
+        nojs = br.js("""[document.documentElement.getAttribute('data-js'),
+            document.querySelectorAll('figure.chart svg g.pt title').length,
+            document.querySelectorAll('table tbody tr').length]""")
+        say(nojs[0] is None and nojs[1] == sum(f["want"] for f in figs) and nojs[2] > 0,
+            "without JavaScript (script not run: %s) every point mark (%d) and table row (%d) "
+            "is still there" % (nojs[0] is None, nojs[1], nojs[2]))
+        br.send("Emulation.setScriptExecutionDisabled", {"value": False})
         if shot:
             rect = br.js("(() => { const r = document.querySelector('.charts')"
                          ".getBoundingClientRect(); return [r.x + scrollX, r.y + scrollY, r.width,"
