@@ -23,6 +23,11 @@ pipe: JSON messages ended by NUL on fds 3 and 4; stdlib only) and checks:
     shows the colours of the series: every chart region has pixels of
     gnuplot's first line colour, and is not blank.
 Prints one "ok: ..." or "FAIL: ..." line per check; exit 1 on any failure.
+
+Why the protocol and not `chromium --dump-dom` / `--screenshot`: those
+cannot click, report console messages only as log lines on stderr, and
+capture the viewport only (a page scrolled to a #fragment came out blank in
+Chromium 156), while Page.captureScreenshot clips to each chart's own box.
 """
 import csv
 import base64
