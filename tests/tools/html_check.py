@@ -33,9 +33,11 @@ import csv
 import base64
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
 
@@ -96,8 +98,11 @@ class Browser:
             os.dup2(a, 3)
             os.dup2(b, 4)
 
+        # a profile of its own: two checks at once never share (or attach to) one browser
+        self.profile = tempfile.mkdtemp(prefix="html-check-")
         self.proc = subprocess.Popen(
             ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--user-data-dir=" + self.profile,
              "--no-first-run", "--disable-extensions", "--window-size=1280,1000",
              "--remote-debugging-pipe", "about:blank"],
             pass_fds=(3, 4, to_r, from_w), preexec_fn=fds, stdout=subprocess.DEVNULL,
@@ -158,6 +163,7 @@ class Browser:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        shutil.rmtree(self.profile, ignore_errors=True)
 
 
 def main():
