@@ -18,6 +18,7 @@
 #include "version.h"
 #include "xalloc.h"
 
+#include "analysis/html_compare.h"
 #include "analysis/plot.h"
 #include "analysis/rundir.h"
 #include "analysis/summary.h"
@@ -573,7 +574,7 @@ static void ratio_chart(const struct cmp_set *c, struct plot_chart *ch)
 int cmp_write(const struct cmp_set *c, const char *out_dir, struct err *err)
 {
     char *pdir = path_join(out_dir, "plots");
-    struct plot_chart charts[4];
+    struct plot_chart charts[5];
     size_t n_charts = 0;
     struct strvec drawn = STRVEC_INIT;
     char *chart_error = NULL;
@@ -590,6 +591,7 @@ int cmp_write(const struct cmp_set *c, const char *out_dir, struct err *err)
             strcmp(tpot, c->fit_y) == 0 ? PLOT_FIT_LINE : PLOT_FIT_NONE);
     overlay(c, &charts[n_charts++], "ttft", "ttft", "median_ttft_ms", PLOT_FIT_NONE);
     ratio_chart(c, &charts[n_charts++]);
+    html_compare_pareto_chart(c, &charts[n_charts++]);
     struct buf failed, why; /* every chart that failed, and the reasons */
     buf_init(&failed, BUF_MAX_DEFAULT);
     buf_init(&why, BUF_MAX_DEFAULT);
@@ -632,6 +634,7 @@ int cmp_write(const struct cmp_set *c, const char *out_dir, struct err *err)
     md_words(&b, c);
     md_tables(&b, c);
     md_fits(&b, c);
+    html_compare_pareto_md(&b, c);
     buf_puts(&b, "## Charts\n\n");
     for (size_t i = 0; i < n_charts; i++)
         if (strvec_find(&drawn, charts[i].name) >= 0)
@@ -644,6 +647,8 @@ int cmp_write(const struct cmp_set *c, const char *out_dir, struct err *err)
     char *md = path_join(out_dir, "compare.md");
     rc = file_write_atomic(md, b.data, b.len, err, RN_ERR_ENV);
     free(md);
+    if (rc == 0) /* the same text as one page, charts inline */
+        rc = html_compare_write(c, charts, n_charts, &drawn, b.data, out_dir, err);
     if (rc == 0 && chart_error) {
         err_set(err, RN_ERR_ENV, "%s", chart_error);
         rc = -1;

@@ -65,6 +65,9 @@ void plot_chart_release(struct plot_chart *c)
         free(s->y);
         free(s->lo);
         free(s->hi);
+        for (size_t j = 0; s->note && j < s->n; j++)
+            free(s->note[j]);
+        free(s->note);
     }
     free(c->s);
     free(c->name);
@@ -84,23 +87,34 @@ struct plot_series *plot_chart_series(struct plot_chart *c, const char *title)
     return s;
 }
 
-void plot_series_add(struct plot_series *s, double x, double y, double lo, double hi)
+bool plot_series_add(struct plot_series *s, double x, double y, double lo, double hi)
 {
     if (!isfinite(x) || x <= 0 || !isfinite(y))
-        return;
+        return false;
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 8;
         s->x = xrealloc(s->x, cap * sizeof(double));
         s->y = xrealloc(s->y, cap * sizeof(double));
         s->lo = xrealloc(s->lo, cap * sizeof(double));
         s->hi = xrealloc(s->hi, cap * sizeof(double));
+        s->note = xrealloc(s->note, cap * sizeof(char *));
         s->cap = cap;
     }
+    s->note[s->n] = NULL;
     s->x[s->n] = x;
     s->y[s->n] = y;
     s->lo[s->n] = isfinite(lo) ? lo : y;
     s->hi[s->n] = isfinite(hi) ? hi : y;
     s->n++;
+    return true;
+}
+
+void plot_series_note(struct plot_series *s, const char *note)
+{
+    if (!s->n)
+        return;
+    free(s->note[s->n - 1]);
+    s->note[s->n - 1] = xstrdup(note);
 }
 
 size_t plot_chart_points(const struct plot_chart *c)
@@ -244,17 +258,38 @@ static void build_plot(const struct plot_chart *c, struct buf *plot, struct buf 
                        struct buf *xtics, struct buf *xrange)
 {
     double *xs = xcalloc(plot_chart_points(c) + 1, sizeof(double));
-    size_t nx = 0, idx = 0;
+    size_t nx = 0, idx = 0, pos = 0; /* pos: the owner's place among PLOT_ROLE_SERIES */
+    int lc = 1, pt = point_types[0];
     for (size_t k = 0; k < c->n_s; k++) {
         const struct plot_series *s = &c->s[k];
+        if (s->role == PLOT_ROLE_SERIES) {
+            size_t m = s->mark > 0 ? (size_t)s->mark - 1 : pos;
+            lc = s->color > 0 ? s->color : (int)pos + 1;
+            pt = point_types[m % (sizeof(point_types) / sizeof(int))];
+            pos++;
+        }
         if (!s->n)
             continue;
-        size_t m = s->mark > 0 ? (size_t)s->mark - 1 : k;
-        int lc = s->color > 0 ? s->color : (int)k + 1;
-        int pt = point_types[m % (sizeof(point_types) / sizeof(int))];
-        char *t = plot_quote(s->title);
+        char *t = plot_quote(s->title); /* title "": no key entry */
         if (plot->len)
             buf_puts(plot, ", \\\n         ");
+        if (s->role != PLOT_ROLE_SERIES) { /* a frontier's dominated points, its knee */
+            if (s->role == PLOT_ROLE_DOMINATED)
+                buf_printf(plot,
+                           "\"%s.dat\" index %zu using 1:2 with points lc rgb \"gray60\" pt %d "
+                           "ps 1.0 title %s",
+                           c->name, idx, pt, t);
+            else
+                buf_printf(plot,
+                           "\"%s.dat\" index %zu using 1:2 with points lc %d pt 6 ps 3 lw 2 "
+                           "title %s",
+                           c->name, idx, lc, t);
+            free(t);
+            for (size_t i = 0; i < s->n; i++)
+                xs[nx++] = s->x[i];
+            idx++;
+            continue;
+        }
         /* measured points; joined by lines only where no fitted line is drawn */
         bool fitted = s->fit && c->fit != PLOT_FIT_NONE;
         if (has_spread(s))

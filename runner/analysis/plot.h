@@ -29,8 +29,14 @@ enum plot_fit {
                             included), with the decode-only ceiling when given */
 };
 
+/* What a series is on a Pareto chart (report_charts.c, pareto.h): the
+ * frontier of a variant, or its dominated points (grey, no line) or its knee
+ * (a ring) belonging to the nearest PLOT_ROLE_SERIES before it, whose colour
+ * and marker they take. Every other chart has PLOT_ROLE_SERIES only. */
+enum plot_role { PLOT_ROLE_SERIES, PLOT_ROLE_DOMINATED, PLOT_ROLE_KNEE };
+
 struct plot_series {
-    char *title;     /* owned; legend entry ("mxfp4", "runA:nvfp4") */
+    char *title;     /* owned; legend entry ("mxfp4", "runA:nvfp4"); "" for no entry */
     double *x;       /* owned; concurrency, > 0 */
     double *y;       /* owned; the value (mean over repeats) */
     double *lo, *hi; /* owned; spread over repeats (min, max); equal to y without repeats */
@@ -41,6 +47,8 @@ struct plot_series {
     double ceiling;    /* PLOT_FIT_THROUGHPUT: decode-only ceiling tok/s; 0 or NAN: none */
     int color;         /* 0: by position; else the line colour (series of one group share it) */
     int mark;          /* 0: by position; else 1 + the point type's index (one per member) */
+    enum plot_role role;
+    char **note; /* owned; per point NULL or a word for its tooltip ("C=16") */
 };
 
 struct plot_chart {
@@ -60,8 +68,12 @@ void plot_chart_release(struct plot_chart *c);
 /* Add an empty series titled title; the pointer stays valid until the next
  * plot_chart_series call on c. */
 struct plot_series *plot_chart_series(struct plot_chart *c, const char *title);
-/* Append a point; non-finite y or x <= 0 is ignored (it cannot be drawn). */
-void plot_series_add(struct plot_series *s, double x, double y, double lo, double hi);
+/* Append a point; non-finite y or x <= 0 is ignored (it cannot be drawn):
+ * returns whether it was added. */
+bool plot_series_add(struct plot_series *s, double x, double y, double lo, double hi);
+/* Give the last point added a note (copied) shown beside its values in the
+ * HTML report's tooltip, e.g. the concurrency of a point not drawn against it. */
+void plot_series_note(struct plot_series *s, const char *note);
 /* Number of points over every series. */
 size_t plot_chart_points(const struct plot_chart *c);
 

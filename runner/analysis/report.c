@@ -3,7 +3,8 @@
  * computes: it loads the run folder, fits every variant (summary.c,
  * fit.c), the throughput law and the other step fit, then has the writers
  * put them down: report_json.c (fit.json, fit.csv), report_charts.c
- * (plots/), report_md.c (REPORT.md); report_int.h is what they share.
+ * (plots/), report_md.c (REPORT.md), report_html.c (REPORT.html);
+ * report_int.h is what they share.
  */
 #include "analysis/report.h"
 
@@ -51,14 +52,16 @@ static void summary_lines(const struct report *r)
                    100 * FIT_REGIME_REL);
         printf("\n");
     }
-    printf("wrote %s/fit.json, %s/fit.csv, %s/REPORT.md and %zu chart(s) in %s/plots/\n", r->dir,
-           r->dir, r->dir, r->drawn.n, r->dir);
+    printf("wrote %s/fit.json, %s/fit.csv, %s/REPORT.md, %s/REPORT.html and %zu chart(s) in "
+           "%s/plots/\n",
+           r->dir, r->dir, r->dir, r->dir, r->drawn.n, r->dir);
 }
 
 int report_build(const char *run_dir, const struct report_opts *opts, struct err *err)
 {
     static const struct report_opts defaults = {NULL, NULL, false, false};
     struct report r;
+    struct buf md = {0}; /* REPORT.md's text, for REPORT.html */
     int rc = -1;
     const struct report_opts *o = opts ? opts : &defaults;
     memset(&r, 0, sizeof(r));
@@ -126,7 +129,8 @@ int report_build(const char *run_dir, const struct report_opts *opts, struct err
     report_group_variants(&r);
     report_build_charts(&r);
     report_draw_charts(&r);
-    if (report_write_md(&r, err) != 0) {
+    buf_init(&md, REPORT_MAX);
+    if (report_write_md(&r, &md, err) != 0 || report_write_html(&r, md.data, err) != 0) {
         if (r.chart_error && !r.no_gnuplot) /* both said: the charts first */
             err_prefix(err, "%s", r.chart_error);
         goto out;
@@ -171,6 +175,7 @@ out_nord:
     strvec_release(&r.variants);
     strvec_release(&r.drawn);
     free(r.chart_error);
+    buf_release(&md);
     res_table_release(&r.t);
     return rc;
 }

@@ -17,6 +17,7 @@
 #include "xalloc.h"
 
 #include "analysis/compare.h"
+#include "analysis/pareto.h"
 #include "analysis/report_int.h"
 
 /* ---- charts ---- */
@@ -205,33 +206,38 @@ static void rate_chart(struct report *r, const char *name, const char *tmpl, con
     free(title);
 }
 
-/* Per-user tok/s (1000 / median TPOT) against total output tok/s, one line
- * per variant, a point per concurrency level (means over repeats). */
-static void interactivity_chart(struct report *r)
+/*
+ * The Pareto chart: per-user tok/s (1000 / median TPOT) against total
+ * output tok/s, a point per concurrency level (means over repeats). Per
+ * variant the frontier is one line, its dominated points are grey and its
+ * knee is ringed (pareto.h defines both); each point's note names its
+ * concurrency for the HTML report's tooltip. It replaced the interactivity
+ * chart (same axes, no frontier), whose files an older build left are
+ * removed.
+ */
+static void pareto_chart(struct report *r)
 {
-    char *title = xasprintf("%s: tokens per second per user vs total%s%s", r->rd.name,
+    static const char *const ext[] = {"dat", "gp", "png", "svg"};
+    for (size_t i = 0; i < 4; i++) {
+        char *old = xasprintf("%s/plots/interactivity.%s", r->dir, ext[i]);
+        unlink(old);
+        free(old);
+    }
+    char *title = xasprintf("%s: Pareto frontier, per-user vs total tok/s%s%s", r->rd.name,
                             r->group_by ? ", by " : "", r->group_by ? r->group_by : "");
     r->charts = xrealloc(r->charts, (r->n_charts + 1) * sizeof(*r->charts));
     struct plot_chart *c = &r->charts[r->n_charts];
-    plot_chart_init(c, "interactivity", "interactivity", title,
-                    "per-user output tok/s (1000 / median TPOT)", PLOT_FIT_NONE);
+    plot_chart_init(c, "pareto", "pareto", title, "per-user output tok/s (1000 / median TPOT)",
+                    PLOT_FIT_NONE);
     free(c->xlabel);
     c->xlabel = xstrdup("total output throughput (tok/s)");
     for (size_t k = 0; k < r->variants.n; k++) {
         size_t vi = r->order[k];
-        struct sum_series thr, tpot;
-        sum_metric(&r->t, r->variants.v[vi], "output_throughput", &thr);
-        sum_metric(&r->t, r->variants.v[vi], "median_tpot_ms", &tpot);
-        struct plot_series *ps = variant_series(r, c, vi);
-        for (size_t l = 0; l < thr.n; l++) {
-            const struct sum_level *t = sum_find(&tpot, thr.lv[l].concurrency);
-            if (t && t->s.mean > 0) {
-                double u = 1000.0 / t->s.mean;
-                plot_series_add(ps, thr.lv[l].s.mean, u, u, u);
-            }
-        }
-        sum_series_release(&thr);
-        sum_series_release(&tpot);
+        struct pareto_pt *p;
+        ptrdiff_t knee;
+        size_t n = pareto_points(&r->t, r->variants.v[vi], &p, &knee);
+        pareto_series(c, variant_series(r, c, vi), p, n, knee);
+        free(p);
     }
     if (plot_chart_points(c) == 0)
         plot_chart_release(c);
@@ -277,7 +283,7 @@ void report_build_charts(struct report *r)
     rate_chart(r, "tpot-vs-rate", "tpot", "median_tpot_ms");
     if (gp_slo_any(&r->rd.slo))
         rate_chart(r, "goodput-vs-rate", "throughput", "goodput_tok_s");
-    interactivity_chart(r);
+    pareto_chart(r);
 }
 
 void report_draw_charts(struct report *r)

@@ -21,7 +21,7 @@
 #include "store/results.h"
 #include "store/runfolder.h"
 
-#define REPORT_MAX ((size_t)64 << 20) /* bytes: fit.csv, REPORT.md */
+#define REPORT_MAX ((size_t)64 << 20) /* bytes: fit.csv, REPORT.md, REPORT.html */
 
 /* Everything report_build works with, released in one place. */
 struct report {
@@ -55,7 +55,12 @@ void report_group_variants(struct report *r);
 void report_build_charts(struct report *r);
 void report_draw_charts(struct report *r);
 
-/* REPORT.md in r->dir (report_md.c), atomically. */
-int report_write_md(const struct report *r, struct err *err);
+/* REPORT.md in r->dir (report_md.c), atomically; its text into *md (a
+ * buf_init'ed buffer, replaced) when md is not NULL. */
+int report_write_md(const struct report *r, struct buf *md, struct err *err);
+
+/* REPORT.html in r->dir (report_html.c), atomically: md's sections with the
+ * charts drawn inline (analysis/html.h). */
+int report_write_html(const struct report *r, const char *md, struct err *err);
 
 #endif

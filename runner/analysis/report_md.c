@@ -14,6 +14,7 @@
 #include "version.h"
 #include "xalloc.h"
 
+#include "analysis/pareto.h"
 #include "analysis/report_int.h"
 #include "analysis/roofline.h"
 
@@ -493,7 +494,23 @@ static void md_failures(struct buf *b, const struct report *r)
     buf_puts(b, n ? "\n" : "None: every point succeeded.\n\n");
 }
 
-int report_write_md(const struct report *r, struct err *err)
+/* The Pareto section (analysis/pareto.h), when some variant has a level to place. */
+static void md_pareto(struct buf *b, const struct report *r)
+{
+    if (strvec_find(&r->drawn, "pareto") < 0) {
+        bool any = false;
+        for (size_t i = 0; i < r->n_charts; i++)
+            any = any || strcmp(r->charts[i].name, "pareto") == 0;
+        if (!any)
+            return;
+    }
+    pareto_md_head(b);
+    for (size_t k = 0; k < r->variants.n; k++)
+        pareto_md_row(b, r->variants.v[r->order[k]], &r->t, r->variants.v[r->order[k]]);
+    buf_putc(b, '\n');
+}
+
+int report_write_md(const struct report *r, struct buf *out, struct err *err)
 {
     struct buf b;
     buf_init(&b, REPORT_MAX);
@@ -505,6 +522,7 @@ int report_write_md(const struct report *r, struct err *err)
     md_fits(&b, r);
     md_client_server(&b, r);
     md_roofline(&b, r);
+    md_pareto(&b, r);
     md_charts(&b, r);
     md_failures(&b, r);
     buf_printf(&b,
@@ -514,6 +532,11 @@ int report_write_md(const struct report *r, struct err *err)
     char *path = path_join(r->dir, "REPORT.md");
     int rc = file_write_atomic(path, b.data, b.len, err, RN_ERR_ENV);
     free(path);
-    buf_release(&b);
+    if (out) {
+        buf_release(out);
+        *out = b; /* the text goes on to REPORT.html */
+    } else {
+        buf_release(&b);
+    }
     return rc;
 }

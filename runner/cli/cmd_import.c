@@ -6,7 +6,7 @@
  * are copied into the run layout (<variant>/c<C>-n<P>[-r<R>].log), the
  * extraction settings go into manifest.json's "imported" entry so that
  * `sweep plot` reads the logs the same way later, then points.csv, the fit,
- * the charts and REPORT.md are written as for any run.
+ * the charts, REPORT.md and REPORT.html are written as for any run.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -42,8 +42,9 @@ static const char summary[] =
     "from each log's own lines ('Max request concurrency:', 'Successful requests:' + 'Failed\n"
     "requests:'), else from the tag in the file name: c16-n48, 16_48, 16:48, 16x48 (or your\n"
     "--tag-regex with groups (?<c>...) and (?<p>...)). The logs are copied, then points.csv,\n"
-    "fit.json, plots/ and REPORT.md are written; 'sweep plot' and 'sweep compare' then work\n"
-    "on the folder like on any run. A folder given as LOG stands for the *.log files in it.\n"
+    "fit.json, plots/, REPORT.md and REPORT.html are written; 'sweep plot' and 'sweep\n"
+    "compare' then work on the folder like on any run. A folder given as LOG stands for the\n"
+    "*.log files in it.\n"
     "A log without a required metric, or whose requests failed (none succeeded, more than\n"
     "5%, or not all accounted for), becomes a failed point. A log that cannot be read, or\n"
     "whose concurrency or prompts cannot be told, is named and left out; the others are\n"

@@ -2,8 +2,8 @@
  * cmd_plot: `sweep plot RUN_DIR` rebuilds a run's results from its saved
  * client logs alone: every point is re-extracted (with the run's settings,
  * or a changed --preset/--pattern), points.csv is rewritten (the old one
- * kept as points.csv.bak), then the fit, the charts and REPORT.md. Nothing
- * is rerun. It also works when points.csv, fit.json and plots/ are gone:
+ * kept as points.csv.bak), then the fit, the charts, REPORT.md and
+ * REPORT.html. Nothing is rerun. It also works when points.csv, fit.json and plots/ are gone:
  * the logs under RUN_DIR/<variant>/c<C>-n<P>[-r<R>].log are the truth.
  */
 #include <stdio.h>
@@ -32,13 +32,14 @@ static const char synopsis[] =
 static const char summary[] =
     "Re-extract every point of a run from its saved client logs (nothing is rerun), rewrite\n"
     "points.csv (the previous one is kept as points.csv.bak), refit, redraw every chart and\n"
-    "rewrite REPORT.md. --preset and --pattern change how the logs are read (and are saved in\n"
-    "manifest.json for later plots; --reset forgets them); a log that no longer yields its\n"
-    "required metrics is named and its point marked failed. Works even when points.csv,\n"
-    "fit.json and plots/ were deleted. Exit status 1 when some point is not ok, 3 when some\n"
-    "log could not be read (its point is failed; the others are still rebuilt). --by AXIS\n"
-    "groups the charts by one axis of the run's matrix (a colour per value, a marker per\n"
-    "combination of the other axes), for this plot only; analysis.group_by sets it for good.";
+    "rewrite REPORT.md and REPORT.html. --preset and --pattern change how the logs are read\n"
+    "(and are saved in manifest.json for later plots; --reset forgets them); a log that no\n"
+    "longer yields its required metrics is named and its point marked failed. Works even\n"
+    "when points.csv, fit.json and plots/ were deleted. Exit status 1 when some point is not\n"
+    "ok, 3 when some log could not be read (its point is failed; the others are still\n"
+    "rebuilt). --by AXIS groups the charts by one axis of the run's matrix (a colour per\n"
+    "value, a marker per combination of the other axes), for this plot only;\n"
+    "analysis.group_by sets it for good.";
 
 static bool is_ok(const struct res_point *p)
 {

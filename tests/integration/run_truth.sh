@@ -71,8 +71,8 @@ rel=$(fitcsv run/fit.csv throughput_max_rel_error)
 check "throughput curve within 10% of every measured point ($rel)" awk -v r="$rel" 'BEGIN { exit !(r != "" && r < 0.10) }'
 check "the curve includes TTFT" grep -q 'N·32·1000/E2E(N) tok/s, E2E = .* (TTFT included)' run/plots/throughput.gp
 check "the decode-only ceiling is labelled" grep -q 'decode-only ceiling 1000/b = .* tok/s (no TTFT)' run/plots/throughput.gp
-check "interactivity chart drawn" test -s run/plots/interactivity.svg
-check "interactivity data: per-user tok/s against total" grep -q '^# index 0: default' run/plots/interactivity.dat
+check "Pareto chart drawn" test -s run/plots/pareto.svg
+check "Pareto data: per-user tok/s against total" grep -q "^# index 0: default" run/plots/pareto.dat
 
 # sweep plot rebuilds the server columns and the charts from the saved files
 cp run/points.csv before.csv
@@ -82,7 +82,7 @@ check_eq "plot exits 0" "$?" 0
 check_eq "server_step_ms rebuilt" "$(col run server_step_ms | tr '\n' ' ')" "$steps"
 check_eq "server_batch rebuilt" "$(col run server_batch | tr '\n' ' ')" "$batches"
 check "fit.csv rebuilt" test -s run/fit.csv
-check "interactivity chart redrawn" test -s run/plots/interactivity.svg
+check "Pareto chart redrawn" test -s run/plots/pareto.svg
 
 # a server without /metrics: columns empty, said once
 write_exp nomet.yaml ", --no-metrics" '["1:4", "2:4"]'
