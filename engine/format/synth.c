@@ -42,8 +42,8 @@ static const struct synth_preset presets[] = {
     /* a MoE whose experts dominate the bytes (32 x 8 layers, 4 per token,
      * ~100M expert weights): the batching experiment's model */
     {"qwen3moe-small", "qwen3moe", 8, 512, 8, 4, 0, 4096, 2048, 1000000.0f, 1e-6f, .head_dim = 64,
-     .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 256, .sigma = 0.04f, .embd_sigma = 0.15f,
-     .router_sigma = 0.08f},
+     .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 256, .sigma = 0.06f, .embd_sigma = 0.2f,
+     .router_sigma = 0.08f, .qk_gain = 3.5f},
 };
 #define N_PRESETS (sizeof(presets) / sizeof(presets[0]))
 
