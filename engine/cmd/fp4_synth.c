@@ -57,9 +57,9 @@ int fp4_synth(int argc, char **argv)
         o.preset = synth_preset_for_arch(arch);
     else if (!err.code && !(o.preset = synth_preset_find(preset)))
         err_set(&err, FP_ERR_USAGE, "unknown preset '%s' (use %s)", preset, synth_preset_names());
-    if (!err.code && arch && strcmp(arch, o.preset->arch) != 0)
+    if (!err.code && arch && strcmp(arch, synth_preset_arch(o.preset)) != 0)
         err_set(&err, FP_ERR_USAGE, "--arch %s does not match preset '%s' (a %s model)", arch,
-                o.preset->name, o.preset->arch);
+                o.preset->name, synth_preset_arch(o.preset));
     size_t t = 0, n_types = sizeof(synth_types) / sizeof(synth_types[0]);
     while (t < n_types && strcmp(synth_types[t].name, type) != 0)
         t++;

@@ -23,27 +23,27 @@
 
 static const struct synth_preset presets[] = {
     /* small enough to commit reference outputs for */
-    {"tiny", "llama", 2, 64, 4, 2, 128, 512, 256, 10000.0f, 1e-5f},
+    {"tiny", 2, 64, 4, 2, 128, 512, 256, 10000.0f, 1e-5f},
     /* SmolLM2-135M's shape (docs/formats.md §2.6) */
-    {"smollm2-135m", "llama", 30, 576, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f},
+    {"smollm2-135m", 30, 576, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f},
     /* a ~1.04B llama: 16 x 60.8M per layer + 65.5M embedding */
-    {"llama-1b", "llama", 16, 2048, 32, 8, 8192, 32000, 4096, 10000.0f, 1e-5f},
+    {"llama-1b", 16, 2048, 32, 8, 8192, 32000, 4096, 10000.0f, 1e-5f},
     /* Qwen3's layout in small: head_dim 64 > n_embd / n_head (key_length
      * written). Weights large enough that the layers, not the tied
      * embedding alone, decide the next token (greedy output does not
      * repeat), logits spread so that >90% of top-1 margins exceed 0.1 nats,
      * and Q/K norm gains of 3.5 so attention is sharp, not a running mean */
-    {"qwen3-tiny", "qwen3", 4, 128, 4, 2, 256, 2048, 1024, 1000000.0f, 1e-6f, .head_dim = 64,
-     .sigma = 0.12f, .embd_sigma = 0.4f, .qk_gain = 3.5f},
+    {"qwen3-tiny", 4, 128, 4, 2, 256, 2048, 1024, 1000000.0f, 1e-6f, .head_dim = 64, .sigma = 0.12f,
+     .embd_sigma = 0.4f, .qk_gain = 3.5f, .arch = "qwen3"},
     /* the same attention, 16 experts of width 64, 4 per token */
-    {"qwen3moe-tiny", "qwen3moe", 4, 128, 4, 2, 0, 2048, 1024, 1000000.0f, 1e-6f, .head_dim = 64,
+    {"qwen3moe-tiny", 4, 128, 4, 2, 0, 2048, 1024, 1000000.0f, 1e-6f, .head_dim = 64,
      .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 64, .sigma = 0.12f, .embd_sigma = 0.4f,
-     .router_sigma = 0.15f, .qk_gain = 3.5f},
+     .router_sigma = 0.15f, .qk_gain = 3.5f, .arch = "qwen3moe"},
     /* a MoE whose experts dominate the bytes (32 x 8 layers, 4 per token,
      * ~100M expert weights): the batching experiment's model */
-    {"qwen3moe-small", "qwen3moe", 8, 512, 8, 4, 0, 4096, 2048, 1000000.0f, 1e-6f, .head_dim = 64,
+    {"qwen3moe-small", 8, 512, 8, 4, 0, 4096, 2048, 1000000.0f, 1e-6f, .head_dim = 64,
      .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 256, .sigma = 0.06f, .embd_sigma = 0.2f,
-     .router_sigma = 0.08f, .qk_gain = 3.5f},
+     .router_sigma = 0.08f, .qk_gain = 3.5f, .arch = "qwen3moe"},
 };
 #define N_PRESETS (sizeof(presets) / sizeof(presets[0]))
 
@@ -58,6 +58,11 @@ const struct synth_preset *synth_preset_find(const char *name)
 const char *synth_preset_names(void)
 {
     return "tiny|smollm2-135m|llama-1b|qwen3-tiny|qwen3moe-tiny|qwen3moe-small";
+}
+
+const char *synth_preset_arch(const struct synth_preset *p)
+{
+    return p->arch ? p->arch : "llama";
 }
 
 const struct synth_preset *synth_preset_for_arch(const char *arch)
@@ -471,7 +476,7 @@ static size_t plan(const struct synth_opts *o, struct spec **out)
     const struct synth_preset *p = o->preset;
     uint64_t hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
     uint64_t q_dim = hd * p->n_head, kv_dim = hd * p->n_head_kv;
-    bool qwen = strcmp(p->arch, "llama") != 0, moe = p->n_expert > 0;
+    bool qwen = p->arch != NULL, moe = p->n_expert > 0;
     double sigma = p->sigma > 0 ? p->sigma : SIGMA;
     /* f32/f16 as asked, else Q8_0 (llama.cpp keeps a tied head at 8 bits) */
     uint32_t embd_type = o->type == Q_F32 || o->type == Q_F16 ? o->type : Q_Q8_0;
@@ -595,9 +600,9 @@ static void write_meta(gguf_writer *w, const struct synth_opts *o, const struct 
     char *name = xasprintf("fp4serve synth %s %s seed %llu", p->name, gguf_type_name(o->type),
                            (unsigned long long)o->seed);
     char key[96];
-#define K(x) (snprintf(key, sizeof(key), "%s.%s", p->arch, x), key)
+#define K(x) (snprintf(key, sizeof(key), "%s.%s", synth_preset_arch(p), x), key)
     uint32_t hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
-    gguf_w_str(w, "general.architecture", p->arch);
+    gguf_w_str(w, "general.architecture", synth_preset_arch(p));
     gguf_w_str(w, "general.name", name);
     gguf_w_u32(w, "general.file_type", file_type(o->type));
     gguf_w_u32(w, "general.quantization_version", 2);

@@ -14,7 +14,6 @@
 /* A model shape (the <arch>.* hyperparameters). */
 struct synth_preset {
     const char *name;
-    const char *arch; /* general.architecture: "llama", "qwen3" or "qwen3moe" */
     uint32_t n_layer;
     uint32_t n_embd;    /* model width */
     uint32_t n_head;    /* query heads; head dim = n_embd / n_head */
@@ -32,6 +31,7 @@ struct synth_preset {
     float embd_sigma;   /* token embedding's (0: sigma) */
     float router_sigma; /* ffn_gate_inp's (0: sigma) */
     float qk_gain;      /* qwen3: mean of attn_q_norm / attn_k_norm (0: 1), sharper attention */
+    const char *arch;   /* general.architecture: "qwen3" or "qwen3moe"; NULL = "llama" */
 };
 
 /* The preset called name ("tiny", "smollm2-135m", "llama-1b", "qwen3-tiny",
@@ -39,6 +39,8 @@ struct synth_preset {
 const struct synth_preset *synth_preset_find(const char *name);
 /* Preset names for messages and --help. */
 const char *synth_preset_names(void);
+/* p's architecture name ("llama" when p->arch is NULL). */
+const char *synth_preset_arch(const struct synth_preset *p);
 /* The default preset of an architecture ("llama" -> tiny, "qwen3" ->
  * qwen3-tiny, "qwen3moe" -> qwen3moe-tiny), or NULL for an unknown one. */
 const struct synth_preset *synth_preset_for_arch(const char *arch);
