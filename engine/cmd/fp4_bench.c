@@ -56,6 +56,8 @@ struct bench_row {
     int pp, tg, b;
     double t_pp, t_tg;             /* seconds */
     struct model_timers tg_timers; /* summed over the decode steps */
+    double tg_wbytes;  /* weight bytes the decode steps read (model_last_weight_bytes) */
+    double tg_experts; /* (layer, expert) reads of the decode steps (MoE) */
 };
 
 /* One batch size: prefill B prompts (packed into steps of max_rows rows),
@@ -100,11 +102,14 @@ static int run_one(struct model *m, int B, int pp, int tg, uint64_t seed, int32_
     uint64_t t1 = clock_ns();
     free(done);
     struct model_timers before = m->total;
+    row->tg_wbytes = row->tg_experts = 0;
     for (int step = 0; step < tg; step++) {
         for (int i = 0; i < B; i++)
             seqs[i] = (struct model_seq){i, pp + step, 1, &next[i], MODEL_LOGITS_LAST, NULL};
         if (model_step(m, seqs, B, err) != 0)
             return -1;
+        row->tg_wbytes += (double)model_last_weight_bytes(m);
+        row->tg_experts += (double)m->last_experts;
         for (int i = 0; i < B; i++)
             next[i] = sample_argmax(seqs[i].out, V);
     }
@@ -160,8 +165,12 @@ static int bench_model(const char *path, const struct model_opts *mo, const int 
     size_t wbytes = model_weight_bytes_per_step(m);
     bool per_req = m->opts.decode == MODEL_DECODE_PER_REQUEST;
     bq->wbytes = wbytes;
-    printf("model %s: %d layers, n_embd %d, vocab %d; weights read per step %.2f MB\n", path,
-           m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_vocab, wbytes / 1e6);
+    printf("model %s: %s, %d layers, n_embd %d, vocab %d; weights read per step %.2f MB%s\n", path,
+           model_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_vocab,
+           wbytes / 1e6, m->cfg.n_expert ? " (every expert)" : "");
+    if (m->cfg.n_expert)
+        printf("experts: %d per layer, %d per token, %.2f MB each\n", m->cfg.n_expert,
+               m->cfg.n_expert_used, model_expert_bytes(m, 0, 0) / 1e6);
     printf("roofline: %zu weight bytes per step, %.0f matmul FLOPs per token, %.0f attention "
            "FLOPs per position\n",
            wbytes, model_flops_per_token(m), model_attn_flops_per_position(m));
@@ -188,20 +197,23 @@ static int bench_model(const char *path, const struct model_opts *mo, const int 
                n_kv / t);
         fflush(stdout);
     }
-    printf("\n%5s %10s %9s %9s %9s %12s %10s\n", "B", "step ms", "attn ms", "matmul ms", "other ms",
-           "weights/tok", "weight GB/s");
+    bool moe = m->cfg.n_expert > 0;
+    printf("\n%5s %10s %9s %9s %9s %12s %10s%s\n", "B", "step ms", "attn ms", "matmul ms",
+           "other ms", "weights/tok", "weight GB/s", moe ? "  experts/step" : "");
     for (int i = 0; i < n_b; i++) {
         struct bench_row *r = &rows[i];
         double steps = r->tg, step_s = r->t_tg / steps;
-        double reads = per_req ? (double)r->b : 1.0; /* weight passes per step */
-        printf("%5d %10.3f %9.3f %9.3f %9.3f %9.2f MB %10.1f\n", r->b, step_s * 1e3,
+        double read = r->tg_wbytes / steps; /* bytes a decode step read (per-request: B passes) */
+        printf("%5d %10.3f %9.3f %9.3f %9.3f %9.2f MB %10.1f", r->b, step_s * 1e3,
                r->tg_timers.attn_ns / steps / 1e6, r->tg_timers.matmul_ns / steps / 1e6,
-               r->tg_timers.other_ns / steps / 1e6, wbytes * reads / r->b / 1e6,
-               wbytes * reads / step_s / 1e9);
+               r->tg_timers.other_ns / steps / 1e6, read / r->b / 1e6, read / step_s / 1e9);
+        if (moe)
+            printf("  %12.1f", r->tg_experts / steps);
+        printf("\n");
     }
     for (int i = 0; i < n_b; i++)
         if (rows[i].b == 1 && copy_gbs > 0) {
-            double gbs = wbytes / (rows[i].t_tg / rows[i].tg) / 1e9;
+            double gbs = rows[i].tg_wbytes / rows[i].t_tg / 1e9;
             printf("\nB=1: %.1f tok/s reads %.1f GB/s of weights = %.0f%% of memcpy (%.1f GB/s), "
                    "%.0f%% of read (%.1f GB/s)\n",
                    rows[i].tg / rows[i].t_tg, gbs, 100 * gbs / copy_gbs, copy_gbs,

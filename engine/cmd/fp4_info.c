@@ -21,8 +21,9 @@
 
 /* One hyperparameter line: label, key suffix after "ARCH.", kind. The
  * keys are llama.cpp's (docs/formats.md §2.1); missing ones
- * print "-", since other architectures and partial files exist. */
-enum hp_kind { HP_INT, HP_FLOAT };
+ * print "-", since other architectures and partial files exist, but for
+ * the HP_OPT ones (head dimension, experts), printed only when present. */
+enum hp_kind { HP_INT, HP_FLOAT, HP_OPT };
 struct hparam {
     const char *label;
     const char *key; /* appended to "<arch>." */
@@ -40,6 +41,10 @@ static const struct hparam hparams[] = {
     {"rope base", "rope.freq_base", HP_FLOAT},
     {"rms eps", "attention.layer_norm_rms_epsilon", HP_FLOAT},
     {"vocab", "vocab_size", HP_INT},
+    {"head dim", "attention.key_length", HP_OPT},
+    {"experts", "expert_count", HP_OPT},
+    {"experts used", "expert_used_count", HP_OPT},
+    {"expert ff", "expert_feed_forward_length", HP_OPT},
 };
 
 /* The special-token ids worth showing, in this order. */
@@ -74,6 +79,12 @@ static void print_hparams(const struct gguf_file *f, struct gguf_str arch)
         char *key = xasprintf("%.*s.%s", (int)arch.len, arch.p, hparams[i].key);
         uint64_t u;
         double d;
+        if (hparams[i].kind == HP_OPT) {
+            if (gguf_get_u64(f, key, &u) == 0)
+                printf("%-14s%" PRIu64 "\n", hparams[i].label, u);
+            free(key);
+            continue;
+        }
         printf("%-14s", hparams[i].label);
         if (hparams[i].kind == HP_INT && gguf_get_u64(f, key, &u) == 0)
             printf("%" PRIu64 "\n", u);

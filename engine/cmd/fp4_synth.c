@@ -1,7 +1,7 @@
 /*
- * fp4_synth: `fp4serve synth --preset NAME [--type T] [--seed N] -o OUT`
- * writes a seeded random-weight llama model (engine/format/synth.h) for tests
- * and benchmarks that must not depend on a download.
+ * fp4_synth: `fp4serve synth [--arch A] [--preset NAME] [--type T] [--seed N]
+ * -o OUT` writes a seeded random-weight model (engine/format/synth.h) for
+ * tests and benchmarks that must not depend on a download.
  */
 #include <stdio.h>
 #include <string.h>
@@ -22,17 +22,21 @@ static const struct {
 };
 
 static const struct opt_cmd usage = {
-    "fp4serve", "synth", "--preset NAME [--type T] [--seed N] -o OUT.gguf",
-    "Write a llama model with seeded N(0, 0.02) weights and a small byte-level BPE\n"
-    "tokenizer; the same options give a byte-identical file.",
+    "fp4serve", "synth", "[--arch A] [--preset NAME] [--type T] [--seed N] -o OUT.gguf",
+    "Write a llama, qwen3 or qwen3moe model with seeded random weights and a small\n"
+    "byte-level BPE tokenizer; the same options give a byte-identical file.",
     FP_ERR_USAGE};
 
 int fp4_synth(int argc, char **argv)
 {
-    const char *preset = NULL, *type = "q4_1", *out = NULL;
+    const char *preset = NULL, *arch = NULL, *type = "q4_1", *out = NULL;
     long seed = 1;
     const struct opt opts[] = {
-        {"preset", 'p', OPT_STR, &preset, "NAME", "model shape: tiny|smollm2-135m|llama-1b"},
+        {"arch", 'a', OPT_STR, &arch, "A",
+         "architecture: llama|qwen3|qwen3moe (default: the preset's; alone, its smallest "
+         "preset)"},
+        {"preset", 'p', OPT_STR, &preset, "NAME",
+         "model shape: tiny|smollm2-135m|llama-1b|qwen3-tiny|qwen3moe-tiny|qwen3moe-small"},
         {"type", 't', OPT_STR, &type, "T",
          "weight type: f32|f16|q4_1|q8_0|mxfp4|nvfp4 (default q4_1)"},
         {"seed", 's', OPT_LONG, &seed, "N", "generator seed (default 1)", 0, 9.2e18},
@@ -43,12 +47,19 @@ int fp4_synth(int argc, char **argv)
     if (p == 1)
         return FP_OK;
     struct synth_opts o = {.seed = (uint64_t)seed};
-    if (p == 0 && !preset)
-        err_set(&err, FP_ERR_USAGE, "synth needs --preset (%s)", synth_preset_names());
+    if (p == 0 && !preset && !arch)
+        err_set(&err, FP_ERR_USAGE, "synth needs --preset (%s) or --arch", synth_preset_names());
     if (p == 0 && !out)
         err_set(&err, FP_ERR_USAGE, "synth needs -o OUT.gguf");
-    if (!err.code && !(o.preset = synth_preset_find(preset)))
+    if (!err.code && arch && !synth_preset_for_arch(arch))
+        err_set(&err, FP_ERR_USAGE, "unknown --arch '%s' (use llama|qwen3|qwen3moe)", arch);
+    if (!err.code && !preset)
+        o.preset = synth_preset_for_arch(arch);
+    else if (!err.code && !(o.preset = synth_preset_find(preset)))
         err_set(&err, FP_ERR_USAGE, "unknown preset '%s' (use %s)", preset, synth_preset_names());
+    if (!err.code && arch && strcmp(arch, synth_preset_arch(o.preset)) != 0)
+        err_set(&err, FP_ERR_USAGE, "--arch %s does not match preset '%s' (a %s model)", arch,
+                o.preset->name, synth_preset_arch(o.preset));
     size_t t = 0, n_types = sizeof(synth_types) / sizeof(synth_types[0]);
     while (t < n_types && strcmp(synth_types[t].name, type) != 0)
         t++;

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "fp4.h"
 #include "timeutil.h"
 
 #include "model/backend.h"
@@ -62,6 +63,18 @@ static void cuda_forward(struct model *m, struct model_seq *seqs, int n, int log
     cu_forward(m, p, t0);
 }
 
+/* The kernels run the llama architecture only: refuse the others at load
+ * with one line, before any device memory is taken. */
+static int cuda_prepare(struct model *m, struct err *err)
+{
+    if (m->cfg.arch != ARCH_LLAMA)
+        return err_set(err, FP_ERR_UNSUPPORTED,
+                       "--device cuda runs llama models only; '%s' runs on --device cpu",
+                       model_arch_name(m->cfg.arch)),
+               -1;
+    return cu_prepare(m, err);
+}
+
 static int cuda_usable(char *why, size_t why_size)
 {
     char reason[160];
@@ -72,7 +85,7 @@ static int cuda_usable(char *why, size_t why_size)
 }
 
 const struct backend backend_cuda = {.name = "cuda",
-                                     .prepare = cu_prepare,
+                                     .prepare = cuda_prepare,
                                      .forward = cuda_forward,
                                      .release = cu_release,
                                      .usable = cuda_usable,

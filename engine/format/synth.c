@@ -28,6 +28,22 @@ static const struct synth_preset presets[] = {
     {"smollm2-135m", 30, 576, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f},
     /* a ~1.04B llama: 16 x 60.8M per layer + 65.5M embedding */
     {"llama-1b", 16, 2048, 32, 8, 8192, 32000, 4096, 10000.0f, 1e-5f},
+    /* Qwen3's layout in small: head_dim 64 > n_embd / n_head (key_length
+     * written). Weights large enough that the layers, not the tied
+     * embedding alone, decide the next token (greedy output does not
+     * repeat), logits spread so that >90% of top-1 margins exceed 0.1 nats,
+     * and Q/K norm gains of 3.5 so attention is sharp, not a running mean */
+    {"qwen3-tiny", 4, 128, 4, 2, 256, 2048, 1024, 1000000.0f, 1e-6f, .head_dim = 64, .sigma = 0.12f,
+     .embd_sigma = 0.4f, .qk_gain = 3.5f, .arch = "qwen3"},
+    /* the same attention, 16 experts of width 64, 4 per token */
+    {"qwen3moe-tiny", 4, 128, 4, 2, 0, 2048, 1024, 1000000.0f, 1e-6f, .head_dim = 64,
+     .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 64, .sigma = 0.12f, .embd_sigma = 0.4f,
+     .router_sigma = 0.15f, .qk_gain = 3.5f, .arch = "qwen3moe"},
+    /* a MoE whose experts dominate the bytes (32 x 8 layers, 4 per token,
+     * ~100M expert weights): the batching experiment's model */
+    {"qwen3moe-small", 8, 512, 8, 4, 0, 4096, 2048, 1000000.0f, 1e-6f, .head_dim = 64,
+     .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 256, .sigma = 0.06f, .embd_sigma = 0.2f,
+     .router_sigma = 0.08f, .qk_gain = 3.5f, .arch = "qwen3moe"},
 };
 #define N_PRESETS (sizeof(presets) / sizeof(presets[0]))
 
@@ -41,7 +57,22 @@ const struct synth_preset *synth_preset_find(const char *name)
 
 const char *synth_preset_names(void)
 {
-    return "tiny|smollm2-135m|llama-1b";
+    return "tiny|smollm2-135m|llama-1b|qwen3-tiny|qwen3moe-tiny|qwen3moe-small";
+}
+
+const char *synth_preset_arch(const struct synth_preset *p)
+{
+    return p->arch ? p->arch : "llama";
+}
+
+const struct synth_preset *synth_preset_for_arch(const char *arch)
+{
+    static const char *const defaults[][2] = {
+        {"llama", "tiny"}, {"qwen3", "qwen3-tiny"}, {"qwen3moe", "qwen3moe-tiny"}};
+    for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
+        if (strcmp(defaults[i][0], arch) == 0)
+            return synth_preset_find(defaults[i][1]);
+    return NULL;
 }
 
 /* ---- random numbers ---- */
@@ -364,10 +395,12 @@ static void build_vocab(struct vocab *v, size_t target)
 /* ---- tensors ---- */
 
 enum kind {
-    K_WEIGHT, /* N(0, 0.02) */
+    K_WEIGHT, /* N(0, sigma) */
     K_NORM,   /* 1 + N(0, 0.02), F32 */
-    K_SCALE,  /* NVFP4 per-tensor scale of the tensor before it, F32 [1] */
+    K_SCALE,  /* NVFP4 scale of the tensor before it, F32 [1] (one per expert: [n_expert]) */
 };
+
+#define MAX_SLICES 256 /* experts of a 3-D tensor */
 
 /* One tensor of the plan; the writer's fill callback gets a pointer. */
 struct spec {
@@ -375,10 +408,12 @@ struct spec {
     enum kind kind;
     uint32_t type;
     uint32_t n_dims;
-    uint64_t ne[2];      /* ne[0] contiguous */
+    uint64_t ne[3];      /* ne[0] contiguous; ne[2] = 1 but for expert tensors */
     uint64_t seed;       /* of this tensor's generator */
+    double sigma;        /* K_WEIGHT's standard deviation */
+    float mean;          /* K_NORM's mean (1 but for a qk_gain) */
     struct spec *weight; /* K_SCALE: the NVFP4 weight it scales */
-    float scale;         /* NVFP4: s2 of this weight, set when it is filled */
+    float *scale;        /* NVFP4: s2 of each slice (ne[2]), set when it is filled; owned */
 };
 
 #define SIGMA 0.02
@@ -386,8 +421,10 @@ struct spec {
 /* Generate n values of the tensor into x, continuing generator *rng. */
 static void gen_values(const struct spec *s, uint64_t *rng, float *x, uint64_t n)
 {
+    double sigma = s->kind == K_NORM || s->sigma <= 0 ? SIGMA : s->sigma;
+    float mean = s->kind == K_NORM ? (s->mean > 0 ? s->mean : 1.0f) : 0.0f;
     for (uint64_t i = 0; i < n; i++)
-        x[i] = (s->kind == K_NORM ? 1.0f : 0.0f) + gauss(rng, SIGMA);
+        x[i] = mean + gauss(rng, sigma);
 }
 
 /*
@@ -402,50 +439,70 @@ static int fill(void *ctx, void *dst, uint64_t nbytes, struct err *err)
     (void)nbytes;
     (void)err;
     if (s->kind == K_SCALE) {
-        memcpy(dst, &s->weight->scale, 4); /* little-endian host, as GGUF */
+        memcpy(dst, s->weight->scale, 4 * s->weight->ne[2]); /* little-endian host, as GGUF */
         return 0;
     }
     uint64_t rng = s->seed, n = s->ne[0] * s->ne[1];
     int64_t ne0 = (int64_t)s->ne[0];
     size_t row_bytes = q_row_bytes(s->type, ne0);
-    if (s->type == Q_F32) {
-        gen_values(s, &rng, dst, n);
-    } else if (s->type == Q_NVFP4) {
-        float *x = xmalloc(n * sizeof(float));
-        gen_values(s, &rng, x, n);
-        s->scale = q_nvfp4_tensor_scale(x, (int64_t)n);
-        struct q_quant_opts qo = {.nvfp4_tensor_scale = s->scale};
-        for (uint64_t r = 0; r < s->ne[1]; r++)
-            q_quant_row(s->type, x + r * s->ne[0], (uint8_t *)dst + r * row_bytes, ne0, &qo);
-        free(x);
-    } else {
-        float *row = xmalloc(s->ne[0] * sizeof(float));
-        for (uint64_t r = 0; r < s->ne[1]; r++) {
-            gen_values(s, &rng, row, s->ne[0]);
-            q_quant_row(s->type, row, (uint8_t *)dst + r * row_bytes, ne0, NULL);
+    for (uint64_t e = 0; e < s->ne[2]; e++) { /* each expert (one slice for 2-D) */
+        uint8_t *out = (uint8_t *)dst + e * s->ne[1] * row_bytes;
+        if (s->type == Q_F32) {
+            gen_values(s, &rng, (float *)out, n);
+        } else if (s->type == Q_NVFP4) {
+            float *x = xmalloc(n * sizeof(float));
+            gen_values(s, &rng, x, n);
+            s->scale[e] = q_nvfp4_tensor_scale(x, (int64_t)n);
+            struct q_quant_opts qo = {.nvfp4_tensor_scale = s->scale[e]};
+            for (uint64_t r = 0; r < s->ne[1]; r++)
+                q_quant_row(s->type, x + r * s->ne[0], out + r * row_bytes, ne0, &qo);
+            free(x);
+        } else {
+            float *row = xmalloc(s->ne[0] * sizeof(float));
+            for (uint64_t r = 0; r < s->ne[1]; r++) {
+                gen_values(s, &rng, row, s->ne[0]);
+                q_quant_row(s->type, row, out + r * row_bytes, ne0, NULL);
+            }
+            free(row);
         }
-        free(row);
     }
     return 0;
 }
 
-/* The plan: every tensor in file order. Returns the count; *out owned. */
+/* The plan: every tensor in file order. Returns the count; *out owned
+ * (each NVFP4 weight's scale array too: free with plan_free). */
 static size_t plan(const struct synth_opts *o, struct spec **out)
 {
     const struct synth_preset *p = o->preset;
-    uint64_t hd = p->n_embd / p->n_head, q_dim = hd * p->n_head, kv_dim = hd * p->n_head_kv;
+    uint64_t hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
+    uint64_t q_dim = hd * p->n_head, kv_dim = hd * p->n_head_kv;
+    bool qwen = p->arch != NULL, moe = p->n_expert > 0;
+    double sigma = p->sigma > 0 ? p->sigma : SIGMA;
     /* f32/f16 as asked, else Q8_0 (llama.cpp keeps a tied head at 8 bits) */
     uint32_t embd_type = o->type == Q_F32 || o->type == Q_F16 ? o->type : Q_Q8_0;
+    enum { DENSE = 1, MOE = 2, QWEN = 4, ALL = 8 };
     const struct {
         const char *name;
         enum kind kind;
-        uint64_t ne0, ne1; /* [in, out] */
+        uint64_t ne0, ne1, ne2; /* [in, out, experts] */
+        int when;
+        bool f32; /* kept F32 whatever the weight type (the router) */
     } layer[] = {
-        {"attn_norm", K_NORM, p->n_embd, 1},         {"attn_q", K_WEIGHT, p->n_embd, q_dim},
-        {"attn_k", K_WEIGHT, p->n_embd, kv_dim},     {"attn_v", K_WEIGHT, p->n_embd, kv_dim},
-        {"attn_output", K_WEIGHT, q_dim, p->n_embd}, {"ffn_norm", K_NORM, p->n_embd, 1},
-        {"ffn_gate", K_WEIGHT, p->n_embd, p->n_ff},  {"ffn_up", K_WEIGHT, p->n_embd, p->n_ff},
-        {"ffn_down", K_WEIGHT, p->n_ff, p->n_embd},
+        {"attn_norm", K_NORM, p->n_embd, 1, 1, ALL},
+        {"attn_q", K_WEIGHT, p->n_embd, q_dim, 1, ALL},
+        {"attn_k", K_WEIGHT, p->n_embd, kv_dim, 1, ALL},
+        {"attn_v", K_WEIGHT, p->n_embd, kv_dim, 1, ALL},
+        {"attn_output", K_WEIGHT, q_dim, p->n_embd, 1, ALL},
+        {"attn_q_norm", K_NORM, hd, 1, 1, QWEN},
+        {"attn_k_norm", K_NORM, hd, 1, 1, QWEN},
+        {"ffn_norm", K_NORM, p->n_embd, 1, 1, ALL},
+        {"ffn_gate", K_WEIGHT, p->n_embd, p->n_ff, 1, DENSE},
+        {"ffn_up", K_WEIGHT, p->n_embd, p->n_ff, 1, DENSE},
+        {"ffn_down", K_WEIGHT, p->n_ff, p->n_embd, 1, DENSE},
+        {"ffn_gate_inp", K_WEIGHT, p->n_embd, p->n_expert, 1, MOE, true},
+        {"ffn_gate_exps", K_WEIGHT, p->n_embd, p->n_ff_exp, p->n_expert, MOE},
+        {"ffn_up_exps", K_WEIGHT, p->n_embd, p->n_ff_exp, p->n_expert, MOE},
+        {"ffn_down_exps", K_WEIGHT, p->n_ff_exp, p->n_embd, p->n_expert, MOE},
     };
     size_t n_layer_t = sizeof(layer) / sizeof(layer[0]);
     size_t cap = 2 + p->n_layer * n_layer_t * 2, n = 0;
@@ -455,25 +512,41 @@ static size_t plan(const struct synth_opts *o, struct spec **out)
                            .kind = K_WEIGHT,
                            .type = embd_type,
                            .n_dims = 2,
-                           .ne = {p->n_embd, p->n_vocab}};
+                           .ne = {p->n_embd, p->n_vocab, 1},
+                           .sigma = p->embd_sigma > 0 ? p->embd_sigma : sigma};
     for (uint32_t l = 0; l < p->n_layer; l++)
         for (size_t k = 0; k < n_layer_t; k++) {
+            int when = layer[k].when;
+            if (!(when == ALL || (when == DENSE && !moe) || (when == MOE && moe) ||
+                  (when == QWEN && qwen)))
+                continue;
             struct spec *t = &s[n++];
             snprintf(t->name, sizeof(t->name), "blk.%u.%s.weight", l, layer[k].name);
             t->kind = layer[k].kind;
-            t->type = t->kind == K_NORM ? 0 : o->type;
-            t->n_dims = t->kind == K_NORM ? 1 : 2;
+            t->type = t->kind == K_NORM || layer[k].f32 ? 0 : o->type;
+            t->n_dims = t->kind == K_NORM ? 1 : layer[k].ne2 > 1 ? 3 : 2;
             t->ne[0] = layer[k].ne0;
             t->ne[1] = layer[k].ne1;
+            t->ne[2] = layer[k].ne2;
+            t->sigma = layer[k].f32 && p->router_sigma > 0 ? p->router_sigma : sigma;
+            if (layer[k].when == QWEN && p->qk_gain > 0)
+                t->mean = p->qk_gain;
             if (t->kind == K_WEIGHT && t->type == Q_NVFP4) { /* NVFP4: llama.cpp's scale2 */
+                t->scale = xcalloc(t->ne[2], sizeof(float));
                 struct spec *sc = &s[n++];
-                *sc = (struct spec){
-                    .kind = K_SCALE, .type = 0, .n_dims = 1, .ne = {1, 1}, .weight = t};
+                *sc = (struct spec){.kind = K_SCALE,
+                                    .type = 0,
+                                    .n_dims = 1,
+                                    .ne = {t->n_dims == 3 ? t->ne[2] : 1, 1, 1},
+                                    .weight = t};
                 snprintf(sc->name, sizeof(sc->name), "blk.%u.%s.scale", l, layer[k].name);
             }
         }
-    s[n++] = (struct spec){
-        .name = "output_norm.weight", .kind = K_NORM, .type = 0, .n_dims = 1, .ne = {p->n_embd, 1}};
+    s[n++] = (struct spec){.name = "output_norm.weight",
+                           .kind = K_NORM,
+                           .type = 0,
+                           .n_dims = 1,
+                           .ne = {p->n_embd, 1, 1}};
     /* Each tensor's generator depends on the seed and its name only, so
      * adding or reordering tensors leaves the others' values unchanged. */
     for (size_t i = 0; i < n; i++) {
@@ -482,6 +555,13 @@ static size_t plan(const struct synth_opts *o, struct spec **out)
     }
     *out = s;
     return n;
+}
+
+static void plan_free(struct spec *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(s[i].scale);
+    free(s);
 }
 
 /* LlamaFileType for general.file_type (gguf-py constants.py). */
@@ -519,20 +599,33 @@ static void write_meta(gguf_writer *w, const struct synth_opts *o, const struct 
     const struct synth_preset *p = o->preset;
     char *name = xasprintf("fp4serve synth %s %s seed %llu", p->name, gguf_type_name(o->type),
                            (unsigned long long)o->seed);
-    gguf_w_str(w, "general.architecture", "llama");
+    char key[96];
+#define K(x) (snprintf(key, sizeof(key), "%s.%s", synth_preset_arch(p), x), key)
+    uint32_t hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
+    gguf_w_str(w, "general.architecture", synth_preset_arch(p));
     gguf_w_str(w, "general.name", name);
     gguf_w_u32(w, "general.file_type", file_type(o->type));
     gguf_w_u32(w, "general.quantization_version", 2);
-    gguf_w_u32(w, "llama.block_count", p->n_layer);
-    gguf_w_u32(w, "llama.context_length", p->n_ctx);
-    gguf_w_u32(w, "llama.embedding_length", p->n_embd);
-    gguf_w_u32(w, "llama.feed_forward_length", p->n_ff);
-    gguf_w_u32(w, "llama.attention.head_count", p->n_head);
-    gguf_w_u32(w, "llama.attention.head_count_kv", p->n_head_kv);
-    gguf_w_f32(w, "llama.rope.freq_base", p->rope_base);
-    gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", p->rms_eps);
-    gguf_w_u32(w, "llama.vocab_size", p->n_vocab);
-    gguf_w_u32(w, "llama.rope.dimension_count", p->n_embd / p->n_head);
+    gguf_w_u32(w, K("block_count"), p->n_layer);
+    gguf_w_u32(w, K("context_length"), p->n_ctx);
+    gguf_w_u32(w, K("embedding_length"), p->n_embd);
+    gguf_w_u32(w, K("feed_forward_length"), p->n_ff);
+    gguf_w_u32(w, K("attention.head_count"), p->n_head);
+    gguf_w_u32(w, K("attention.head_count_kv"), p->n_head_kv);
+    if (p->head_dim) {
+        gguf_w_u32(w, K("attention.key_length"), hd);
+        gguf_w_u32(w, K("attention.value_length"), hd);
+    }
+    gguf_w_f32(w, K("rope.freq_base"), p->rope_base);
+    gguf_w_f32(w, K("attention.layer_norm_rms_epsilon"), p->rms_eps);
+    if (p->n_expert) {
+        gguf_w_u32(w, K("expert_count"), p->n_expert);
+        gguf_w_u32(w, K("expert_used_count"), p->n_expert_used);
+        gguf_w_u32(w, K("expert_feed_forward_length"), p->n_ff_exp);
+    }
+    gguf_w_u32(w, K("vocab_size"), p->n_vocab);
+    gguf_w_u32(w, K("rope.dimension_count"), hd);
+#undef K
     gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
     gguf_w_str(w, "tokenizer.ggml.pre", "smollm");
     gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tok, v->n);
@@ -550,7 +643,7 @@ static void write_meta(gguf_writer *w, const struct synth_opts *o, const struct 
 int synth_write(const struct synth_opts *o, const char *path, struct err *err)
 {
     const struct q_type_info *ti = q_info(o->type);
-    uint32_t dims[] = {o->preset->n_embd, o->preset->n_ff};
+    uint32_t dims[] = {o->preset->n_embd, o->preset->n_ff ? o->preset->n_ff : o->preset->n_ff_exp};
     if (!ti || !ti->weights)
         return err_set(err, FP_ERR_UNSUPPORTED, "synth: cannot write weights of type %s",
                        gguf_type_name(o->type)),
@@ -572,7 +665,7 @@ int synth_write(const struct synth_opts *o, const char *path, struct err *err)
                            &specs[i]);
     int rc = gguf_writer_save(w, path, err);
     gguf_writer_free(w);
-    free(specs);
+    plan_free(specs, n);
     vocab_release(&v);
     return rc;
 }

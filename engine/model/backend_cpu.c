@@ -13,6 +13,8 @@
  * chunks folded left to right by the same function, whether one worker
  * walks them (serial, prefill) or several compute them (split decode).
  */
+#include "model/backend_cpu.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,25 +32,9 @@
 #include "cpu/matmul.h"
 #include "cpu/ops.h"
 
-/* Indices into run_state.act. */
-enum { ACT_Q, ACT_K, ACT_V, ACT_O, ACT_GATE, ACT_UP, ACT_DOWN };
-
-/* One step's shared context (lives on the caller's stack during tp_run). */
-struct fwd {
-    struct model *m;
-    int rows;       /* tokens in the step */
-    int n_out;      /* logits rows */
-    int logit_row0; /* first logits row of this pass */
-    int n_items;    /* attention items */
-    double cost;    /* total attention work estimate */
-    uint64_t t;     /* thread 0: time the current section started */
-};
-
-enum phase { PH_OTHER, PH_MATMUL, PH_ATTN };
-
 /* End a section: wait for everyone, and on thread 0 charge the section's
  * wall time (barrier included) to its phase. */
-static void section_end(struct fwd *F, int ith, enum phase ph)
+void cpu_section_end(struct fwd *F, int ith, enum phase ph)
 {
     tp_barrier(F->m->pool);
     if (ith != 0)
@@ -65,7 +51,7 @@ static void section_end(struct fwd *F, int ith, enum phase ph)
 }
 
 /* [*lo, *hi): thread ith's share of n items, cut at multiples of align. */
-static void share(int64_t n, int ith, int nth, int64_t align, int64_t *lo, int64_t *hi)
+void cpu_share(int64_t n, int ith, int nth, int64_t align, int64_t *lo, int64_t *hi)
 {
     int64_t blocks = (n + align - 1) / align;
     *lo = blocks * ith / nth * align;
@@ -78,7 +64,7 @@ static void share(int64_t n, int ith, int nth, int64_t align, int64_t *lo, int64
 
 /* out = x / sqrt(mean(x^2) + eps) * w, the sum of squares in double as
  * ggml's rms_norm does. */
-static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
+void cpu_rmsnorm(float *out, const float *x, const float *w, int n, float eps)
 {
     double ss = 0;
     for (int i = 0; i < n; i++)
@@ -88,13 +74,16 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
         out[i] = x[i] * r * w[i];
 }
 
-/* RoPE NORM: rotate adjacent pairs (x[2i], x[2i+1]) of the first n_rot dims. */
-static void rope(float *x, const float *cs, const float *sn, int n_rot)
+/* RoPE NORM: rotate adjacent pairs (x[2i], x[2i+1]) of the first n_rot
+ * dims; NEOX (neox true): the pairs (x[i], x[i + n_rot/2]), same angles. */
+static void rope(float *x, const float *cs, const float *sn, int n_rot, bool neox)
 {
-    for (int i = 0; i < n_rot / 2; i++) {
-        float x0 = x[2 * i], x1 = x[2 * i + 1];
-        x[2 * i] = x0 * cs[i] - x1 * sn[i];
-        x[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+    int half = n_rot / 2, stride = neox ? 1 : 2, off = neox ? half : 1;
+    for (int i = 0; i < half; i++) {
+        float *a = x + i * stride, *b = a + off;
+        float x0 = *a, x1 = *b;
+        *a = x0 * cs[i] - x1 * sn[i];
+        *b = x0 * sn[i] + x1 * cs[i];
     }
 }
 
@@ -240,24 +229,24 @@ static bool first_of_type(const struct q_matrix *const *mats, int i)
 
 /* Set the shapes of the activation buffers feeding mats[0..n) (one per
  * distinct type; later matrices of the same type share the first one's). */
-static void shape_group(struct run_state *rs, int first, const struct q_matrix *const *mats, int n,
-                        int rows)
+void cpu_shape_group(struct run_state *rs, int first, const struct q_matrix *const *mats, int n,
+                     int rows)
 {
     for (int i = 0; i < n; i++)
         if (first_of_type(mats, i))
             q_act_shape(&rs->act[first + i], mats[i]->type, rows, mats[i]->cols);
 }
 
-static void prep_group(struct run_state *rs, int first, const struct q_matrix *const *mats, int n,
-                       const float *x, int64_t ldx, int64_t r0, int64_t r1)
+void cpu_prep_group(struct run_state *rs, int first, const struct q_matrix *const *mats, int n,
+                    const float *x, int64_t ldx, int64_t r0, int64_t r1)
 {
     for (int i = 0; i < n; i++)
         if (first_of_type(mats, i))
             q_act_prepare_rows(&rs->act[first + i], x, ldx, r0, r1);
 }
 
-static const struct q_act *act_for(const struct run_state *rs, int first,
-                                   const struct q_matrix *const *mats, int i)
+const struct q_act *cpu_act_for(const struct run_state *rs, int first,
+                                const struct q_matrix *const *mats, int i)
 {
     for (int j = 0; j < i; j++)
         if (mats[j]->type == mats[i]->type)
@@ -269,10 +258,10 @@ static const struct q_act *act_for(const struct run_state *rs, int first,
  * start at multiples of 16 rows, so the SIMD SwiGLU that follows on the
  * same columns always sees the same vector/tail split whatever the thread
  * count. */
-static void matmul_share(struct model *m, const struct q_matrix *w, const struct q_act *a, float *y,
-                         int64_t ldy, int ith, int nth, int64_t *lo, int64_t *hi)
+void cpu_matmul_share(struct model *m, const struct q_matrix *w, const struct q_act *a, float *y,
+                      int64_t ldy, int ith, int nth, int64_t *lo, int64_t *hi)
 {
-    share(w->rows, ith, nth, 16, lo, hi);
+    cpu_share(w->rows, ith, nth, 16, lo, hi);
     if (*hi > *lo)
         q_matmul(m->kern, w, a, y, ldy, *lo, *hi);
 }
@@ -286,7 +275,7 @@ static void step_fn(void *arg, int ith, int nth)
     const int R = F->rows, E = c->n_embd, FF = c->n_ff;
     float *scratch = rs->scratch + (size_t)ith * rs->scratch_floats;
     int64_t r0, r1, lo, hi;
-    share(R, ith, nth, 1, &r0, &r1);
+    cpu_share(R, ith, nth, 1, &r0, &r1);
 
     /* Embedding lookup. */
     for (int64_t r = r0; r < r1; r++) {
@@ -306,32 +295,41 @@ static void step_fn(void *arg, int ith, int nth)
         /* Attention norm and the Q/K/V activations (shaped by thread 0 in
          * the previous section). */
         for (int64_t r = r0; r < r1; r++)
-            rmsnorm(rs->xb + (size_t)r * E, rs->x + (size_t)r * E, L->attn_norm, E, c->rms_eps);
-        prep_group(rs, ACT_Q, qkv, 3, rs->xb, E, r0, r1);
-        section_end(F, ith, PH_OTHER);
+            cpu_rmsnorm(rs->xb + (size_t)r * E, rs->x + (size_t)r * E, L->attn_norm, E, c->rms_eps);
+        cpu_prep_group(rs, ACT_Q, qkv, 3, rs->xb, E, r0, r1);
+        cpu_section_end(F, ith, PH_OTHER);
 
-        matmul_share(m, &L->wq, act_for(rs, ACT_Q, qkv, 0), rs->q, c->q_dim, ith, nth, &lo, &hi);
-        matmul_share(m, &L->wk, act_for(rs, ACT_Q, qkv, 1), rs->k, c->kv_dim, ith, nth, &lo, &hi);
-        matmul_share(m, &L->wv, act_for(rs, ACT_Q, qkv, 2), rs->v, c->kv_dim, ith, nth, &lo, &hi);
-        section_end(F, ith, PH_MATMUL);
+        cpu_matmul_share(m, &L->wq, cpu_act_for(rs, ACT_Q, qkv, 0), rs->q, c->q_dim, ith, nth, &lo,
+                         &hi);
+        cpu_matmul_share(m, &L->wk, cpu_act_for(rs, ACT_Q, qkv, 1), rs->k, c->kv_dim, ith, nth, &lo,
+                         &hi);
+        cpu_matmul_share(m, &L->wv, cpu_act_for(rs, ACT_Q, qkv, 2), rs->v, c->kv_dim, ith, nth, &lo,
+                         &hi);
+        cpu_section_end(F, ith, PH_MATMUL);
 
         /* RoPE on q and k, then k and v into the cache as f16. */
         for (int64_t r = r0; r < r1; r++) {
             int pos = rs->row_pos[r], half = c->n_rot / 2;
             const float *cs = rs->rope_cos + (size_t)pos * half,
                         *sn = rs->rope_sin + (size_t)pos * half;
-            for (int h = 0; h < c->n_head; h++)
-                rope(rs->q + (size_t)r * c->q_dim + (size_t)h * c->head_dim, cs, sn, c->n_rot);
+            for (int h = 0; h < c->n_head; h++) {
+                float *q = rs->q + (size_t)r * c->q_dim + (size_t)h * c->head_dim;
+                if (L->q_norm) /* qwen3: per-head RMSNorm before RoPE */
+                    cpu_rmsnorm(q, q, L->q_norm, c->head_dim, c->rms_eps);
+                rope(q, cs, sn, c->n_rot, c->rope_neox);
+            }
             for (int h = 0; h < c->n_head_kv; h++) {
                 float *k = rs->k + (size_t)r * c->kv_dim + (size_t)h * c->head_dim;
-                rope(k, cs, sn, c->n_rot);
+                if (L->k_norm)
+                    cpu_rmsnorm(k, k, L->k_norm, c->head_dim, c->rms_eps);
+                rope(k, cs, sn, c->n_rot, c->rope_neox);
                 write_kv(m, l, rs->row_slot[r], h, pos, k,
                          rs->v + (size_t)r * c->kv_dim + (size_t)h * c->head_dim);
             }
         }
         if (ith == 0)
             q_act_shape(&rs->act[ACT_O], L->wo.type, R, L->wo.cols);
-        section_end(F, ith, PH_OTHER);
+        cpu_section_end(F, ith, PH_OTHER);
 
         /* Attention items, cut by estimated work. */
         {
@@ -345,72 +343,85 @@ static void step_fn(void *arg, int ith, int nth)
                 attn_item(m, l, &rs->items[i], scratch);
             }
         }
-        section_end(F, ith, PH_ATTN);
+        cpu_section_end(F, ith, PH_ATTN);
 
         for (int64_t r = r0; r < r1; r++)
             if (rs->dec_row[r] >= 0)
                 attn_combine(m, (int)r, scratch);
         if (r1 > r0)
             q_act_prepare_rows(&rs->act[ACT_O], rs->att, c->q_dim, r0, r1);
-        section_end(F, ith, PH_ATTN);
+        cpu_section_end(F, ith, PH_ATTN);
 
         /* Output projection and the residual add, on this thread's columns. */
-        matmul_share(m, &L->wo, &rs->act[ACT_O], rs->y, E, ith, nth, &lo, &hi);
+        cpu_matmul_share(m, &L->wo, &rs->act[ACT_O], rs->y, E, ith, nth, &lo, &hi);
         for (int r = 0; r < R; r++)
             for (int64_t i = lo; i < hi; i++)
                 rs->x[(size_t)r * E + i] += rs->y[(size_t)r * E + i];
-        if (ith == 0)
-            shape_group(rs, ACT_GATE, gu, 2, R);
-        section_end(F, ith, PH_MATMUL);
+        if (ith == 0 && c->n_expert)
+            moe_shape_router(rs, L, R);
+        else if (ith == 0)
+            cpu_shape_group(rs, ACT_GATE, gu, 2, R);
+        cpu_section_end(F, ith, PH_MATMUL);
 
         for (int64_t r = r0; r < r1; r++)
-            rmsnorm(rs->xb + (size_t)r * E, rs->x + (size_t)r * E, L->ffn_norm, E, c->rms_eps);
-        prep_group(rs, ACT_GATE, gu, 2, rs->xb, E, r0, r1);
-        section_end(F, ith, PH_OTHER);
+            cpu_rmsnorm(rs->xb + (size_t)r * E, rs->x + (size_t)r * E, L->ffn_norm, E, c->rms_eps);
+        if (c->n_expert) {
+            if (r1 > r0)
+                q_act_prepare_rows(&rs->act[ACT_GATE], rs->xb, E, r0, r1);
+            cpu_section_end(F, ith, PH_OTHER);
+            moe_ffn(F, L, l, ith, nth);
+            goto next_layer;
+        }
+        cpu_prep_group(rs, ACT_GATE, gu, 2, rs->xb, E, r0, r1);
+        cpu_section_end(F, ith, PH_OTHER);
 
         /* Gate and up on the same columns, then SwiGLU on them. */
-        matmul_share(m, &L->w_gate, act_for(rs, ACT_GATE, gu, 0), rs->hb, FF, ith, nth, &lo, &hi);
-        matmul_share(m, &L->w_up, act_for(rs, ACT_GATE, gu, 1), rs->hb2, FF, ith, nth, &lo, &hi);
+        cpu_matmul_share(m, &L->w_gate, cpu_act_for(rs, ACT_GATE, gu, 0), rs->hb, FF, ith, nth, &lo,
+                         &hi);
+        cpu_matmul_share(m, &L->w_up, cpu_act_for(rs, ACT_GATE, gu, 1), rs->hb2, FF, ith, nth, &lo,
+                         &hi);
         for (int r = 0; r < R; r++)
             if (hi > lo)
                 rs->ops->silu_mul(rs->hb + (size_t)r * FF + lo, rs->hb2 + (size_t)r * FF + lo,
                                   (int)(hi - lo));
         if (ith == 0)
             q_act_shape(&rs->act[ACT_DOWN], L->w_down.type, R, FF);
-        section_end(F, ith, PH_MATMUL);
+        cpu_section_end(F, ith, PH_MATMUL);
 
         if (r1 > r0)
             q_act_prepare_rows(&rs->act[ACT_DOWN], rs->hb, FF, r0, r1);
-        section_end(F, ith, PH_MATMUL);
+        cpu_section_end(F, ith, PH_MATMUL);
 
-        matmul_share(m, &L->w_down, &rs->act[ACT_DOWN], rs->y, E, ith, nth, &lo, &hi);
+        cpu_matmul_share(m, &L->w_down, &rs->act[ACT_DOWN], rs->y, E, ith, nth, &lo, &hi);
         for (int r = 0; r < R; r++)
             for (int64_t i = lo; i < hi; i++)
                 rs->x[(size_t)r * E + i] += rs->y[(size_t)r * E + i];
+    next_layer:
         if (ith == 0) {
             if (l + 1 < c->n_layer) {
                 const struct model_layer *N = &m->w.layers[l + 1];
                 const struct q_matrix *nq[3] = {&N->wq, &N->wk, &N->wv};
-                shape_group(rs, ACT_Q, nq, 3, R);
+                cpu_shape_group(rs, ACT_Q, nq, 3, R);
             } else if (F->n_out > 0) {
                 q_act_shape(&rs->act[ACT_Q], m->w.output.type, F->n_out, E);
             }
         }
-        section_end(F, ith, PH_MATMUL);
+        cpu_section_end(F, ith, PH_MATMUL);
     }
     if (F->n_out == 0)
         return;
     /* Final norm on the rows whose logits are wanted, then the head. */
-    share(F->n_out, ith, nth, 1, &r0, &r1);
+    cpu_share(F->n_out, ith, nth, 1, &r0, &r1);
     for (int64_t j = r0; j < r1; j++)
-        rmsnorm(rs->xb + (size_t)j * E, rs->x + (size_t)rs->out_row[j] * E, m->w.output_norm, E,
-                c->rms_eps);
+        cpu_rmsnorm(rs->xb + (size_t)j * E, rs->x + (size_t)rs->out_row[j] * E, m->w.output_norm, E,
+                    c->rms_eps);
     if (r1 > r0)
         q_act_prepare_rows(&rs->act[ACT_Q], rs->xb, E, r0, r1);
-    section_end(F, ith, PH_OTHER);
-    matmul_share(m, &m->w.output, &rs->act[ACT_Q], rs->logits + (size_t)F->logit_row0 * c->n_vocab,
-                 c->n_vocab, ith, nth, &lo, &hi);
-    section_end(F, ith, PH_MATMUL);
+    cpu_section_end(F, ith, PH_OTHER);
+    cpu_matmul_share(m, &m->w.output, &rs->act[ACT_Q],
+                     rs->logits + (size_t)F->logit_row0 * c->n_vocab, c->n_vocab, ith, nth, &lo,
+                     &hi);
+    cpu_section_end(F, ith, PH_MATMUL);
 }
 
 /* Lay the step out: rows, logits rows and the attention work list. */
@@ -469,7 +480,7 @@ static void cpu_forward(struct model *m, struct model_seq *seqs, int n, int logi
     plan(m, seqs, n, logit_row0, &F);
     const struct model_layer *L0 = &m->w.layers[0];
     const struct q_matrix *qkv[3] = {&L0->wq, &L0->wk, &L0->wv};
-    shape_group(&m->rs, ACT_Q, qkv, 3, F.rows);
+    cpu_shape_group(&m->rs, ACT_Q, qkv, 3, F.rows);
     F.t = clock_ns();
     m->last.other_ns += F.t - t0;
     tp_run(m->pool, step_fn, &F);
@@ -516,13 +527,30 @@ static int cpu_prepare(struct model *m, struct err *err)
     rs->v = alloc_floats(rows * c->kv_dim);
     rs->att = alloc_floats(rows * c->q_dim);
     rs->y = alloc_floats(rows * c->n_embd);
-    rs->hb = alloc_floats(rows * c->n_ff);
-    rs->hb2 = alloc_floats(rows * c->n_ff);
+    size_t ff_rows = rows * c->n_ff, k = (size_t)c->n_expert_used;
+    if (c->n_expert && rows * k * c->n_ff_exp > ff_rows)
+        ff_rows = rows * k * c->n_ff_exp;
+    rs->hb = alloc_floats(ff_rows);
+    rs->hb2 = alloc_floats(ff_rows);
+    if (c->n_expert) {
+        rs->moe_y = alloc_floats(rows * k * c->n_embd);
+        rs->moe_xg = alloc_floats(rows * k * c->n_embd);
+        rs->moe_logits = alloc_floats(rows * c->n_expert);
+        rs->moe_w = alloc_floats(rows * k);
+        rs->moe_exp = xcalloc(rows * k, sizeof(int));
+        rs->moe_pos = xcalloc(rows * k, sizeof(int));
+        rs->moe_grow = xcalloc(rows * k, sizeof(int));
+        rs->moe_off = xcalloc((size_t)c->n_expert + 1, sizeof(int));
+        rs->moe_fill = xcalloc((size_t)c->n_expert, sizeof(int));
+    }
     rs->logits = alloc_floats((size_t)m->max_logit_rows * c->n_vocab);
     int max_cols = c->n_embd > c->q_dim ? c->n_embd : c->q_dim;
     max_cols = max_cols > c->n_ff ? max_cols : c->n_ff;
+    size_t act_rows = xrows;
+    if (c->n_expert && rows * (size_t)c->n_expert_used > act_rows)
+        act_rows = rows * (size_t)c->n_expert_used; /* the gathered expert rows */
     for (int i = 0; i < MODEL_N_ACT; i++)
-        q_act_init(&rs->act[i], (int64_t)xrows, max_cols);
+        q_act_init(&rs->act[i], (int64_t)act_rows, max_cols);
     rs->n_chunks = (m->ctx + MODEL_ATTN_CHUNK - 1) / MODEL_ATTN_CHUNK;
     rs->att_part =
         alloc_floats((size_t)m->max_batch * c->n_head_kv * rs->n_chunks * g * (c->head_dim + 2));
@@ -573,6 +601,15 @@ static void cpu_release(struct model *m)
     free(rs->y);
     free(rs->hb);
     free(rs->hb2);
+    free(rs->moe_y);
+    free(rs->moe_xg);
+    free(rs->moe_logits);
+    free(rs->moe_w);
+    free(rs->moe_exp);
+    free(rs->moe_pos);
+    free(rs->moe_grow);
+    free(rs->moe_off);
+    free(rs->moe_fill);
     free(rs->logits);
     if (rs->ops)
         for (int i = 0; i < MODEL_N_ACT; i++)

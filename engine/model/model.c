@@ -72,85 +72,128 @@ static int check_range(int v, int lo, int hi, const char *what, struct err *err)
     return 0;
 }
 
+/* The architectures by their general.architecture names. */
+static const struct {
+    const char *name;
+    enum model_arch arch;
+    bool qk_norm, rope_neox, moe;
+} archs[] = {
+    {"llama", ARCH_LLAMA, false, false, false},
+    {"qwen3", ARCH_QWEN3, true, true, false},
+    {"qwen3moe", ARCH_QWEN3MOE, true, true, true},
+};
+
+const char *model_arch_name(enum model_arch a)
+{
+    for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++)
+        if (archs[i].arch == a)
+            return archs[i].name;
+    return "?";
+}
+
 int model_read_config(const struct gguf_file *f, struct model_config *c, struct err *err)
 {
     struct gguf_str arch;
     memset(c, 0, sizeof(*c));
     if (gguf_get_str(f, "general.architecture", &arch) != 0)
         return err_set(err, FP_ERR_FORMAT, "metadata 'general.architecture' is missing"), -1;
-    if (!gguf_str_eq(arch, "llama"))
+    size_t ai = 0, n_archs = sizeof(archs) / sizeof(archs[0]);
+    while (ai < n_archs && !gguf_str_eq(arch, archs[ai].name))
+        ai++;
+    if (ai == n_archs)
         return err_set(err, FP_ERR_UNSUPPORTED,
-                       "architecture '%.*s' is not supported (this engine runs 'llama')",
+                       "architecture '%.*s' is not supported (this engine runs llama, qwen3 and "
+                       "qwen3moe)",
                        (int)(arch.len > 64 ? 64 : arch.len), arch.p),
                -1;
+    c->arch = archs[ai].arch;
+    c->qk_norm = archs[ai].qk_norm;
+    c->rope_neox = archs[ai].rope_neox;
+    /* Every hyperparameter key is "<architecture>.<name>"; K(name) spells it
+     * (two buffers, so a message can name two keys). */
+    char kb[2][96];
+    int kn = 0;
+#define K(x) (snprintf(kb[kn ^= 1], sizeof(kb[0]), "%s.%s", archs[ai].name, x), kb[kn])
     int key_len, val_len;
-    if (get_int(f, "llama.embedding_length", 0, true, &c->n_embd, err) ||
-        get_int(f, "llama.block_count", 0, true, &c->n_layer, err) ||
-        get_int(f, "llama.feed_forward_length", 0, true, &c->n_ff, err) ||
-        get_int(f, "llama.attention.head_count", 0, true, &c->n_head, err))
+    if (get_int(f, K("embedding_length"), 0, true, &c->n_embd, err) ||
+        check_range(c->n_embd, 1, MAX_EMBD, K("embedding_length"), err) ||
+        get_int(f, K("block_count"), 0, true, &c->n_layer, err) ||
+        check_range(c->n_layer, 1, MAX_LAYERS, K("block_count"), err) ||
+        get_int(f, K("feed_forward_length"), 0, !archs[ai].moe, &c->n_ff, err) ||
+        check_range(c->n_ff, archs[ai].moe ? 0 : 1, MAX_FF, K("feed_forward_length"), err) ||
+        get_int(f, K("attention.head_count"), 0, true, &c->n_head, err) ||
+        check_range(c->n_head, 1, MAX_HEADS, K("attention.head_count"), err))
         return -1;
-    if (check_range(c->n_embd, 1, MAX_EMBD, "llama.embedding_length", err) ||
-        check_range(c->n_layer, 1, MAX_LAYERS, "llama.block_count", err) ||
-        check_range(c->n_ff, 1, MAX_FF, "llama.feed_forward_length", err) ||
-        check_range(c->n_head, 1, MAX_HEADS, "llama.attention.head_count", err))
-        return -1;
-    if (get_int(f, "llama.attention.head_count_kv", c->n_head, false, &c->n_head_kv, err) ||
-        check_range(c->n_head_kv, 1, c->n_head, "llama.attention.head_count_kv", err))
+    if (get_int(f, K("attention.head_count_kv"), c->n_head, false, &c->n_head_kv, err) ||
+        check_range(c->n_head_kv, 1, c->n_head, K("attention.head_count_kv"), err))
         return -1;
     if (c->n_head % c->n_head_kv != 0)
         return err_set(err, FP_ERR_FORMAT,
                        "metadata: head_count %d is not a multiple of head_count_kv %d", c->n_head,
                        c->n_head_kv),
                -1;
-    if (c->n_embd % c->n_head != 0 && !gguf_find_kv(f, "llama.attention.key_length"))
+    if (c->n_embd % c->n_head != 0 && !gguf_find_kv(f, K("attention.key_length")))
         return err_set(err, FP_ERR_FORMAT,
                        "metadata: embedding_length %d is not a multiple of head_count %d",
                        c->n_embd, c->n_head),
                -1;
     int hd = c->n_embd / c->n_head;
-    if (get_int(f, "llama.attention.key_length", hd, false, &key_len, err) ||
-        get_int(f, "llama.attention.value_length", key_len, false, &val_len, err))
+    if (get_int(f, K("attention.key_length"), hd, false, &key_len, err) ||
+        get_int(f, K("attention.value_length"), key_len, false, &val_len, err))
         return -1;
     if (key_len != val_len)
         return err_set(err, FP_ERR_UNSUPPORTED, "key_length %d != value_length %d is not supported",
                        key_len, val_len),
                -1;
-    if (check_range(key_len, 2, 1024, "llama.attention.key_length", err))
+    if (check_range(key_len, 2, 1024, K("attention.key_length"), err))
         return -1;
     if (key_len % 2 != 0)
         return err_set(err, FP_ERR_FORMAT, "metadata: head dimension %d is odd", key_len), -1;
     c->head_dim = key_len;
     c->q_dim = c->n_head * c->head_dim;
     c->kv_dim = c->n_head_kv * c->head_dim;
-    if (get_int(f, "llama.context_length", 2048, false, &c->n_ctx_train, err) ||
-        check_range(c->n_ctx_train, 1, 1 << 24, "llama.context_length", err))
+    if (get_int(f, K("context_length"), 2048, false, &c->n_ctx_train, err) ||
+        check_range(c->n_ctx_train, 1, 1 << 24, K("context_length"), err))
         return -1;
-    if (get_int(f, "llama.rope.dimension_count", c->head_dim, false, &c->n_rot, err) ||
-        check_range(c->n_rot, 2, c->head_dim, "llama.rope.dimension_count", err))
+    if (get_int(f, K("rope.dimension_count"), c->head_dim, false, &c->n_rot, err) ||
+        check_range(c->n_rot, 2, c->head_dim, K("rope.dimension_count"), err))
         return -1;
     if (c->n_rot % 2 != 0)
         return err_set(err, FP_ERR_FORMAT, "metadata: rope.dimension_count %d is odd", c->n_rot),
                -1;
-    if (get_float(f, "llama.rope.freq_base", 10000.0f, &c->rope_base, err) ||
-        get_float(f, "llama.attention.layer_norm_rms_epsilon", 1e-5f, &c->rms_eps, err))
+    if (get_float(f, K("rope.freq_base"), 10000.0f, &c->rope_base, err) ||
+        get_float(f, K("attention.layer_norm_rms_epsilon"), 1e-5f, &c->rms_eps, err))
         return -1;
     struct gguf_str scaling;
-    if (gguf_get_str(f, "llama.rope.scaling.type", &scaling) == 0 && !gguf_str_eq(scaling, "none"))
+    if (gguf_get_str(f, K("rope.scaling.type"), &scaling) == 0 && !gguf_str_eq(scaling, "none"))
         return err_set(err, FP_ERR_UNSUPPORTED, "rope scaling '%.*s' is not supported",
                        (int)(scaling.len > 32 ? 32 : scaling.len), scaling.p),
                -1;
+    if (archs[ai].moe) {
+        if (get_int(f, K("expert_count"), 0, true, &c->n_expert, err) ||
+            check_range(c->n_expert, 1, MODEL_MAX_EXPERTS, K("expert_count"), err) ||
+            get_int(f, K("expert_used_count"), 0, true, &c->n_expert_used, err) ||
+            check_range(c->n_expert_used, 1, c->n_expert, K("expert_used_count"), err) ||
+            get_int(f, K("expert_feed_forward_length"), 0, true, &c->n_ff_exp, err) ||
+            check_range(c->n_ff_exp, 1, MAX_FF, K("expert_feed_forward_length"), err))
+            return -1;
+        /* the widest FFN activation a step holds (per gathered row) */
+        if (c->n_ff < c->n_ff_exp)
+            c->n_ff = c->n_ff_exp;
+    }
     /* Vocabulary: llama.vocab_size, else the tokenizer's list, else the embedding. */
     const struct gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
     int vocab = 0;
-    if (get_int(f, "llama.vocab_size", 0, false, &vocab, err))
+    if (get_int(f, K("vocab_size"), 0, false, &vocab, err))
         return -1;
     const struct gguf_kv *toks = gguf_find_kv(f, "tokenizer.ggml.tokens");
     if (vocab == 0 && toks && toks->type == GGUF_T_ARR && toks->arr_n <= MAX_VOCAB)
         vocab = (int)toks->arr_n;
     if (vocab == 0 && emb && emb->ne[1] <= MAX_VOCAB)
         vocab = (int)emb->ne[1];
-    if (check_range(vocab, 1, MAX_VOCAB, "llama.vocab_size", err))
+    if (check_range(vocab, 1, MAX_VOCAB, K("vocab_size"), err))
         return -1;
+#undef K
     /* The tokenizer may have fewer tokens (an embedding padded past it),
      * never more: its ids would index past the embedding and the logits. */
     if (toks && toks->type == GGUF_T_ARR && toks->arr_n > (uint64_t)vocab)
@@ -261,14 +304,74 @@ static int refuse_extras(const struct gguf_file *f, struct err *err)
     return 0;
 }
 
+/* Bind the 3-D expert tensor `name` of GGUF shape [cols, rows, n_expert]
+ * as n_expert matrices out[0..n_expert). NVFP4 files keep one F32 scale
+ * per expert in "<base>.scale" ([n_expert]). */
+static int bind_experts(const struct gguf_file *f, const char *name, int64_t cols, int64_t rows,
+                        int n_expert, struct q_matrix *out, struct err *err)
+{
+    const struct gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t)
+        return err_set(err, FP_ERR_FORMAT, "tensor '%s' is missing", name), -1;
+    if (t->n_dims != 3 || t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows ||
+        t->ne[2] != (uint64_t)n_expert)
+        return err_set(err, FP_ERR_FORMAT,
+                       "tensor '%s' has shape [%llu, %llu, %llu], want [%lld, %lld, %d]", name,
+                       (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                       (unsigned long long)t->ne[2], (long long)cols, (long long)rows, n_expert),
+               -1;
+    const struct q_type_info *qi = q_info(t->type);
+    if (!qi || !qi->weights)
+        return err_set(err, FP_ERR_UNSUPPORTED, "tensor '%s': type %s (%u) is not supported", name,
+                       qi ? qi->name : "unknown", t->type),
+               -1;
+    if (cols % qi->block != 0)
+        return err_set(err, FP_ERR_FORMAT, "tensor '%s': %lld columns is not a multiple of %s's %u",
+                       name, (long long)cols, qi->name, qi->block),
+               -1;
+    size_t row_bytes = q_row_bytes(t->type, cols), per = row_bytes * (size_t)rows;
+    if ((uint64_t)per * (uint64_t)n_expert > t->nbytes)
+        return err_set(err, FP_ERR_FORMAT, "tensor '%s' is shorter than its shape", name), -1;
+    const float *scales = NULL;
+    char sname[GGUF_MAX_NAME + 8];
+    size_t len = strlen(name);
+    snprintf(sname, sizeof(sname), "%.*s.scale", (int)(len - 7), name);
+    const struct gguf_tensor *s = gguf_find_tensor(f, sname);
+    if (s) {
+        if (s->type != Q_F32 || s->nbytes < 4 * (uint64_t)n_expert)
+            return err_set(err, FP_ERR_FORMAT, "tensor '%s' is not %d F32 scales", sname, n_expert),
+                   -1;
+        scales = s->data;
+    }
+    for (int e = 0; e < n_expert; e++) {
+        struct q_matrix *m = &out[e];
+        m->type = t->type;
+        m->rows = rows;
+        m->cols = cols;
+        m->data = (const uint8_t *)t->data + (size_t)e * per;
+        m->row_bytes = row_bytes;
+        m->scale = 1.0f;
+        if (scales) {
+            memcpy(&m->scale, scales + e, 4);
+            if (!isfinite(m->scale))
+                return err_set(err, FP_ERR_FORMAT, "tensor '%s' is not finite", sname), -1;
+        }
+    }
+    return 0;
+}
+
 static int bind_weights(struct model *m, struct err *err)
 {
     const struct gguf_file *f = &m->file;
     const struct model_config *c = &m->cfg;
     struct model_weights *w = &m->w;
+    int E = c->n_expert;
     w->layers = xcalloc((size_t)c->n_layer, sizeof(*w->layers));
+    if (E > 0)
+        w->exps = xcalloc((size_t)c->n_layer * 3 * (size_t)E, sizeof(*w->exps));
     /* Room for every norm in f32 in case the file stores them in F16/BF16. */
-    w->f32_owned = xmalloc(sizeof(float) * (size_t)c->n_embd * (2 * (size_t)c->n_layer + 1));
+    w->f32_owned = xmalloc(sizeof(float) * ((size_t)c->n_embd * (2 * (size_t)c->n_layer + 1) +
+                                            (size_t)c->head_dim * 2 * (size_t)c->n_layer));
     float *owned_at = w->f32_owned;
     if (refuse_extras(f, err))
         return -1;
@@ -292,10 +395,27 @@ static int bind_weights(struct model *m, struct err *err)
             bind_matrix(f, NAME("attn_q.weight"), c->n_embd, c->q_dim, &L->wq, err) ||
             bind_matrix(f, NAME("attn_k.weight"), c->n_embd, c->kv_dim, &L->wk, err) ||
             bind_matrix(f, NAME("attn_v.weight"), c->n_embd, c->kv_dim, &L->wv, err) ||
-            bind_matrix(f, NAME("attn_output.weight"), c->q_dim, c->n_embd, &L->wo, err) ||
-            bind_matrix(f, NAME("ffn_gate.weight"), c->n_embd, c->n_ff, &L->w_gate, err) ||
-            bind_matrix(f, NAME("ffn_up.weight"), c->n_embd, c->n_ff, &L->w_up, err) ||
-            bind_matrix(f, NAME("ffn_down.weight"), c->n_ff, c->n_embd, &L->w_down, err))
+            bind_matrix(f, NAME("attn_output.weight"), c->q_dim, c->n_embd, &L->wo, err))
+            return -1;
+        if (c->qk_norm &&
+            (bind_norm(f, NAME("attn_q_norm.weight"), c->head_dim, &L->q_norm, &owned_at, err) ||
+             bind_norm(f, NAME("attn_k_norm.weight"), c->head_dim, &L->k_norm, &owned_at, err)))
+            return -1;
+        if (E == 0) {
+            if (bind_matrix(f, NAME("ffn_gate.weight"), c->n_embd, c->n_ff, &L->w_gate, err) ||
+                bind_matrix(f, NAME("ffn_up.weight"), c->n_embd, c->n_ff, &L->w_up, err) ||
+                bind_matrix(f, NAME("ffn_down.weight"), c->n_ff, c->n_embd, &L->w_down, err))
+                return -1;
+            continue;
+        }
+        L->exps = w->exps + (size_t)l * 3 * (size_t)E;
+        if (bind_matrix(f, NAME("ffn_gate_inp.weight"), c->n_embd, E, &L->router, err) ||
+            bind_experts(f, NAME("ffn_gate_exps.weight"), c->n_embd, c->n_ff_exp, E, L->exps,
+                         err) ||
+            bind_experts(f, NAME("ffn_up_exps.weight"), c->n_embd, c->n_ff_exp, E, L->exps + E,
+                         err) ||
+            bind_experts(f, NAME("ffn_down_exps.weight"), c->n_ff_exp, c->n_embd, E,
+                         L->exps + 2 * E, err))
             return -1;
 #undef NAME
     }
@@ -317,10 +437,24 @@ static size_t matrix_bytes(const struct q_matrix *q)
 static void count_bytes(struct model *m)
 {
     m->w.linear_bytes = 0;
-    for (int l = 0; l < m->cfg.n_layer; l++)
+    m->w.expert_bytes = 0;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
         for (int i = 0; i < 7; i++)
             m->w.linear_bytes += matrix_bytes(layer_matrix(&m->w.layers[l], i));
+        m->w.linear_bytes += matrix_bytes(&m->w.layers[l].router);
+        for (int e = 0; e < m->cfg.n_expert; e++)
+            m->w.expert_bytes += model_expert_bytes(m, l, e);
+    }
     m->w.head_bytes = matrix_bytes(&m->w.output);
+}
+
+size_t model_expert_bytes(const struct model *m, int l, int e)
+{
+    int E = m->cfg.n_expert;
+    if (E == 0)
+        return 0;
+    const struct q_matrix *x = m->w.layers[l].exps;
+    return matrix_bytes(&x[e]) + matrix_bytes(&x[E + e]) + matrix_bytes(&x[2 * E + e]);
 }
 
 /* ---- requantization ---- */
@@ -410,14 +544,18 @@ static int requantize(struct model *m, struct err *err)
         return err_set(err, FP_ERR_USAGE, "--quant: type %u is not a weight type", lin), -1;
     /* Plan: the list of (matrix, target) pairs that change. */
     int n_layer = m->cfg.n_layer;
-    size_t cap = (size_t)n_layer * 7 + 2, n = 0;
+    int per_layer = 7 + 3 * m->cfg.n_expert; /* the experts too (the router stays) */
+    size_t cap = (size_t)n_layer * (size_t)per_layer + 2, n = 0;
     struct q_matrix **mats = xcalloc(cap, sizeof(*mats));
     uint32_t *targets = xcalloc(cap, sizeof(*targets));
     size_t before = 0, after = 0;
     int kept_odd = 0;
     for (int l = 0; l < n_layer; l++)
-        for (int i = 0; i < 7; i++) {
-            struct q_matrix *q = layer_matrix(&m->w.layers[l], i);
+        for (int i = 0; i < per_layer; i++) {
+            struct model_layer *L = &m->w.layers[l];
+            struct q_matrix *q = i < 7 ? layer_matrix(L, i) : &L->exps[i - 7];
+            if (q->rows == 0) /* a MoE layer has no dense FFN */
+                continue;
             before += matrix_bytes(q);
             if (q->type == lin || q->cols % li->block != 0) {
                 kept_odd += q->type != lin;
@@ -608,6 +746,7 @@ void model_free(struct model *m)
         m->be->release(m);
     tp_free(m->pool);
     free(m->w.layers);
+    free(m->w.exps);
     free(m->w.owned);
     free(m->w.f32_owned);
     free(m->slot_len);
@@ -669,6 +808,8 @@ int model_step(struct model *m, struct model_seq *seqs, int n, struct err *err)
                        m->max_logit_rows),
                -1;
     memset(&m->last, 0, sizeof(m->last));
+    m->last_experts = 0;
+    m->last_expert_bytes = 0;
     if (m->opts.decode == MODEL_DECODE_PER_REQUEST) {
         /* The pathology on purpose: each sequence gets its own pass, so the
          * weights are read once per sequence. Logits rows are placed one
@@ -737,15 +878,24 @@ int model_slot_copy(struct model *m, int src, int dst, int n, struct err *err)
 
 size_t model_weight_bytes_per_step(const struct model *m)
 {
-    return m->w.linear_bytes + m->w.head_bytes;
+    return m->w.linear_bytes + m->w.head_bytes + m->w.expert_bytes;
+}
+
+size_t model_last_weight_bytes(const struct model *m)
+{
+    return (m->w.linear_bytes + m->w.head_bytes) * (size_t)m->last_passes +
+           (size_t)m->last_expert_bytes;
 }
 
 double model_flops_per_token(const struct model *m)
 {
     const struct model_config *c = &m->cfg;
+    /* gate, up and down (of each expert a token runs), and the router */
+    double ffn = c->n_expert ? ((double)c->n_ff_exp * c->n_expert_used * 3 + c->n_expert)
+                             : (double)c->n_ff * 3;
     double layer = (double)c->q_dim * c->n_embd * 2    /* wq, wo */
                    + (double)c->kv_dim * c->n_embd * 2 /* wk, wv */
-                   + (double)c->n_ff * c->n_embd * 3;  /* w_gate, w_up, w_down */
+                   + ffn * c->n_embd;
     return 2.0 * (layer * c->n_layer + (double)c->n_vocab * c->n_embd);
 }
 

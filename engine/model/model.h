@@ -45,21 +45,34 @@ typedef struct tp_pool tp_pool;
 /* Prepared-activation buffers of the run state (see run_state.act). */
 #define MODEL_N_ACT 7
 
+/* The architectures fp4serve runs (docs/formats.md §2). */
+enum model_arch {
+    ARCH_LLAMA = 0,    /* llama: adjacent-pair RoPE, dense SwiGLU FFN */
+    ARCH_QWEN3 = 1,    /* qwen3: + per-head RMSNorm on Q and K, half-split (NEOX) RoPE */
+    ARCH_QWEN3MOE = 2, /* qwen3moe: qwen3 attention, mixture-of-experts FFN */
+};
+
 /* Hyperparameters (section 2.1), checked at load. */
 struct model_config {
-    int n_embd;      /* hidden size (576 for SmolLM2-135M) */
-    int n_layer;     /* transformer blocks (30) */
-    int n_head;      /* query heads (9) */
-    int n_head_kv;   /* key/value heads (3); n_head % n_head_kv == 0 */
-    int head_dim;    /* per head (64); n_head * head_dim = q_dim */
-    int q_dim;       /* n_head * head_dim */
-    int kv_dim;      /* n_head_kv * head_dim */
-    int n_ff;        /* FFN hidden size (1536) */
-    int n_vocab;     /* rows of token_embd (49152) */
-    int n_ctx_train; /* llama.context_length (8192) */
-    int n_rot;       /* llama.rope.dimension_count, rotated dims per head (= head_dim) */
-    float rope_base; /* llama.rope.freq_base (1e5 for SmolLM2) */
-    float rms_eps;   /* llama.attention.layer_norm_rms_epsilon (1e-5) */
+    enum model_arch arch;
+    bool qk_norm;      /* per-head RMSNorm of Q and K before RoPE (qwen3*) */
+    bool rope_neox;    /* rotate (x[i], x[i + n_rot/2]) instead of (x[2i], x[2i+1]) */
+    int n_expert;      /* experts per MoE layer (0: dense FFN) */
+    int n_expert_used; /* experts each token runs (top-k) */
+    int n_ff_exp;      /* hidden size of one expert's FFN */
+    int n_embd;        /* hidden size (576 for SmolLM2-135M) */
+    int n_layer;       /* transformer blocks (30) */
+    int n_head;        /* query heads (9) */
+    int n_head_kv;     /* key/value heads (3); n_head % n_head_kv == 0 */
+    int head_dim;      /* per head (64); n_head * head_dim = q_dim */
+    int q_dim;         /* n_head * head_dim */
+    int kv_dim;        /* n_head_kv * head_dim */
+    int n_ff;          /* FFN hidden size (1536) */
+    int n_vocab;       /* rows of token_embd (49152) */
+    int n_ctx_train;   /* llama.context_length (8192) */
+    int n_rot;         /* llama.rope.dimension_count, rotated dims per head (= head_dim) */
+    float rope_base;   /* llama.rope.freq_base (1e5 for SmolLM2) */
+    float rms_eps;     /* llama.attention.layer_norm_rms_epsilon (1e-5) */
 };
 
 /* One block's weights. Matrices are [rows = output dim, cols = input dim]
@@ -74,6 +87,12 @@ struct model_layer {
     struct q_matrix w_gate; /* (n_ff, n_embd) */
     struct q_matrix w_up;   /* (n_ff, n_embd) */
     struct q_matrix w_down; /* (n_embd, n_ff) */
+    const float *q_norm;    /* (head_dim) qwen3 per-head RMSNorm of Q, or NULL */
+    const float *k_norm;    /* (head_dim) same for K */
+    struct q_matrix router; /* MoE: (n_expert, n_embd) ffn_gate_inp */
+    struct q_matrix *exps;  /* MoE: (3 * n_expert) slices of ffn_{gate,up,down}_exps,
+                               gate e at [e], up at [n_expert + e], down at [2 n_expert + e];
+                               points into model_weights.exps (owned there) */
 };
 
 struct model_weights {
@@ -84,9 +103,11 @@ struct model_weights {
     bool tied;                  /* output.weight absent: token_embd is the head */
     void *owned;                /* requantized tensor data (NULL when native), owned */
     size_t owned_bytes;
-    float *f32_owned;    /* norms converted from F16/BF16 files, owned */
-    size_t linear_bytes; /* bytes of the per-layer matrices (read once per step) */
-    size_t head_bytes;   /* bytes of the output head */
+    float *f32_owned;      /* norms converted from F16/BF16 files, owned */
+    struct q_matrix *exps; /* (n_layer * 3 * n_expert) expert slices, owned (NULL: dense) */
+    size_t linear_bytes;   /* bytes of the per-layer matrices read every step (experts excluded) */
+    size_t expert_bytes;   /* bytes of every expert of every layer (0: dense) */
+    size_t head_bytes;     /* bytes of the output head */
 };
 
 enum model_decode {
@@ -149,16 +170,26 @@ struct model_seq {
 
 /* Every buffer of the CPU forward pass, sized at load (rows = max_step_tokens). */
 struct run_state {
-    float *x;                      /* (rows, n_embd) residual stream */
-    float *xb;                     /* (rows, n_embd) normalised input of a matmul */
-    float *q;                      /* (rows, q_dim) queries, then RoPE'd */
-    float *k;                      /* (rows, kv_dim) new keys */
-    float *v;                      /* (rows, kv_dim) new values */
-    float *att;                    /* (rows, q_dim) attention output */
-    float *y;                      /* (rows, n_embd) matmul output before the residual add */
-    float *hb;                     /* (rows, n_ff) gate, then silu(gate) * up */
-    float *hb2;                    /* (rows, n_ff) up */
-    float *logits;                 /* (max_logit_rows, n_vocab) */
+    float *x;          /* (rows, n_embd) residual stream */
+    float *xb;         /* (rows, n_embd) normalised input of a matmul */
+    float *q;          /* (rows, q_dim) queries, then RoPE'd */
+    float *k;          /* (rows, kv_dim) new keys */
+    float *v;          /* (rows, kv_dim) new values */
+    float *att;        /* (rows, q_dim) attention output */
+    float *y;          /* (rows, n_embd) matmul output before the residual add */
+    float *hb;         /* (rows, n_ff) gate, then silu(gate) * up; MoE: (rows *
+                          n_expert_used, n_ff_exp) too */
+    float *hb2;        /* (rows, n_ff) up; same size as hb */
+    float *moe_y;      /* MoE: (rows * n_expert_used, n_embd) expert outputs */
+    float *moe_xg;     /* MoE: (rows * n_expert_used, n_embd) inputs gathered by expert */
+    float *moe_logits; /* MoE: (rows, n_expert) router logits */
+    int *moe_grow;     /* MoE: (rows * n_expert_used) row of each gathered row */
+    int *moe_fill;     /* MoE: (n_expert) grouping cursor */
+    int *moe_exp;      /* MoE: (rows * n_expert_used) chosen experts, rank order */
+    float *moe_w;      /* MoE: (rows * n_expert_used) their weights */
+    int *moe_pos;      /* MoE: (rows * n_expert_used) gathered index of (row, rank) */
+    int *moe_off;      /* MoE: (n_expert + 1) first gathered index of each expert */
+    float *logits;     /* (max_logit_rows, n_vocab) */
     struct q_act act[MODEL_N_ACT]; /* prepared activations (rows, max(n_embd, q_dim, n_ff)):
                             the q/k/v inputs (3, one per distinct weight type), the output
                             projection's, the gate/up inputs (2) and the down input */
@@ -205,15 +236,18 @@ struct model {
     const struct q_kernels *kern; /* CPU matmul kernels */
     tp_pool *pool;
     struct run_state rs;
-    void *be_state;            /* a non-CPU backend's own state */
-    int *slot_len;             /* (max_batch) positions held per slot */
-    struct model_timers last;  /* the last step */
-    struct model_timers total; /* since load */
-    uint64_t steps;            /* model_step calls that ran */
-    int last_passes;           /* forward passes over the weights in the last step: 1
-                                * batched, one per sequence in per-request decode */
-    size_t kv_bytes;           /* K/V cache bytes the backend allocated */
-    char quant_note[160];      /* one line: what was requantized, or "" */
+    void *be_state;             /* a non-CPU backend's own state */
+    int *slot_len;              /* (max_batch) positions held per slot */
+    struct model_timers last;   /* the last step */
+    struct model_timers total;  /* since load */
+    uint64_t steps;             /* model_step calls that ran */
+    uint64_t last_experts;      /* (layer, expert) pairs whose weights the last step read,
+                                 * summed over its passes (0 for a dense model) */
+    uint64_t last_expert_bytes; /* bytes of expert weights the last step read */
+    int last_passes;            /* forward passes over the weights in the last step: 1
+                                 * batched, one per sequence in per-request decode */
+    size_t kv_bytes;            /* K/V cache bytes the backend allocated */
+    char quant_note[160];       /* one line: what was requantized, or "" */
 };
 
 /*
@@ -236,6 +270,12 @@ void model_free(struct model *m);
  * per-request; attention: split|serial. -1 with FP_ERR_USAGE on a bad name. */
 int model_opts_parse(struct model_opts *o, const char *quant, const char *head, const char *decode,
                      const char *attention, struct err *err);
+
+/* Most experts a MoE layer may have. */
+#define MODEL_MAX_EXPERTS 256
+
+/* "llama", "qwen3", "qwen3moe". */
+const char *model_arch_name(enum model_arch a);
 
 /* Read and check the hyperparameters of f (section 2.1 defaults). */
 int model_read_config(const struct gguf_file *f, struct model_config *c, struct err *err);
@@ -278,8 +318,15 @@ int model_requant_matrix_opts(const struct q_matrix *src, uint32_t dst_type, voi
                               struct q_matrix *out, tp_pool *pool, const struct q_quant_opts *opts);
 
 /* Bytes of weights one batched step reads: every layer matrix and the head
- * (embedding rows excluded). */
+ * (embedding rows excluded). For a MoE model the experts are counted as if
+ * every one were read (the bound a large batch reaches); the bytes a step
+ * really read are model_last_weight_bytes. */
 size_t model_weight_bytes_per_step(const struct model *m);
+/* Bytes of weights the last step read: the dense matrices and the head once
+ * per pass, plus the experts it touched (m->last_expert_bytes). */
+size_t model_last_weight_bytes(const struct model *m);
+/* Bytes of expert e's three matrices in layer l (0 for a dense model). */
+size_t model_expert_bytes(const struct model *m, int l, int e);
 /* FLOPs of the matmuls for one token: 2 x the parameters of every layer
  * matrix and the head (a multiply and an add per weight). */
 double model_flops_per_token(const struct model *m);

@@ -56,19 +56,22 @@ static const char *const head_names[] = {"token_embd.weight", "output.weight"};
 
 enum action {
     ACT_COPY,    /* data copied verbatim */
-    ACT_REQUANT, /* 2-D weight requantized to `type` */
-    ACT_SCALE,   /* the F32 [1] NVFP4 scale of the REQUANT entry before it */
+    ACT_REQUANT, /* 2-D weight (or 3-D: one matrix per expert) requantized to `type` */
+    ACT_SCALE,   /* the F32 NVFP4 scale of the REQUANT entry before it: [1], or one per
+                    expert ([n_expert]) for a 3-D tensor */
 };
 
 /* One output tensor. */
 struct entry {
     enum action act;
-    const struct gguf_tensor *t; /* input tensor (for ACT_SCALE: the weight's) */
-    char name[GGUF_MAX_NAME];    /* output name */
-    uint32_t type;               /* output type */
-    struct q_matrix src;         /* ACT_REQUANT: the input as a matrix, its scale applied */
-    float scale;                 /* ACT_REQUANT to NVFP4: s2, set when filled */
-    struct entry *weight;        /* ACT_SCALE: the entry whose s2 this stores */
+    const struct gguf_tensor *t;    /* input tensor (for ACT_SCALE: the weight's) */
+    char name[GGUF_MAX_NAME];       /* output name */
+    uint32_t type;                  /* output type */
+    struct q_matrix src;            /* ACT_REQUANT: the input's first slice as a matrix */
+    int64_t n_slices;               /* ACT_REQUANT: experts of a 3-D tensor (ne[2]), else 1 */
+    const float *in_scales;         /* ACT_REQUANT: the input's per-slice scales, NULL = 1 */
+    float scale[MODEL_MAX_EXPERTS]; /* ACT_REQUANT to NVFP4: s2 of each slice, set when filled */
+    struct entry *weight;           /* ACT_SCALE: the entry whose s2 this stores */
 };
 
 struct plan {
@@ -102,31 +105,44 @@ static bool is_head(const char *name)
     return false;
 }
 
-/* The F32 per-tensor scale stored beside t, or 1 (absent). */
-static int read_scale(const struct gguf_file *f, const struct gguf_tensor *t, float *out,
-                      struct err *err)
+/* The F32 scales stored beside t (n: 1 per tensor, or one per expert of a
+ * 3-D tensor): *out points at them, or is NULL (absent: 1). */
+static int read_scale(const struct gguf_file *f, const struct gguf_tensor *t, int64_t n,
+                      const float **out, struct err *err)
 {
     char name[GGUF_MAX_NAME];
-    *out = 1.0f;
+    *out = NULL;
     if (!sibling(t->name, "scale", name, sizeof(name)))
         return 0;
     const struct gguf_tensor *s = gguf_find_tensor(f, name);
     if (!s)
         return 0;
-    if (s->type != Q_F32 || s->nbytes < 4)
-        return err_set(err, FP_ERR_FORMAT, "tensor '%s' is not an F32 scalar", name), -1;
-    memcpy(out, s->data, 4);
-    if (!isfinite(*out) || *out == 0)
-        return err_set(err, FP_ERR_FORMAT, "tensor '%s' = %g is not a usable scale", name, *out),
+    if (s->type != Q_F32 || s->nbytes < 4 * (uint64_t)n)
+        return err_set(err, FP_ERR_FORMAT, "tensor '%s' is not %lld F32 scale(s)", name,
+                       (long long)n),
                -1;
+    const float *v = s->data;
+    for (int64_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, v + i, 4);
+        if (!isfinite(x) || x == 0)
+            return err_set(err, FP_ERR_FORMAT, "tensor '%s' = %g is not a usable scale", name, x),
+                   -1;
+    }
+    *out = v;
     return 0;
 }
 
-/* The type a 2-D weight should get, or its own type when it stays. */
+/* The type a 2-D weight or 3-D expert tensor should get, or its own type
+ * when it stays. A MoE router (ffn_gate_inp) stays, as llama-quantize
+ * keeps it: top-k selection is sensitive to its rounding. */
 static uint32_t target_of(const struct gguf_tensor *t, const struct qz_opts *o, bool *kept_shape)
 {
     *kept_shape = false;
-    if (t->n_dims != 2 || !ends_with(t->name, ".weight"))
+    if ((t->n_dims != 2 && t->n_dims != 3) || !ends_with(t->name, ".weight") ||
+        ends_with(t->name, "ffn_gate_inp.weight"))
+        return t->type;
+    if (t->n_dims == 3 && (t->ne[2] < 1 || t->ne[2] > MODEL_MAX_EXPERTS))
         return t->type;
     uint32_t want = is_head(t->name) && !o->head_same ? Q_Q8_0 : o->type;
     const struct q_type_info *src = q_info(t->type), *dst = q_info(want);
@@ -175,7 +191,8 @@ static int make_plan(const struct gguf_file *f, const struct qz_opts *o, struct 
         bool kept_shape;
         target[i] = target_of(&f->tensors[i], o, &kept_shape);
         requant[i] = target[i] != f->tensors[i].type;
-        if (f->tensors[i].n_dims == 2 && !requant[i] && ends_with(f->tensors[i].name, ".weight"))
+        if ((f->tensors[i].n_dims == 2 || f->tensors[i].n_dims == 3) && !requant[i] &&
+            ends_with(f->tensors[i].name, ".weight"))
             st->n_kept++;
         if (kept_shape && !st->kept_first[0])
             snprintf(st->kept_first, sizeof(st->kept_first), "%s", f->tensors[i].name);
@@ -200,11 +217,12 @@ static int make_plan(const struct gguf_file *f, const struct qz_opts *o, struct 
                                    t->data,
                                    q_row_bytes(t->type, (int64_t)t->ne[0]),
                                    1.0f};
-        if ((uint64_t)e->src.row_bytes * t->ne[1] > t->nbytes) {
+        e->n_slices = t->n_dims == 3 ? (int64_t)t->ne[2] : 1;
+        if ((uint64_t)e->src.row_bytes * t->ne[1] * (uint64_t)e->n_slices > t->nbytes) {
             err_set(err, FP_ERR_FORMAT, "tensor '%s' is shorter than its shape", t->name);
             goto out;
         }
-        if (read_scale(f, t, &e->src.scale, err))
+        if (read_scale(f, t, e->n_slices, &e->in_scales, err))
             goto out;
         if (e->type != Q_NVFP4)
             continue;
@@ -239,11 +257,19 @@ static int fill_requant(void *varg, void *dst, uint64_t nbytes, struct err *err)
 {
     struct fill_ctx *c = varg;
     struct entry *e = c->e;
-    if (q_row_bytes(e->type, e->src.cols) * (uint64_t)e->src.rows != nbytes)
+    size_t slice = q_row_bytes(e->type, e->src.cols) * (size_t)e->src.rows;
+    if (slice * (uint64_t)e->n_slices != nbytes)
         return err_set(err, FP_ERR_FORMAT, "tensor '%s': size mismatch", e->name), -1;
-    struct q_matrix out;
-    model_requant_matrix_opts(&e->src, e->type, dst, &out, c->p->pool, &c->p->qo);
-    e->scale = out.scale;
+    /* each expert of a 3-D tensor on its own, with its own NVFP4 s2 */
+    for (int64_t x = 0; x < e->n_slices; x++) {
+        struct q_matrix in = e->src, out;
+        in.data = (const uint8_t *)e->src.data + (size_t)x * e->src.row_bytes * (size_t)in.rows;
+        if (e->in_scales)
+            memcpy(&in.scale, e->in_scales + x, 4);
+        model_requant_matrix_opts(&in, e->type, (uint8_t *)dst + (size_t)x * slice, &out,
+                                  c->p->pool, &c->p->qo);
+        e->scale[x] = out.scale;
+    }
     return 0;
 }
 
@@ -261,9 +287,10 @@ static int fill_copy(void *varg, void *dst, uint64_t nbytes, struct err *err)
 static int fill_scale(void *varg, void *dst, uint64_t nbytes, struct err *err)
 {
     struct fill_ctx *c = varg;
-    if (nbytes != 4)
+    if (nbytes != 4 * (uint64_t)c->e->weight->n_slices)
         return err_set(err, FP_ERR_FORMAT, "tensor '%s': size mismatch", c->e->name), -1;
-    memcpy(dst, &c->e->weight->scale, 4); /* filled after its weight: the writer keeps order */
+    /* filled after its weight: the writer keeps order */
+    memcpy(dst, c->e->weight->scale, nbytes);
     return 0;
 }
 
@@ -330,12 +357,13 @@ int qz_quantize_file(const char *in_path, const char *out_path, const struct qz_
             st->bytes_out += t->nbytes;
         } else if (e->act == ACT_REQUANT) {
             gguf_w_tensor_fill(w, e->name, t->n_dims, t->ne, e->type, fill_requant, &ctx[i]);
-            st->bytes_out += q_row_bytes(e->type, e->src.cols) * (uint64_t)e->src.rows;
+            st->bytes_out +=
+                q_row_bytes(e->type, e->src.cols) * (uint64_t)e->src.rows * (uint64_t)e->n_slices;
             st->n_requant++;
         } else {
-            uint64_t one = 1;
-            gguf_w_tensor_fill(w, e->name, 1, &one, Q_F32, fill_scale, &ctx[i]);
-            st->bytes_out += 4;
+            uint64_t n = (uint64_t)e->weight->n_slices;
+            gguf_w_tensor_fill(w, e->name, 1, &n, Q_F32, fill_scale, &ctx[i]);
+            st->bytes_out += 4 * n;
             st->n_scales++;
         }
     }

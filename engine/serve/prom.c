@@ -129,6 +129,16 @@ void prom_step(struct prom *m, int n, int n_dec, int n_pre, int passes, uint64_t
     atomic_fetch_add_explicit(&m->other_ns, other_ns, memory_order_relaxed);
 }
 
+void prom_step_weights(struct prom *m, uint64_t experts, uint64_t expert_bytes,
+                       uint64_t weight_bytes)
+{
+    atomic_fetch_add_explicit(&m->weight_bytes_read, weight_bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->expert_acts, experts, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->expert_bytes, expert_bytes, memory_order_relaxed);
+    atomic_store_explicit(&m->last_weight_bytes, weight_bytes, memory_order_relaxed);
+    atomic_store_explicit(&m->last_experts, experts, memory_order_relaxed);
+}
+
 void prom_observe(struct prom_hist *h, uint64_t v)
 {
     int k = 0;
@@ -188,6 +198,16 @@ static const struct counter counters[] = {
      "Forward passes over the weights: one per step in batched decode, one per sequence of "
      "a step in per-request decode.",
      offsetof(struct prom, weight_passes), 1},
+    {"fp4serve_weight_bytes_read_total",
+     "Weight bytes the steps read: the dense matrices and the head once per pass, plus the "
+     "experts each step touched (mean per step = this / steps).",
+     offsetof(struct prom, weight_bytes_read), 1},
+    {"fp4serve_expert_activations_total",
+     "Mixture-of-experts layers: (layer, expert) pairs whose weights a step read, summed over "
+     "steps (a batched step reads a touched expert once; 0 for a dense model).",
+     offsetof(struct prom, expert_acts), 1},
+    {"fp4serve_expert_weight_bytes_total", "Expert weight bytes read, summed over steps.",
+     offsetof(struct prom, expert_bytes), 1},
     {"fp4serve_decode_tokens_total", "Decode rows summed over steps.",
      offsetof(struct prom, decode_rows), 1},
     {"fp4serve_prefill_tokens_total", "Prompt tokens run through the model.",
@@ -305,6 +325,11 @@ void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *
         {"fp4serve_open_connections", "HTTP connections open now.",
          (double)atomic_load_explicit(&m->open_connections, memory_order_relaxed)},
         {"fp4serve_ready", "1 once the model is loaded.", (double)g->ready},
+        {"fp4serve_last_step_weight_bytes", "Weight bytes the last step read.",
+         (double)atomic_load_explicit(&m->last_weight_bytes, memory_order_relaxed)},
+        {"fp4serve_last_step_experts",
+         "(layer, expert) pairs whose weights the last step read (0 for a dense model).",
+         (double)atomic_load_explicit(&m->last_experts, memory_order_relaxed)},
     };
     for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
         buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", gauges[i].name, gauges[i].help,
@@ -327,7 +352,9 @@ void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *
         const char *name, *help;
         double v;
     } consts[] = {
-        {"fp4serve_model_weight_bytes", "Bytes of weights one batched decode step reads.",
+        {"fp4serve_model_weight_bytes",
+         "Bytes of weights one batched decode step reads (a mixture of experts: every expert, "
+         "the bound; fp4serve_last_step_weight_bytes is what a step read).",
          m->weight_bytes},
         {"fp4serve_model_flops_per_token", "Matmul FLOPs per token (2 x parameters).",
          m->flops_per_token},

@@ -72,13 +72,19 @@ struct prom {
     atomic_uint_least64_t steps;            /* model steps */
     atomic_uint_least64_t step_seqs;        /* sum over steps of the sequences in it */
     atomic_uint_least64_t weight_passes;    /* forward passes over the weights (model.h) */
-    atomic_uint_least64_t decode_rows;      /* decode tokens over all steps */
-    atomic_uint_least64_t prefill_rows;     /* prompt tokens run through the model */
-    atomic_uint_least64_t step_ns;          /* wall time of model_step calls */
-    atomic_uint_least64_t do_steps;         /* the same three over steps that ran no */
-    atomic_uint_least64_t do_step_seqs;     /*   prompt token (decode-only): their mean */
-    atomic_uint_least64_t do_step_ns;       /*   is the decode step law, prefill left out */
-    atomic_uint_least64_t attn_ns;          /* phase timers of the model (model_timers) */
+    atomic_uint_least64_t
+        weight_bytes_read;              /* weight bytes the steps read (model_last_weight_bytes) */
+    atomic_uint_least64_t expert_acts;  /* MoE: (layer, expert) weight reads over steps */
+    atomic_uint_least64_t expert_bytes; /* MoE: expert weight bytes read over steps */
+    atomic_uint_least64_t last_weight_bytes; /* the last step's weight bytes (a gauge) */
+    atomic_uint_least64_t last_experts;      /* the last step's expert reads (a gauge) */
+    atomic_uint_least64_t decode_rows;       /* decode tokens over all steps */
+    atomic_uint_least64_t prefill_rows;      /* prompt tokens run through the model */
+    atomic_uint_least64_t step_ns;           /* wall time of model_step calls */
+    atomic_uint_least64_t do_steps;          /* the same three over steps that ran no */
+    atomic_uint_least64_t do_step_seqs;      /*   prompt token (decode-only): their mean */
+    atomic_uint_least64_t do_step_ns;        /*   is the decode step law, prefill left out */
+    atomic_uint_least64_t attn_ns;           /* phase timers of the model (model_timers) */
     atomic_uint_least64_t matmul_ns;
     atomic_uint_least64_t other_ns;
     atomic_uint_least64_t prefix_queries;  /* prompt tokens looked up in the prefix cache */
@@ -122,6 +128,12 @@ void prom_observe(struct prom_hist *h, uint64_t v);
  * and the model's phase times (all ns). */
 void prom_step(struct prom *m, int n, int n_dec, int n_pre, int passes, uint64_t step_ns,
                uint64_t attn_ns, uint64_t matmul_ns, uint64_t other_ns);
+/* The weights a step read (after prom_step): experts = (layer, expert)
+ * pairs whose weights it read (0 for a dense model), their bytes, and all
+ * weight bytes it read (dense matrices and head once per pass, plus the
+ * experts). */
+void prom_step_weights(struct prom *m, uint64_t experts, uint64_t expert_bytes,
+                       uint64_t weight_bytes);
 /* A request was served (ended by a stop or its length): its times
  * (clock_ns at submit, admission, first token and end) and token counts go
  * into every per-request histogram, so their counts equal requests served

@@ -4,7 +4,9 @@
 # `make test` and `make cuda-host`). The greedy ids of the tiny synthetic
 # model, natively (Q4_1 from synth) and requantized to MXFP4 and NVFP4,
 # are those of --device cpu; any finding of the harness's memory checks
-# ends the process with status 86 and fails the check.
+# ends the process with status 86 and fails the check. The CUDA kernels
+# run llama only: qwen3 and qwen3moe are refused at load with one line
+# (status 5) before any device memory is taken.
 . tests/lib.sh
 
 FH="$BUILD/cudahost/bin/fp4serve"
@@ -31,5 +33,13 @@ for q in native mxfp4 nvfp4; do
     check "$q: the harness ran the kernels" grep -q "cuda: cudahost" "$T_TMP/cuda-$q.err"
     check_eq "$q: greedy ids equal those of --device cpu" \
         "$(grep '^ids:' "$T_TMP/cuda-$q")" "$(grep '^ids:' "$T_TMP/cpu-$q")"
+done
+for a in qwen3 qwen3moe; do
+    "$FP4SERVE" synth --arch $a -o "$T_TMP/$a.gguf" 2>/dev/null
+    "$FH" generate --model "$T_TMP/$a.gguf" --prompt "hi" -n 2 --device cuda >/dev/null \
+        2>"$T_TMP/err"
+    check_eq "$a on --device cuda: refused (status 5)" "$?" "5"
+    check_eq "$a on --device cuda: one line saying so" "$(cat "$T_TMP/err")" \
+        "fp4serve: error: $T_TMP/$a.gguf: --device cuda runs llama models only; '$a' runs on --device cpu"
 done
 finish

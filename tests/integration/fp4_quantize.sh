@@ -50,6 +50,30 @@ for q in mxfp4 nvfp4; do
     check "q4_1 -> $q: offline == at load (logits bit for bit)" cmp -s "$T_TMP/off.f32" "$T_TMP/load.f32"
 done
 
+# A qwen3moe: the 3-D expert tensors are requantized expert by expert (NVFP4:
+# one scale per expert, [16]), the F32 router stays; offline == at load and
+# the f32 round trip hold for them too.
+"$FP4SERVE" synth --arch qwen3moe --type f32 -o "$T_TMP/moe.gguf" 2>/dev/null
+for q in mxfp4 nvfp4; do
+    "$FP4SERVE" quantize "$T_TMP/moe.gguf" "$T_TMP/moe-$q.gguf" --type "$q" >"$T_TMP/q.out" 2>&1
+    check "qwen3moe -> $q: 29 requantized (16 matrices + 12 expert tensors + head), router kept" \
+        grep -q "29 requantized to $q (head q8_0).* 4 weights kept" "$T_TMP/q.out"
+    "$FP4SERVE" info --all "$T_TMP/moe-$q.gguf" >"$T_TMP/info" 2>&1
+    check "qwen3moe -> $q: experts $q [128, 64, 16]" \
+        grep -qE "^  blk\.3\.ffn_gate_exps\.weight +$q +\[128, 64, 16\]" "$T_TMP/info"
+    check "qwen3moe -> $q: router stays f32" grep -qE '^  blk\.0\.ffn_gate_inp\.weight +f32 ' "$T_TMP/info"
+    "$FP4SERVE" generate --model "$T_TMP/moe-$q.gguf" --prompt "$PROMPT" -n 1 --logits "$T_TMP/off.f32" \
+        >/dev/null 2>&1
+    "$FP4SERVE" generate --model "$T_TMP/moe.gguf" --quant "$q" --prompt "$PROMPT" -n 1 \
+        --logits "$T_TMP/load.f32" >/dev/null 2>&1
+    check "qwen3moe -> $q: offline == at load (logits bit for bit)" cmp -s "$T_TMP/off.f32" "$T_TMP/load.f32"
+    "$FP4SERVE" quantize "$T_TMP/moe-$q.gguf" "$T_TMP/deq.gguf" --type f32 >/dev/null 2>&1
+    "$FP4SERVE" quantize "$T_TMP/deq.gguf" "$T_TMP/again.gguf" --type "$q" >/dev/null 2>&1
+    check "qwen3moe -> $q -> f32 -> $q is byte-identical" cmp -s "$T_TMP/moe-$q.gguf" "$T_TMP/again.gguf"
+done
+check "qwen3moe nvfp4: one scale per expert" \
+    grep -qE '^  blk\.0\.ffn_down_exps\.scale +f32 +\[16\]' "$T_TMP/info"
+
 "$FP4SERVE" info --all "$T_TMP/tiny-nvfp4.gguf" >"$T_TMP/info" 2>&1
 check "nvfp4: llama.cpp's scale tensor blk.0.attn_q.scale, f32 [1]" \
     grep -qE '^  blk\.0\.attn_q\.scale +f32 +\[1\]' "$T_TMP/info"

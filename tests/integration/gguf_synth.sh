@@ -53,11 +53,38 @@ check "tiny nvfp4: 6 norms + 14 scales in f32" grep -qE '^f32 +19 +334 ' "$T_TMP
 "$FP4SERVE" synth --preset tiny --type nvfp4 --seed 7 -o "$T_TMP/tiny-nvfp4b.gguf"
 check "nvfp4: byte-identical again" cmp -s "$T_TMP/tiny-nvfp4.gguf" "$T_TMP/tiny-nvfp4b.gguf"
 
+# --arch: qwen3 (per-head Q/K norms, head dim 64 written as key_length)
+# and qwen3moe (F32 router, 3-D expert tensors; NVFP4 with one scale per expert).
+"$FP4SERVE" synth --arch qwen3 --type q8_0 -o "$T_TMP/q3.gguf"
+check_eq "synth --arch qwen3: exit status" "$?" "0"
+"$FP4SERVE" info --all "$T_TMP/q3.gguf" >"$T_TMP/info" 2>&1
+for want in "architecture  qwen3" "layers        4" "head dim      64" "vocab         2048"; do
+    check "info qwen3: '$want'" grep -qxF "$want" "$T_TMP/info"
+done
+check "qwen3: attn_q_norm f32 [64]" grep -qE '^  blk\.3\.attn_q_norm\.weight +f32 +\[64\]' "$T_TMP/info"
+check "qwen3: attn_q q8_0 [128, 256]" grep -qE '^  blk\.0\.attn_q\.weight +q8_0 +\[128, 256\]' "$T_TMP/info"
+"$FP4SERVE" synth --arch qwen3moe --type nvfp4 -o "$T_TMP/q3m.gguf"
+check_eq "synth --arch qwen3moe: exit status" "$?" "0"
+"$FP4SERVE" info --all "$T_TMP/q3m.gguf" >"$T_TMP/info" 2>&1
+for want in "architecture  qwen3moe" "experts       16" "experts used  4" "expert ff     64"; do
+    check "info qwen3moe: '$want'" grep -qxF "$want" "$T_TMP/info"
+done
+check "qwen3moe: router f32 [128, 16]" grep -qE '^  blk\.0\.ffn_gate_inp\.weight +f32 +\[128, 16\]' "$T_TMP/info"
+check "qwen3moe: experts nvfp4 [64, 128, 16]" grep -qE '^  blk\.0\.ffn_down_exps\.weight +nvfp4 +\[64, 128, 16\]' "$T_TMP/info"
+check "qwen3moe: one scale per expert" grep -qE '^  blk\.0\.ffn_up_exps\.scale +f32 +\[16\]' "$T_TMP/info"
+check "qwen3moe: no dense ffn" sh -c "! grep -q 'ffn_gate\.weight' '$T_TMP/info'"
+"$FP4SERVE" synth --arch gemma -o "$T_TMP/x.gguf" 2>"$T_TMP/err"
+check_eq "unknown --arch: status" "$?" "2"
+"$FP4SERVE" synth --arch qwen3 --preset tiny -o "$T_TMP/x.gguf" 2>"$T_TMP/err"
+check_eq "--arch against the preset's: status" "$?" "2"
+check_eq "--arch against the preset's: message" "$(cat "$T_TMP/err")" \
+    "fp4serve: error: --arch qwen3 does not match preset 'tiny' (a llama model)"
+
 # Refusals.
 "$FP4SERVE" synth --preset huge -o "$T_TMP/x.gguf" 2>"$T_TMP/err"
 check_eq "unknown preset: status" "$?" "2"
 check_eq "unknown preset: message" "$(cat "$T_TMP/err")" \
-    "fp4serve: error: unknown preset 'huge' (use tiny|smollm2-135m|llama-1b)"
+    "fp4serve: error: unknown preset 'huge' (use tiny|smollm2-135m|llama-1b|qwen3-tiny|qwen3moe-tiny|qwen3moe-small)"
 "$FP4SERVE" synth --preset tiny --type q3_k -o "$T_TMP/x.gguf" 2>/dev/null
 check_eq "unknown type: status" "$?" "2"
 "$FP4SERVE" synth --preset tiny 2>/dev/null

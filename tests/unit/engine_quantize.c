@@ -276,14 +276,16 @@ TEST(nvfp4_input_scales_folded_in)
 }
 
 /* A hand-made file: a 2-D weight whose columns are not a multiple of 64
- * stays as it is for NVFP4 (and is named), one that fits is converted, and
- * other tensors (1-D, 3-D, non-weights) are copied byte for byte. */
+ * stays as it is for NVFP4 (and is named), one that fits is converted, a
+ * 3-D expert tensor is converted expert by expert (one NVFP4 scale per
+ * expert), a MoE router stays, and other tensors (1-D, non-weights) are
+ * copied byte for byte. */
 TEST(odd_shapes_kept_and_others_copied)
 {
     char *in = test_tmp_path("odd.gguf"), *out = test_tmp_path("odd-nv.gguf");
     gguf_writer *w = gguf_writer_new(32);
     gguf_w_str(w, "general.architecture", "llama");
-    float a[96 * 4], b[64 * 4], c[8], d[2 * 32 * 2];
+    float a[96 * 4], b[64 * 4], c[8], d[64 * 2 * 2];
     for (size_t i = 0; i < sizeof(a) / 4; i++)
         a[i] = (float)i / 100.0f - 1.0f;
     for (size_t i = 0; i < sizeof(b) / 4; i++)
@@ -295,7 +297,8 @@ TEST(odd_shapes_kept_and_others_copied)
     gguf_w_tensor(w, "blk.0.attn_q.weight", 2, (uint64_t[]){96, 4}, Q_F32, a, sizeof(a));
     gguf_w_tensor(w, "blk.0.attn_k.weight", 2, (uint64_t[]){64, 4}, Q_F32, b, sizeof(b));
     gguf_w_tensor(w, "blk.0.attn_norm.weight", 1, (uint64_t[]){8}, Q_F32, c, sizeof(c));
-    gguf_w_tensor(w, "blk.0.exps.weight", 3, (uint64_t[]){32, 2, 2}, Q_F32, d, sizeof(d));
+    gguf_w_tensor(w, "blk.0.exps.weight", 3, (uint64_t[]){64, 2, 2}, Q_F32, d, sizeof(d));
+    gguf_w_tensor(w, "blk.0.ffn_gate_inp.weight", 2, (uint64_t[]){64, 4}, Q_F32, b, sizeof(b));
     struct err err;
     err_init(&err);
     CHECK_INT(gguf_writer_save(w, in, &err), 0);
@@ -303,8 +306,8 @@ TEST(odd_shapes_kept_and_others_copied)
     struct qz_stats st;
     CHECK_INT(quantize(in, out, Q_NVFP4, false, false, &st), 0);
     CHECK_STR(st.kept_first, "blk.0.attn_q.weight");
-    CHECK_INT(st.n_requant, 1);
-    CHECK_INT(st.n_kept, 1);
+    CHECK_INT(st.n_requant, 2);
+    CHECK_INT(st.n_kept, 2); /* attn_q (shape) and the router */
     struct gguf_file f;
     CHECK_INT(gguf_open(out, &f, &err), 0);
     const struct gguf_tensor *t = gguf_find_tensor(&f, "blk.0.attn_q.weight");
@@ -314,7 +317,26 @@ TEST(odd_shapes_kept_and_others_copied)
     CHECK(gguf_find_tensor(&f, "blk.0.attn_k.scale") != NULL);
     CHECK(gguf_find_tensor(&f, "blk.0.attn_q.scale") == NULL);
     t = gguf_find_tensor(&f, "blk.0.exps.weight");
-    CHECK(t && t->type == Q_F32 && t->n_dims == 3 && memcmp(t->data, d, sizeof(d)) == 0);
+    CHECK(t && t->type == Q_NVFP4 && t->n_dims == 3 && t->ne[2] == 2);
+    t = gguf_find_tensor(&f, "blk.0.exps.scale");
+    CHECK(t && t->type == Q_F32 && t->n_dims == 1 && t->ne[0] == 2);
+    /* each expert's values survive within NVFP4's error, with its own scale */
+    if (t) {
+        float sc[2];
+        memcpy(sc, t->data, sizeof(sc));
+        CHECK(sc[0] > 0 && sc[1] > 0);
+        const struct gguf_tensor *x = gguf_find_tensor(&f, "blk.0.exps.weight");
+        float back[64];
+        for (int e = 0; e < 2; e++) {
+            /* row 0 of expert e */
+            size_t off = (size_t)e * 2 * q_row_bytes(Q_NVFP4, 64);
+            q_dequant_row(Q_NVFP4, (const uint8_t *)x->data + off, back, 64);
+            for (int i = 0; i < 64; i++)
+                CHECK_NEAR(back[i] * sc[e], d[e * 128 + i], 0.17); /* half the 2/3..1 gap */
+        }
+    }
+    t = gguf_find_tensor(&f, "blk.0.ffn_gate_inp.weight");
+    CHECK(t && t->type == Q_F32 && memcmp(t->data, b, sizeof(b)) == 0);
     t = gguf_find_tensor(&f, "blk.0.attn_norm.weight");
     CHECK(t && memcmp(t->data, c, sizeof(c)) == 0);
     gguf_close(&f);

@@ -1,0 +1,206 @@
+/*
+ * Unit tests for the qwen3 and qwen3moe architectures on the CPU backend,
+ * on models written by `fp4serve synth` (format/synth.c): batch invariance
+ * (16 sequences alone vs together, bit for bit) in every weight type,
+ * per-request decode, thread counts and kernel tables agreeing; the MoE
+ * router's top-k and renormalisation; expert grouping (a batched step
+ * reads each touched expert once, per-request decode once per sequence)
+ * and the counters that report it. The comparison with llama.cpp is
+ * tests/integration/engine_qwen3.sh.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fp4.h"
+#include "test.h"
+#include "xalloc.h"
+
+#include "../../engine/model/moe.c"
+#include "format/synth.h"
+#include "model/model.h"
+#include "model/sample.h"
+
+static char *write_synth(const char *preset, uint32_t type)
+{
+    static int n;
+    char *path = xasprintf("/tmp/engine_moe_%d_%d.gguf", (int)getpid(), n++);
+    struct synth_opts o = {.preset = synth_preset_find(preset), .type = type, .seed = 5};
+    struct err err;
+    err_init(&err);
+    CHECK_MSG(synth_write(&o, path, &err) == 0, "%s", err.msg);
+    return path;
+}
+
+static struct model *load(const char *path, struct model_opts o)
+{
+    struct err err;
+    err_init(&err);
+    struct model *m = model_new(path, &o, &err);
+    CHECK_MSG(m != NULL, "%s", err.msg);
+    return m;
+}
+
+enum { V = 2048, G = 12 };
+
+/* Greedy continuation of 16 prompts of different lengths, each alone in
+ * slot 0 or all together (one prefill step, then decode steps of 16).
+ * Returns the ids (16 x G) and the last step's logits (16 x V). */
+static void greedy16(struct model *m, bool together, int32_t *gen, float *last)
+{
+    int32_t prompts[16][24];
+    int lens[16];
+    for (int i = 0; i < 16; i++) {
+        lens[i] = 2 + (i * 5) % 21;
+        for (int t = 0; t < lens[i]; t++)
+            prompts[i][t] = 3 + (int32_t)((i * 131 + t * 977) % (V - 3));
+    }
+    struct err err;
+    err_init(&err);
+    struct model_seq s[16];
+    int32_t next[16];
+    int n = together ? 16 : 1;
+    for (int i0 = 0; i0 < 16; i0 += n) {
+        for (int i = i0; i < i0 + n; i++) {
+            model_slot_free(m, i - i0);
+            s[i - i0] = (struct model_seq){i - i0, 0, lens[i], prompts[i], MODEL_LOGITS_LAST, NULL};
+        }
+        CHECK_INT(model_step(m, s, n, &err), 0);
+        for (int i = i0; i < i0 + n; i++)
+            next[i] = sample_argmax(s[i - i0].out, V);
+        for (int g = 0; g < G; g++) {
+            for (int i = i0; i < i0 + n; i++) {
+                gen[i * G + g] = next[i];
+                s[i - i0] = (struct model_seq){i - i0,          lens[i] + g,       1,
+                                               &gen[i * G + g], MODEL_LOGITS_LAST, NULL};
+            }
+            CHECK_INT(model_step(m, s, n, &err), 0);
+            for (int i = i0; i < i0 + n; i++) {
+                next[i] = sample_argmax(s[i - i0].out, V);
+                if (g == G - 1)
+                    memcpy(last + (size_t)i * V, s[i - i0].out, sizeof(float) * V);
+            }
+        }
+    }
+}
+
+static void batch_invariance(const char *preset, uint32_t type)
+{
+    char *path = write_synth(preset, type);
+    int32_t ref_ids[16 * G], ids[16 * G];
+    float *ref = xmalloc(sizeof(float) * 16 * V), *got = xmalloc(sizeof(float) * 16 * V);
+    struct model_opts base = {.threads = 2, .max_batch = 16, .ctx = 64, .max_step_tokens = 512};
+    struct model *m = load(path, base);
+    if (!m)
+        return;
+    greedy16(m, false, ref_ids, ref);
+    greedy16(m, true, ids, got);
+    CHECK_MSG(memcmp(ref_ids, ids, sizeof(ids)) == 0, "%s type %u: tokens differ", preset, type);
+    CHECK_MSG(memcmp(ref, got, sizeof(float) * 16 * V) == 0, "%s type %u: logits differ", preset,
+              type);
+    /* greedy output is not one repeated token: most steps change it */
+    int changes = 0;
+    for (int i = 0; i < 16; i++)
+        for (int g = 1; g < G; g++)
+            changes += ref_ids[i * G + g] != ref_ids[i * G + g - 1];
+    CHECK_MSG(changes > 16 * (G - 1) * 3 / 4, "%s type %u: %d token changes in %d steps", preset,
+              type, changes, 16 * (G - 1));
+    model_free(m);
+    struct model_opts variants[4] = {base, base, base, base};
+    variants[0].threads = 1;
+    variants[1].threads = 3;
+    variants[2].decode = MODEL_DECODE_PER_REQUEST;
+    variants[3].isa = "avx2";
+    for (int v = 0; v < 4; v++) {
+        if (v == 3 && !q_kernels_select(Q_ISA_AVX2))
+            continue;
+        m = load(path, variants[v]);
+        memset(ids, 0, sizeof(ids));
+        greedy16(m, true, ids, got);
+        CHECK_MSG(memcmp(ref_ids, ids, sizeof(ids)) == 0, "%s variant %d: tokens differ", preset,
+                  v);
+        CHECK_MSG(memcmp(ref, got, sizeof(float) * 16 * V) == 0, "%s variant %d: logits differ",
+                  preset, v);
+        model_free(m);
+    }
+    free(ref);
+    free(got);
+    unlink(path);
+    free(path);
+}
+
+TEST(qwen3_batch_of_16_equals_alone)
+{
+    batch_invariance("qwen3-tiny", Q_F32);
+    batch_invariance("qwen3-tiny", Q_Q8_0);
+}
+
+TEST(qwen3moe_batch_of_16_equals_alone_every_type)
+{
+    static const uint32_t types[] = {Q_F32, Q_Q8_0, Q_MXFP4, Q_NVFP4};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        batch_invariance("qwen3moe-tiny", types[i]);
+}
+
+TEST(route_renormalises_the_softmax_top_k)
+{
+    float logits[6] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 0.0f};
+    int ex[3];
+    float w[3];
+    route(logits, 6, 3, ex, w);
+    /* ties go to the lower index; then 4 (1.0) */
+    CHECK_INT(ex[0], 1);
+    CHECK_INT(ex[1], 3);
+    CHECK_INT(ex[2], 4);
+    double e2 = exp(2.0), e1 = exp(1.0);
+    CHECK_NEAR(w[0], e2 / (2 * e2 + e1), 1e-6);
+    CHECK_NEAR(w[2], e1 / (2 * e2 + e1), 1e-6);
+    CHECK_NEAR(w[0] + w[1] + w[2], 1.0, 1e-6);
+}
+
+/* Experts touched and bytes read: a batched step of 16 reads each touched
+ * expert once (at most n_expert per layer); per-request decode reads k
+ * per layer for each sequence. */
+TEST(expert_counters_batched_vs_per_request)
+{
+    char *path = write_synth("qwen3moe-tiny", Q_MXFP4);
+    struct model_opts o = {.threads = 2, .max_batch = 16, .ctx = 32};
+    for (int mode = 0; mode < 2; mode++) {
+        o.decode = mode ? MODEL_DECODE_PER_REQUEST : MODEL_DECODE_BATCHED;
+        struct model *m = load(path, o);
+        if (!m)
+            return;
+        const struct model_config *c = &m->cfg;
+        int32_t toks[16];
+        struct model_seq s[16];
+        for (int i = 0; i < 16; i++) {
+            toks[i] = 10 + 97 * i;
+            s[i] = (struct model_seq){i, 0, 1, &toks[i], MODEL_LOGITS_LAST, NULL};
+        }
+        struct err err;
+        err_init(&err);
+        CHECK_INT(model_step(m, s, 16, &err), 0);
+        size_t one = model_expert_bytes(m, 0, 0);
+        CHECK(one > 0);
+        if (mode == 0) {
+            /* 16 tokens x 4 of 16 experts: most experts touched, none twice */
+            CHECK_MSG(m->last_experts > (uint64_t)c->n_layer * 8 &&
+                          m->last_experts <= (uint64_t)c->n_layer * c->n_expert,
+                      "batched: %llu experts", (unsigned long long)m->last_experts);
+            CHECK(model_last_weight_bytes(m) <= model_weight_bytes_per_step(m));
+        } else {
+            CHECK_INT(m->last_experts, 16 * c->n_layer * c->n_expert_used);
+            CHECK(model_last_weight_bytes(m) > model_weight_bytes_per_step(m));
+        }
+        CHECK_INT(m->last_expert_bytes, m->last_experts * one); /* all experts the same size */
+        /* one sequence alone: exactly k experts per layer */
+        CHECK_INT(model_step(m, s, 1, &err), 0);
+        CHECK_INT(m->last_experts, c->n_layer * c->n_expert_used);
+        model_free(m);
+    }
+    unlink(path);
+    free(path);
+}
+
+TEST_MAIN()
