@@ -658,6 +658,23 @@ out:
     return rc;
 }
 
+enum cmp_cell cmp_cell(const struct cmp_set *c, size_t si, long conc, const char *metric,
+                       struct fit_spread *v)
+{
+    static const enum cmp_cell kinds[] = {CMP_VALUE, CMP_MISSING, CMP_FAILED, CMP_NA};
+    struct cell x = get_cell(c, si, conc, metric);
+    *v = x.v;
+    return kinds[x.kind];
+}
+
+const char *cmp_cell_word(enum cmp_cell k)
+{
+    return k == CMP_VALUE     ? "measured"
+           : k == CMP_MISSING ? "missing"
+           : k == CMP_FAILED  ? "failed"
+                              : "n/a";
+}
+
 bool cmp_split_axis(const char *name, const char *axis, struct buf *value, struct buf *others)
 {
     bool found = false;
