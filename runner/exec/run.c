@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "http.h"
@@ -31,6 +32,7 @@
 #include "analysis/estimate.h"
 #include "analysis/judge.h"
 #include "analysis/report.h"
+#include "client/loadgen.h"
 #include "store/runfolder.h"
 
 /* Ctrl-C (or SIGTERM/SIGHUP) arrived: finish the current step, start none. */
@@ -189,6 +191,7 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
     err_init(&err);
     struct proc client;
     proc_init(&client);
+    char *pfile = NULL; /* the client's progress file, removed after the point */
     if (keep_old_log(log, &err) != 0) {
         buf_printf(&cause, "client did not start: %s", err.msg);
         status = RES_FAILED;
@@ -198,11 +201,19 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
     }
     client.cg_dir = new_cgroup(c, "client");
     scrape_server(c, pp->variant, log, true);
+    /* the builtin client's progress (client/loadgen.h), for the live line;
+     * a local client only: a remote one could not write here */
+    struct strvec env = STRVEC_INIT;
+    if (c->ex.kind == EXP_EXEC_LOCAL) {
+        pfile = xasprintf("%s/%s/.%s.progress", c->run_dir, v->name, pp->log_name);
+        strvec_pushf(&env, "%s=%s", LG_PROGRESS_ENV, pfile);
+    }
     double t0 = clock_ms();
     char *rdir = remote_dir(c, v);
     int spawned =
-        exec_spawn(&c->ex, &client, &pp->client_argv, NULL, log, rdir, CLIENT_GRACE_S, &err);
+        exec_spawn(&c->ex, &client, &pp->client_argv, &env, log, rdir, CLIENT_GRACE_S, &err);
     free(rdir);
+    strvec_release(&env);
     if (spawned != 0) {
         buf_printf(&cause, "client did not start: %s", err.msg);
         status = RES_FAILED;
@@ -213,6 +224,7 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
     enum { RUNNING, DONE, SERVER_DIED, TIMED_OUT, INTERRUPTED } why = RUNNING;
     while (why == RUNNING) {
         proc_wait_any(watch, 2, 100, c->stop);
+        prog_client_file(&c->prog, pfile);
         prog_tick(&c->prog);
         if (!proc_alive(&client))
             why = DONE;
@@ -279,6 +291,9 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
     status = judge(c, pi, log, status, &cause, row);
 out:
     proc_release(&client);
+    if (pfile)
+        unlink(pfile);
+    free(pfile);
     row->status = xstrdup(status);
     row->cause = xstrdup(cause.data ? cause.data : "");
     buf_release(&cause);
