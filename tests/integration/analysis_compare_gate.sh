@@ -4,7 +4,8 @@
 # naming metric, concurrency, series and ratio) and passes '<=+7%' (exit 0);
 # a failed point breaks its gates; with repeats, the same 4% difference
 # breaks a 2% gate only when the repeats' intervals do not overlap; a bad
-# gate is exit 2 with a one-line error naming the argument.
+# gate is exit 2 with a one-line error naming the argument. Then two real
+# runs on the fakeserver with TPOT 22 and 25 ms: exit 1 at +5%, 0 at +20%.
 . tests/lib.sh
 
 h=variant,concurrency,prompts,repeat,status,key,cause,log,started,wall_s,output_throughput,median_tpot_ms
@@ -85,4 +86,21 @@ done
 "$SWEEP" compare "$T_TMP/base" "$T_TMP/slow" --gate 'median_tpot<=5%' 2>&1 >/dev/null |
     grep -q "no run has the metric 'median_tpot' (did you mean 'median_tpot_ms'?)"
 check_eq "an unknown metric gets the closest column" "$?" 0
+
+# two real runs against the fakeserver, whose decode step is exactly
+# a + b*N ms (tests/fakeserver/README.md): at C=2, a = 20 gives 22 ms per
+# token and a = 23 gives 25 ms, TPOT +13.6%; the gate at +5% breaks, at +20%
+# it holds
+for a in 20 23; do
+    make_experiment fakeserver "$T_TMP/f$a.yaml" NAME="gate$a" PIDFILE="$T_TMP/f$a.pid" STEP_A=$a \
+        GRID='["2:4"]' OUTPUT_LEN=64
+    "$SWEEP" run "$T_TMP/f$a.yaml" --out "$T_TMP/f$a" >"$T_TMP/f$a.out" 2>&1
+    check_eq "fakeserver run with a = $a ms: exit 0" "$?" 0
+done
+"$SWEEP" compare "$T_TMP/f20" "$T_TMP/f23" --gate 'median_tpot_ms<=+5%' >"$T_TMP/f.out" 2>&1
+check_eq "TPOT 25 ms against 22 ms under a 5% gate: exit 1" "$?" 1
+ratio=$(sed -n 's/.*BROKEN median_tpot_ms<=+5% at concurrency 2: f23 .* ratio \([0-9.]*\) .*/\1/p' "$T_TMP/f.out")
+check "the broken check's ratio $ratio is 25/22 = 1.136 (5%)" within "$ratio" 1.136 0.05 rel
+"$SWEEP" compare "$T_TMP/f20" "$T_TMP/f23" --gate 'median_tpot_ms<=+20%' >"$T_TMP/f2.out" 2>&1
+check_eq "... under a 20% gate: exit 0" "$?" 0
 finish
