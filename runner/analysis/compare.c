@@ -26,8 +26,9 @@
 
 /* Metrics compared by default, in table order (those no series has are left out). */
 static const char *const default_metrics[] = {
-    "output_throughput", "median_tpot_ms", "median_ttft_ms",
-    "p99_ttft_ms",       "median_itl_ms",  "median_e2e_ms",
+    "output_throughput", "median_tpot_ms", "median_ttft_ms", "p99_ttft_ms",
+    "median_itl_ms",     "median_e2e_ms",  "j_per_token", /* where power was sampled
+                                                             (analysis/power.h) */
 };
 
 enum cell_kind {

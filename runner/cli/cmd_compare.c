@@ -108,7 +108,7 @@ int cmd_compare(int argc, char **argv)
         {"out", 'o', OPT_STR, &out, "DIR",
          "write compare.md and charts (DIR/plots/) here (not a run folder)"},
         {"metric", 0, OPT_LIST, &metrics, "NAME",
-         "compare this metric (repeatable; default: throughput, TPOT, TTFT, ITL, E2E)"},
+         "compare this metric (repeatable; default: throughput, TPOT, TTFT, ITL, E2E, J/token)"},
         {"by", 0, OPT_STR, &by, "AXIS",
          "one run: compare its matrix variants along AXIS (e.g. quant, max-batch)"},
         {"gate", 0, OPT_LIST, &gate_args, "'METRIC<=+P%'",

@@ -84,6 +84,10 @@ done
 check "REPORT.md names the source of each variant" \
     grep -qx -- '- pair: nvidia-smi power.draw, GPUs 0,1, 5 Hz' "$T_TMP/r/REPORT.md"
 check "... and the energy table" grep -q '^| all | 2 | 1 | 500' "$T_TMP/r/REPORT.md"
+"$SWEEP" compare "$T_TMP/r:pair" "$T_TMP/r:all" >"$T_TMP/cmp.out" 2>&1
+check_eq "compare exits 0" "$?" 0
+check "compare shows energy per output token, all/pair = 500/200 W" sh -c \
+    "grep -A2 '^energy per output token (J/token)' '$T_TMP/cmp.out' | grep -Eq '^ +2 .* 2\.(4[89]|5[0-2])[0-9]\$'"
 cp "$T_TMP/r/points.csv" "$T_TMP/before.csv"
 "$SWEEP" plot "$T_TMP/r" >/dev/null 2>&1
 check_eq "plot exits 0" "$?" 0
