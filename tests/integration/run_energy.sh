@@ -84,10 +84,17 @@ done
 check "REPORT.md names the source of each variant" \
     grep -qx -- '- pair: nvidia-smi power.draw, GPUs 0,1, 5 Hz' "$T_TMP/r/REPORT.md"
 check "... and the energy table" grep -q '^| all | 2 | 1 | 500' "$T_TMP/r/REPORT.md"
+check_eq "fit.json carries each variant's source" \
+    "$(jq -r '.variants.all.energy.source' "$T_TMP/r/fit.json")" "nvidia-smi power.draw, every GPU, 5 Hz"
+check "... and its J/token per level" within \
+    "$(jq -r '.variants.all.energy.levels[] | select(.concurrency == 2) | .j_per_token' "$T_TMP/r/fit.json")" \
+    "$(col "$T_TMP/r" j_per_token 2)" 1e-6 rel
 "$SWEEP" compare "$T_TMP/r:pair" "$T_TMP/r:all" >"$T_TMP/cmp.out" 2>&1
 check_eq "compare exits 0" "$?" 0
-check "compare shows energy per output token, all/pair = 500/200 W" sh -c \
-    "grep -A2 '^energy per output token (J/token)' '$T_TMP/cmp.out' | grep -Eq '^ +2 .* 2\.(4[89]|5[0-2])[0-9]\$'"
+cmp_ratio=$(grep -A2 '^energy per output token (J/token)' "$T_TMP/cmp.out" | awk '$1 == 2 { print $NF }')
+check "compare shows energy per output token, all/pair $cmp_ratio (500/200 W x their durations)" \
+    within "$cmp_ratio" "$(awk -v a="$(col "$T_TMP/r" j_per_token 2)" -v p="$(col "$T_TMP/r" j_per_token 1)" \
+        'BEGIN { print a / p }')" 0.002 rel
 cp "$T_TMP/r/points.csv" "$T_TMP/before.csv"
 "$SWEEP" plot "$T_TMP/r" >/dev/null 2>&1
 check_eq "plot exits 0" "$?" 0
