@@ -61,13 +61,57 @@ void prog_client(struct progress *pr, long done, long total, double tokens, doub
     }
 }
 
-int prog_client_file(struct progress *pr, const char *path)
+/* The last "D/T [" of a tqdm bar in text[0..n), D <= T: 0, else -1. */
+static int last_bar(const char *text, size_t n, long *done, long *total)
+{
+    for (size_t i = n; i-- > 0;) {
+        if (text[i] != '/')
+            continue;
+        size_t a = i, b = i + 1;
+        while (a > 0 && text[a - 1] >= '0' && text[a - 1] <= '9')
+            a--;
+        while (b < n && text[b] >= '0' && text[b] <= '9')
+            b++;
+        if (a == i || b == i + 1 || a == 0 || (text[a - 1] != ' ' && text[a - 1] != '|') ||
+            b + 1 >= n || text[b] != ' ' || text[b + 1] != '[' || i - a > 12 || b - i > 13)
+            continue;
+        char d[16], t[16];
+        snprintf(d, sizeof(d), "%.*s", (int)(i - a), text + a);
+        snprintf(t, sizeof(t), "%.*s", (int)(b - i - 1), text + i + 1);
+        if (str_to_long(d, done) == 0 && str_to_long(t, total) == 0 && *done <= *total)
+            return 0;
+    }
+    return -1;
+}
+
+/* The log's tqdm bar (prog_client_file). */
+static int read_log(struct progress *pr, const char *log, long long from)
+{
+    char tail[4096];
+    int fd = open(log, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    off_t end = lseek(fd, 0, SEEK_END);
+    off_t at = end - (off_t)sizeof(tail) > (off_t)from ? end - (off_t)sizeof(tail) : (off_t)from;
+    ssize_t n = at < end ? pread(fd, tail, (size_t)(end - at), at) : 0;
+    close(fd);
+    long done, total;
+    if (n <= 0 || last_bar(tail, (size_t)n, &done, &total) != 0)
+        return 0;
+    pr->req_done = done;
+    pr->req_total = total;
+    return 1;
+}
+
+int prog_client_file(struct progress *pr, const char *path, const char *log, long long from)
 {
     double now = clock_ms();
-    if (!path || now - pr->last_read_ms < READ_EVERY_MS)
+    if ((!path && !log) || now - pr->last_read_ms < READ_EVERY_MS)
         return 0;
     pr->last_read_ms = now;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    if (fd < 0)
+        return log ? read_log(pr, log, from) : 0;
     if (fd < 0)
         return 0;
     char line[PROGRESS_BYTES + 1];

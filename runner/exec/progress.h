@@ -67,12 +67,15 @@ void prog_tick(struct progress *pr);
  * in n_total, its work not taken from the work left. */
 void prog_probe(struct progress *pr, size_t k, size_t at_most);
 /*
- * Read the client's progress file at path (client/loadgen.h: "DONE TOTAL
- * TOKENS SECS"), at most twice a second; a missing, partial or malformed
- * file leaves what is shown as it was. Returns 1 when a reading was taken,
- * else 0.
+ * What the client says of its progress, looked at most twice a second:
+ * its progress file at path (client/loadgen.h: "DONE TOTAL TOKENS SECS";
+ * the builtin client), else the last tqdm bar ("| 12/48 [", as vLLM's and
+ * SGLang's benchmark clients draw on stderr) in the last 4 KiB its log
+ * got since byte from (requests only: no tok/s). Either may be NULL. A
+ * missing, partial or malformed file or bar leaves what is shown as it was.
+ * Returns 1 when a reading was taken, else 0.
  */
-int prog_client_file(struct progress *pr, const char *path);
+int prog_client_file(struct progress *pr, const char *path, const char *log, long long from);
 /* One reading of the client: done of total requests, output tokens so far
  * and its seconds since the measured phase began (the window of the rate). */
 void prog_client(struct progress *pr, long done, long total, double tokens, double secs);

@@ -264,7 +264,7 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
     enum { RUNNING, DONE, SERVER_DIED, TIMED_OUT, INTERRUPTED } why = RUNNING;
     while (why == RUNNING) {
         proc_wait_any(watch, 2, 100, c->stop);
-        prog_client_file(&c->prog, pfile);
+        prog_client_file(&c->prog, pfile, log, client.log_offset);
         energy_tick(&power);
         prog_tick(&c->prog);
         if (!proc_alive(&client))

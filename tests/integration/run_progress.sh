@@ -3,7 +3,8 @@
 # (runner/client/loadgen.h); not on a terminal, a plain line repeats them at
 # most every SWEEP_PROGRESS_EVERY_S seconds (default 30: a 6 s point gets
 # none); on a terminal (through script(1)) the live line carries them. The
-# fakeserver at C=2 runs 22 ms steps: about 91 output tok/s.
+# fakeserver at C=2 runs 22 ms steps: about 91 output tok/s. A command
+# client's tqdm bar on stderr gives requests done of total.
 . tests/lib.sh
 
 cat >"$T_TMP/e.yaml" <<YAML
@@ -37,6 +38,38 @@ check "the progress file is removed with the point" sh -c "! ls -A '$T_TMP/r1/de
 "$SWEEP" run "$T_TMP/e.yaml" --out "$T_TMP/r2" >/dev/null 2>"$T_TMP/r2.err"
 check_eq "run exits 0 (default interval)" "$?" 0
 check "a point shorter than 30 s gets no plain progress line" sh -c "! grep -q ' running ' '$T_TMP/r2.err'"
+
+# a command client that draws a tqdm bar on stderr (as vLLM's and SGLang's
+# benchmark clients do): the plain lines show its requests, without tok/s
+cat >"$T_TMP/tqdm.sh" <<'SH'
+i=0
+while [ $i -le 3 ]; do
+    printf '\r%3d%%|####      | %d/8 [00:0%d<00:03,  2.0it/s]' $((i * 25)) $((i * 2)) $i >&2
+    sleep 1
+    i=$((i + 1))
+done
+printf '\n' >&2
+exec "$@"
+SH
+cat >"$T_TMP/c.yaml" <<YAML
+name: progress-command
+server:
+  engine: command
+  command: ["$FAKESERVER", --port, "\${port}"]
+  ready: {path: /health, timeout_s: 30}
+bench:
+  tool: command
+  command: [sh, "$T_TMP/tqdm.sh", "$MINICLIENT", --url, "\${url}", -c, "\${concurrency}", -n, "\${prompts}", --input-len, "\${input_len}", --output-len, "\${output_len}"]
+  input_len: 8
+  output_len: 8
+  warmup: 0
+  grid: ["2:8"]
+YAML
+SWEEP_PROGRESS_EVERY_S=1 "$SWEEP" run "$T_TMP/c.yaml" --out "$T_TMP/rc" >/dev/null 2>"$T_TMP/rc.err"
+check_eq "command client run exits 0" "$?" 0
+grep ' running ' "$T_TMP/rc.err"
+check "a command client's tqdm bar gives requests done of total (no tok/s)" \
+    grep -Eq '^sweep: point 1/1: default c=2 n=8 running [0-9]+s, [2-6]/8 req \(ETA [^)]*\)$' "$T_TMP/rc.err"
 
 if script -qfec true /dev/null >/dev/null 2>&1; then
     script -qfec "'$SWEEP' run '$T_TMP/e.yaml' --out '$T_TMP/r3'" "$T_TMP/tty.txt" >/dev/null 2>&1

@@ -217,22 +217,49 @@ TEST(client_file_takes_only_a_whole_line)
     /* a cut line (no '\n' at byte 64) and a malformed one leave nothing */
     snprintf(line, sizeof(line), "%-63s", "3 16 300 1.5");
     CHECK(pwrite(fd, line, 63, 0) == 63);
-    CHECK_INT(prog_client_file(&pr, path), 0);
+    CHECK_INT(prog_client_file(&pr, path, NULL, 0), 0);
     CHECK(pr.req_total < 0);
     snprintf(line, sizeof(line), "%-63s\n", "3 16 lots 1.5");
     CHECK(pwrite(fd, line, 64, 0) == 64);
     pr.last_read_ms = 0;
-    CHECK_INT(prog_client_file(&pr, path), 0);
+    CHECK_INT(prog_client_file(&pr, path, NULL, 0), 0);
     snprintf(line, sizeof(line), "%-63s\n", "3 16 300 1.5");
     CHECK(pwrite(fd, line, 64, 0) == 64);
     pr.last_read_ms = 0;
-    CHECK_INT(prog_client_file(&pr, path), 1);
+    CHECK_INT(prog_client_file(&pr, path, NULL, 0), 1);
     CHECK_INT(pr.req_done, 3);
     CHECK_INT(pr.req_total, 16);
     CHECK_NEAR(pr.tok_s, 200, 1e-9);
     /* read at most twice a second */
-    CHECK_INT(prog_client_file(&pr, path), 0);
-    CHECK_INT(prog_client_file(&pr, "/nonexistent/x.progress"), 0);
+    CHECK_INT(prog_client_file(&pr, path, NULL, 0), 0);
+    CHECK_INT(prog_client_file(&pr, "/nonexistent/x.progress", NULL, 0), 0);
+    close(fd);
+    unlink(path);
+    prog_end(&pr, "ok", "");
+}
+
+TEST(a_command_clients_tqdm_bar_gives_the_requests)
+{
+    char path[] = "/tmp/progress-log-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    /* an earlier run's bar before `from`, then this one's, redrawn with \r */
+    const char old[] = "100%|##########| 9/9 [00:09<00:00,  1.0it/s]\n";
+    const char bar[] = "Starting benchmark\n  0%|          | 0/8 [00:00<?, ?it/s]"
+                       "\r 25%|##5       | 2/8 [00:01<00:03,  1.9it/s]"
+                       "\r 50%|#####     | 4/8 [00:02<00:02,  1.9it/s]";
+    CHECK(write(fd, old, strlen(old)) == (ssize_t)strlen(old));
+    struct progress pr;
+    prog_init(&pr, stderr, false, 1, 10);
+    prog_begin(&pr, "v", 10);
+    CHECK_INT(prog_client_file(&pr, NULL, path, (long long)strlen(old)), 0); /* nothing since */
+    CHECK(write(fd, bar, strlen(bar)) == (ssize_t)strlen(bar));
+    pr.last_read_ms = 0;
+    /* no progress file (a command client): the log's last bar */
+    CHECK_INT(prog_client_file(&pr, "/nonexistent/x.progress", path, (long long)strlen(old)), 1);
+    CHECK_INT(pr.req_done, 4);
+    CHECK_INT(pr.req_total, 8);
+    CHECK(pr.tok_s < 0); /* a bar counts requests, not tokens */
     close(fd);
     unlink(path);
     prog_end(&pr, "ok", "");
