@@ -96,6 +96,30 @@ static int compare_by(const char *run, const char *axis, const struct strvec *me
     return rc;
 }
 
+/* The gates' verdict (text, as printed) into out/compare.md, before its
+ * closing line, so the CI artifact says what held and what broke. */
+static int add_gates_md(const char *out, const char *text, struct err *err)
+{
+    char *md = path_join(out, "compare.md");
+    struct buf b, nb;
+    buf_init(&b, (size_t)16 << 20);
+    buf_init(&nb, (size_t)17 << 20);
+    int rc = file_read_all(md, &b, err, RN_ERR_ENV);
+    if (rc == 0) {
+        const char *foot = b.data ? strstr(b.data, "---\nWritten by sweep") : NULL;
+        size_t at = foot ? (size_t)(foot - b.data) : b.len;
+        while (*text == '\n')
+            text++;
+        buf_printf(&nb, "%.*s## Gates\n\n```\n%s```\n\n%s", (int)at, b.data ? b.data : "", text,
+                   b.data ? b.data + at : "");
+        rc = file_write_atomic(md, nb.data, nb.len, err, RN_ERR_ENV);
+    }
+    buf_release(&b);
+    buf_release(&nb);
+    free(md);
+    return rc;
+}
+
 static const struct opt_cmd usage = {"sweep", "compare", synopsis, summary, RN_ERR_USAGE};
 
 int cmd_compare(int argc, char **argv)
@@ -180,7 +204,19 @@ int cmd_compare(int argc, char **argv)
     if (n_gates) {
         struct buf broken;
         buf_init(&broken, 64 << 10);
-        if (gate_run(gates, n_gates, &c, stdout, &broken) > 0) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mf = open_memstream(&text, &len);
+        size_t n_broken = gate_run(gates, n_gates, &c, mf, &broken);
+        fclose(mf);
+        fputs(text, stdout);
+        if (out && add_gates_md(out, text, &err) != 0) {
+            free(text);
+            buf_release(&broken);
+            goto fail;
+        }
+        free(text);
+        if (n_broken > 0) {
             fflush(stdout);
             log_error("gate broken: %s", broken.data);
             rc = RN_ERR_POINTS;

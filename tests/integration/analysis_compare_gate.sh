@@ -48,6 +48,12 @@ check "the failed point of the third run breaks both gates" \
     [ "$(grep -c 'BROKEN .* at concurrency 8: crash failed against base' "$T_TMP/fail.out")" = 2 ]
 check "C=1 (+4% TPOT, -1% throughput) holds" sh -c "! grep -q 'at concurrency 1:' '$T_TMP/fail.out'"
 check "the count" grep -q '^  4 checks broken, 4 held$' "$T_TMP/fail.out"
+"$SWEEP" compare "$T_TMP/base" "$T_TMP/slow" --gate 'median_tpot_ms<=+5%' --out "$T_TMP/cmp" \
+    >/dev/null 2>&1
+check_eq "with --out: exit 1 too" "$?" 1
+check "compare.md has the gates' verdict" sh -c "sed -n '/^## Gates/,/^---/p' '$T_TMP/cmp/compare.md' |
+    grep -qF 'BROKEN median_tpot_ms<=+5% at concurrency 8: slow 42.40 against base 40.00, ratio 1.060'"
+check "... before its closing line" sh -c "tail -n 2 '$T_TMP/cmp/compare.md' | grep -q '^Written by sweep'"
 check "one stderr line lists every broken check" grep -qxF \
     'sweep: error: gate broken: median_tpot_ms<=+5% at C=8 for slow: 1.060; median_tpot_ms<=+5% at C=8 for crash: failed; output_throughput>=-3% at C=8 for slow: 0.950; output_throughput>=-3% at C=8 for crash: failed' \
     "$T_TMP/fail.err"
