@@ -37,8 +37,8 @@ static void usage(FILE *f)
         fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].synopsis);
     fprintf(f, "  %-9s %s\n  %-9s %s\n", "help", "this list, or help COMMAND: that command's help",
             "version", "print sweep's version");
-    fprintf(f, "\nexit status: 0 all points ok, 1 some points failed, 2 usage or experiment "
-               "error,\n3 environment error, 130 interrupted\n");
+    fprintf(f, "\nexit status: 0 all points ok, 1 some points failed (or a compare --gate broke),\n"
+               "2 usage or experiment error, 3 environment error, 130 interrupted\n");
 }
 
 /* status, unless stdout could not be written: a summary, result block,

@@ -9,7 +9,8 @@
 /* Exit statuses (DESIGN.md); numbers are never reused for another meaning. */
 enum rn_err {
     RN_OK = 0,                /* every point ok */
-    RN_ERR_POINTS = 1,        /* some points failed; the rest are kept */
+    RN_ERR_POINTS = 1,        /* some points failed; the rest are kept (compare --gate: a gate
+                                 broke, the measurements say worse) */
     RN_ERR_USAGE = 2,         /* bad command line or experiment file */
     RN_ERR_ENV = 3,           /* model missing, binary missing, port taken, never healthy,
                                  results folder not writable */

@@ -27,8 +27,9 @@
 
 /* Metrics compared by default, in table order (those no series has are left out). */
 static const char *const default_metrics[] = {
-    "output_throughput", "median_tpot_ms", "median_ttft_ms",
-    "p99_ttft_ms",       "median_itl_ms",  "median_e2e_ms",
+    "output_throughput", "median_tpot_ms", "median_ttft_ms", "p99_ttft_ms",
+    "median_itl_ms",     "median_e2e_ms",  "j_per_token", /* where power was sampled
+                                                             (analysis/power.h) */
 };
 
 enum cell_kind {
@@ -661,6 +662,23 @@ out:
     buf_release(&b);
     free(pdir);
     return rc;
+}
+
+enum cmp_cell cmp_cell(const struct cmp_set *c, size_t si, long conc, const char *metric,
+                       struct fit_spread *v)
+{
+    static const enum cmp_cell kinds[] = {CMP_VALUE, CMP_MISSING, CMP_FAILED, CMP_NA};
+    struct cell x = get_cell(c, si, conc, metric);
+    *v = x.v;
+    return kinds[x.kind];
+}
+
+const char *cmp_cell_word(enum cmp_cell k)
+{
+    return k == CMP_VALUE     ? "measured"
+           : k == CMP_MISSING ? "missing"
+           : k == CMP_FAILED  ? "failed"
+                              : "n/a";
 }
 
 bool cmp_split_axis(const char *name, const char *axis, struct buf *value, struct buf *others)

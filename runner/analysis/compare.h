@@ -74,6 +74,19 @@ int cmp_write(const struct cmp_set *c, const char *out_dir, struct err *err);
  * has no AXIS=VALUE part (both buffers then hold "" and the whole name).
  * The grouping of `sweep compare --by` and of the charts' analysis.group_by.
  */
+/*
+ * The value of metric for series si at concurrency conc, over the ok
+ * repeats of that point, into *v (n, mean, sd, min, max, mean_ci). Returns
+ * CMP_VALUE, or why there is none: CMP_MISSING (no row at conc), CMP_FAILED
+ * (rows, none ok), CMP_NA (ok rows without the metric). The cells of the
+ * tables and of `compare --gate` (analysis/gate.h).
+ */
+enum cmp_cell { CMP_VALUE, CMP_MISSING, CMP_FAILED, CMP_NA };
+enum cmp_cell cmp_cell(const struct cmp_set *c, size_t si, long conc, const char *metric,
+                       struct fit_spread *v);
+/* "missing", "failed", "n/a" (CMP_VALUE: "measured"). */
+const char *cmp_cell_word(enum cmp_cell k);
+
 bool cmp_split_axis(const char *name, const char *axis, struct buf *value, struct buf *others);
 
 #endif

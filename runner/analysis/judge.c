@@ -14,6 +14,8 @@
 #include "sweep.h"
 #include "xalloc.h"
 
+#include "analysis/power.h"
+
 #include "client/export.h"
 
 int judge_point(const struct judge_spec *spec, const char *log_path, bool client_ok,
@@ -58,6 +60,11 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
     struct err ge;
     err_init(&ge);
     int gp_rc = gp_point(log_path, spec->slo, spec->request_rate, metrics, &ge);
+    /* the power samples beside the log (analysis/power.h), after the block
+     * gave duration_s and total_output_tokens: a bad file is a note too */
+    struct err pe;
+    err_init(&pe);
+    int pw_rc = power_point(log_path, metrics, &pe);
     if (rc != 0 || ext_require(spec->set, metrics, &info, spec->require, &e) != 0) {
         if (client_ok) {
             buf_printf(cause, "%s", e.msg);
@@ -71,6 +78,8 @@ int judge_point(const struct judge_spec *spec, const char *log_path, bool client
     }
     if (gp_rc != 0 && client_ok)
         buf_printf(cause, "%sper-request records: %s", cause->len ? "; " : "", ge.msg);
+    if (pw_rc != 0 && client_ok)
+        buf_printf(cause, "%spower samples: %s", cause->len ? "; " : "", pe.msg);
     rc = 0;
 out_server: /* a note: the point stands on the client's numbers */
     if (server.len && client_ok)

@@ -32,6 +32,38 @@ static json_t *jci(const struct fit_ci *ci)
     return a;
 }
 
+/* {"source": where the power came from or why not (manifest.json), "levels":
+ * [{concurrency, mean_power_w, energy_j, j_per_token}: means over the ok
+ * repeats]} (analysis/power.h), or NULL when neither is known. */
+static json_t *energy_json(const struct report *r, const char *variant)
+{
+    static const char *const cols[] = {"mean_power_w", "energy_j", "j_per_token"};
+    const char *source = NULL;
+    for (size_t i = 0; i < r->rd.n_v; i++)
+        if (strcmp(r->rd.v[i].name, variant) == 0)
+            source = r->rd.v[i].energy;
+    json_t *levels = json_array();
+    struct sum_series s[3];
+    for (size_t c = 0; c < 3; c++)
+        sum_metric(&r->t, variant, cols[c], &s[c]);
+    for (size_t l = 0; l < s[1].n; l++) { /* the levels with an energy_j */
+        json_t *o = json_object();
+        json_object_set_new(o, "concurrency", json_integer(s[1].lv[l].concurrency));
+        for (size_t c = 0; c < 3; c++) {
+            const struct sum_level *lv = sum_find(&s[c], s[1].lv[l].concurrency);
+            json_object_set_new(o, cols[c], jnum(lv ? lv->s.mean : NAN));
+        }
+        json_array_append_new(levels, o);
+    }
+    for (size_t c = 0; c < 3; c++)
+        sum_series_release(&s[c]);
+    if (!source && !json_array_size(levels)) {
+        json_decref(levels);
+        return NULL;
+    }
+    return json_pack("{s:s?, s:o}", "source", source, "levels", levels);
+}
+
 /* The spread of every metric at every concurrency with repeats, or NULL. */
 static json_t *spread_json(const struct res_table *t, const char *variant)
 {
@@ -145,6 +177,9 @@ static json_t *variant_json(const struct report *r, size_t vi)
     json_t *spread = spread_json(&r->t, variant);
     if (spread)
         json_object_set_new(o, "spread", spread);
+    json_t *energy = energy_json(r, variant);
+    if (energy)
+        json_object_set_new(o, "energy", energy);
     return o;
 }
 

@@ -169,6 +169,58 @@ static void md_points(struct buf *b, const struct report *r)
     buf_putc(b, '\n');
 }
 
+/* Energy: each variant's source (or why none), and per point the columns
+ * of analysis/power.h where any point has them. */
+static void md_energy(struct buf *b, const struct report *r)
+{
+    static const char *const cols[] = {"mean_power_w", "energy_j", "j_per_token"};
+    bool any = false;
+    for (size_t i = 0; i < r->t.n && !any; i++)
+        any = mset_get(&r->t.rows[i].metrics, "energy_j", NULL);
+    buf_puts(b, "## Energy\n\n");
+    bool said = false;
+    for (size_t i = 0; i < r->rd.n_v; i++)
+        if (r->rd.v[i].energy) {
+            buf_printf(b, "- %s: ", r->rd.v[i].name);
+            md_cell(b, r->rd.v[i].energy);
+            buf_putc(b, '\n');
+            said = true;
+        }
+    if (!said)
+        buf_puts(b, "- not measured: no power samples beside the logs (runs made by `sweep "
+                    "import`, or by a sweep without the sampler)\n");
+    buf_putc(b, '\n');
+    if (!any)
+        return;
+    buf_puts(b, "Mean power over the client's run, energy = mean power × `duration_s`, per "
+                "output token (docs/benchmarks.md §3.1).\n\n| variant | C | repeat |");
+    for (size_t c = 0; c < 3; c++) {
+        char *l = sum_label(cols[c]);
+        buf_printf(b, " %s |", l);
+        free(l);
+    }
+    buf_puts(b, "\n|---|---:|---:|---:|---:|---:|\n");
+    for (size_t i = 0; i < r->t.n; i++) {
+        const struct res_point *p = &r->t.rows[i];
+        if (!mset_get(&p->metrics, "energy_j", NULL))
+            continue;
+        buf_puts(b, "| ");
+        md_cell(b, p->variant);
+        buf_printf(b, " | %ld | %ld |", p->concurrency, p->repeat);
+        for (size_t c = 0; c < 3; c++) {
+            double v;
+            buf_putc(b, ' ');
+            if (mset_get(&p->metrics, cols[c], &v) && c == 2)
+                buf_printf(b, "%.4g", v); /* J/token: 0.0042 on a CPU */
+            else if (mset_get(&p->metrics, cols[c], &v))
+                md_num(b, v);
+            buf_puts(b, " |");
+        }
+        buf_putc(b, '\n');
+    }
+    buf_putc(b, '\n');
+}
+
 /* One variant's fit in words: the sentence the run exists for. */
 static void fit_words(struct buf *b, const struct report *r, const struct fit_analysis *fa)
 {
@@ -519,6 +571,7 @@ int report_write_md(const struct report *r, struct buf *out, struct err *err)
         buf_printf(&b, "%s\n\n", r->rd.description);
     md_what_ran(&b, r);
     md_points(&b, r);
+    md_energy(&b, r);
     md_fits(&b, r);
     md_client_server(&b, r);
     md_roofline(&b, r);

@@ -312,6 +312,11 @@ static int read_manifest(struct rundir *rd, struct err *err)
         }
         if (!v->server_argv.n)
             jargv(json_object_get(jv, "server_argv"), &v->server_argv);
+        const char *energy = jstr(jv, "energy");
+        if (energy) {
+            free(v->energy);
+            v->energy = xstrdup(energy);
+        }
     }
     json_t *imp = json_object_get(root, "imported");
     if (json_is_object(imp))
@@ -355,6 +360,7 @@ void rundir_release(struct rundir *rd)
         free(rd->v[i].name);
         extract_release(&rd->v[i].ext);
         free(rd->v[i].model);
+        free(rd->v[i].energy);
         strvec_release(&rd->v[i].server_argv);
     }
     free(rd->v);

@@ -38,6 +38,8 @@ struct rundir_variant {
     struct strvec server_argv; /* the server's argv as run (manifest), may be empty */
     long output_len;           /* tokens per request, -1 if unknown */
     double request_rate;       /* open-loop rate, req/s; 0 closed loop or unknown */
+    char *energy;              /* owned: where its power came from, or "not measured: WHY" (manifest
+                                  "energy", exec/energy.h); NULL when the manifest does not say */
 };
 
 struct rundir {

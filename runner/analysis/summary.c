@@ -228,6 +228,9 @@ char *sum_label(const char *metric)
         {"max_itl_ms", "max ITL"},
         {"cached_token_frac", "cached prompt fraction"},
         {"median_ttft_later_turns_ms", "median TTFT later turns"},
+        {"mean_power_w", "mean power"},
+        {"energy_j", "energy"},
+        {"j_per_token", "energy per output token"},
     };
     static const struct {
         const char *name, *label;

@@ -350,6 +350,7 @@ int cmd_bench(int argc, char **argv)
     bool chat = strstr(cfg.endpoint, "chat") != NULL;
     cfg.preconnect = !no_preconnect;
     cfg.progress = isatty(STDERR_FILENO);
+    cfg.progress_file = getenv(LG_PROGRESS_ENV); /* set by sweep run (client/loadgen.h) */
     raise_fd_limit(cfg.concurrency);
     cfg.stop = &stop_flag;
 

@@ -15,13 +15,16 @@
 #include "opts.h"
 #include "strvec.h"
 #include "sweep.h"
+#include "xalloc.h"
 
 #include "analysis/compare.h"
+#include "analysis/gate.h"
 #include "analysis/rundir.h"
 #include "store/runfolder.h"
 
 static const char synopsis[] =
     "RUN_DIR[:VARIANT] RUN_DIR[:VARIANT]... [--out DIR] [--metric NAME]...\n"
+    "       [--gate 'METRIC<=+P%'] [--gate 'METRIC>=-P%']...\n"
     "       RUN_DIR --by AXIS [--out DIR] [--metric NAME]...";
 static const char summary[] =
     "Compare runs, or variants of runs, side by side. The first is the baseline A; for every\n"
@@ -30,7 +33,11 @@ static const char summary[] =
     "shown as missing. With --out, writes DIR/compare.md and overlay and ratio charts in\n"
     "DIR/plots/. With --by AXIS, the variants a matrix made (named AXIS=VALUE,...) are\n"
     "compared along that axis: one comparison per combination of the other axes, the\n"
-    "first value the baseline (with --out, each in DIR/OTHER-AXES/).";
+    "first value the baseline (with --out, each in DIR/OTHER-AXES/).\n"
+    "With --gate, exits 1 when a candidate breaks a gate at some concurrency: METRIC<=+5%\n"
+    "breaks when B is above A by more than 5%, METRIC>=-3% when B is below A by more than\n"
+    "3%; with repeats, only when B's interval of the mean is wholly past A's (moved by the\n"
+    "allowance). Each broken check is named with its concurrency and ratio.";
 
 /*
  * sweep compare RUN --by AXIS: group the run's variants by everything but
@@ -89,19 +96,47 @@ static int compare_by(const char *run, const char *axis, const struct strvec *me
     return rc;
 }
 
+/* The gates' verdict (text, as printed) into out/compare.md, before its
+ * closing line, so the CI artifact says what held and what broke. */
+static int add_gates_md(const char *out, const char *text, struct err *err)
+{
+    char *md = path_join(out, "compare.md");
+    struct buf b, nb;
+    buf_init(&b, (size_t)16 << 20);
+    buf_init(&nb, (size_t)17 << 20);
+    int rc = file_read_all(md, &b, err, RN_ERR_ENV);
+    if (rc == 0) {
+        const char *foot = b.data ? strstr(b.data, "---\nWritten by sweep") : NULL;
+        size_t at = foot ? (size_t)(foot - b.data) : b.len;
+        while (*text == '\n')
+            text++;
+        buf_printf(&nb, "%.*s## Gates\n\n```\n%s```\n\n%s", (int)at, b.data ? b.data : "", text,
+                   b.data ? b.data + at : "");
+        rc = file_write_atomic(md, nb.data, nb.len, err, RN_ERR_ENV);
+    }
+    buf_release(&b);
+    buf_release(&nb);
+    free(md);
+    return rc;
+}
+
 static const struct opt_cmd usage = {"sweep", "compare", synopsis, summary, RN_ERR_USAGE};
 
 int cmd_compare(int argc, char **argv)
 {
     const char *out = NULL, *by = NULL;
-    struct strvec metrics = STRVEC_INIT, specs = STRVEC_INIT;
+    struct strvec metrics = STRVEC_INIT, specs = STRVEC_INIT, gate_args = STRVEC_INIT;
+    struct gate *gates = NULL;
+    size_t n_gates = 0;
     const struct opt opts[] = {
         {"out", 'o', OPT_STR, &out, "DIR",
          "write compare.md and charts (DIR/plots/) here (not a run folder)"},
         {"metric", 0, OPT_LIST, &metrics, "NAME",
-         "compare this metric (repeatable; default: throughput, TPOT, TTFT, ITL, E2E)"},
+         "compare this metric (repeatable; default: throughput, TPOT, TTFT, ITL, E2E, J/token)"},
         {"by", 0, OPT_STR, &by, "AXIS",
          "one run: compare its matrix variants along AXIS (e.g. quant, max-batch)"},
+        {"gate", 0, OPT_LIST, &gate_args, "'METRIC<=+P%'",
+         "fail (exit 1) when a candidate breaks this bound against the baseline (repeatable)"},
     };
     struct err err;
     struct cmp_set c;
@@ -118,6 +153,10 @@ int cmd_compare(int argc, char **argv)
         err_set(&err, RN_ERR_USAGE, "no run given (sweep compare RUN_A RUN_B)");
         goto fail;
     }
+    gates = xcalloc(gate_args.n + 1, sizeof(*gates));
+    for (; n_gates < gate_args.n; n_gates++)
+        if (gate_parse(gate_args.v[n_gates], &gates[n_gates], &err) != 0)
+            goto fail;
     if (out) { /* its plots/ would replace the run's charts of the same names */
         char *csv = path_join(out, "points.csv"), *lock = path_join(out, RUNDIR_LOCK_NAME);
         bool is_run = path_exists(csv) || path_exists(lock); /* a run that just started */
@@ -132,6 +171,12 @@ int cmd_compare(int argc, char **argv)
         }
     }
     if (by) {
+        if (n_gates) {
+            err_set(&err, RN_ERR_USAGE,
+                    "--gate takes runs to compare (sweep compare BASE CANDIDATE... --gate ...), "
+                    "not --by");
+            goto fail;
+        }
         if (specs.n != 1 || strchr(specs.v[0], ':')) {
             err_set(&err, RN_ERR_USAGE, "--by takes one run folder (sweep compare RUN --by AXIS)");
             goto fail;
@@ -144,6 +189,8 @@ int cmd_compare(int argc, char **argv)
     if (cmp_load((const char *const *)specs.v, specs.n, &metrics, &c, &err) != 0)
         goto fail;
     loaded = true;
+    if (gate_check_metrics(gates, n_gates, &c, &err) != 0)
+        goto fail;
     cmp_print(stdout, &c);
     if (out) {
         if (cmp_write(&c, out, &err) != 0)
@@ -154,6 +201,28 @@ int cmd_compare(int argc, char **argv)
         free(plots);
     }
     rc = RN_OK;
+    if (n_gates) {
+        struct buf broken;
+        buf_init(&broken, 64 << 10);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mf = open_memstream(&text, &len);
+        size_t n_broken = gate_run(gates, n_gates, &c, mf, &broken);
+        fclose(mf);
+        fputs(text, stdout);
+        if (out && add_gates_md(out, text, &err) != 0) {
+            free(text);
+            buf_release(&broken);
+            goto fail;
+        }
+        free(text);
+        if (n_broken > 0) {
+            fflush(stdout);
+            log_error("gate broken: %s", broken.data);
+            rc = RN_ERR_POINTS;
+        }
+        buf_release(&broken);
+    }
     goto out;
 fail:
     log_error("%s", err.msg);
@@ -161,6 +230,10 @@ fail:
 out:
     if (loaded)
         cmp_release(&c);
+    for (size_t i = 0; i < n_gates; i++)
+        gate_release(&gates[i]);
+    free(gates);
+    strvec_release(&gate_args);
     strvec_release(&metrics);
     strvec_release(&specs);
     return rc;

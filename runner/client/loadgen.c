@@ -10,6 +10,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -231,6 +232,7 @@ struct lg_ctx {
     CURLM *multi;
     int epfd;             /* epoll over libcurl's sockets and tfd */
     int tfd;              /* timerfd for the next deadline (absolute, monotonic) */
+    int progress_fd;      /* cfg->progress_file opened, -1 when none */
     uint64_t curl_due_ns; /* libcurl's timer, NO_TIME when unset */
     uint64_t armed_ns;    /* what tfd is armed for */
     uint64_t now_ns;      /* arrival stamp for bytes read in this wakeup */
@@ -591,6 +593,23 @@ static void progress(struct lg_ctx *lg, uint64_t now)
     bool warm = lg->end <= res->n_warmup;
     double secs = warm || !res->t_start_ns ? 0 : (double)(now - res->t_start_ns) / 1e9;
     size_t done = lg->n_finished > res->n_warmup ? lg->n_finished - res->n_warmup : 0;
+    if (lg->progress_fd >= 0) {
+        /* one fixed-width line rewritten in place (no fsync: a display aid
+         * must not cost the measurement a disk flush); loadgen.h has the format */
+        char line[PROGRESS_LINE_BYTES + 1];
+        int n = snprintf(line, sizeof(line), "%zu %zu %ld %.3f", done, res->n_total - res->n_warmup,
+                         tokens, secs);
+        if (n > 0 && n < PROGRESS_LINE_BYTES) {
+            memset(line + n, ' ', PROGRESS_LINE_BYTES - 1 - (size_t)n);
+            line[PROGRESS_LINE_BYTES - 1] = '\n';
+            if (pwrite(lg->progress_fd, line, PROGRESS_LINE_BYTES, 0) < 0) {
+                close(lg->progress_fd); /* a full disk: no more progress */
+                lg->progress_fd = -1;
+            }
+        }
+    }
+    if (!lg->cfg->progress)
+        return;
     if (warm)
         fprintf(stderr, "\rwarmup: %zu/%zu requests\033[K", lg->n_finished, res->n_warmup);
     else
@@ -607,7 +626,7 @@ static void wait_events(struct lg_ctx *lg)
     uint64_t due = lg->curl_due_ns;
     if (lg->next_sweep_ns < due)
         due = lg->next_sweep_ns;
-    if (lg->cfg->progress && lg->next_progress_ns < due)
+    if ((lg->cfg->progress || lg->progress_fd >= 0) && lg->next_progress_ns < due)
         due = lg->next_progress_ns;
     if (lg->open_loop && lg->next < lg->end && lg->in_flight < lg->limit &&
         lg->res->rec[lg->next].t_intended_ns < due)
@@ -715,7 +734,7 @@ static void run_phase(struct lg_ctx *lg, size_t first, size_t end, size_t limit,
             curl_timeout_action(lg); /* a safety net should a libcurl timer be lost */
             lg->next_sweep_ns = now + SWEEP_NS;
         }
-        if (lg->cfg->progress && now >= lg->next_progress_ns) {
+        if ((lg->cfg->progress || lg->progress_fd >= 0) && now >= lg->next_progress_ns) {
             progress(lg, now);
             lg->next_progress_ns = now + PROGRESS_NS;
         }
@@ -800,6 +819,9 @@ int lg_run(const struct lg_config *cfg, struct lg_result *res, struct err *err)
         lg.sess_busy = xcalloc(lg.n_sess, sizeof(*lg.sess_busy));
         lg.sess_ready = xcalloc(lg.n_sess, sizeof(*lg.sess_ready));
     }
+    lg.progress_fd = -1;
+    if (cfg->progress_file && *cfg->progress_file) /* unopenable: no progress, no error */
+        lg.progress_fd = open(cfg->progress_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     lg.epfd = epoll_create1(EPOLL_CLOEXEC);
     lg.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (lg.epfd < 0 || lg.tfd < 0) {
@@ -849,10 +871,10 @@ int lg_run(const struct lg_config *cfg, struct lg_result *res, struct err *err)
         make_schedule(cfg, res, res->t_start_ns);
     if (!lg.stopped)
         run_phase(&lg, res->n_warmup, res->n_total, c, res->open_loop);
-    if (cfg->progress) {
+    if (cfg->progress || lg.progress_fd >= 0)
         progress(&lg, clock_ns());
+    if (cfg->progress)
         fputc('\n', stderr);
-    }
     rc = 0;
 
     for (size_t i = 0; i < lg.n_slots; i++) {
@@ -880,6 +902,8 @@ out_fds:
     free(lg.sess_ready);
     if (lg.tfd >= 0)
         close(lg.tfd);
+    if (lg.progress_fd >= 0)
+        close(lg.progress_fd);
     if (lg.epfd >= 0)
         close(lg.epfd);
     return rc;

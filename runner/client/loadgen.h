@@ -44,6 +44,19 @@ const char *lg_fail_name(enum lg_fail f);
 /* Human label for the report ("connect error", "HTTP status", ...). */
 const char *lg_fail_label(enum lg_fail f);
 
+/*
+ * The progress file (lg_config.progress_file; `sweep bench` takes its path
+ * from the environment variable LG_PROGRESS_ENV, which `sweep run` sets for
+ * each point's client): one line of PROGRESS_LINE_BYTES bytes, rewritten in
+ * place twice a second and at the end, "DONE TOTAL TOKENS SECS" padded with
+ * blanks and ending in '\n': measured requests ended of those to run,
+ * output tokens streamed so far (in-flight requests included), seconds
+ * since the measured phase began (0 during warmup). A reader takes only a
+ * whole line that parses (exec/progress.h prog_client_file).
+ */
+#define PROGRESS_LINE_BYTES 64
+#define LG_PROGRESS_ENV     "SWEEP_PROGRESS_FILE"
+
 struct lg_config {
     const char *base_url;         /* "http://127.0.0.1:30000"; a trailing '/' is ignored */
     const char *endpoint;         /* "/v1/completions", or a path containing "chat" for chat */
@@ -70,6 +83,8 @@ struct lg_config {
     double connect_timeout_s;     /* TCP connect limit, s */
     bool preconnect;              /* open the connections before the first request */
     bool progress;                /* a progress line on stderr (for terminals) */
+    const char *progress_file;    /* borrowed; non-NULL: progress rewritten here twice a
+                                     second (PROGRESS_LINE_BYTES, below) for `sweep run` */
     volatile sig_atomic_t *stop;  /* may be NULL; nonzero cancels the run (from a signal) */
 };
 

@@ -270,6 +270,13 @@ void man_server_started(struct manifest *m, const struct plan *p, size_t vi, lon
     json_array_append_new(starts, o);
 }
 
+void man_energy(struct manifest *m, size_t vi, const char *what)
+{
+    json_t *v = json_array_get(json_object_get(m->session, "variants"), vi);
+    if (json_is_object(v))
+        json_object_set_new(v, "energy", json_string(what));
+}
+
 void man_slurm_job(struct manifest *m, const char *job, const char *const *variants, size_t n)
 {
     json_t *e = json_object_get(m->session, "executor");

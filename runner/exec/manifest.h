@@ -44,6 +44,10 @@ void man_server_started(struct manifest *m, const struct plan *p, size_t vi, lon
 
 /* Record a SLURM job array: its id, and variants[i] as task JOB_i (in the
  * session's "executor" object). */
+/* Where variant vi's power came from, or why it was not measured
+ * (exec/energy.h energy_src.what): "energy" of the variant's entry. */
+void man_energy(struct manifest *m, size_t vi, const char *what);
+
 void man_slurm_job(struct manifest *m, const char *job, const char *const *variants, size_t n);
 
 /* Record the end: wall time, exit status and the point counts. */

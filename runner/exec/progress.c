@@ -4,12 +4,20 @@
  */
 #include "exec/progress.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "strutil.h"
 #include "timeutil.h"
 
-#define REDRAW_MS 250 /* live line: at most 4 redraws a second */
+#define REDRAW_MS      250  /* live line: at most 4 redraws a second */
+#define PLAIN_EVERY_S  30.0 /* not a terminal: a line per running point at most this often */
+#define READ_EVERY_MS  500  /* the client's progress file: looked at this often */
+#define RATE_WINDOW_S  5.0  /* "current" tok/s: over at least this much client time */
+#define PROGRESS_BYTES 64   /* the file's line (client/loadgen.h PROGRESS_LINE_BYTES) */
 
 void prog_init(struct progress *pr, FILE *out, bool tty, size_t n_total, double work_total)
 {
@@ -19,6 +27,114 @@ void prog_init(struct progress *pr, FILE *out, bool tty, size_t n_total, double 
     pr->n_total = n_total;
     pr->work_left = work_total;
     pr->eta_hint_s = -1;
+    pr->plain_every_s = PLAIN_EVERY_S;
+    const char *every = getenv("SWEEP_PROGRESS_EVERY_S");
+    double v;
+    if (every && str_to_double(every, &v) == 0 && v > 0)
+        pr->plain_every_s = v;
+}
+
+/* " 40/96 req, 812 tok/s" (what is known of it), or "". */
+static void client_text(const struct progress *pr, char *out, size_t size)
+{
+    out[0] = '\0';
+    if (pr->req_total >= 0 && pr->tok_s >= 0)
+        snprintf(out, size, " %ld/%ld req, %.0f tok/s", pr->req_done, pr->req_total, pr->tok_s);
+    else if (pr->req_total >= 0)
+        snprintf(out, size, " %ld/%ld req", pr->req_done, pr->req_total);
+}
+
+void prog_client(struct progress *pr, long done, long total, double tokens, double secs)
+{
+    pr->req_done = done;
+    pr->req_total = total;
+    if (pr->ref_secs < 0 || secs < pr->ref_secs || tokens < pr->ref_tokens) {
+        pr->ref_secs = secs; /* first reading, or the measured phase began again */
+        pr->ref_tokens = tokens;
+        pr->tok_s = secs > 0 ? tokens / secs : -1;
+    } else if (secs - pr->ref_secs >= RATE_WINDOW_S) {
+        pr->tok_s = (tokens - pr->ref_tokens) / (secs - pr->ref_secs);
+        pr->ref_secs = secs;
+        pr->ref_tokens = tokens;
+    } else if (pr->tok_s < 0 && secs > 0) {
+        pr->tok_s = tokens / secs; /* until a whole window has passed */
+    }
+}
+
+/* The last "D/T [" of a tqdm bar in text[0..n), D <= T: 0, else -1. */
+static int last_bar(const char *text, size_t n, long *done, long *total)
+{
+    for (size_t i = n; i-- > 0;) {
+        if (text[i] != '/')
+            continue;
+        size_t a = i, b = i + 1;
+        while (a > 0 && text[a - 1] >= '0' && text[a - 1] <= '9')
+            a--;
+        while (b < n && text[b] >= '0' && text[b] <= '9')
+            b++;
+        if (a == i || b == i + 1 || a == 0 || (text[a - 1] != ' ' && text[a - 1] != '|') ||
+            b + 1 >= n || text[b] != ' ' || text[b + 1] != '[' || i - a > 12 || b - i > 13)
+            continue;
+        char d[16], t[16];
+        snprintf(d, sizeof(d), "%.*s", (int)(i - a), text + a);
+        snprintf(t, sizeof(t), "%.*s", (int)(b - i - 1), text + i + 1);
+        if (str_to_long(d, done) == 0 && str_to_long(t, total) == 0 && *done <= *total)
+            return 0;
+    }
+    return -1;
+}
+
+/* The log's tqdm bar (prog_client_file). */
+static int read_log(struct progress *pr, const char *log, long long from)
+{
+    char tail[4096];
+    int fd = open(log, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    off_t end = lseek(fd, 0, SEEK_END);
+    off_t at = end - (off_t)sizeof(tail) > (off_t)from ? end - (off_t)sizeof(tail) : (off_t)from;
+    ssize_t n = at < end ? pread(fd, tail, (size_t)(end - at), at) : 0;
+    close(fd);
+    long done, total;
+    if (n <= 0 || last_bar(tail, (size_t)n, &done, &total) != 0)
+        return 0;
+    pr->req_done = done;
+    pr->req_total = total;
+    return 1;
+}
+
+int prog_client_file(struct progress *pr, const char *path, const char *log, long long from)
+{
+    double now = clock_ms();
+    if ((!path && !log) || now - pr->last_read_ms < READ_EVERY_MS)
+        return 0;
+    pr->last_read_ms = now;
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    if (fd < 0)
+        return log ? read_log(pr, log, from) : 0;
+    if (fd < 0)
+        return 0;
+    char line[PROGRESS_BYTES + 1];
+    ssize_t n = pread(fd, line, PROGRESS_BYTES, 0);
+    close(fd);
+    if (n != PROGRESS_BYTES || line[PROGRESS_BYTES - 1] != '\n')
+        return 0; /* not yet written, or caught in the middle of a rewrite */
+    line[PROGRESS_BYTES - 1] = '\0';
+    char *f[4], *save = NULL, *p = line;
+    size_t k = 0;
+    for (; k < 4; k++, p = NULL) { /* strtok is banned (check-banned.sh): strtok_r */
+        f[k] = strtok_r(p, " ", &save);
+        if (!f[k])
+            return 0;
+    }
+    long done, total;
+    double tokens, secs;
+    if (str_to_long(f[0], &done) != 0 || str_to_long(f[1], &total) != 0 ||
+        str_to_double(f[2], &tokens) != 0 || str_to_double(f[3], &secs) != 0 || done < 0 ||
+        total < 0 || tokens < 0 || secs < 0 || strtok_r(NULL, " ", &save))
+        return 0;
+    prog_client(pr, done, total, tokens, secs);
+    return 1;
 }
 
 void prog_set_eta(struct progress *pr, double seconds)
@@ -95,7 +211,9 @@ static void draw(struct progress *pr, const char *tail)
         counter(pr, k, sizeof(k));
     else
         snprintf(k, sizeof(k), "%zu/%zu", pr->n_started, pr->n_total);
-    fprintf(pr->out, "\r\033[K[%s] %s  %s  ETA %s%s", k, pr->label, el, eta, tail);
+    char cl[96];
+    client_text(pr, cl, sizeof(cl));
+    fprintf(pr->out, "\r\033[K[%s] %s  %s%s  ETA %s%s", k, pr->label, el, cl, eta, tail);
     fflush(pr->out);
     pr->last_draw_ms = clock_ms();
 }
@@ -109,7 +227,11 @@ void prog_begin(struct progress *pr, const char *label, double work)
         pr->n_started++;
     pr->cur_work = work;
     pr->cur_start_ms = clock_ms();
+    pr->last_plain_ms = pr->cur_start_ms;
     pr->active = true;
+    pr->req_done = pr->req_total = -1;
+    pr->tok_s = pr->ref_secs = -1;
+    pr->ref_tokens = 0;
     if (pr->tty) {
         draw(pr, "");
     } else {
@@ -123,8 +245,20 @@ void prog_begin(struct progress *pr, const char *label, double work)
 
 void prog_tick(struct progress *pr)
 {
-    if (pr->tty && pr->active && clock_ms() - pr->last_draw_ms >= REDRAW_MS)
+    double now = clock_ms();
+    if (pr->tty && pr->active && now - pr->last_draw_ms >= REDRAW_MS)
         draw(pr, "");
+    if (!pr->tty && pr->active && now - pr->last_plain_ms >= pr->plain_every_s * 1000) {
+        char el[32], eta[40], k[80], cl[96];
+        prog_format_duration((now - pr->cur_start_ms) / 1000.0, el, sizeof(el));
+        prog_format_eta(pr, eta, sizeof(eta));
+        counter(pr, k, sizeof(k));
+        client_text(pr, cl, sizeof(cl));
+        fprintf(pr->out, "sweep: %s: %s running %s%s%s (ETA %s)\n", k, pr->label, el,
+                *cl ? "," : "", cl, eta);
+        fflush(pr->out);
+        pr->last_plain_ms = now;
+    }
 }
 
 void prog_end(struct progress *pr, const char *status, const char *cause)

@@ -12,6 +12,12 @@
  * probes are counted apart ("probe 3 (find_max, at most 9)"): how many a
  * search makes is only known when it ends, so while one is to come the
  * ETA is a lower bound.
+ *
+ * During a point, what the client says of itself (the builtin client's
+ * progress file, client/loadgen.h) adds requests done of total and the
+ * current output tok/s (over the last 5 s or more) to the live line; when
+ * not on a terminal a plain line repeats them at most every 30 s
+ * (SWEEP_PROGRESS_EVERY_S overrides; a point shorter than that shows none).
  */
 #ifndef RUNNER_PROGRESS_H
 #define RUNNER_PROGRESS_H
@@ -40,6 +46,14 @@ struct progress {
                             ETA leaves out its probes, so it is a lower bound */
     size_t probe;        /* > 0: the current point is probe `probe` of a search ... */
     size_t probe_max;    /* ... that makes at most this many (not in n_total) */
+    /* the current point as its client reports it (prog_client_file) */
+    long req_done, req_total; /* measured requests ended, of; -1 while unknown */
+    double tok_s;             /* current output tok/s; < 0 while unknown */
+    double ref_tokens;        /* tokens and client seconds at the start of the rate's window */
+    double ref_secs;          /* ... (< 0: no reading yet) */
+    double last_read_ms;      /* CLOCK_MONOTONIC ms of the last look at the file */
+    double last_plain_ms;     /* not a terminal: the last line printed for the point */
+    double plain_every_s;     /* not a terminal: seconds between two such lines (30) */
 };
 
 /* n_total points with work_total = sum of prompts x output_len to run. */
@@ -52,6 +66,19 @@ void prog_tick(struct progress *pr);
  * `at_most` probes: shown as "probe k (find_max, at most N)", not counted
  * in n_total, its work not taken from the work left. */
 void prog_probe(struct progress *pr, size_t k, size_t at_most);
+/*
+ * What the client says of its progress, looked at most twice a second:
+ * its progress file at path (client/loadgen.h: "DONE TOTAL TOKENS SECS";
+ * the builtin client), else the last tqdm bar ("| 12/48 [", as vLLM's and
+ * SGLang's benchmark clients draw on stderr) in the last 4 KiB its log
+ * got since byte from (requests only: no tok/s). Either may be NULL. A
+ * missing, partial or malformed file or bar leaves what is shown as it was.
+ * Returns 1 when a reading was taken, else 0.
+ */
+int prog_client_file(struct progress *pr, const char *path, const char *log, long long from);
+/* One reading of the client: done of total requests, output tokens so far
+ * and its seconds since the measured phase began (the window of the rate). */
+void prog_client(struct progress *pr, long done, long total, double tokens, double secs);
 /* The point ended with status ("ok", "failed", ...) and cause (may be ""). */
 void prog_end(struct progress *pr, const char *status, const char *cause);
 /* Drop a point that will not run (its work leaves the ETA). */

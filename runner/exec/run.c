@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "http.h"
@@ -30,7 +31,9 @@
 
 #include "analysis/estimate.h"
 #include "analysis/judge.h"
+#include "analysis/power.h"
 #include "analysis/report.h"
+#include "client/loadgen.h"
 #include "store/runfolder.h"
 
 /* Ctrl-C (or SIGTERM/SIGHUP) arrived: finish the current step, start none. */
@@ -52,6 +55,11 @@ static int keep_old_log(const char *path, struct err *err)
         free(scrape);
     }
     size_t n = strlen(path);
+    if (rc == 0) {
+        char *power = power_path(path);
+        rc = keep_old_file(power, err);
+        free(power);
+    }
     if (rc == 0 && n > 4 && strcmp(path + n - 4, ".log") == 0) {
         char *jsonl = xasprintf("%.*s.jsonl", (int)(n - 4), path);
         rc = rundir_keep_old(jsonl, err);
@@ -138,6 +146,30 @@ static const char *judge(struct run_ctx *c, size_t pi, const char *log_path, con
     return ok ? RES_OK : client_ok ? RES_FAILED : status;
 }
 
+/* Variant vi's power source (exec/energy.h), chosen at its first point and
+ * written to manifest.json for REPORT.md: nvidia-smi for the GPUs in the
+ * server's CUDA_VISIBLE_DEVICES (its env: entry, else ours), else RAPL. */
+static const struct energy_src *energy_source(struct run_ctx *c, size_t vi)
+{
+    if (c->energy_chosen[vi])
+        return &c->energy[vi];
+    const struct plan_variant *pv = &c->plan.variants[vi];
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    for (size_t i = 0; i < pv->server_env.n; i++)
+        if (str_starts_with(pv->server_env.v[i], "CUDA_VISIBLE_DEVICES="))
+            cvd = pv->server_env.v[i] + strlen("CUDA_VISIBLE_DEVICES=");
+    if (!c->nvsmi_looked) {
+        struct err e;
+        err_init(&e);
+        c->nvsmi = proc_resolve_program("nvidia-smi", &e);
+        c->nvsmi_looked = true;
+    }
+    energy_choose(&c->energy[vi], c->nvsmi, cvd, c->ex.kind == EXP_EXEC_SSH, "/sys/class/powercap");
+    c->energy_chosen[vi] = true;
+    man_energy(&c->man, vi, c->energy[vi].what);
+    return &c->energy[vi];
+}
+
 /*
  * Run point pi against the running server; begins row and fills it. The client is
  * watched together with the server: a server death, the point's timeout
@@ -162,6 +194,7 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
     err_init(&err);
     struct proc client;
     proc_init(&client);
+    char *pfile = NULL; /* the client's progress file, removed after the point */
     if (keep_old_log(log, &err) != 0) {
         buf_printf(&cause, "client did not start: %s", err.msg);
         status = RES_FAILED;
@@ -171,12 +204,30 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
     }
     client.cg_dir = new_cgroup(c, "client");
     scrape_server(c, pp->variant, log, true);
+    /* the builtin client's progress (client/loadgen.h), for the live line;
+     * a local client only: a remote one could not write here */
+    struct strvec env = STRVEC_INIT;
+    if (c->ex.kind == EXP_EXEC_LOCAL) {
+        pfile = xasprintf("%s/%s/.%s.progress", c->run_dir, v->name, pp->log_name);
+        strvec_pushf(&env, "%s=%s", LG_PROGRESS_ENV, pfile);
+    }
+    /* power while the client runs, into X.power.csv (analysis/power.h) */
+    struct energy_run power;
+    energy_run_init(&power);
+    char *ppath = power_path(log);
+    if (energy_start(energy_source(c, pp->variant), &power, ppath, &err) != 0) {
+        prog_note(&c->prog, "sweep: warning: no power samples for this point: %s", err.msg);
+        err_init(&err);
+    }
+    free(ppath);
     double t0 = clock_ms();
     char *rdir = remote_dir(c, v);
     int spawned =
-        exec_spawn(&c->ex, &client, &pp->client_argv, NULL, log, rdir, CLIENT_GRACE_S, &err);
+        exec_spawn(&c->ex, &client, &pp->client_argv, &env, log, rdir, CLIENT_GRACE_S, &err);
     free(rdir);
+    strvec_release(&env);
     if (spawned != 0) {
+        energy_stop(&power);
         buf_printf(&cause, "client did not start: %s", err.msg);
         status = RES_FAILED;
         goto out;
@@ -186,6 +237,8 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
     enum { RUNNING, DONE, SERVER_DIED, TIMED_OUT, INTERRUPTED } why = RUNNING;
     while (why == RUNNING) {
         proc_wait_any(watch, 2, 100, c->stop);
+        prog_client_file(&c->prog, pfile, log, client.log_offset);
+        energy_tick(&power);
         prog_tick(&c->prog);
         if (!proc_alive(&client))
             why = DONE;
@@ -208,6 +261,7 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
         why = SERVER_DIED;
     exec_stop(&c->ex, &client, CLIENT_GRACE_S, c->stop, NULL);
     row->wall_s = (clock_ms() - t0) / 1000.0;
+    energy_stop(&power);
     if (why == DONE)
         exec_point_done(&c->ex, &c->plan, pp, log);
     if (why == DONE) /* a point that ended early gets no server columns */
@@ -252,6 +306,9 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
     status = judge(c, pi, log, status, &cause, row);
 out:
     proc_release(&client);
+    if (pfile)
+        unlink(pfile);
+    free(pfile);
     row->status = xstrdup(status);
     row->cause = xstrdup(cause.data ? cause.data : "");
     buf_release(&cause);
@@ -490,6 +547,10 @@ static void ctx_release(struct run_ctx *c)
             ext_free(c->ext[i]);
     free(c->ext);
     free(c->metrics_misses);
+    for (size_t i = 0; c->energy && i < c->plan.n_variants; i++)
+        energy_src_release(&c->energy[i]);
+    free(c->energy);
+    free(c->energy_chosen);
     free(c->nvsmi);
     cg_close(&c->cg);
     free(c->attempted);
@@ -628,6 +689,8 @@ int run_experiment(const struct run_opts *o, proc_stop_flag *stop)
 
     c->ext = xcalloc(c->plan.n_variants, sizeof(*c->ext));
     c->metrics_misses = xcalloc(c->plan.n_variants + 1, sizeof(*c->metrics_misses));
+    c->energy = xcalloc(c->plan.n_variants + 1, sizeof(*c->energy));
+    c->energy_chosen = xcalloc(c->plan.n_variants + 1, sizeof(*c->energy_chosen));
     c->attempted = xcalloc(c->plan.n_points + 1, sizeof(*c->attempted));
     c->took_s = xcalloc(c->plan.n_points + 1, sizeof(*c->took_s));
     for (size_t pi = 0; pi < c->plan.n_points; pi++)

@@ -17,6 +17,7 @@
 #include "strvec.h"
 
 #include "exec/cgroup.h"
+#include "exec/energy.h"
 #include "exec/executor.h"
 #include "exec/manifest.h"
 #include "exec/proc.h"
@@ -73,9 +74,12 @@ struct run_ctx {
     bool start_stale; /* the last server_start failed on one of them */
     char *nvsmi;      /* owned: nvidia-smi's path, NULL without it */
     bool nvsmi_looked;
-    struct cg_base cg;     /* a cgroup per server and client (cg_open); zeroed: none */
-    int *metrics_misses;   /* per variant: /metrics scrapes failed in a row */
-    struct res_table from; /* --from RUN_DIR's points (empty without) */
+    struct cg_base cg;         /* a cgroup per server and client (cg_open); zeroed: none */
+    int *metrics_misses;       /* per variant: /metrics scrapes failed in a row */
+    struct energy_src *energy; /* per variant: where its power comes from (exec/energy.h),
+                                  chosen at its first point; kind ENERGY_NONE until then */
+    bool *energy_chosen;       /* per variant */
+    struct res_table from;     /* --from RUN_DIR's points (empty without) */
 };
 
 /* ---- run.c ---- */

@@ -46,6 +46,10 @@ static const struct metric_def defs[] = {
     {"cached_token_frac", "", "prompt tokens the server reported cached / prompt tokens"},
     {"median_ttft_first_turn_ms", "ms", "median TTFT of multi-turn sessions' first turns"},
     {"median_ttft_later_turns_ms", "ms", "median TTFT of every later turn (history resent)"},
+    /* energy: power sampled while the point ran (analysis/power.c) */
+    {"mean_power_w", "W", "mean power drawn while the point ran (GPUs the server uses, or RAPL)"},
+    {"energy_j", "J", "mean power x duration_s"},
+    {"j_per_token", "J/token", "energy_j / total_output_tokens"},
 };
 
 static const char *names[sizeof(defs) / sizeof(defs[0]) + 1];

@@ -1,9 +1,12 @@
 /*
  * Unit tests for runner/exec/progress.c (point counter, ETA from the average
- * pace and from a hint, plain and terminal output) and for the secret
+ * pace and from a hint, plain and terminal output, the client's progress
+ * readings and the plain lines during a long point) and for the secret
  * filter of runner/exec/manifest.c.
  */
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "test.h"
 #include "timeutil.h"
@@ -174,6 +177,125 @@ TEST(terminal_line_is_redrawn_in_place)
     CHECK(strstr(cap.text, "\r\033[Ksweep: a message\n") != NULL);
     CHECK(strstr(cap.text, "\r\033[Ksweep: point 1/1: v c=4 n=16 ok in 0s (ETA 0s)\n") != NULL);
     free(cap.text);
+}
+
+TEST(client_readings_give_requests_and_the_current_rate)
+{
+    struct capture cap;
+    cap_open(&cap);
+    struct progress pr;
+    prog_init(&pr, cap.f, true, 1, 10);
+    prog_begin(&pr, "v c=4 n=16", 10);
+    CHECK(pr.req_total < 0 && pr.tok_s < 0); /* nothing known before a reading */
+    prog_client(&pr, 0, 16, 0, 0);
+    CHECK(pr.tok_s < 0);
+    prog_client(&pr, 2, 16, 200, 2); /* before a whole window: the average so far */
+    CHECK_NEAR(pr.tok_s, 100, 1e-9);
+    prog_client(&pr, 8, 16, 1200, 6); /* 6 s of client time: the window closes */
+    CHECK_NEAR(pr.tok_s, 200, 1e-9);
+    prog_client(&pr, 12, 16, 1700, 12); /* the next window: 500 tokens in 6 s */
+    CHECK_NEAR(pr.tok_s, 500.0 / 6, 1e-9);
+    CHECK_INT(pr.req_done, 12);
+    CHECK_INT(pr.req_total, 16);
+    pr.last_draw_ms = 0;
+    prog_tick(&pr);
+    prog_end(&pr, "ok", "");
+    cap_close(&cap);
+    CHECK(strstr(cap.text, "\r\033[K[1/1] v c=4 n=16  0s 12/16 req, 83 tok/s  ETA") != NULL);
+    free(cap.text);
+}
+
+TEST(client_file_takes_only_a_whole_line)
+{
+    char path[] = "/tmp/progress-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    struct progress pr;
+    prog_init(&pr, stderr, false, 1, 10);
+    prog_begin(&pr, "v", 10);
+    char line[65];
+    /* a cut line (no '\n' at byte 64) and a malformed one leave nothing */
+    snprintf(line, sizeof(line), "%-63s", "3 16 300 1.5");
+    CHECK(pwrite(fd, line, 63, 0) == 63);
+    CHECK_INT(prog_client_file(&pr, path, NULL, 0), 0);
+    CHECK(pr.req_total < 0);
+    snprintf(line, sizeof(line), "%-63s\n", "3 16 lots 1.5");
+    CHECK(pwrite(fd, line, 64, 0) == 64);
+    pr.last_read_ms = 0;
+    CHECK_INT(prog_client_file(&pr, path, NULL, 0), 0);
+    snprintf(line, sizeof(line), "%-63s\n", "3 16 300 1.5");
+    CHECK(pwrite(fd, line, 64, 0) == 64);
+    pr.last_read_ms = 0;
+    CHECK_INT(prog_client_file(&pr, path, NULL, 0), 1);
+    CHECK_INT(pr.req_done, 3);
+    CHECK_INT(pr.req_total, 16);
+    CHECK_NEAR(pr.tok_s, 200, 1e-9);
+    /* read at most twice a second */
+    CHECK_INT(prog_client_file(&pr, path, NULL, 0), 0);
+    CHECK_INT(prog_client_file(&pr, "/nonexistent/x.progress", NULL, 0), 0);
+    close(fd);
+    unlink(path);
+    prog_end(&pr, "ok", "");
+}
+
+TEST(a_command_clients_tqdm_bar_gives_the_requests)
+{
+    char path[] = "/tmp/progress-log-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    /* an earlier run's bar before `from`, then this one's, redrawn with \r */
+    const char old[] = "100%|##########| 9/9 [00:09<00:00,  1.0it/s]\n";
+    const char bar[] = "Starting benchmark\n  0%|          | 0/8 [00:00<?, ?it/s]"
+                       "\r 25%|##5       | 2/8 [00:01<00:03,  1.9it/s]"
+                       "\r 50%|#####     | 4/8 [00:02<00:02,  1.9it/s]";
+    CHECK(write(fd, old, strlen(old)) == (ssize_t)strlen(old));
+    struct progress pr;
+    prog_init(&pr, stderr, false, 1, 10);
+    prog_begin(&pr, "v", 10);
+    CHECK_INT(prog_client_file(&pr, NULL, path, (long long)strlen(old)), 0); /* nothing since */
+    CHECK(write(fd, bar, strlen(bar)) == (ssize_t)strlen(bar));
+    pr.last_read_ms = 0;
+    /* no progress file (a command client): the log's last bar */
+    CHECK_INT(prog_client_file(&pr, "/nonexistent/x.progress", path, (long long)strlen(old)), 1);
+    CHECK_INT(pr.req_done, 4);
+    CHECK_INT(pr.req_total, 8);
+    CHECK(pr.tok_s < 0); /* a bar counts requests, not tokens */
+    close(fd);
+    unlink(path);
+    prog_end(&pr, "ok", "");
+}
+
+TEST(plain_lines_at_most_every_30_s)
+{
+    struct capture cap;
+    cap_open(&cap);
+    struct progress pr;
+    unsetenv("SWEEP_PROGRESS_EVERY_S");
+    prog_init(&pr, cap.f, false, 2, 20);
+    CHECK_NEAR(pr.plain_every_s, 30, 1e-9);
+    prog_begin(&pr, "v c=64 n=96", 10);
+    prog_client(&pr, 40, 96, 8120, 10);
+    prog_tick(&pr); /* just begun: no line */
+    pr.last_plain_ms = clock_ms() - 29000;
+    prog_tick(&pr); /* 29 s: none yet */
+    pr.cur_start_ms = pr.last_plain_ms = clock_ms() - 90200;
+    prog_tick(&pr); /* 30 s or more: one */
+    prog_tick(&pr); /* and not again at once */
+    prog_end(&pr, "ok", "");
+    cap_close(&cap);
+    const char *s = cap.text;
+    int n = 0;
+    while ((s = strstr(s, " running ")))
+        n++, s++;
+    CHECK_INT(n, 1);
+    CHECK(strstr(cap.text,
+                 "sweep: point 1/2: v c=64 n=96 running 1m30s, 40/96 req, 812 tok/s (ETA") != NULL);
+    CHECK(strstr(cap.text, "\r") == NULL);
+    free(cap.text);
+    setenv("SWEEP_PROGRESS_EVERY_S", "2.5", 1);
+    prog_init(&pr, stderr, false, 1, 1);
+    CHECK_NEAR(pr.plain_every_s, 2.5, 1e-9);
+    unsetenv("SWEEP_PROGRESS_EVERY_S");
 }
 
 TEST(secret_names)
