@@ -636,6 +636,12 @@ int cmp_write(const struct cmp_set *c, const char *out_dir, struct err *err)
     md_tables(&b, c);
     md_fits(&b, c);
     html_compare_pareto_md(&b, c);
+    if (c->gates) { /* what held and what broke, in the CI artifact too */
+        const char *g = c->gates;
+        while (*g == '\n')
+            g++;
+        buf_printf(&b, "## Gates\n\n```\n%s```\n\n", g);
+    }
     buf_puts(&b, "## Charts\n\n");
     for (size_t i = 0; i < n_charts; i++)
         if (strvec_find(&drawn, charts[i].name) >= 0)

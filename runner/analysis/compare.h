@@ -42,6 +42,8 @@ struct cmp_set {
     struct strvec metrics; /* key metrics, in table order */
     long *conc;            /* owned; union of concurrencies, ascending */
     size_t n_conc;
+    const char *gates; /* not owned; the gates' verdict as printed (compare --gate),
+                          written into compare.md and REPORT.html; NULL: none */
 };
 
 /*

@@ -1,8 +1,8 @@
 /*
  * cmd_compare: `sweep compare A B ... [--out DIR]` puts runs (or
  * RUN_DIR:VARIANT) side by side: per concurrency each key metric with the
- * ratio B/A, the fits side by side, and with --out compare.md plus
- * overlay and ratio charts. Nothing is rerun or re-extracted.
+ * ratio B/A, the fits side by side, and with --out compare.md,
+ * REPORT.html and overlay, ratio and Pareto charts. Nothing is rerun or re-extracted.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,8 +30,9 @@ static const char summary[] =
     "Compare runs, or variants of runs, side by side. The first is the baseline A; for every\n"
     "other series B and every concurrency, each key metric is shown next to A's with the\n"
     "ratio B/A, and the fitted a, b and ceiling next to A's. Points only some runs have are\n"
-    "shown as missing. With --out, writes DIR/compare.md and overlay and ratio charts in\n"
-    "DIR/plots/. With --by AXIS, the variants a matrix made (named AXIS=VALUE,...) are\n"
+    "shown as missing. With --out, writes DIR/compare.md, DIR/REPORT.html (the same report\n"
+    "as one offline page) and overlay, ratio and Pareto charts in DIR/plots/. With --by AXIS, the "
+    "variants a matrix made (named AXIS=VALUE,...) are\n"
     "compared along that axis: one comparison per combination of the other axes, the\n"
     "first value the baseline (with --out, each in DIR/OTHER-AXES/).\n"
     "With --gate, exits 1 when a candidate breaks a gate at some concurrency: METRIC<=+5%\n"
@@ -75,7 +76,7 @@ static int compare_by(const char *run, const char *axis, const struct strvec *me
                 if (dir && cmp_write(&c, dir, err) != 0)
                     rc = err->code ? err->code : RN_ERR_ENV;
                 else if (dir)
-                    printf("\nwrote %s/compare.md and its charts\n", dir);
+                    printf("\nwrote %s/compare.md, REPORT.html and its charts\n", dir);
                 free(dir);
                 cmp_release(&c);
                 compared++;
@@ -93,30 +94,6 @@ static int compare_by(const char *run, const char *axis, const struct strvec *me
     buf_release(&key);
     strvec_release(&keys);
     rundir_release(&rd);
-    return rc;
-}
-
-/* The gates' verdict (text, as printed) into out/compare.md, before its
- * closing line, so the CI artifact says what held and what broke. */
-static int add_gates_md(const char *out, const char *text, struct err *err)
-{
-    char *md = path_join(out, "compare.md");
-    struct buf b, nb;
-    buf_init(&b, (size_t)16 << 20);
-    buf_init(&nb, (size_t)17 << 20);
-    int rc = file_read_all(md, &b, err, RN_ERR_ENV);
-    if (rc == 0) {
-        const char *foot = b.data ? strstr(b.data, "---\nWritten by sweep") : NULL;
-        size_t at = foot ? (size_t)(foot - b.data) : b.len;
-        while (*text == '\n')
-            text++;
-        buf_printf(&nb, "%.*s## Gates\n\n```\n%s```\n\n%s", (int)at, b.data ? b.data : "", text,
-                   b.data ? b.data + at : "");
-        rc = file_write_atomic(md, nb.data, nb.len, err, RN_ERR_ENV);
-    }
-    buf_release(&b);
-    buf_release(&nb);
-    free(md);
     return rc;
 }
 
@@ -192,37 +169,40 @@ int cmd_compare(int argc, char **argv)
     if (gate_check_metrics(gates, n_gates, &c, &err) != 0)
         goto fail;
     cmp_print(stdout, &c);
-    if (out) {
-        if (cmp_write(&c, out, &err) != 0)
-            goto fail;
-        char *md = path_join(out, "compare.md"), *plots = path_join(out, "plots");
-        printf("\nwrote %s and charts in %s/\n", md, plots);
-        free(md);
-        free(plots);
-    }
     rc = RN_OK;
+    /* the gates before compare.md, which carries their verdict */
+    struct buf broken;
+    buf_init(&broken, 64 << 10);
+    char *gtext = NULL;
+    size_t n_broken = 0;
     if (n_gates) {
-        struct buf broken;
-        buf_init(&broken, 64 << 10);
-        char *text = NULL;
         size_t len = 0;
-        FILE *mf = open_memstream(&text, &len);
-        size_t n_broken = gate_run(gates, n_gates, &c, mf, &broken);
+        FILE *mf = open_memstream(&gtext, &len);
+        n_broken = gate_run(gates, n_gates, &c, mf, &broken);
         fclose(mf);
-        fputs(text, stdout);
-        if (out && add_gates_md(out, text, &err) != 0) {
-            free(text);
+        c.gates = gtext;
+    }
+    if (out) {
+        if (cmp_write(&c, out, &err) != 0) {
+            free(gtext);
             buf_release(&broken);
             goto fail;
         }
-        free(text);
-        if (n_broken > 0) {
-            fflush(stdout);
-            log_error("gate broken: %s", broken.data);
-            rc = RN_ERR_POINTS;
-        }
-        buf_release(&broken);
+        char *md = path_join(out, "compare.md"), *plots = path_join(out, "plots");
+        printf("\nwrote %s, REPORT.html and charts in %s/\n", md, plots);
+        free(md);
+        free(plots);
     }
+    if (gtext)
+        fputs(gtext, stdout);
+    free(gtext);
+    c.gates = NULL;
+    if (n_broken > 0) {
+        fflush(stdout);
+        log_error("gate broken: %s", broken.data);
+        rc = RN_ERR_POINTS;
+    }
+    buf_release(&broken);
     goto out;
 fail:
     log_error("%s", err.msg);

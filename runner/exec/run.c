@@ -45,7 +45,8 @@ bool stopping(const struct run_ctx *c)
 /* ---- one point ---- */
 
 /* A rerun never overwrites a client log: the old one, its scrapes and its
- * per-request records (X.jsonl) are kept aside (rundir_keep_old). */
+ * per-request records (X.jsonl) and power samples are kept aside
+ * (rundir_keep_old). */
 static int keep_old_log(const char *path, struct err *err)
 {
     int rc = rundir_keep_old(path, err);
@@ -57,7 +58,7 @@ static int keep_old_log(const char *path, struct err *err)
     size_t n = strlen(path);
     if (rc == 0) {
         char *power = power_path(path);
-        rc = keep_old_file(power, err);
+        rc = rundir_keep_old(power, err);
         free(power);
     }
     if (rc == 0 && n > 4 && strcmp(path + n - 4, ".log") == 0) {

@@ -23,7 +23,7 @@ check "fits side by side with ratios" grep -Eq '^runB +60.00 +20.00 +50.0 +1.000
 check "compare.md written" test -s "$T_TMP/cmp/compare.md"
 "$SWEEP" compare "$T_TMP/runA" "$T_TMP/runB" --out "$T_TMP/cmp2/" >"$T_TMP/cmp2.out" 2>&1
 check "--out DIR/: says where it wrote, with one '/'" \
-    grep -qx "wrote $T_TMP/cmp2/compare.md and charts in $T_TMP/cmp2/plots/" "$T_TMP/cmp2.out"
+    grep -qx "wrote $T_TMP/cmp2/compare.md, REPORT.html and charts in $T_TMP/cmp2/plots/" "$T_TMP/cmp2.out"
 check "compare.md says it in words" grep -q "at concurrency 8, runB's output throughput is 1.30× runA's (+30%)" "$T_TMP/cmp/compare.md"
 check "compare.md marks the missing point" grep -q '| 32 | missing | 45.82 | - |' "$T_TMP/cmp/compare.md"
 for c in throughput tpot ttft ratio; do

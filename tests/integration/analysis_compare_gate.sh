@@ -54,6 +54,8 @@ check_eq "with --out: exit 1 too" "$?" 1
 check "compare.md has the gates' verdict" sh -c "sed -n '/^## Gates/,/^---/p' '$T_TMP/cmp/compare.md' |
     grep -qF 'BROKEN median_tpot_ms<=+5% at concurrency 8: slow 42.40 against base 40.00, ratio 1.060'"
 check "... before its closing line" sh -c "tail -n 2 '$T_TMP/cmp/compare.md' | grep -q '^Written by sweep'"
+check "REPORT.html carries the same verdict" \
+    grep -qF 'BROKEN median_tpot_ms&lt;=+5% at concurrency 8: slow 42.40 against base 40.00' "$T_TMP/cmp/REPORT.html"
 check "one stderr line lists every broken check" grep -qxF \
     'sweep: error: gate broken: median_tpot_ms<=+5% at C=8 for slow: 1.060; median_tpot_ms<=+5% at C=8 for crash: failed; output_throughput>=-3% at C=8 for slow: 0.950; output_throughput>=-3% at C=8 for crash: failed' \
     "$T_TMP/fail.err"
