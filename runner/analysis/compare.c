@@ -168,19 +168,24 @@ out:
     return rc;
 }
 
+void cmp_metric_names(const struct cmp_set *c, struct strvec *have)
+{
+    for (size_t r = 0; r < c->n_runs; r++)
+        for (size_t k = 0; k < c->runs[r].t.n; k++) {
+            const struct metric_set *ms = &c->runs[r].t.rows[k].metrics;
+            for (size_t j = 0; j < ms->n; j++)
+                if (strvec_find(have, ms->m[j].name) < 0)
+                    strvec_push(have, ms->m[j].name);
+        }
+}
+
 /* Every --metric must be a column of some run: one no run has would make a
  * table of "n/a" and exit 0. The message offers the closest column. */
 static int check_metrics(const struct cmp_set *c, const struct strvec *metrics, struct err *err)
 {
     struct strvec have = STRVEC_INIT;
     int rc = 0;
-    for (size_t r = 0; r < c->n_runs; r++)
-        for (size_t k = 0; k < c->runs[r].t.n; k++) {
-            const struct metric_set *ms = &c->runs[r].t.rows[k].metrics;
-            for (size_t j = 0; j < ms->n; j++)
-                if (strvec_find(&have, ms->m[j].name) < 0)
-                    strvec_push(&have, ms->m[j].name);
-        }
+    cmp_metric_names(c, &have);
     for (size_t i = 0; i < metrics->n && rc == 0; i++) {
         if (strvec_find(&have, metrics->v[i]) >= 0)
             continue;

@@ -57,6 +57,9 @@ int cmp_load(const char *const *specs, size_t n, const struct strvec *metrics, s
              struct err *err);
 void cmp_release(struct cmp_set *c);
 
+/* Every metric name some row of some run has, each once, appended to have. */
+void cmp_metric_names(const struct cmp_set *c, struct strvec *have);
+
 /* The terminal table: per metric and concurrency, values and ratios; then
  * the fits side by side. */
 void cmp_print(FILE *f, const struct cmp_set *c);

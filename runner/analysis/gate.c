@@ -85,13 +85,7 @@ int gate_check_metrics(const struct gate *g, size_t n, const struct cmp_set *c, 
 {
     struct strvec have = STRVEC_INIT;
     int rc = 0;
-    for (size_t r = 0; r < c->n_runs; r++)
-        for (size_t k = 0; k < c->runs[r].t.n; k++) {
-            const struct metric_set *ms = &c->runs[r].t.rows[k].metrics;
-            for (size_t j = 0; j < ms->n; j++)
-                if (strvec_find(&have, ms->m[j].name) < 0)
-                    strvec_push(&have, ms->m[j].name);
-        }
+    cmp_metric_names(c, &have);
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (strvec_find(&have, g[i].metric) >= 0)
             continue;
