@@ -347,7 +347,6 @@ TEST(refused_values_and_defaults)
         "\"reasoning_effort\":\"low\"",
         "\"top_n_sigma\":1",
         "\"modalities\":[\"text\",\"audio\"]",
-        "\"stream_options\":{\"continuous_usage_stats\":true}",
         "\"return_tokens_as_token_ids\":true"};
     static const char *const good[] = {"\"typical_p\":1",
                                        "\"tool_choice\":\"none\"",
@@ -378,6 +377,31 @@ TEST(refused_values_and_defaults)
         CHECK_MSG(r.ignored[0] == '\0', "%s: listed as ignored: %s", good[i], r.ignored);
         api_request_release(&r);
     }
+}
+
+/* vLLM's continuous_usage_stats (GuideLLM sends it on every request) is
+ * read as a boolean beside include_usage; the scheduler applies it only
+ * with include_usage, as vLLM. */
+TEST(continuous_usage_stats_is_read)
+{
+    struct api_request r;
+    struct api_error e;
+    CHECK_INT(parse("{\"prompt\":\"x\",\"stream\":true,\"stream_options\":{\"include_usage\":true,"
+                    "\"continuous_usage_stats\":true}}",
+                    API_COMPLETION, &r, &e),
+              0);
+    CHECK(r.include_usage && r.cont_usage);
+    api_request_release(&r);
+    CHECK_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":{"
+                    "\"continuous_usage_stats\":false,\"include_usage\":null}}",
+                    API_CHAT, &r, &e),
+              0);
+    CHECK(!r.include_usage && !r.cont_usage);
+    api_request_release(&r);
+    CHECK_INT(parse("{\"prompt\":\"x\",\"stream_options\":{\"continuous_usage_stats\":1}}",
+                    API_COMPLETION, &r, &e),
+              -1);
+    CHECK_STR(e.param, "stream_options.continuous_usage_stats");
 }
 
 /* Harmless fields pass quietly; unknown ones pass too, but are named. */
