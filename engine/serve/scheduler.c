@@ -70,10 +70,10 @@ struct sched_seq {
 struct sched_req {
     /* set by sched_req_new, read-only afterwards */
     enum api_kind kind;
-    bool stream, include_usage, ignore_eos, echo;
-    bool continuous_usage; /* stream: usage in every chunk */
-    bool batch;            /* /generate: a list of answers */
-    int logprobs;          /* -1, or alternatives per token */
+    /* cont_usage: every chunk carries usage (continuous_usage_stats) */
+    bool stream, include_usage, ignore_eos, echo, cont_usage;
+    bool batch;   /* /generate: a list of answers */
+    int logprobs; /* -1, or alternatives per token */
     int max_tokens;
     char **stops;      /* (n_stops) owned */
     size_t *stop_lens; /* (n_stops) owned */
@@ -160,7 +160,7 @@ sched_req *sched_req_new(const struct sched_req_params *p)
     r->kind = p->kind;
     r->stream = p->stream;
     r->include_usage = p->include_usage;
-    r->continuous_usage = p->continuous_usage && p->include_usage; /* as vLLM */
+    r->cont_usage = p->continuous_usage && p->include_usage; /* as vLLM */
     r->ignore_eos = p->ignore_eos;
     r->echo = p->echo;
     r->batch = p->batch || p->n_prompts > 1 || p->n > 1;
@@ -410,7 +410,7 @@ static int put_chunk(sched_req *r, const void *vctx)
                             .finish = c->finish,
                             .lp = q->lp ? &lp : NULL};
     long usage[3] = {q->n_prompt, q->n_gen, q->n_reused}; /* this choice's, as vLLM's */
-    if (r->continuous_usage)
+    if (r->cont_usage)
         ch.usage = usage;
     int rc = api_sse_choice(&r->out, &rp, &ch);
     if (rc == 0) {
