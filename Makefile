@@ -388,9 +388,11 @@ $(PYVENV)/.ok-4: $(BUILD)/gen/ggml-flags
 # versions tested. GuideLLM is installed without its torch requirement
 # (PyPI's Linux torch drags several GB of CUDA libraries; GuideLLM uses
 # torch only for its DataLoader, and the test supplies a stand-in,
-# tests/tools/torchshim, when torch cannot be imported); lm-eval's API path
-# needs no torch. About 700 MB in the venv, a minute or two with a fast
-# mirror. Without PyPI the test says it skipped.
+# tests/tools/torchshim, when torch cannot be imported; pip then says
+# "guidellm 0.8.1 requires torch, which is not installed", as expected);
+# lm-eval's API path needs no torch. About 700 MB on top of pydeps'
+# packages (1 GB in a fresh venv, 124 s with a fast mirror). Without PyPI
+# the test says it skipped.
 PYCLIENTS := guidellm==0.8.1 'lm_eval[api]==0.4.13'
 GUIDELLM_DEPS := 'click~=8.4.0' 'culsans~=0.10.0' 'datasets>=5.0.1' eval_type_backport faker \
     'ftfy>=6.0.0' 'httpx[http2]<1.0.0' loguru msgpack protobuf 'pydantic>=2.11.7' \
