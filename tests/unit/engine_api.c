@@ -716,6 +716,7 @@ TEST(metrics_text)
 {
     struct prom m;
     prom_init(&m);
+    prom_set_model(&m, "m", 256);
     prom_response(&m, PROM_COMPLETIONS, 200);
     prom_response(&m, PROM_COMPLETIONS, 400);
     prom_response(&m, PROM_OTHER, 418); /* counted as "other" */
@@ -728,16 +729,18 @@ TEST(metrics_text)
     buf_init(&b, 1 << 20);
     prom_render(&m, &g, &b);
     const char *want[] = {
-        "fp4serve_requests_total{route=\"completions\",status=\"200\"} 1\n",
-        "fp4serve_requests_total{route=\"completions\",status=\"400\"} 1\n",
-        "fp4serve_requests_total{route=\"other\",status=\"other\"} 1\n",
-        "fp4serve_steps_total 4\n",
-        "fp4serve_step_sequences_total 10\n",
-        "fp4serve_step_phase_seconds_total{phase=\"attention\"} 1.500000\n",
-        "fp4serve_queue_length 2\n",
-        "fp4serve_running_sequences 3\n",
-        "fp4serve_kv_slots_free 5\n",
-        "fp4serve_kv_positions_used 40\n",
+        "fp4serve_requests_total{model_name=\"m\",route=\"completions\",status=\"200\"} 1\n",
+        "fp4serve_requests_total{model_name=\"m\",route=\"completions\",status=\"400\"} 1\n",
+        "fp4serve_requests_total{model_name=\"m\",route=\"other\",status=\"other\"} 1\n",
+        "fp4serve_steps_total{model_name=\"m\"} 4\n",
+        "fp4serve_step_sequences_total{model_name=\"m\"} 10\n",
+        "fp4serve_step_phase_seconds_total{model_name=\"m\",phase=\"attention\"} 1.500000\n",
+        "fp4serve_queue_length{model_name=\"m\"} 2\n",
+        "fp4serve_running_sequences{model_name=\"m\"} 3\n",
+        "fp4serve_num_requests_waiting{model_name=\"m\"} 2\n",
+        "fp4serve_num_requests_running{model_name=\"m\"} 3\n",
+        "fp4serve_kv_slots_free{model_name=\"m\"} 5\n",
+        "fp4serve_kv_positions_used{model_name=\"m\"} 40\n",
         "# TYPE fp4serve_open_connections gauge\n",
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
