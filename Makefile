@@ -12,6 +12,7 @@
 #   make fuzz            libFuzzer on every fuzz target (FUZZ_SECONDS each)
 #   make models          fetch SmolLM2-135M-Instruct Q4_1 into models/
 #   make pydeps          Python packages the tests use (tokenizers, transformers, gguf, llama-cpp-python) in build/venv
+#   make pyclients       GuideLLM and lm-evaluation-harness in build/venv (tests/integration/serve_clients.sh)
 #   make check           banned calls, the include layer order, paths named in comments
 #   make format          clang-format every C/CUDA source
 #   make SAN=address,undefined test    the same tests under sanitizers
@@ -138,7 +139,7 @@ TOOLS      := $(patsubst tests/tools/%.c,$(BUILD)/bin/%,$(wildcard tests/tools/*
 RUNNER_LIBS = $(RUNNER_PC_LIBS) $(LDLIBS)
 ENGINE_LIBS = $(ENGINE_PC_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
-.PHONY: all run test bench check-gpu fuzz models pydeps check format install clean help FORCE
+.PHONY: all run test bench check-gpu fuzz models pydeps pyclients check format install clean help FORCE
 all: $(SWEEP) $(FP4SERVE) $(FAKESERVER) $(TOOLS)
 
 # ---- compile rules ----
@@ -326,6 +327,7 @@ test: all $(UNIT_BIN) $(FUZZ_BIN) $(A64_BIN)
 	@sh scripts/check-paths.sh
 	-@$(MAKE) --no-print-directory models
 	-@$(MAKE) --no-print-directory pydeps
+	-@$(MAKE) --no-print-directory pyclients
 	@BUILD=$(BUILD) sh tests/run.sh
 
 bench: all $(BENCH_BIN)
@@ -379,6 +381,30 @@ $(PYVENV)/.ok-4: $(BUILD)/gen/ggml-flags
 	    CMAKE_ARGS="$$(cat $<)" FORCE_CMAKE=1 $(PYVENV)/bin/pip install -q --disable-pip-version-check \
 	        --no-binary llama-cpp-python --no-cache-dir $(PYPKGS) && cp $< $(PYVENV)/ggml-flags && touch $@ || \
 	    { echo "pydeps: pip could not install $(PYPKGS) into $(PYVENV)" >&2; exit 1; }
+
+# The real clients tests/integration/serve_clients.sh runs against fp4serve,
+# into the same venv but on a stamp of their own (adding them never rebuilds
+# llama.cpp): GuideLLM and lm-evaluation-harness's API models, at the
+# versions tested. GuideLLM is installed without its torch requirement
+# (PyPI's Linux torch drags several GB of CUDA libraries; GuideLLM uses
+# torch only for its DataLoader, and the test supplies a stand-in,
+# tests/tools/torchshim, when torch cannot be imported; pip then says
+# "guidellm 0.8.1 requires torch, which is not installed", as expected);
+# lm-eval's API path needs no torch. About 700 MB on top of pydeps'
+# packages (1 GB in a fresh venv, 124 s with a fast mirror). Without PyPI
+# the test says it skipped.
+PYCLIENTS := guidellm==0.8.1 'lm_eval[api]==0.4.13'
+GUIDELLM_DEPS := 'click~=8.4.0' 'culsans~=0.10.0' 'datasets>=5.0.1' eval_type_backport faker \
+    'ftfy>=6.0.0' 'httpx[http2]<1.0.0' loguru msgpack protobuf 'pydantic>=2.11.7' \
+    'pydantic-settings>=2.0.0' pyyaml rich sanic tabulate 'uvloop>=0.18' 'more-itertools>=10.8.0' \
+    'typing-extensions>=4.15.0' 'websockets>=13.0' 'numpy>=2.0.0' transformers
+pyclients: $(PYVENV)/.ok-clients-1
+$(PYVENV)/.ok-clients-1:
+	@[ -x $(PYVENV)/bin/pip ] || { echo "pyclients: no venv in $(PYVENV) (make pydeps makes it)" >&2; exit 1; }
+	@echo "pyclients: $(PYCLIENTS) into $(PYVENV) (GuideLLM without torch)" >&2
+	@$(PYVENV)/bin/pip install -q --disable-pip-version-check --no-deps guidellm==0.8.1 && \
+	    $(PYVENV)/bin/pip install -q --disable-pip-version-check $(GUIDELLM_DEPS) 'lm_eval[api]==0.4.13' && \
+	    touch $@ || { echo "pyclients: pip could not install $(PYCLIENTS) into $(PYVENV)" >&2; exit 1; }
 
 run: all
 	@sh scripts/quickstart.sh $(BUILD)

@@ -246,9 +246,14 @@ stop_serve() {
     kill -TERM "$SRV_PID" 2>/dev/null
     wait "$SRV_PID"
 }
-# metric NAME: the value of a sample in the server's /metrics (NAME may include labels).
+# metric NAME: the value of a sample in the server's /metrics (NAME may include
+# labels). The model_name label every fp4serve series carries may be left out
+# of NAME: `metric fp4serve_steps_total` reads fp4serve_steps_total{model_name="m"}.
 metric() {
-    curl -s "$SRV_URL/metrics" | awk -v n="$1" '$1 == n { print $2; exit }'
+    curl -s "$SRV_URL/metrics" | awk -v n="$1" '
+        /^#/ { next }
+        { k = $1; sub(/model_name="([^"\\]|\\.)*",?/, "", k); sub(/\{\}$/, "", k) }
+        $1 == n || k == n { print $2; exit }'
 }
 # gen_text MODEL PROMPT N [FLAGS...]: the exact text `fp4serve generate` prints
 # (everything before its "prompt ids:" line, without the newline it adds).

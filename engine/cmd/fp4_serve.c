@@ -267,6 +267,7 @@ int fp4_serve(int argc, char **argv)
     prom_init(&e->met);
     char *model_id = a.alias ? xstrdup(a.alias) : model_id_of(a.model);
     e->model_id = model_id;
+    prom_set_model(&e->met, model_id, 0); /* the label from the first scrape (ctx once loaded) */
     struct srv_opts so = {.host = a.host,
                           .port = (int)a.port,
                           .max_body = (size_t)a.max_body,

@@ -213,6 +213,7 @@ int api_admit(const struct srv_engine *en, const struct api_request *q, struct s
         .ignore_eos = q->ignore_eos,
         .stream = q->stream,
         .include_usage = q->include_usage,
+        .continuous_usage = q->cont_usage,
     };
     return 0;
 refused:

@@ -82,6 +82,7 @@ struct api_request {
     bool ignore_eos;    /* keep going past end-of-generation tokens */
     bool stream;        /* answer as server-sent events */
     bool include_usage; /* stream_options.include_usage */
+    bool cont_usage;    /* stream_options.continuous_usage_stats (vLLM's usage in every chunk) */
     char ignored[160];  /* fields this server does not know, "'a', 'b'" (cut with "..."),
                            "" when none: ignored, as vLLM does, and named in the log */
 };
@@ -177,6 +178,9 @@ struct api_choice {
     bool role;                     /* chat stream: this chunk also carries "role":"assistant" */
     const char *finish;            /* "stop", "length" or NULL (more to come) */
     const struct api_logprobs *lp; /* NULL: "logprobs": null */
+    const long *usage;             /* stream: {prompt, completion, cached} tokens of this
+                                      choice so far, the chunk's "usage" (vLLM's
+                                      continuous_usage_stats); NULL = none */
 };
 
 /* One SSE event carrying choice c. Returns 0, or -1 when b's cap refused it

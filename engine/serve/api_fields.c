@@ -488,21 +488,21 @@ static int f_stream(const json_t *v, struct api_request *r, const struct api_lim
     return read_bool(v, "stream", &r->stream, e);
 }
 
-/* stream_options: only include_usage is read. It is accepted without
- * stream too (OpenAI refuses that combination, vLLM does not); it has no
- * effect then, since a non-streaming answer always carries usage. */
+/* stream_options: include_usage and continuous_usage_stats are read. They
+ * are accepted without stream too (OpenAI refuses that combination, vLLM
+ * does not); they have no effect then, since a non-streaming answer always
+ * carries usage. continuous_usage_stats takes effect with include_usage, as
+ * vLLM's: every chunk then carries its choice's usage so far. */
 static int f_stream_options(const json_t *v, struct api_request *r, const struct api_limits *lim,
                             struct api_error *e)
 {
     if (!json_is_object(v))
         return BAD(e, "stream_options", "'stream_options' must be an object (got %s)",
                    json_type_name(v));
-    /* vLLM's usage on every chunk would change the stream */
     const json_t *cu = json_object_get(v, "continuous_usage_stats");
-    if (cu && !json_is_null(cu) && !json_is_false(cu))
-        return BAD(e, "stream_options.continuous_usage_stats",
-                   "'stream_options.continuous_usage_stats' is not supported by this server (only "
-                   "false)");
+    if (cu && !json_is_null(cu) &&
+        read_bool(cu, "stream_options.continuous_usage_stats", &r->cont_usage, e) != 0)
+        return -1;
     const json_t *u = json_object_get(v, "include_usage");
     if (u && !json_is_null(u))
         return read_bool(u, "stream_options.include_usage", &r->include_usage, e);

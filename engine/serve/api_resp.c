@@ -240,7 +240,10 @@ int api_sse_choice(struct buf *b, const struct api_resp *r, const struct api_cho
     }
     logprobs_json(b, r->kind, c->lp);
     finish_reason(b, c->finish);
-    buf_puts(b, "}]}\n\n");
+    buf_puts(b, "}]");
+    if (c->usage)
+        usage(b, c->usage[0], c->usage[1], c->usage[2]);
+    buf_puts(b, "}\n\n");
     return commit(b, start);
 }
 

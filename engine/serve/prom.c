@@ -6,6 +6,7 @@
  */
 #include "serve/prom.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,9 @@ static const int statuses[PROM_N_STATUS] = {200, 400, 404, 405, 413, 414,
 static const char *const route_names[PROM_N_ROUTES] = {
     "completions", "chat_completions", "health", "models", "metrics", "tokenize", "other"};
 static const char *const finish_names[PROM_N_FINISH] = {"stop", "length", "cancelled", "aborted"};
+/* vLLM's finished_reason for each (request_success_total): a client gone
+ * and a server stop are both its "abort". */
+static const char *const vllm_finish[PROM_N_FINISH] = {"stop", "length", "abort", "abort"};
 
 /* vLLM's bounds (vllm/v1/metrics/loggers.py), in seconds. */
 static const double ttft_le[] = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
@@ -54,6 +58,18 @@ static const struct {
     [PROM_H_GEN] = {"fp4serve_request_generation_tokens",
                     "Generated tokens (end-of-generation included), per request served.", NULL, 0,
                     1},
+    [PROM_H_PREFILL] = {"fp4serve_request_prefill_time_seconds",
+                        "Time from admission (a KV slot) to the first generated token, per "
+                        "request served.",
+                        request_le, sizeof(request_le) / sizeof(request_le[0]), 1e-9},
+    [PROM_H_DECODE] = {"fp4serve_request_decode_time_seconds",
+                       "Time from the first generated token to the end of generation, per "
+                       "request served.",
+                       request_le, sizeof(request_le) / sizeof(request_le[0]), 1e-9},
+    [PROM_H_INFER] = {"fp4serve_request_inference_time_seconds",
+                      "Time from admission (a KV slot) to the end of generation, per request "
+                      "served.",
+                      request_le, sizeof(request_le) / sizeof(request_le[0]), 1e-9},
 };
 
 static void hist_bounds(struct prom_hist *h, const double *le, int n, double scale)
@@ -153,8 +169,12 @@ void prom_request_done(struct prom *m, uint64_t t_submit, uint64_t t_admit, uint
 {
     /* a clock read before t_submit cannot happen (one monotonic clock),
      * but a zero or reversed time is clamped rather than wrapped */
-    if (t_first) /* a request served without a generated token has no first-token time */
+    if (t_first) { /* a request served without a generated token has no first-token time */
         prom_observe(&m->hist[PROM_H_TTFT], t_first > t_submit ? t_first - t_submit : 0);
+        prom_observe(&m->hist[PROM_H_PREFILL], t_first > t_admit ? t_first - t_admit : 0);
+        prom_observe(&m->hist[PROM_H_DECODE], t_end > t_first ? t_end - t_first : 0);
+    }
+    prom_observe(&m->hist[PROM_H_INFER], t_end > t_admit ? t_end - t_admit : 0);
     prom_observe(&m->hist[PROM_H_E2E], t_end > t_submit ? t_end - t_submit : 0);
     prom_observe(&m->hist[PROM_H_QUEUE], t_admit > t_submit ? t_admit - t_submit : 0);
     prom_observe(&m->hist[PROM_H_PROMPT], n_prompt > 0 ? (uint64_t)n_prompt : 0);
@@ -240,6 +260,13 @@ static void put_le(struct buf *out, double v)
         buf_printf(out, "%g", v);
 }
 
+/* The label set of a sample: {model_name="...",extra} (extra: more pairs
+ * or NULL). Every series carries model_name, as vLLM's do. */
+static void labels(struct buf *out, const struct prom *m, const char *extra)
+{
+    buf_printf(out, "{model_name=\"%s\"%s%s}", m->model_name, extra ? "," : "", extra ? extra : "");
+}
+
 /* One histogram family: cumulative buckets, +Inf, _sum and _count. The
  * count is the sum of the buckets as read, so it always equals +Inf even
  * while requests finish during the scrape. */
@@ -269,12 +296,24 @@ static void render_hist(const struct prom *m, int id, struct buf *out)
                (unsigned long long)cum);
 }
 
+/* One unlabelled-but-for-model_name sample: "NAME{model_name=..} V". */
+static void sample(struct buf *out, const struct prom *m, const char *name, double v)
+{
+    buf_puts(out, name);
+    labels(out, m, NULL);
+    if (v == (double)(long long)v)
+        buf_printf(out, " %lld\n", (long long)v);
+    else
+        buf_printf(out, " %.9g\n", v);
+}
+
 /* The exposition is rebuilt on every scrape from the atomics. Counters a
  * reader can divide (steps, sequences, seconds) are exported raw: a mean
  * since start (batch size, step time) is a ratio of two of them, taken
  * over whatever window the reader wants, so none is exported as a gauge. */
 void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *out)
 {
+    char extra[96];
     buf_puts(out, "# HELP fp4serve_requests_total HTTP responses by route and status.\n"
                   "# TYPE fp4serve_requests_total counter\n");
     for (int r = 0; r < PROM_N_ROUTES; r++)
@@ -285,37 +324,78 @@ void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *
             char st[16] = "other";
             if (statuses[k])
                 snprintf(st, sizeof(st), "%d", statuses[k]);
-            buf_printf(out, "fp4serve_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
-                       route_names[r], st, (unsigned long long)v);
+            snprintf(extra, sizeof(extra), "route=\"%s\",status=\"%s\"", route_names[r], st);
+            buf_puts(out, "fp4serve_requests_total");
+            labels(out, m, extra);
+            buf_printf(out, " %llu\n", (unsigned long long)v);
         }
     buf_puts(out, "# HELP fp4serve_requests_finished_total Generations by how they ended.\n"
                   "# TYPE fp4serve_requests_finished_total counter\n");
-    for (int f = 0; f < PROM_N_FINISH; f++)
-        buf_printf(out, "fp4serve_requests_finished_total{reason=\"%s\"} %llu\n", finish_names[f],
-                   (unsigned long long)get(&m->finished[f]));
+    for (int f = 0; f < PROM_N_FINISH; f++) {
+        snprintf(extra, sizeof(extra), "reason=\"%s\"", finish_names[f]);
+        buf_puts(out, "fp4serve_requests_finished_total");
+        labels(out, m, extra);
+        buf_printf(out, " %llu\n", (unsigned long long)get(&m->finished[f]));
+    }
+    /* vLLM's request_success_total: the same ends under its reason names */
+    buf_puts(out, "# HELP fp4serve_request_success_total Finished requests by vLLM's reason "
+                  "(stop, length, abort: the client went away or the server stopped).\n"
+                  "# TYPE fp4serve_request_success_total counter\n");
+    for (int f = 0; f < PROM_N_FINISH; f++) {
+        bool first = true; /* each vLLM name once, summing the ends mapped to it */
+        for (int e = 0; e < f; e++)
+            first = first && strcmp(vllm_finish[e], vllm_finish[f]) != 0;
+        if (!first)
+            continue;
+        uint64_t v = 0;
+        for (int e = f; e < PROM_N_FINISH; e++)
+            if (strcmp(vllm_finish[e], vllm_finish[f]) == 0)
+                v += get(&m->finished[e]);
+        snprintf(extra, sizeof(extra), "finished_reason=\"%s\"", vllm_finish[f]);
+        buf_puts(out, "fp4serve_request_success_total");
+        labels(out, m, extra);
+        buf_printf(out, " %llu\n", (unsigned long long)v);
+    }
     for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
         const struct counter *c = &counters[i];
         uint64_t v = get((const atomic_uint_least64_t *)((const char *)m + c->offset));
         buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", c->name, c->help, c->name);
+        buf_puts(out, c->name);
+        labels(out, m, NULL);
         if (c->scale == 1)
-            buf_printf(out, "%s %llu\n", c->name, (unsigned long long)v);
+            buf_printf(out, " %llu\n", (unsigned long long)v);
         else
-            buf_printf(out, "%s %.6f\n", c->name, (double)v * c->scale);
+            buf_printf(out, " %.6f\n", (double)v * c->scale);
     }
+    buf_puts(out, "# HELP fp4serve_num_preemptions_total Sequences preempted: fp4serve never "
+                  "preempts (a request waits for a free KV slot instead), so this stays 0.\n"
+                  "# TYPE fp4serve_num_preemptions_total counter\n");
+    sample(out, m, "fp4serve_num_preemptions_total", 0);
     buf_puts(out, "# HELP fp4serve_step_phase_seconds_total Step time by phase (model timers).\n"
                   "# TYPE fp4serve_step_phase_seconds_total counter\n");
-    buf_printf(out, "fp4serve_step_phase_seconds_total{phase=\"attention\"} %.6f\n",
-               (double)get(&m->attn_ns) * 1e-9);
-    buf_printf(out, "fp4serve_step_phase_seconds_total{phase=\"matmul\"} %.6f\n",
-               (double)get(&m->matmul_ns) * 1e-9);
-    buf_printf(out, "fp4serve_step_phase_seconds_total{phase=\"other\"} %.6f\n",
-               (double)get(&m->other_ns) * 1e-9);
+    const struct {
+        const char *phase;
+        const atomic_uint_least64_t *ns;
+    } phases[] = {{"attention", &m->attn_ns}, {"matmul", &m->matmul_ns}, {"other", &m->other_ns}};
+    for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
+        snprintf(extra, sizeof(extra), "phase=\"%s\"", phases[i].phase);
+        buf_puts(out, "fp4serve_step_phase_seconds_total");
+        labels(out, m, extra);
+        buf_printf(out, " %.6f\n", (double)get(phases[i].ns) * 1e-9);
+    }
     struct {
         const char *name, *help;
         double v;
     } gauges[] = {
         {"fp4serve_queue_length", "Requests waiting for a slot.", (double)g->queued},
         {"fp4serve_running_sequences", "Sequences holding a KV slot.", (double)g->running},
+        /* vLLM's scheduler gauges: the same two under its names */
+        {"fp4serve_num_requests_waiting",
+         "Requests waiting for a KV slot (vLLM's num_requests_waiting).", (double)g->queued},
+        {"fp4serve_num_requests_running",
+         "Sequences holding a KV slot, each choice of a request its own (vLLM's "
+         "num_requests_running).",
+         (double)g->running},
         {"fp4serve_kv_slots", "KV slots (--max-batch).", (double)g->slots},
         {"fp4serve_kv_slots_free", "KV slots free.", (double)(g->slots - g->running)},
         {"fp4serve_kv_positions_used", "KV cache positions held over all slots.",
@@ -334,13 +414,10 @@ void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *
     for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
         buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", gauges[i].name, gauges[i].help,
                    gauges[i].name);
-        if (gauges[i].v == (double)(long long)gauges[i].v)
-            buf_printf(out, "%s %lld\n", gauges[i].name, (long long)gauges[i].v);
-        else
-            buf_printf(out, "%s %.6f\n", gauges[i].name, gauges[i].v);
+        sample(out, m, gauges[i].name, gauges[i].v);
     }
     if (!g->ready)
-        return; /* the histograms' bounds and label are set with the model */
+        return; /* the histograms' bounds are set with the model */
     buf_puts(out, "# HELP fp4serve_kv_cache_usage_perc KV cache positions held over all slots, as "
                   "a fraction of the capacity (0 to 1).\n"
                   "# TYPE fp4serve_kv_cache_usage_perc gauge\n");
@@ -365,9 +442,12 @@ void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *
          m->mem_read_bytes_per_s},
     };
     for (size_t i = 0; i < sizeof(consts) / sizeof(consts[0]); i++)
-        if (consts[i].v > 0)
-            buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", consts[i].name,
-                       consts[i].help, consts[i].name, consts[i].name, consts[i].v);
+        if (consts[i].v > 0) {
+            buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s", consts[i].name, consts[i].help,
+                       consts[i].name, consts[i].name);
+            labels(out, m, NULL);
+            buf_printf(out, " %.17g\n", consts[i].v);
+        }
 }
 
 void prom_set_roofline(struct prom *m, double weight_bytes, double flops_per_token,

@@ -5,7 +5,12 @@
  * and a scrape reads them as they are. Gauges that belong to the scheduler
  * (queue, running, KV) are passed in as a snapshot when rendering.
  * Histograms follow vLLM's (names with our prefix, its buckets, base units:
- * seconds and tokens) and carry a model_name label.
+ * seconds and tokens). Every series carries a model_name label, as vLLM's
+ * do, and vLLM's scheduler and request series are there under our prefix
+ * (num_requests_running/waiting, request_success_total{finished_reason},
+ * prefill/decode/inference time), so its dashboards' queries work with the
+ * prefix renamed (docs/formats.md §5 maps each series to vLLM's and
+ * SGLang's names).
  */
 #ifndef ENGINE_PROM_H
 #define ENGINE_PROM_H
@@ -47,6 +52,9 @@ enum prom_hist_id {
     PROM_H_QUEUE,    /* request_queue_time_seconds: submit to admission (a KV slot) */
     PROM_H_PROMPT,   /* request_prompt_tokens */
     PROM_H_GEN,      /* request_generation_tokens */
+    PROM_H_PREFILL,  /* request_prefill_time_seconds: admission to first token */
+    PROM_H_DECODE,   /* request_decode_time_seconds: first token to finish */
+    PROM_H_INFER,    /* request_inference_time_seconds: admission to finish */
     PROM_N_HIST,
 };
 
@@ -137,7 +145,8 @@ void prom_step_weights(struct prom *m, uint64_t experts, uint64_t expert_bytes,
 /* A request was served (ended by a stop or its length): its times
  * (clock_ns at submit, admission, first token and end) and token counts go
  * into every per-request histogram, so their counts equal requests served
- * (TTFT's: those that generated a token; t_first 0 = none). */
+ * (TTFT's, prefill's and decode's: those that generated a token; t_first
+ * 0 = none). */
 void prom_request_done(struct prom *m, uint64_t t_submit, uint64_t t_admit, uint64_t t_first,
                        uint64_t t_end, long n_prompt, long n_gen);
 /* Count one response of route with HTTP status. */

@@ -70,7 +70,7 @@ struct sched_seq {
 struct sched_req {
     /* set by sched_req_new, read-only afterwards */
     enum api_kind kind;
-    bool stream, include_usage, ignore_eos, echo;
+    bool stream, include_usage, ignore_eos, echo, cont_usage;
     bool batch;   /* /generate: a list of answers */
     int logprobs; /* -1, or alternatives per token */
     int max_tokens;
@@ -159,6 +159,7 @@ sched_req *sched_req_new(const struct sched_req_params *p)
     r->kind = p->kind;
     r->stream = p->stream;
     r->include_usage = p->include_usage;
+    r->cont_usage = p->continuous_usage && p->include_usage; /* usage in every chunk, as vLLM */
     r->ignore_eos = p->ignore_eos;
     r->echo = p->echo;
     r->batch = p->batch || p->n_prompts > 1 || p->n > 1;
@@ -400,12 +401,14 @@ static int put_chunk(sched_req *r, const void *vctx)
     struct api_logprobs lp;
     if (q->lp)
         lp = lp_of(c->s, q, q->lp_from, q->n_tokens, &offset);
+    long usage[3] = {q->n_prompt, q->n_gen, q->n_reused}; /* this choice's, as vLLM's */
     struct api_choice ch = {.index = q->index,
                             .text = c->text,
                             .n = c->n,
                             .role = r->kind == API_CHAT && !q->sent_first,
                             .finish = c->finish,
-                            .lp = q->lp ? &lp : NULL};
+                            .lp = q->lp ? &lp : NULL,
+                            .usage = r->cont_usage ? usage : NULL};
     int rc = api_sse_choice(&r->out, &rp, &ch);
     if (rc == 0) {
         q->lp_from = q->n_tokens;

@@ -72,6 +72,7 @@ struct sched_req_params {
     bool ignore_eos;         /* do not end at end-of-generation tokens */
     bool stream;             /* SSE events as tokens come; else one JSON body at the end */
     bool include_usage;      /* stream: a usage event with "choices": [] before [DONE] */
+    bool continuous_usage;   /* stream: every chunk carries its choice's usage so far */
     const char *id;          /* response id ("cmpl-...") */
     const char *model;       /* served model id */
     long long created;       /* Unix seconds */

@@ -463,6 +463,25 @@ static enum MHD_Result h_detokenize(struct call *c)
     return h_tok(c, true);
 }
 
+/* GET /tokenizer_info (vLLM's): lm-evaluation-harness's local-completions
+ * finds its remote tokenizer here. */
+static enum MHD_Result h_tokenizer_info(struct call *c)
+{
+    srv *s = c->s;
+    if (!atomic_load(&s->ready))
+        return refuse(c, 503, "unavailable_error", NULL, false, "loading model");
+    struct tokapi_ctx ctx = {.vocab = s->engine.vocab,
+                             .chat = s->engine.chat,
+                             .n_ctx = s->engine.n_ctx,
+                             .model_id = s->model_id};
+    struct buf b;
+    buf_init(&b, BUF_MAX_DEFAULT);
+    tokapi_info(&ctx, &b);
+    enum MHD_Result r = respond(c, 200, "application/json", b.data, b.len, false);
+    buf_release(&b);
+    return r;
+}
+
 static enum MHD_Result h_completions(struct call *c)
 {
     return h_completion(c, API_COMPLETION);
@@ -493,6 +512,7 @@ static const struct route routes[] = {
     {"/generate", "POST", h_generate, PROM_COMPLETIONS, true},
     {"/tokenize", "POST", h_tokenize, PROM_TOKENIZE, true},
     {"/detokenize", "POST", h_detokenize, PROM_TOKENIZE, true},
+    {"/tokenizer_info", "GET", h_tokenizer_info, PROM_TOKENIZE, false},
     {"/reset_prefix_cache", "POST", h_reset_prefix, PROM_OTHER, false},
 };
 

@@ -230,3 +230,41 @@ out:
     json_decref(root);
     return rc;
 }
+
+/* A special token's text as a JSON string, or null for id -1. */
+static void special_json(const tok_vocab *v, int32_t id, struct buf *out)
+{
+    char piece[512];
+    if (id < 0 || (size_t)id >= tok_n_vocab(v)) {
+        buf_puts(out, "null");
+        return;
+    }
+    size_t n = tok_piece(v, id, piece, sizeof(piece));
+    buf_json_str(out, piece, n < sizeof(piece) ? n : sizeof(piece));
+}
+
+/* The keys transformers' PreTrainedTokenizerFast keeps as init kwargs
+ * (what `fp4serve export-tokenizer` writes to tokenizer_config.json), so a
+ * client that builds a tokenizer from them gets fp4serve's ids. The GGUF
+ * names no pad or unknown token for BPE vocabularies fp4serve reads: null. */
+void tokapi_info(const struct tokapi_ctx *c, struct buf *out)
+{
+    const char *name = c->model_id ? c->model_id : "";
+    buf_puts(out, "{\"tokenizer_class\":\"PreTrainedTokenizerFast\",\"name_or_path\":");
+    buf_json_str(out, name, strlen(name));
+    buf_puts(out, ",\"bos_token\":");
+    special_json(c->vocab, tok_bos(c->vocab), out);
+    buf_puts(out, ",\"eos_token\":");
+    special_json(c->vocab, tok_eos(c->vocab), out);
+    buf_printf(out,
+               ",\"pad_token\":null,\"unk_token\":null,\"add_bos_token\":%s,"
+               "\"add_eos_token\":false,\"model_max_length\":%d,"
+               "\"clean_up_tokenization_spaces\":false,\"chat_template\":",
+               tok_add_bos(c->vocab) ? "true" : "false", c->n_ctx);
+    const char *tmpl = tok_chat_template(c->vocab);
+    if (tmpl && c->chat && c->chat->from_gguf)
+        buf_json_str(out, tmpl, strlen(tmpl));
+    else
+        buf_puts(out, "null");
+    buf_putc(out, '}');
+}

@@ -9,6 +9,9 @@
  *             -> {"count": n, "max_model_len": ctx, "tokens": [ids],
  *                 "token_strs": [vocabulary texts] or null}
  *   /detokenize  {"tokens": [ids] [, "model": str]} -> {"prompt": str}
+ *   GET /tokenizer_info -> the tokenizer's configuration as transformers
+ *                keeps it (tokenizer_class, the special tokens' texts,
+ *                add_bos_token, model_max_length, chat_template, ...)
  */
 #ifndef ENGINE_TOKAPI_H
 #define ENGINE_TOKAPI_H
@@ -28,6 +31,7 @@ struct tokapi_ctx {
     const struct chat_template *chat; /* for "messages" */
     int n_ctx;                        /* max_model_len in the answer */
     const char *const *model_ids;     /* accepted "model" values (NULL-terminated); NULL = any */
+    const char *model_id;             /* served name (tokenizer_info's name_or_path); NULL = "" */
 };
 
 /*
@@ -52,5 +56,17 @@ int tokapi_tokenize(const struct tokapi_ctx *c, const char *body, size_t len, st
  */
 int tokapi_detokenize(const struct tokapi_ctx *c, const char *body, size_t len, struct buf *out,
                       struct api_error *e);
+
+/*
+ * Append GET /tokenizer_info's answer, vLLM's shape (the tokenizer's
+ * init kwargs plus its class): {"tokenizer_class", "name_or_path",
+ * "bos_token", "eos_token", "pad_token", "unk_token" (texts or null),
+ * "add_bos_token", "add_eos_token", "model_max_length" (the served
+ * context), "clean_up_tokenization_spaces", "chat_template" (the GGUF's
+ * text when fp4serve follows it, else null)}. lm-evaluation-harness's
+ * remote tokenizer reads eos_token (then /tokenize's ids of it) and
+ * chat_template. Never fails.
+ */
+void tokapi_info(const struct tokapi_ctx *c, struct buf *out);
 
 #endif

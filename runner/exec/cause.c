@@ -1,10 +1,12 @@
 /*
  * cause: the wait status in words and a table of failure signatures looked
  * for in the log tail, so that "exited with code 1" becomes "out of memory
- * ('torch.OutOfMemoryError: CUDA out of memory...')".
+ * ('torch.OutOfMemoryError: CUDA out of memory...')"; and the server's own
+ * error message, when a client printed it, quoted into a point's cause.
  */
 #include "exec/cause.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,4 +85,91 @@ char *cause_of_exit(const struct proc *p, const char *who)
     free(line);
     free(tail);
     return out;
+}
+
+/* The keys whose string value is a server's error message, quoted either
+ * way (JSON or Python's repr). */
+static const char *const msg_keys[] = {"\"message\"", "'message'", "\"detail\"", "'detail'"};
+
+/* The quoted value after a key at p (key_len bytes) on the line ending at
+ * end: spaces, ':', spaces, then a string in ' or ". Unescaped into out
+ * (at most max bytes kept, *cut set when more followed). Returns false
+ * when no string value follows. */
+static bool value_after(const char *p, size_t key_len, const char *end, struct buf *out, size_t max,
+                        bool *cut)
+{
+    p += key_len;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    if (p >= end || *p != ':')
+        return false;
+    p++;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    if (p >= end || (*p != '"' && *p != '\''))
+        return false;
+    char q = *p++;
+    *cut = false;
+    for (; p < end && *p != q; p++) {
+        char c = *p;
+        if (c == '\\' && p + 1 < end) {
+            c = *++p;
+            if (c == 'n' || c == 't' || c == 'r')
+                c = ' ';
+        }
+        if (out->len >= max) {
+            *cut = true;
+            break;
+        }
+        buf_putc(out, c);
+    }
+    return true;
+}
+
+char *cause_server_message(const char *text, size_t max_bytes)
+{
+    if (!text)
+        return NULL;
+    size_t end = strlen(text);
+    /* lines from the last one up; on a line, its last key wins */
+    while (end > 0) {
+        size_t start = end;
+        while (start > 0 && text[start - 1] != '\n')
+            start--;
+        char *line = xstrndup(text + start, end - start);
+        const char *line_end = line + (end - start);
+        const char *best = NULL;
+        size_t best_len = 0;
+        if (strcasestr(line, "error"))
+            for (size_t k = 0; k < sizeof(msg_keys) / sizeof(msg_keys[0]); k++)
+                for (const char *p = strstr(line, msg_keys[k]); p; p = strstr(p + 1, msg_keys[k]))
+                    if (!best || p > best) {
+                        best = p;
+                        best_len = strlen(msg_keys[k]);
+                    }
+        char *msg = NULL;
+        if (best) {
+            struct buf v;
+            bool cut = false;
+            buf_init(&v, max_bytes + 1);
+            if (value_after(best, best_len, line_end, &v, max_bytes, &cut) && v.len > 0)
+                msg = xasprintf("%.*s%s", (int)v.len, v.data, cut ? "..." : "");
+            buf_release(&v);
+        }
+        free(line);
+        if (msg)
+            return msg;
+        end = start ? start - 1 : 0;
+    }
+    return NULL;
+}
+
+void cause_quote_server(struct buf *cause, const struct proc *p)
+{
+    char *tail = proc_log_tail(p, 400);
+    char *msg = cause_server_message(tail, 300);
+    if (msg && !(cause->data && strstr(cause->data, msg)))
+        buf_printf(cause, "%sthe server said: '%s'", cause->len ? "; " : "", msg);
+    free(msg);
+    free(tail);
 }

@@ -5,6 +5,10 @@
 #ifndef RUNNER_CAUSE_H
 #define RUNNER_CAUSE_H
 
+#include <stddef.h>
+
+#include "buf.h"
+
 #include "exec/proc.h"
 
 /*
@@ -22,5 +26,26 @@ const char *cause_from_log(const char *text, char **line_out);
  * p must have been reaped. Heap string.
  */
 char *cause_of_exit(const struct proc *p, const char *who);
+
+/*
+ * The last error message from a server that a client printed in text: the
+ * string value of a "message" (or FastAPI's "detail") key on a line that
+ * also says "error", as JSON ({"error": {"message": "..."}}, vLLM's
+ * {"object": "error", "message": "..."}) or as Python's repr of it
+ * ({'error': {'message': '...'}}, what the openai client's exceptions
+ * print). Escapes are undone and newlines become spaces; the value is cut
+ * at max_bytes (then "..." ends it). A heap string, or NULL when no line
+ * has one.
+ */
+char *cause_server_message(const char *text, size_t max_bytes);
+
+/*
+ * Append to cause "the server said: '...'" with the last server message
+ * in the tail of p's log (cause_server_message), preceded by "; " when
+ * cause is not empty; nothing when the log has none or cause already
+ * quotes it. For a failed point whose client printed the server's refusal
+ * (a 400 body), so the reason is in points.csv, not only in the log.
+ */
+void cause_quote_server(struct buf *cause, const struct proc *p);
 
 #endif

@@ -305,6 +305,8 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
         break;
     }
     status = judge(c, pi, log, status, &cause, row);
+    if (strcmp(status, RES_OK) != 0) /* the client printed the server's refusal: say it */
+        cause_quote_server(&cause, &client);
 out:
     proc_release(&client);
     if (pfile)

@@ -188,7 +188,7 @@ check "405 names the allowed method" sh -c "curl -s -D - -o /dev/null '$SRV_URL$
 # every refusal was logged; the counters saw them
 check "each of the $N_OURS refusals is logged" sh -c "[ \$(grep -c 'warning: ' '$SRV_LOG') -ge $N_OURS ]"
 check "log names the field" grep -q "400 invalid_request_error param max_tokens: 'max_tokens' is 0" "$SRV_LOG"
-n400=$(curl -s "$SRV_URL/metrics" | awk '$1 == "fp4serve_requests_total{route=\"completions\",status=\"400\"}" { print $2 }')
+n400=$(metric 'fp4serve_requests_total{route="completions",status="400"}')
 check "metrics count the 400s on /v1/completions ($n400)" [ "${n400:-0}" -ge 15 ]
 # and the server still serves
 check_eq "a good request after all that" \

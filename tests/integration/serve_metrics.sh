@@ -35,7 +35,7 @@ post /v1/completions '{"prompt":"x","max_tokens":0}' >/dev/null
 
 served=11
 curl -s "$SRV_URL/metrics" >"$T_TMP/m"
-finished=$(awk '/^fp4serve_requests_finished_total\{reason="(stop|length)"\}/ { n += $2 } END { print n + 0 }' "$T_TMP/m")
+finished=$(awk '/^fp4serve_requests_finished_total\{model_name="tiny",reason="(stop|length)"\}/ { n += $2 } END { print n + 0 }' "$T_TMP/m")
 check_eq "requests finished by stop or length" "$finished" "$served"
 for h in time_to_first_token_seconds e2e_request_latency_seconds request_queue_time_seconds \
     request_prompt_tokens request_generation_tokens; do
@@ -57,9 +57,11 @@ check "buckets are cumulative (never decrease)" awk '
 check "histograms are typed" grep -q '^# TYPE fp4serve_time_to_first_token_seconds histogram$' "$T_TMP/m"
 check "KV usage is a ratio in [0, 1]" awk '/^fp4serve_kv_cache_usage_perc\{model_name="tiny"\} / { found = 1; bad = ($2 < 0 || $2 > 1) } END { exit !(found && !bad) }' "$T_TMP/m"
 check "no since-start mean gauge" sh -c "! grep -q '_mean' '$T_TMP/m'"
-check "issue 13's counters are there, unlabelled" sh -c "for n in steps_total step_seconds_total \
-    step_sequences_total prefill_tokens_total decode_tokens_total prompt_tokens_total \
-    generation_tokens_total; do grep -q \"^fp4serve_\$n [0-9]\" '$T_TMP/m' || exit 1; done"
+check "issue 13's counters are there, labelled with the model only" sh -c "for n in steps_total \
+    step_seconds_total step_sequences_total prefill_tokens_total decode_tokens_total \
+    prompt_tokens_total generation_tokens_total; do
+    grep -q \"^fp4serve_\$n{model_name=\\\"tiny\\\"} [0-9]\" '$T_TMP/m' || exit 1; done"
+check "every sample carries model_name (issue 29)" awk '!/^#/ && $1 !~ /\{model_name="tiny"/ { print "no model_name: " $0; bad = 1 } END { exit bad }' "$T_TMP/m"
 # decode-only steps (no prompt token in them): sweep's server_step_ms reads
 # these so the step law leaves prefill out
 steps=$(metric fp4serve_steps_total)

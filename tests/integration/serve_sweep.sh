@@ -71,10 +71,11 @@ check "server log: fp4serve ran per-request decode" grep -q 'decode per-request'
 # decode reads the weights once per step while per-request decode reads
 # them once per sequence of the step. At C = 1 every step carries one
 # sequence.
-# delta RUN VARIANT POINT NAME: the counter's rise over the point
+# delta RUN VARIANT POINT NAME: the counter's rise over the point (NAME
+# without the model_name label every sample carries)
 delta() {
-    _b=$(awk -v n="$4" '$1 == n { print $2 }' "$1/$2/$3.metrics-before.txt")
-    _a=$(awk -v n="$4" '$1 == n { print $2 }' "$1/$2/$3.metrics-after.txt")
+    _b=$(awk -v n="$4" '{ k = $1; sub(/\{model_name="[^"]*"\}$/, "", k) } k == n { print $2 }' "$1/$2/$3.metrics-before.txt")
+    _a=$(awk -v n="$4" '{ k = $1; sub(/\{model_name="[^"]*"\}$/, "", k) } k == n { print $2 }' "$1/$2/$3.metrics-after.txt")
     awk -v a="$_a" -v b="$_b" 'BEGIN { if (a == "" || b == "") print "missing"; else printf "%d\n", a - b }'
 }
 for v in batched per-request; do

@@ -347,7 +347,6 @@ TEST(refused_values_and_defaults)
         "\"reasoning_effort\":\"low\"",
         "\"top_n_sigma\":1",
         "\"modalities\":[\"text\",\"audio\"]",
-        "\"stream_options\":{\"continuous_usage_stats\":true}",
         "\"return_tokens_as_token_ids\":true"};
     static const char *const good[] = {"\"typical_p\":1",
                                        "\"tool_choice\":\"none\"",
@@ -378,6 +377,31 @@ TEST(refused_values_and_defaults)
         CHECK_MSG(r.ignored[0] == '\0', "%s: listed as ignored: %s", good[i], r.ignored);
         api_request_release(&r);
     }
+}
+
+/* vLLM's continuous_usage_stats (GuideLLM sends it on every request) is
+ * read as a boolean beside include_usage; the scheduler applies it only
+ * with include_usage, as vLLM. */
+TEST(continuous_usage_stats_is_read)
+{
+    struct api_request r;
+    struct api_error e;
+    CHECK_INT(parse("{\"prompt\":\"x\",\"stream\":true,\"stream_options\":{\"include_usage\":true,"
+                    "\"continuous_usage_stats\":true}}",
+                    API_COMPLETION, &r, &e),
+              0);
+    CHECK(r.include_usage && r.cont_usage);
+    api_request_release(&r);
+    CHECK_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":{"
+                    "\"continuous_usage_stats\":false,\"include_usage\":null}}",
+                    API_CHAT, &r, &e),
+              0);
+    CHECK(!r.include_usage && !r.cont_usage);
+    api_request_release(&r);
+    CHECK_INT(parse("{\"prompt\":\"x\",\"stream_options\":{\"continuous_usage_stats\":1}}",
+                    API_COMPLETION, &r, &e),
+              -1);
+    CHECK_STR(e.param, "stream_options.continuous_usage_stats");
 }
 
 /* Harmless fields pass quietly; unknown ones pass too, but are named. */
@@ -692,6 +716,7 @@ TEST(metrics_text)
 {
     struct prom m;
     prom_init(&m);
+    prom_set_model(&m, "m", 256);
     prom_response(&m, PROM_COMPLETIONS, 200);
     prom_response(&m, PROM_COMPLETIONS, 400);
     prom_response(&m, PROM_OTHER, 418); /* counted as "other" */
@@ -704,16 +729,18 @@ TEST(metrics_text)
     buf_init(&b, 1 << 20);
     prom_render(&m, &g, &b);
     const char *want[] = {
-        "fp4serve_requests_total{route=\"completions\",status=\"200\"} 1\n",
-        "fp4serve_requests_total{route=\"completions\",status=\"400\"} 1\n",
-        "fp4serve_requests_total{route=\"other\",status=\"other\"} 1\n",
-        "fp4serve_steps_total 4\n",
-        "fp4serve_step_sequences_total 10\n",
-        "fp4serve_step_phase_seconds_total{phase=\"attention\"} 1.500000\n",
-        "fp4serve_queue_length 2\n",
-        "fp4serve_running_sequences 3\n",
-        "fp4serve_kv_slots_free 5\n",
-        "fp4serve_kv_positions_used 40\n",
+        "fp4serve_requests_total{model_name=\"m\",route=\"completions\",status=\"200\"} 1\n",
+        "fp4serve_requests_total{model_name=\"m\",route=\"completions\",status=\"400\"} 1\n",
+        "fp4serve_requests_total{model_name=\"m\",route=\"other\",status=\"other\"} 1\n",
+        "fp4serve_steps_total{model_name=\"m\"} 4\n",
+        "fp4serve_step_sequences_total{model_name=\"m\"} 10\n",
+        "fp4serve_step_phase_seconds_total{model_name=\"m\",phase=\"attention\"} 1.500000\n",
+        "fp4serve_queue_length{model_name=\"m\"} 2\n",
+        "fp4serve_running_sequences{model_name=\"m\"} 3\n",
+        "fp4serve_num_requests_waiting{model_name=\"m\"} 2\n",
+        "fp4serve_num_requests_running{model_name=\"m\"} 3\n",
+        "fp4serve_kv_slots_free{model_name=\"m\"} 5\n",
+        "fp4serve_kv_positions_used{model_name=\"m\"} 40\n",
         "# TYPE fp4serve_open_connections gauge\n",
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)

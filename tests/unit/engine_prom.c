@@ -159,20 +159,26 @@ TEST(kv_usage_ratio_and_no_mean_gauges)
     CHECK(sample(b.data, "fp4serve_kv_cache_usage_perc{model_name=\"tiny\"} ") == 0.25);
     CHECK(strstr(b.data, "# TYPE fp4serve_kv_cache_usage_perc gauge\n") != NULL);
     CHECK(strstr(b.data, "_mean") == NULL); /* means since start: ratios of counters instead */
-    CHECK(sample(b.data, "fp4serve_step_sequences_total ") == 10);
-    CHECK(sample(b.data, "fp4serve_step_seconds_total ") == 2);
-    CHECK(sample(b.data, "fp4serve_requests_total{route=\"tokenize\",status=\"200\"} ") == -1);
+    CHECK(sample(b.data, "fp4serve_step_sequences_total{model_name=\"tiny\"} ") == 10);
+    CHECK(sample(b.data, "fp4serve_step_seconds_total{model_name=\"tiny\"} ") == 2);
+    CHECK(
+        sample(b.data,
+               "fp4serve_requests_total{model_name=\"tiny\",route=\"tokenize\",status=\"200\"} ") ==
+        -1);
     prom_response(&m, PROM_TOKENIZE, 200);
     buf_release(&b);
     render(&m, &b);
-    CHECK(sample(b.data, "fp4serve_requests_total{route=\"tokenize\",status=\"200\"} ") == 1);
+    CHECK(
+        sample(b.data,
+               "fp4serve_requests_total{model_name=\"tiny\",route=\"tokenize\",status=\"200\"} ") ==
+        1);
     buf_release(&b);
     /* before the model is loaded: no histogram (their label is not known yet) */
     struct prom_gauges g = {0};
     buf_init(&b, 1 << 20);
     prom_render(&m, &g, &b);
     CHECK(strstr(b.data, "histogram") == NULL);
-    CHECK(sample(b.data, "fp4serve_ready ") == 0);
+    CHECK(sample(b.data, "fp4serve_ready{model_name=\"tiny\"} ") == 0);
     buf_release(&b);
 }
 
@@ -189,14 +195,77 @@ TEST(roofline_constants_are_gauges_when_known)
     prom_set_roofline(&m, 80896, 212992, 512, 0);
     render(&m, &b);
     CHECK(strstr(b.data, "# TYPE fp4serve_model_weight_bytes gauge\n") != NULL);
-    CHECK(sample(b.data, "fp4serve_model_weight_bytes ") == 80896);
-    CHECK(sample(b.data, "fp4serve_model_flops_per_token ") == 212992);
-    CHECK(sample(b.data, "fp4serve_model_attention_flops_per_position ") == 512);
+    CHECK(sample(b.data, "fp4serve_model_weight_bytes{model_name=\"tiny\"} ") == 80896);
+    CHECK(sample(b.data, "fp4serve_model_flops_per_token{model_name=\"tiny\"} ") == 212992);
+    CHECK(sample(b.data, "fp4serve_model_attention_flops_per_position{model_name=\"tiny\"} ") ==
+          512);
     CHECK(strstr(b.data, "fp4serve_memory_read_bytes_per_second") == NULL); /* not probed */
     buf_release(&b);
     prom_set_roofline(&m, 80896, 212992, 512, 9.5e9);
     render(&m, &b);
-    CHECK(sample(b.data, "fp4serve_memory_read_bytes_per_second ") == 9.5e9);
+    CHECK(sample(b.data, "fp4serve_memory_read_bytes_per_second{model_name=\"tiny\"} ") == 9.5e9);
+    buf_release(&b);
+}
+
+/* Issue 29: every sample carries model_name (vLLM's dashboards select on
+ * it), vLLM's scheduler and finish series are there under our prefix, and
+ * the prefill, decode and inference times split a request at its first
+ * token. */
+TEST(every_series_has_model_name_and_vllm_names)
+{
+    struct prom m;
+    prom_init(&m);
+    prom_set_model(&m, "tiny", 256);
+    atomic_store(&m.finished[PROM_FIN_STOP], 3);
+    atomic_store(&m.finished[PROM_FIN_CANCELLED], 2);
+    atomic_store(&m.finished[PROM_FIN_ABORTED], 1);
+    prom_response(&m, PROM_COMPLETIONS, 400);
+    prom_set_roofline(&m, 80896, 212992, 512, 9.5e9);
+    /* submit 0, admitted at 1 s, first token at 1.25 s, end at 3 s */
+    prom_request_done(&m, 0, 1000000000, 1250000000, 3000000000, 10, 5);
+    /* no token generated: inference time only */
+    prom_request_done(&m, 0, 0, 0, 500000000, 10, 0);
+    struct prom_gauges g = {.queued = 2, .running = 3, .slots = 4, .ready = 1};
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    prom_render(&m, &g, &b);
+    long samples = 0, bad = 0;
+    for (const char *p = b.data; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (*p != '#') {
+            samples++;
+            const char *brace = memchr(p, '{', n);
+            if (!brace || strncmp(brace, "{model_name=\"tiny\"", 18) != 0) {
+                bad++;
+                fprintf(stderr, "no model_name: %.*s\n", (int)n, p);
+            }
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    CHECK(samples > 100);
+    CHECK_INT(bad, 0);
+    CHECK(sample(b.data, "fp4serve_num_requests_waiting{model_name=\"tiny\"} ") == 2);
+    CHECK(sample(b.data, "fp4serve_num_requests_running{model_name=\"tiny\"} ") == 3);
+    CHECK(sample(b.data, "fp4serve_request_success_total{model_name=\"tiny\",finished_reason="
+                         "\"stop\"} ") == 3);
+    CHECK(sample(b.data, "fp4serve_request_success_total{model_name=\"tiny\",finished_reason="
+                         "\"length\"} ") == 0);
+    CHECK(sample(b.data, "fp4serve_request_success_total{model_name=\"tiny\",finished_reason="
+                         "\"abort\"} ") == 3); /* cancelled + aborted */
+    CHECK(strstr(b.data, "finished_reason=\"cancelled\"") == NULL);
+    CHECK(sample(b.data, "fp4serve_num_preemptions_total{model_name=\"tiny\"} ") == 0);
+    CHECK(fabs(sample(b.data, "fp4serve_request_prefill_time_seconds_sum{model_name=\"tiny\"} ") -
+               0.25) < 1e-9);
+    CHECK(fabs(sample(b.data, "fp4serve_request_decode_time_seconds_sum{model_name=\"tiny\"} ") -
+               1.75) < 1e-9);
+    CHECK(fabs(sample(b.data, "fp4serve_request_inference_time_seconds_sum{model_name=\"tiny\"} ") -
+               2.5) < 1e-9);
+    CHECK(sample(b.data, "fp4serve_request_prefill_time_seconds_count{model_name=\"tiny\"} ") == 1);
+    CHECK(sample(b.data, "fp4serve_request_inference_time_seconds_count{model_name=\"tiny\"} ") ==
+          2);
+    CHECK(sample(b.data, "fp4serve_requests_total{model_name=\"tiny\",route=\"completions\","
+                         "status=\"400\"} ") == 1);
     buf_release(&b);
 }
 

@@ -669,6 +669,52 @@ TEST(log_cause_table)
     }
 }
 
+/* A server's error message as clients print it: the openai client's
+ * exception (Python's repr, double quotes around a value with a '),
+ * lm-eval's retry warning (the JSON body), vLLM's error object, escapes;
+ * the last one wins; lines that do not say "error" are not read. */
+TEST(server_message_in_client_logs)
+{
+    static const struct {
+        const char *text, *msg;
+    } cases[] = {
+        {"Traceback (most recent call last):\n"
+         "openai.BadRequestError: Error code: 400 - {'error': {'message': \"'stream_options."
+         "continuous_usage_stats' is not supported\", 'type': 'invalid_request_error', "
+         "'param': None, 'code': None}}\nRuntimeError: 1 of 1 failed\n",
+         "'stream_options.continuous_usage_stats' is not supported"},
+        {"WARNING [api_models.py:479] API request failed with error message: "
+         "{\"error\":{\"message\":\"'max_tokens' is 0\",\"type\":\"invalid_request_error\","
+         "\"param\":\"max_tokens\",\"code\":null}}. Retrying...\nrequests.exceptions.HTTPError: "
+         "400 Client Error",
+         "'max_tokens' is 0"},
+        {"{\"object\":\"error\",\"message\":\"This model's maximum context length is 2048\","
+         "\"type\":\"BadRequestError\",\"code\":400}",
+         "This model's maximum context length is 2048"},
+        {"error: {\"message\" : \"a \\\"quoted\\\" word\\nnext\"}", "a \"quoted\" word next"},
+        {"Error: 404 {\"detail\":\"Not Found\"}", "Not Found"},
+        /* the latest line wins */
+        {"error {'message': 'first'}\nerror {'message': 'second'}\nbye", "second"},
+        /* no "error" on the line, an empty value, no value: nothing */
+        {"{\"message\": \"hello\"}", NULL},
+        {"error {\"message\": \"\"}", NULL},
+        {"error: message: plain", NULL},
+        {"", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *msg = cause_server_message(cases[i].text, 300);
+        if (cases[i].msg)
+            CHECK_MSG(msg && strcmp(msg, cases[i].msg) == 0, "case %zu: %s", i,
+                      msg ? msg : "(none)");
+        else
+            CHECK_MSG(!msg, "case %zu: unexpected %s", i, msg);
+        free(msg);
+    }
+    char *cut = cause_server_message("error {'message': 'abcdefghij'}", 4);
+    CHECK_STR(cut, "abcd...");
+    free(cut);
+}
+
 TEST(describe_status)
 {
     char buf[96];
