@@ -86,6 +86,7 @@ struct api_request {
     bool ignore_eos;    /* keep going past end-of-generation tokens */
     bool stream;        /* answer as server-sent events */
     bool include_usage; /* stream_options.include_usage */
+    bool json;          /* response_format json_object (or an any-object json_schema) */
     char ignored[160];  /* fields this server does not know, "'a', 'b'" (cut with "..."),
                            "" when none: ignored, as vLLM does, and named in the log */
 };
@@ -96,7 +97,7 @@ struct api_error {
     char type[40];  /* invalid_request_error, not_found_error, ... */
     char code[40];  /* OpenAI's error code ("context_length_exceeded", "model_not_found",
                        "unsupported_parameter"), "" = null */
-    char param[48]; /* the offending field ("max_tokens", "messages[2].content"), "" = none */
+    char param[64]; /* the offending field ("max_tokens", "messages[2].content"), "" = none */
     char msg[512];  /* one line, lower case */
 };
 

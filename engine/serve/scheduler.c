@@ -26,6 +26,7 @@
 #include "timeutil.h"
 #include "xalloc.h"
 
+#include "serve/jsonmask.h"
 #include "serve/prefix.h"
 
 #include "text/stop.h"
@@ -55,6 +56,7 @@ struct sched_seq {
     bool ended;      /* finished (finish says why) */
     const char *finish;
     struct sampler sampler;
+    struct jfsm jf; /* JSON mode: the text so far, a JSON prefix (zeroed = empty) */
     struct tok_stream ts;
     struct stop_filter stop;
     struct buf text;  /* non-streaming: the answer so far */
@@ -70,7 +72,7 @@ struct sched_seq {
 struct sched_req {
     /* set by sched_req_new, read-only afterwards */
     enum api_kind kind;
-    bool stream, include_usage, ignore_eos, echo;
+    bool stream, include_usage, ignore_eos, echo, json;
     bool batch;   /* /generate: a list of answers */
     int logprobs; /* -1, or alternatives per token */
     int max_tokens;
@@ -140,6 +142,7 @@ struct sched {
     struct model_seq *seqs;   /* (max_batch) one step */
     struct sched_seq **owner; /* (max_batch) sequence of seqs[i] */
     struct pollfd *pfd;       /* (max_batch) */
+    struct jmask *jm;         /* JSON mode's token texts, made at the first use */
     char *piece;              /* detokenizer output, piece_cap bytes */
     size_t piece_cap;
     char *text; /* stop-filter output, text_cap bytes */
@@ -160,6 +163,7 @@ sched_req *sched_req_new(const struct sched_req_params *p)
     r->stream = p->stream;
     r->include_usage = p->include_usage;
     r->ignore_eos = p->ignore_eos;
+    r->json = p->json;
     r->echo = p->echo;
     r->batch = p->batch || p->n_prompts > 1 || p->n > 1;
     r->logprobs = p->logprobs > SAMPLE_MAX_TOP ? SAMPLE_MAX_TOP : p->logprobs;
@@ -862,6 +866,7 @@ static void on_token(sched *s, struct sched_seq *q, int32_t tok)
         r->t_first = now;
     q->t_last = now;
     atomic_fetch_add_explicit(&s->met->generated_tokens, 1, memory_order_relaxed);
+    bool json_end = r->json && jmask_push(s->jm, &q->jf, tok); /* the object closed */
     if (!r->ignore_eos && tok_is_eog(s->v, tok)) {
         size_t n = tok_stream_flush(&q->ts, s->piece, s->piece_cap);
         bool hit;
@@ -878,13 +883,13 @@ static void on_token(sched *s, struct sched_seq *q, int32_t tok)
         seq_end(s, q, PROM_FIN_STOP, s->text, w);
         return;
     }
-    if (q->n_gen >= r->max_tokens || q->n_tokens >= s->ctx) {
+    if (json_end || q->n_gen >= r->max_tokens || q->n_tokens >= s->ctx) {
         n = tok_stream_flush(&q->ts, s->piece, s->piece_cap);
         size_t w2 = stop_push(&q->stop, s->piece, n, s->text + w, s->text_cap - w, &hit);
         w += w2;
         if (!hit)
             w += stop_flush(&q->stop, s->text + w, s->text_cap - w);
-        seq_end(s, q, hit ? PROM_FIN_STOP : PROM_FIN_LENGTH, s->text, w);
+        seq_end(s, q, hit || json_end ? PROM_FIN_STOP : PROM_FIN_LENGTH, s->text, w);
         return;
     }
     if (w == 0)
@@ -934,7 +939,12 @@ static void after_step(sched *s, struct sched_seq *q, const struct model_seq *ms
         return;
     }
     const float *l = sampler_penalize(&q->sampler, row, q->tokens, q->n_prompt, q->n_tokens);
-    int32_t tok = sampler_sample(&q->sampler, l);
+    int32_t tok = r->json ? jmask_sample(&s->jm, s->v, &q->jf, &q->sampler, l, V)
+                          : sampler_sample(&q->sampler, l);
+    if (tok < 0) { /* JSON mode: no token can continue the object */
+        seq_end(s, q, PROM_FIN_STOP, NULL, 0);
+        return;
+    }
     if (q->lp)
         note_logprobs(q, q->n_tokens, row, V, tok);
     on_token(s, q, tok);
@@ -1192,5 +1202,6 @@ void sched_free(sched *s)
     free(s->pfd);
     free(s->piece);
     free(s->text);
+    jmask_free(s->jm);
     free(s);
 }

@@ -72,6 +72,8 @@ struct sched_req_params {
     const size_t *stop_lens; /* (n_stops) their lengths */
     size_t n_stops;
     bool ignore_eos;         /* do not end at end-of-generation tokens */
+    bool json;               /* response_format json_object: a token mask keeps the text one
+                                JSON object, ended ("stop") when it closes (jsonmask.h) */
     bool stream;             /* SSE events as tokens come; else one JSON body at the end */
     bool include_usage;      /* stream: a usage event with "choices": [] before [DONE] */
     const char *id;          /* response id ("cmpl-...") */

@@ -285,9 +285,13 @@ static enum MHD_Result h_model(struct call *c)
         api_error_code(&e, "model_not_found"); /* as a request's unknown "model" */
         return respond_error(c, &e, false);
     }
+    const char *id = s->model_id; /* a served name answers as itself, a path as the first */
+    for (size_t i = 0; s->more_names[i]; i++)
+        if (strcmp(c->path_rest, s->more_names[i]) == 0)
+            id = s->more_names[i];
     struct buf b;
     buf_init(&b, (size_t)1 << 16);
-    model_json(&b, s, s->model_id);
+    model_json(&b, s, id);
     enum MHD_Result rc = respond(c, 200, "application/json", b.data, b.len, false);
     buf_release(&b);
     return rc;
@@ -601,6 +605,7 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
         .stop_lens = q.stop_len,
         .n_stops = q.n_stop,
         .ignore_eos = q.ignore_eos,
+        .json = q.json,
         .stream = q.stream,
         .include_usage = q.include_usage,
         .id = id,
