@@ -28,6 +28,7 @@
 #include "model/membw.h"
 #include "model/model.h"
 #include "model/threadpool.h"
+#include "serve/embed.h"
 #include "serve/guard.h"
 #include "serve/prom.h"
 #include "serve/scheduler.h"
@@ -38,7 +39,7 @@
 /* The command line, as parsed. */
 struct serve_args {
     const char *model, *host, *device, *isa, *quant, *head, *decode, *attention, *kv;
-    const char *api_key, *allowed_origins, *ssl_keyfile, *ssl_certfile;
+    const char *api_key, *allowed_origins, *ssl_keyfile, *ssl_certfile, *pooling;
     struct strvec names; /* --served-model-name and --alias, in order (owned) */
     long port, threads, max_batch, ctx, prefill_chunk, max_queue, max_body, timeout_s,
         request_timeout_s, max_connections, load_delay_ms, drain_timeout_s;
@@ -134,6 +135,8 @@ static void *load(void *arg)
         .flops_per_token = model_flops_per_token(e->m),
         .attn_flops_per_pos = model_attn_flops_per_position(e->m),
         .mem_read_gbs = read_gbs,
+        .n_embd = e->m->cfg.n_embd,
+        .max_step_tokens = e->m->max_rows,
     };
 
     log_info("%s", e->chat.note);
@@ -334,6 +337,10 @@ int fp4_serve(int argc, char **argv)
          "serve HTTPS with this PEM private key (with --ssl-certfile)"},
         {"ssl-certfile", 0, OPT_STR, &a.ssl_certfile, "PATH",
          "the PEM certificate (chain) for --ssl-keyfile"},
+        {"pooling", 0, OPT_STR, &a.pooling, "HOW",
+         "/v1/embeddings: the final hidden state of the last token, or the mean over every "
+         "token: last|mean, then L2-normalised (default last, as vLLM pools a decoder-only "
+         "model)"},
         {"drain-timeout", 0, OPT_LONG, &a.drain_timeout_s, "S",
          "on SIGTERM, let requests in flight finish for up to this many seconds, then end the "
          "rest with an error; 0 = end them at once (default 30)",
@@ -370,6 +377,8 @@ int fp4_serve(int argc, char **argv)
         model_opts_parse(&probe, a.quant, a.head, a.decode, a.attention, &err);
     if (!a.api_key)
         a.api_key = getenv("FP4SERVE_API_KEY");
+    if (!err.code && a.pooling && strcmp(a.pooling, "last") != 0 && strcmp(a.pooling, "mean") != 0)
+        err_set(&err, FP_ERR_USAGE, "--pooling: unknown '%s' (expected last or mean)", a.pooling);
     struct guard guard;
     struct buf tls_key, tls_cert;
     buf_init(&tls_key, (size_t)1 << 20);
@@ -414,7 +423,9 @@ int fp4_serve(int argc, char **argv)
                           .model_path = a.model,
                           .guard = &guard,
                           .tls_key = tls_key.len ? tls_key.data : NULL,
-                          .tls_cert = tls_cert.len ? tls_cert.data : NULL};
+                          .tls_cert = tls_cert.len ? tls_cert.data : NULL,
+                          .pooling = a.pooling && strcmp(a.pooling, "mean") == 0 ? EMBED_MEAN
+                                                                                 : EMBED_LAST};
     e->http = srv_new(&so, &e->met, &err);
     pthread_t loader;
     bool loader_started = false;

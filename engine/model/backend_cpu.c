@@ -36,12 +36,14 @@ enum { ACT_Q, ACT_K, ACT_V, ACT_O, ACT_GATE, ACT_UP, ACT_DOWN };
 /* One step's shared context (lives on the caller's stack during tp_run). */
 struct fwd {
     struct model *m;
-    int rows;       /* tokens in the step */
-    int n_out;      /* logits rows */
-    int logit_row0; /* first logits row of this pass */
-    int n_items;    /* attention items */
-    double cost;    /* total attention work estimate */
-    uint64_t t;     /* thread 0: time the current section started */
+    const struct model_seq *seqs; /* the pass's sequences (hidden states are written to theirs) */
+    bool hidden;                  /* some sequence asks for hidden states */
+    int rows;                     /* tokens in the step */
+    int n_out;                    /* logits rows */
+    int logit_row0;               /* first logits row of this pass */
+    int n_items;                  /* attention items */
+    double cost;                  /* total attention work estimate */
+    uint64_t t;                   /* thread 0: time the current section started */
 };
 
 enum phase { PH_OTHER, PH_MATMUL, PH_ATTN };
@@ -398,6 +400,15 @@ static void step_fn(void *arg, int ith, int nth)
         }
         section_end(F, ith, PH_MATMUL);
     }
+    if (F->hidden) { /* the final norm of every row whose sequence asks (embeddings) */
+        share(F->rows, ith, nth, 1, &r0, &r1);
+        for (int64_t r = r0; r < r1; r++) {
+            const struct model_seq *q = &F->seqs[rs->row_seq[r]];
+            if (q->hidden)
+                rmsnorm(q->hidden + (size_t)(rs->row_pos[r] - q->pos) * E, rs->x + (size_t)r * E,
+                        m->w.output_norm, E, c->rms_eps);
+        }
+    }
     if (F->n_out == 0)
         return;
     /* Final norm on the rows whose logits are wanted, then the head. */
@@ -455,6 +466,10 @@ static void plan(struct model *m, struct model_seq *seqs, int n, int logit_row0,
             n_out > first_out ? rs->logits + (size_t)(logit_row0 + first_out) * c->n_vocab : NULL;
     }
     F->m = m;
+    F->seqs = seqs;
+    F->hidden = false;
+    for (int i = 0; i < n; i++)
+        F->hidden = F->hidden || seqs[i].hidden;
     F->rows = R;
     F->n_out = n_out;
     F->logit_row0 = logit_row0;
@@ -613,4 +628,5 @@ const struct backend backend_cpu = {.name = "cpu",
                                     .prepare = cpu_prepare,
                                     .forward = cpu_forward,
                                     .release = cpu_release,
-                                    .kv_copy = cpu_kv_copy};
+                                    .kv_copy = cpu_kv_copy,
+                                    .hidden_out = true};

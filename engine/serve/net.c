@@ -1,7 +1,7 @@
 /*
  * net: the listening socket of fp4serve's HTTP server (see net.h), made
  * here rather than by libmicrohttpd so that every way binding can fail is
- * worded for the user.
+ * worded for the user; and the request-head helpers server.c routes with.
  */
 #include "serve/net.h"
 
@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -59,4 +60,42 @@ fail:
         close(fd);
     freeaddrinfo(res);
     return -1;
+}
+
+enum MHD_Result net_scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                size_t key_size, const char *value, size_t value_size)
+{
+    struct net_head *h = cls;
+    h->n++;
+    h->total += key_size + value_size + 2;
+    if (key_size + value_size > h->longest) {
+        h->longest = key_size + value_size;
+        h->which = key;
+    }
+    if (kind == MHD_HEADER_KIND && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (h->n_cl++ == 0)
+            h->cl = value;
+        else if (strcmp(h->cl, value) != 0)
+            h->cl_differ = true;
+    }
+    if (kind == MHD_HEADER_KIND && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0 &&
+        h->n_te++ == 0)
+        h->te = value;
+    return MHD_YES;
+}
+
+/* The origin-form path of a request target: an absolute-form target
+ * ("http://host:port/path", which RFC 9112 §3.2.2 says a server must
+ * accept) loses its scheme and authority; "" becomes "/". */
+const char *net_origin_path(const char *url)
+{
+    const char *p = NULL;
+    if (strncasecmp(url, "http://", 7) == 0)
+        p = url + 7;
+    else if (strncasecmp(url, "https://", 8) == 0)
+        p = url + 8;
+    if (!p)
+        return url;
+    p = strchr(p, '/');
+    return p ? p : "/";
 }

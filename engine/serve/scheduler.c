@@ -126,6 +126,7 @@ struct sched {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     sched_req *q_head, *q_tail; /* waiting requests, FIFO */
+    struct sched_job *jobs;     /* exclusive jobs waiting (sched_submit_job) */
     long q_len;
     bool stopping;
     bool reset_prefix;              /* POST /reset_prefix_cache: wipe free slots before admitting */
@@ -1033,12 +1034,41 @@ static int step(sched *s)
 
 /* The scheduler thread: sleep while there is nothing to do, else admit
  * what fits, drop the clients that left, run one step, publish gauges. */
+/* The waiting jobs, each on a free slot (its prefix forgotten), while
+ * no step runs; those that find no free slot wait for the next turn. */
+static void run_jobs(sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    struct sched_job *j = s->jobs;
+    s->jobs = NULL;
+    pthread_mutex_unlock(&s->mu);
+    while (j) {
+        struct sched_job *next = j->next;
+        int slot = 0;
+        while (slot < s->max_batch && s->slot_used[slot])
+            slot++;
+        if (slot == s->max_batch) { /* back to the list, to run when a slot frees */
+            pthread_mutex_lock(&s->mu);
+            j->next = s->jobs;
+            s->jobs = j;
+            pthread_mutex_unlock(&s->mu);
+        } else {
+            pfx_forget(&s->pfx, slot);
+            model_slot_free(s->m, slot);
+            j->run(s->m, slot, j->arg);
+            model_slot_free(s->m, slot);
+        }
+        j = next;
+    }
+}
+
 static void *loop(void *arg)
 {
     sched *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!s->stopping && s->n_run == 0 && !s->adm && !s->q_head && !s->reset_prefix)
+        while (!s->stopping && s->n_run == 0 && !s->adm && !s->q_head && !s->reset_prefix &&
+               !s->jobs)
             pthread_cond_wait(&s->cv, &s->mu);
         bool stopping = s->stopping, reset = s->reset_prefix;
         s->reset_prefix = false;
@@ -1056,6 +1086,7 @@ static void *loop(void *arg)
         }
         if (stopping)
             break;
+        run_jobs(s);
         admit_waiting(s);
         reap_cancelled(s);
         step(s);
@@ -1075,6 +1106,10 @@ static void *loop(void *arg)
         sched_req *next = q->next;
         req_end(s, q, PROM_FIN_ABORTED);
         q = next;
+    }
+    for (struct sched_job *j = s->jobs, *next; j; j = next) { /* stopping set: none comes */
+        next = j->next;
+        j->run(s->m, -1, j->arg);
     }
     gauges(s);
     return NULL;
@@ -1172,6 +1207,21 @@ void sched_gauges(sched *s, struct prom_gauges *g)
     g->slots = s->max_batch;
     g->kv_capacity = (long)s->max_batch * s->ctx;
     g->ready = 1;
+}
+
+int sched_submit_job(sched *s, struct sched_job *j, struct api_error *e)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        rc = api_error_set(e, 503, "unavailable_error", NULL, "the server is shutting down");
+    } else {
+        j->next = s->jobs;
+        s->jobs = j;
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 void sched_stop(sched *s)

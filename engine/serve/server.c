@@ -32,6 +32,7 @@
 #include "timeutil.h"
 #include "xalloc.h"
 
+#include "serve/embed.h"
 #include "serve/net.h"
 #include "serve/tokapi.h"
 #include "serve/watch.h"
@@ -66,6 +67,7 @@ struct call {
     const struct route *route; /* NULL: refused before routing */
     struct buf body;           /* the request body, capped at max_body */
     sched_req *req;            /* once submitted; one reference */
+    embed_req *emb;            /* /v1/embeddings once submitted; one reference */
     bool counted;              /* counted in in_flight */
     const char *path_rest;     /* what a route ending in '*' matched (points into the URL) */
     bool http11;               /* an HTTP/1.1 request (may be sent an interim 1xx) */
@@ -650,6 +652,52 @@ refused:
     return respond_error(c, &e, false);
 }
 
+/* ---- embeddings (embed.c) ---- */
+
+/* The answer when the job is done, else the connection suspends until
+ * the job's wake (the pattern of answer_when_done). */
+static enum MHD_Result answer_embed(struct call *c)
+{
+    struct buf body;
+    buf_init(&body, 1);
+    int status = 0;
+    enum MHD_Result rc = MHD_YES;
+    if (embed_take(c->emb, &body, &status, park_conn, c->conn))
+        rc = respond(c, status, "application/json", body.data ? body.data : "", body.len, false);
+    buf_release(&body);
+    return rc;
+}
+
+/* POST /v1/embeddings: parsed and tokenized here, computed by a
+ * scheduler job between steps. */
+static enum MHD_Result h_embeddings(struct call *c)
+{
+    srv *s = c->s;
+    if (atomic_load(&s->stopping))
+        return refuse(c, 503, "unavailable_error", NULL, false, "the server is shutting down");
+    if (!atomic_load(&s->ready))
+        return refuse(c, 503, "unavailable_error", NULL, false, "loading model");
+    const struct srv_engine *en = &s->engine;
+    struct embed_ctx ctx = {.vocab = en->vocab,
+                            .model_ids = s->model_ids,
+                            .model = s->model_id,
+                            .n_ctx = en->n_ctx,
+                            .n_embd = en->n_embd,
+                            .chunk = en->max_step_tokens,
+                            .pooling = (enum embed_pooling)s->o.pooling};
+    struct api_error e;
+    c->emb = embed_new(&ctx, c->body.data ? c->body.data : "", c->body.len, wake_conn, c->conn, &e);
+    if (!c->emb)
+        return respond_error(c, &e, false);
+    if (sched_submit_job(en->sched, embed_job(c->emb), &e) != 0) {
+        embed_unref(c->emb); /* the job's reference: it will not run */
+        return respond_error(c, &e, false);
+    }
+    atomic_fetch_add(&s->in_flight, 1);
+    c->counted = true;
+    return answer_embed(c);
+}
+
 /* ---- tokenizer endpoints (vLLM's shapes; bodies in tokapi.c) ---- */
 
 /* POST /tokenize and /detokenize: answered on the HTTP thread, like a
@@ -716,55 +764,16 @@ static const struct route routes[] = {
     {"/tokenize", "POST", h_tokenize, PROM_TOKENIZE, true},
     {"/detokenize", "POST", h_detokenize, PROM_TOKENIZE, true},
     {"/reset_prefix_cache", "POST", h_reset_prefix, PROM_OTHER, false},
+    {"/v1/embeddings", "POST", h_embeddings, PROM_OTHER, true},
 };
 
 /* ---- the MHD callbacks ---- */
 
-/* Header counts and sizes, gathered in one pass over MHD's parsed fields
- * (MHD itself only bounds the whole header block by its connection memory),
- * and the fields that frame the body: libmicrohttpd reads the body by the
- * first Content-Length and lets Transfer-Encoding win over it silently,
- * so a second, different length or both at once (request smuggling through
- * a proxy that picks the other one) is refused here. */
-struct header_scan {
-    unsigned n;        /* header fields */
-    size_t longest;    /* bytes of the longest name + value */
-    size_t total;      /* bytes of every name + value, plus 2 each ('=', '&' or ': ') */
-    const char *which; /* its name */
-    unsigned n_cl;     /* Content-Length fields */
-    bool cl_differ;    /* two Content-Length fields with different values */
-    const char *cl;    /* the first Content-Length value */
-    unsigned n_te;     /* Transfer-Encoding fields */
-    const char *te;    /* the first Transfer-Encoding value */
-};
-
-static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   size_t key_size, const char *value, size_t value_size)
-{
-    struct header_scan *h = cls;
-    h->n++;
-    h->total += key_size + value_size + 2;
-    if (key_size + value_size > h->longest) {
-        h->longest = key_size + value_size;
-        h->which = key;
-    }
-    if (kind == MHD_HEADER_KIND && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
-        if (h->n_cl++ == 0)
-            h->cl = value;
-        else if (strcmp(h->cl, value) != 0)
-            h->cl_differ = true;
-    }
-    if (kind == MHD_HEADER_KIND && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0 &&
-        h->n_te++ == 0)
-        h->te = value;
-    return MHD_YES;
-}
-
 /* The body framing rules of RFC 9112 §6 that libmicrohttpd leaves to us.
  * Each refusal closes the connection: after a framing error nothing on it
  * can be trusted to start a new request. */
-static enum MHD_Result check_framing(struct call *c, const struct header_scan *h,
-                                     const char *version, bool *refused)
+static enum MHD_Result check_framing(struct call *c, const struct net_head *h, const char *version,
+                                     bool *refused)
 {
     if (h->cl_differ)
         return refuse(c, 400, "invalid_request_error", NULL, true,
@@ -783,22 +792,6 @@ static enum MHD_Result check_framing(struct call *c, const struct header_scan *h
                       "transfer coding '%.64s' is not supported (only chunked)", h->te);
     *refused = false;
     return MHD_YES;
-}
-
-/* The origin-form path of a request target: an absolute-form target
- * ("http://host:port/path", which RFC 9112 §3.2.2 says a server must
- * accept) loses its scheme and authority; "" becomes "/". */
-static const char *origin_path(const char *url)
-{
-    const char *p = NULL;
-    if (strncasecmp(url, "http://", 7) == 0)
-        p = url + 7;
-    else if (strncasecmp(url, "https://", 8) == 0)
-        p = url + 8;
-    if (!p)
-        return url;
-    p = strchr(p, '/');
-    return p ? p : "/";
 }
 
 /* A CORS preflight (OPTIONS with Origin and Access-Control-Request-Method,
@@ -866,8 +859,8 @@ static enum MHD_Result first_call(struct call *c, const char *url, const char *m
     srv *s = c->s;
     *refused = true;
     c->http11 = strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
-    struct header_scan h = {0};
-    MHD_get_connection_values_n(c->conn, MHD_HEADER_KIND, scan_header, &h);
+    struct net_head h = {0};
+    MHD_get_connection_values_n(c->conn, MHD_HEADER_KIND, net_scan_header, &h);
     if (h.n > SRV_MAX_HEADERS)
         return refuse(c, 431, "invalid_request_error", NULL, true,
                       "the request has %u header fields (at most %d)", h.n, SRV_MAX_HEADERS);
@@ -880,12 +873,12 @@ static enum MHD_Result first_call(struct call *c, const char *url, const char *m
         return rc;
     *refused = true;
     size_t ulen = strlen(url);
-    struct header_scan args = {0};
-    MHD_get_connection_values_n(c->conn, MHD_GET_ARGUMENT_KIND, scan_header, &args);
+    struct net_head args = {0};
+    MHD_get_connection_values_n(c->conn, MHD_GET_ARGUMENT_KIND, net_scan_header, &args);
     if (ulen + args.total > SRV_MAX_URI_BYTES)
         return refuse(c, 414, "invalid_request_error", NULL, true,
                       "the request target is too long (at most %d bytes)", SRV_MAX_URI_BYTES);
-    url = origin_path(url);
+    url = net_origin_path(url);
     bool answered;
     rc = guard_request(c, url, method, &answered);
     if (answered)
@@ -995,6 +988,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (c->req) /* a non-streaming request, resumed: the answer is ready */
         return answer_when_done(c);
+    if (c->emb) /* an embeddings request, resumed */
+        return answer_embed(c);
     watch_answering(s->watch, conn_watch(conn)); /* read whole: its deadline is met */
     return c->route->fn(c);
 }
@@ -1014,6 +1009,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
             sched_req_cancel(c->req);
         sched_req_unref(c->req);
     }
+    embed_unref(c->emb);
     if (c->counted)
         atomic_fetch_sub(&s->in_flight, 1);
     watch_idle(s->watch, conn_watch(conn));

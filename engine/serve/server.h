@@ -42,6 +42,7 @@ struct srv_opts {
     const struct guard *guard;     /* API key and CORS (serve/guard.h); must outlive the server */
     const char *tls_key;           /* PEM private key (--ssl-keyfile's bytes), NULL = plain HTTP */
     const char *tls_cert;          /* PEM certificate chain (--ssl-certfile's bytes) */
+    int pooling;                   /* /v1/embeddings: enum embed_pooling (--pooling) */
 };
 
 /* What the server needs from the loaded model; pointers must outlive the server. */
@@ -59,6 +60,8 @@ struct srv_engine {
     double flops_per_token;    /* matmul FLOPs per token */
     double attn_flops_per_pos; /* attention FLOPs per token per position attended to */
     double mem_read_gbs;       /* measured read bandwidth, GB/s; 0 = not measured */
+    int n_embd;                /* hidden size: an embedding\'s length */
+    int max_step_tokens;       /* tokens one model step may carry (embedding chunks) */
 };
 
 /*
