@@ -183,6 +183,8 @@ static char **names_argv(int argc, char **argv, int *out_argc)
         if (strcmp(argv[i], "--served-model-name") == 0 && i + 1 < argc) {
             v[n++] = argv[++i];
             in_names = true;
+        } else if (strncmp(argv[i], "--served-model-name=", 20) == 0) {
+            in_names = true;
         }
     }
     *out_argc = n;

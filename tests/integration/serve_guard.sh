@@ -103,6 +103,13 @@ check_eq "a stream carries the CORS header" "$(hdr Access-Control-Allow-Origin)"
 check "... and its events" sh -c "echo '$stream' | grep -q '^data: \[DONE\]'"
 stop_serve
 
+# ---- G4: the --flag=value spelling of several names; a stray word is still refused ----
+start_serve "$model" --threads 1 --served-model-name=x y || fail "server start with --served-model-name=x y"
+check_eq "--served-model-name=x y: both served" "$(curl -s "$SRV_URL/v1/models" | jq -c '[.data[].id]')" '["x","y"]'
+stop_serve
+"$FP4SERVE" serve --model "$model" --threads 1 stray >"$T_TMP/o" 2>&1
+check_eq "a stray word without the flag: exit 2" "$?" "2"
+
 # ---- bad flags: one line each, usage status ----
 "$FP4SERVE" serve --model "$model" --allowed-origins 'https://a.example,,x' >"$T_TMP/o" 2>&1
 check_eq "--allowed-origins with an empty item: exit 2" "$?" "2"
