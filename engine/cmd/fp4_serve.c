@@ -259,8 +259,8 @@ static const struct opt_cmd usage = {
     "fp4serve", "serve", "--model PATH [options]",
     "OpenAI-compatible server with continuous batching: GET /health, "
     "/v1/models, /metrics;\nPOST /v1/completions, /v1/chat/completions "
-    "(stream or not), /reset_prefix_cache. SIGTERM or SIGINT drain it (requests in flight\n"
-    "finish, up to --drain-timeout; a second signal stops at once) and exit 0.",
+    "(stream or not), /v1/embeddings, /reset_prefix_cache.\nSIGTERM or SIGINT drain it (requests "
+    "in flight finish, up to --drain-timeout; a second\nsignal stops at once) and exit 0.",
     FP_ERR_USAGE};
 
 /* Defaults: 16 slots and the model's context up to 2048 positions (the KV
