@@ -11,7 +11,7 @@
 #                        PREBUILT=DIR: binaries from tests/gpu/check.sh --bundle DIR)
 #   make fuzz            libFuzzer on every fuzz target (FUZZ_SECONDS each)
 #   make models          fetch SmolLM2-135M-Instruct Q4_1 into models/
-#   make pydeps          Python packages the tests use (tokenizers, transformers, gguf, llama-cpp-python, openai) in build/venv
+#   make pydeps          Python packages the tests use (tokenizers, transformers, gguf, llama-cpp-python) in build/venv
 #   make check           banned calls, the include layer order, paths named in comments
 #   make format          clang-format every C/CUDA source
 #   make SAN=address,undefined test    the same tests under sanitizers
@@ -369,6 +369,10 @@ $(MODEL_SMOLLM2):
 PYVENV := $(BUILD)/venv
 PYPKGS := tokenizers transformers gguf llama-cpp-python
 pydeps: $(PYVENV)/.ok-4 $(PYVENV)/.ok-openai
+# the official openai client (tests/integration/serve_openai.sh, serve_embed.sh), a step of its own
+$(PYVENV)/.ok-openai: $(PYVENV)/.ok-4
+	@$(PYVENV)/bin/pip install -q --disable-pip-version-check openai && touch $@ || \
+	    { echo "pydeps: pip could not install openai into $(PYVENV)" >&2; exit 1; }
 $(BUILD)/gen/ggml-flags: $(BUILD)/bin/isaprobe FORCE
 	@mkdir -p $(dir $@)
 	@$(BUILD)/bin/isaprobe --cmake > $@.tmp
@@ -379,11 +383,6 @@ $(PYVENV)/.ok-4: $(BUILD)/gen/ggml-flags
 	    CMAKE_ARGS="$$(cat $<)" FORCE_CMAKE=1 $(PYVENV)/bin/pip install -q --disable-pip-version-check \
 	        --no-binary llama-cpp-python --no-cache-dir $(PYPKGS) && cp $< $(PYVENV)/ggml-flags && touch $@ || \
 	    { echo "pydeps: pip could not install $(PYPKGS) into $(PYVENV)" >&2; exit 1; }
-
-# the official openai client (tests/integration/serve_openai.sh), a step of its own
-$(PYVENV)/.ok-openai: $(PYVENV)/.ok-4
-	@$(PYVENV)/bin/pip install -q --disable-pip-version-check openai && touch $@ || \
-	    { echo "pydeps: pip could not install openai into $(PYVENV)" >&2; exit 1; }
 
 run: all
 	@sh scripts/quickstart.sh $(BUILD)

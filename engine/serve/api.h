@@ -78,6 +78,7 @@ struct api_request {
                                      "logprobs": true with "top_logprobs": k) */
     int top_logprobs;             /* chat's "top_logprobs" as sent (folded into logprobs) */
     bool echo;                    /* completions: the prompt comes back before the text */
+    bool json;                    /* response_format json_object (or an any-object json_schema) */
     uint64_t seed;                /* sampling seed */
     bool has_seed;                /* seed was given (else the server picks one) */
     char **stop;                  /* (n_stop) stop strings, each non-empty */
@@ -86,7 +87,6 @@ struct api_request {
     bool ignore_eos;    /* keep going past end-of-generation tokens */
     bool stream;        /* answer as server-sent events */
     bool include_usage; /* stream_options.include_usage */
-    bool json;          /* response_format json_object (or an any-object json_schema) */
     char ignored[160];  /* fields this server does not know, "'a', 'b'" (cut with "..."),
                            "" when none: ignored, as vLLM does, and named in the log */
 };

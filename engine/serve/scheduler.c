@@ -72,10 +72,11 @@ struct sched_seq {
 struct sched_req {
     /* set by sched_req_new, read-only afterwards */
     enum api_kind kind;
-    bool stream, include_usage, ignore_eos, echo, json;
+    bool stream, include_usage, ignore_eos, echo;
     bool batch;   /* /generate: a list of answers */
     int logprobs; /* -1, or alternatives per token */
     int max_tokens;
+    bool json;         /* response_format json_object: the token mask of jsonmask.h */
     char **stops;      /* (n_stops) owned */
     size_t *stop_lens; /* (n_stops) owned */
     size_t n_stops;
