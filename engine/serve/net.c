@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "fp4.h"
 
 int net_listen(const char *host, int port, int *bound, struct err *err)
@@ -98,4 +99,40 @@ const char *net_origin_path(const char *url)
         return url;
     p = strchr(p, '/');
     return p ? p : "/";
+}
+
+/* libmicrohttpd takes no response during an upload callback
+ * (MHD_queue_response fails there), and waiting for the end of an
+ * over-long chunked body would leave the client without an answer until
+ * it gives up or the idle timeout. So the answer is written to the socket
+ * here and the write side shut (the client sees the whole answer, then end
+ * of file). The socket is non-blocking; a short answer on a connection
+ * with nothing else in flight fits its send buffer, and if it does not,
+ * the connection is still closed at once. */
+void net_answer_now(struct MHD_Connection *conn, bool tls, int status, const char *reason,
+                    const struct api_error *e)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci || tls) /* under TLS plain bytes would garble the stream: just close */
+        return;
+    struct buf body, out;
+    buf_init(&body, 4096);
+    buf_init(&out, 8192);
+    api_error_json(&body, e);
+    buf_printf(&out,
+               "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+               "Connection: close\r\n\r\n",
+               status, reason, body.len);
+    buf_append(&out, body.data, body.len);
+    size_t off = 0;
+    while (off < out.len) {
+        ssize_t n = send(ci->connect_fd, out.data + off, out.len - off, MSG_NOSIGNAL);
+        if (n <= 0)
+            break;
+        off += (size_t)n;
+    }
+    shutdown(ci->connect_fd, SHUT_WR);
+    buf_release(&body);
+    buf_release(&out);
 }

@@ -12,6 +12,8 @@
 
 #include "err.h"
 
+#include "serve/api.h"
+
 /* socket + SO_REUSEADDR (never SO_REUSEPORT, so a second server on a busy
  * port fails instead of sharing it) + bind + listen on host:port (0 = any
  * free port). Returns the socket (close-on-exec) with the port bound in
@@ -47,5 +49,12 @@ enum MHD_Result net_scan_header(void *cls, enum MHD_ValueKind kind, const char *
  * accept) loses its scheme and authority; "" becomes "/". A pointer into
  * url. */
 const char *net_origin_path(const char *url);
+
+/* Write e as a whole HTTP answer (status, reason phrase, JSON body,
+ * "Connection: close") straight to conn's socket and shut its write side,
+ * for a refusal while a body is still arriving; under TLS (tls) nothing is
+ * written: the caller's MHD_NO closes the connection. */
+void net_answer_now(struct MHD_Connection *conn, bool tls, int status, const char *reason,
+                    const struct api_error *e);
 
 #endif

@@ -157,44 +157,15 @@ static enum MHD_Result refuse(struct call *c, int status, const char *type, cons
     return respond_error(c, &e, close_conn);
 }
 
-/* A refusal while the body is still arriving. libmicrohttpd takes no
- * response during an upload callback (MHD_queue_response fails there), and
- * waiting for the end of an over-long chunked body would leave the client
- * without an answer until it gives up or the idle timeout. So the answer is
- * written to the socket here, the write side shut (the client sees the
- * whole answer, then end of file), and the caller returns MHD_NO, on which
- * libmicrohttpd closes the connection. The socket is non-blocking; a short
- * answer on a connection with nothing else in flight fits its send buffer,
- * and if it does not, the connection is still closed at once. */
+/* A refusal while the body is still arriving: net_answer_now writes it
+ * to the socket (libmicrohttpd takes no response during an upload) and
+ * the caller returns MHD_NO, on which libmicrohttpd closes the connection. */
 static enum MHD_Result refuse_now(struct call *c, int status, const char *reason,
                                   const struct api_error *e)
 {
-    struct buf body, out;
-    buf_init(&body, 4096);
-    buf_init(&out, 8192);
-    api_error_json(&body, e);
-    buf_printf(&out,
-               "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-               "Connection: close\r\n\r\n",
-               status, reason, body.len);
-    buf_append(&out, body.data, body.len);
-    const char *path = c->route ? c->route->path : "-";
-    log_warn("%s: %d %s: %s", path, e->status, e->type, e->msg);
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci && !c->s->tls) { /* under TLS plain bytes would garble the stream: just close */
-        size_t off = 0;
-        while (off < out.len) {
-            ssize_t n = send(ci->connect_fd, out.data + off, out.len - off, MSG_NOSIGNAL);
-            if (n <= 0)
-                break;
-            off += (size_t)n;
-        }
-        shutdown(ci->connect_fd, SHUT_WR);
-    }
+    log_warn("%s: %d %s: %s", c->route ? c->route->path : "-", e->status, e->type, e->msg);
+    net_answer_now(c->conn, c->s->tls, status, reason, e);
     prom_response(c->s->met, c->route ? c->route->metric : PROM_OTHER, status);
-    buf_release(&body);
-    buf_release(&out);
     return MHD_NO;
 }
 
