@@ -28,6 +28,7 @@
 
 #include "serve/jsonmask.h"
 #include "serve/prefix.h"
+#include "serve/sched_int.h"
 
 #include "text/stop.h"
 
@@ -35,39 +36,6 @@
  * still fit in SCHED_OUT_CAP, or the answer would be an empty 200 */
 #define TEXT_CAP  (SCHED_OUT_CAP / 8)
 #define OUT_START 4096 /* bytes reserved at admission */
-
-/* One sequence: a choice of a request, in a KV slot of its own once admitted. */
-struct sched_seq {
-    sched_req *req;  /* the request it answers (not a reference) */
-    int index;       /* OpenAI's choice index: prompt x n + choice */
-    int32_t *tokens; /* (n_prompt + max_tokens) prompt, then generated ids; owned */
-    int n_prompt;
-    char *echo; /* (echo_len) the prompt's text for echo, owned; NULL without echo */
-    size_t echo_len;
-    struct sample_params sp; /* the request's, seed + choice */
-
-    /* the scheduler thread's */
-    int slot;        /* KV slot, -1 while waiting or after the end */
-    int n_tokens;    /* ids in tokens */
-    int n_cached;    /* positions in the slot's KV cache */
-    int n_reused;    /* prompt positions the prefix cache supplied at admission */
-    int n_gen;       /* generated ids */
-    bool sent_first; /* a content chunk went out (chat: it carried the role) */
-    bool ended;      /* finished (finish says why) */
-    const char *finish;
-    struct sampler sampler;
-    struct jfsm jf; /* JSON mode: the text so far, a JSON prefix (zeroed = empty) */
-    struct tok_stream ts;
-    struct stop_filter stop;
-    struct buf text;  /* non-streaming: the answer so far */
-    float *lp;        /* (n_prompt + max_tokens) logprob of each token, NAN = none; owned,
-                         NULL without logprobs */
-    int32_t *top_ids; /* (n_prompt + max_tokens, k) the k likeliest at each position; owned */
-    float *top_lp;    /* (n_prompt + max_tokens, k) their logprobs; owned */
-    uint64_t t_last;  /* clock_ns at the latest generated token, 0 before */
-    int lp_from;      /* stream: first position whose logprobs are not sent yet */
-    long lp_offset;   /* stream: text_offset of that position */
-};
 
 struct sched_req {
     /* set by sched_req_new, read-only afterwards */
@@ -112,43 +80,6 @@ struct sched_req {
     uint64_t t_first;  /* clock_ns at the first generated token, 0 before */
     uint64_t t_last;   /* clock_ns at the latest generated token, 0 before */
     sched_req *next;   /* queue link */
-};
-
-struct sched {
-    struct model *m;
-    const tok_vocab *v;
-    struct prom *met;
-    struct sched_opts o;
-    int max_batch, ctx;
-    pthread_t thread;
-    bool started;
-
-    /* under mu */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    sched_req *q_head, *q_tail; /* waiting requests, FIFO */
-    struct sched_job *jobs;     /* exclusive jobs waiting (sched_submit_job) */
-    long q_len;
-    bool stopping;
-    bool reset_prefix;              /* POST /reset_prefix_cache: wipe free slots before admitting */
-    long g_running, g_kv_positions; /* gauges published after each step */
-
-    /* the scheduler thread's */
-    sched_req *adm;         /* off the queue, some of its seqs still waiting for a slot */
-    struct sched_seq **run; /* (max_batch) running sequences in admission order */
-    int n_run;
-    bool *slot_used;          /* (max_batch) */
-    bool prefix;              /* the prefix cache is on */
-    struct pfx pfx;           /* what each slot's KV holds */
-    int *kv_len;              /* (max_batch) positions per slot, for pfx_choose */
-    struct model_seq *seqs;   /* (max_batch) one step */
-    struct sched_seq **owner; /* (max_batch) sequence of seqs[i] */
-    struct pollfd *pfd;       /* (max_batch) */
-    struct jmask *jm;         /* JSON mode's token texts, made at the first use */
-    char *piece;              /* detokenizer output, piece_cap bytes */
-    size_t piece_cap;
-    char *text; /* stop-filter output, text_cap bytes */
-    size_t text_cap;
 };
 
 /* ---- requests ---- */
@@ -1035,34 +966,6 @@ static int step(sched *s)
 
 /* The scheduler thread: sleep while there is nothing to do, else admit
  * what fits, drop the clients that left, run one step, publish gauges. */
-/* The waiting jobs, each on a free slot (its prefix forgotten), while
- * no step runs; those that find no free slot wait for the next turn. */
-static void run_jobs(sched *s)
-{
-    pthread_mutex_lock(&s->mu);
-    struct sched_job *j = s->jobs;
-    s->jobs = NULL;
-    pthread_mutex_unlock(&s->mu);
-    while (j) {
-        struct sched_job *next = j->next;
-        int slot = 0;
-        while (slot < s->max_batch && s->slot_used[slot])
-            slot++;
-        if (slot == s->max_batch) { /* back to the list, to run when a slot frees */
-            pthread_mutex_lock(&s->mu);
-            j->next = s->jobs;
-            s->jobs = j;
-            pthread_mutex_unlock(&s->mu);
-        } else {
-            pfx_forget(&s->pfx, slot);
-            model_slot_free(s->m, slot);
-            j->run(s->m, slot, j->arg);
-            model_slot_free(s->m, slot);
-        }
-        j = next;
-    }
-}
-
 static void *loop(void *arg)
 {
     sched *s = arg;
@@ -1087,7 +990,7 @@ static void *loop(void *arg)
         }
         if (stopping)
             break;
-        run_jobs(s);
+        sched_run_jobs(s);
         admit_waiting(s);
         reap_cancelled(s);
         step(s);
@@ -1108,10 +1011,7 @@ static void *loop(void *arg)
         req_end(s, q, PROM_FIN_ABORTED);
         q = next;
     }
-    for (struct sched_job *j = s->jobs, *next; j; j = next) { /* stopping set: none comes */
-        next = j->next;
-        j->run(s->m, -1, j->arg);
-    }
+    sched_end_jobs(s);
     gauges(s);
     return NULL;
 }
@@ -1208,21 +1108,6 @@ void sched_gauges(sched *s, struct prom_gauges *g)
     g->slots = s->max_batch;
     g->kv_capacity = (long)s->max_batch * s->ctx;
     g->ready = 1;
-}
-
-int sched_submit_job(sched *s, struct sched_job *j, struct api_error *e)
-{
-    int rc = 0;
-    pthread_mutex_lock(&s->mu);
-    if (s->stopping) {
-        rc = api_error_set(e, 503, "unavailable_error", NULL, "the server is shutting down");
-    } else {
-        j->next = s->jobs;
-        s->jobs = j;
-        pthread_cond_signal(&s->cv);
-    }
-    pthread_mutex_unlock(&s->mu);
-    return rc;
 }
 
 void sched_stop(sched *s)
