@@ -370,7 +370,11 @@ $(MODEL_SMOLLM2):
 # rebuild the venv.
 PYVENV := $(BUILD)/venv
 PYPKGS := tokenizers transformers gguf llama-cpp-python
-pydeps: $(PYVENV)/.ok-4
+pydeps: $(PYVENV)/.ok-4 $(PYVENV)/.ok-openai
+# the official openai client (tests/integration/serve_openai.sh, serve_embed.sh), a step of its own
+$(PYVENV)/.ok-openai: $(PYVENV)/.ok-4
+	@$(PYVENV)/bin/pip install -q --disable-pip-version-check openai && touch $@ || \
+	    { echo "pydeps: pip could not install openai into $(PYVENV)" >&2; exit 1; }
 $(BUILD)/gen/ggml-flags: $(BUILD)/bin/isaprobe FORCE
 	@mkdir -p $(dir $@)
 	@$(BUILD)/bin/isaprobe --cmake > $@.tmp

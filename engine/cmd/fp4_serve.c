@@ -1,9 +1,12 @@
 /*
  * fp4_serve: `fp4serve serve`: listen first (so /health can say 503 while
  * the model loads), load the model and tokenizer on a loader thread, then
- * run the scheduler behind the HTTP server until SIGTERM or SIGINT, which
- * stop accepting, end every stream with an error event and exit 0.
- * The main thread does nothing but wait for signals (sigwait).
+ * run the scheduler behind the HTTP server until SIGTERM or SIGINT. The
+ * first signal drains: the listening socket closes, new requests on open
+ * connections get 503, and the requests in flight run to their end for up
+ * to --drain-timeout seconds; then (or at a second signal) the rest end
+ * with an error event and the process exits 0. The main thread does
+ * nothing but wait for signals (sigwait, sigtimedwait).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -11,8 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "fileio.h"
 #include "fp4.h"
 #include "log.h"
@@ -23,6 +28,8 @@
 #include "model/membw.h"
 #include "model/model.h"
 #include "model/threadpool.h"
+#include "serve/embed.h"
+#include "serve/guard.h"
 #include "serve/prom.h"
 #include "serve/scheduler.h"
 #include "serve/server.h"
@@ -31,10 +38,12 @@
 
 /* The command line, as parsed. */
 struct serve_args {
-    const char *model, *host, *device, *isa, *quant, *head, *decode, *attention, *kv, *alias;
+    const char *model, *host, *device, *isa, *quant, *head, *decode, *attention, *kv;
+    const char *api_key, *allowed_origins, *ssl_keyfile, *ssl_certfile, *pooling;
+    struct strvec names; /* --served-model-name and --alias, in order (owned) */
     long port, threads, max_batch, ctx, prefill_chunk, max_queue, max_body, timeout_s,
-        request_timeout_s, max_connections, load_delay_ms;
-    bool verbose, probe_bandwidth, no_prefix_cache;
+        request_timeout_s, max_connections, load_delay_ms, drain_timeout_s;
+    bool verbose, probe_bandwidth, no_prefix_cache, api_key_all;
 };
 
 /* What the loader thread builds; owned here until shutdown. */
@@ -126,6 +135,8 @@ static void *load(void *arg)
         .flops_per_token = model_flops_per_token(e->m),
         .attn_flops_per_pos = model_attn_flops_per_position(e->m),
         .mem_read_gbs = read_gbs,
+        .n_embd = e->m->cfg.n_embd,
+        .max_step_tokens = e->m->max_rows,
     };
 
     log_info("%s", e->chat.note);
@@ -153,11 +164,103 @@ static char *model_id_of(const char *path)
     return path_stem(path, ".gguf");
 }
 
+/* vLLM's "--served-model-name a b c": every word after the flag's value
+ * that is not a flag gets a "--served-model-name" of its own, so the flag
+ * table (one value per flag) takes them all. serve has no positional
+ * arguments, so such a word can mean nothing else. The array is owned by
+ * the caller; its strings are argv's. */
+static char **names_argv(int argc, char **argv, int *out_argc)
+{
+    char **v = xcalloc((size_t)argc * 2 + 1, sizeof(char *));
+    int n = 0;
+    bool in_names = false;
+    for (int i = 0; i < argc; i++) {
+        bool flag = argv[i][0] == '-';
+        if (in_names && !flag)
+            v[n++] = "--served-model-name";
+        in_names = in_names && !flag;
+        v[n++] = argv[i];
+        if (strcmp(argv[i], "--served-model-name") == 0 && i + 1 < argc) {
+            v[n++] = argv[++i];
+            in_names = true;
+        } else if (strncmp(argv[i], "--served-model-name=", 20) == 0) {
+            in_names = true;
+        }
+    }
+    *out_argc = n;
+    return v;
+}
+
+/* --ssl-keyfile and --ssl-certfile read whole (PEM text), or neither given.
+ * A libmicrohttpd without TLS is named as the reason, in one line. */
+static int read_tls(const struct serve_args *a, struct buf *key, struct buf *cert, struct err *err)
+{
+    if (!a->ssl_keyfile && !a->ssl_certfile)
+        return 0;
+    if (!a->ssl_keyfile || !a->ssl_certfile)
+        return err_set(err, FP_ERR_USAGE, "%s needs %s too (HTTPS takes both)",
+                       a->ssl_keyfile ? "--ssl-keyfile" : "--ssl-certfile",
+                       a->ssl_keyfile ? "--ssl-certfile" : "--ssl-keyfile"),
+               -1;
+    if (!srv_tls_supported())
+        return err_set(err, FP_ERR_UNSUPPORTED,
+                       "--ssl-keyfile: this libmicrohttpd was built without TLS "
+                       "(MHD_FEATURE_TLS is off); use a build with GnuTLS, such as Debian's "
+                       "libmicrohttpd12, or a TLS proxy in front"),
+               -1;
+    if (file_read_all(a->ssl_keyfile, key, err, FP_ERR_IO) != 0)
+        return err_prefix(err, "--ssl-keyfile"), -1;
+    if (file_read_all(a->ssl_certfile, cert, err, FP_ERR_IO) != 0)
+        return err_prefix(err, "--ssl-certfile"), -1;
+    if (!strstr(key->data ? key->data : "", "-----BEGIN"))
+        return err_set(err, FP_ERR_USAGE, "--ssl-keyfile: '%s' is not PEM (no -----BEGIN line)",
+                       a->ssl_keyfile),
+               -1;
+    if (!strstr(cert->data ? cert->data : "", "-----BEGIN CERTIFICATE"))
+        return err_set(err, FP_ERR_USAGE,
+                       "--ssl-certfile: '%s' is not a PEM certificate (no -----BEGIN "
+                       "CERTIFICATE line)",
+                       a->ssl_certfile),
+               -1;
+    return 0;
+}
+
+/* The first SIGTERM or SIGINT: wait for the requests in flight to end, up
+ * to drain_s seconds, while the main thread still takes signals (a second
+ * one ends the wait at once). Returns the signal that cut it short, or 0. */
+static int drain(srv *http, long drain_s, const sigset_t *sigs)
+{
+    long n = srv_in_flight(http);
+    if (n == 0 || drain_s == 0)
+        return 0;
+    log_info("draining: %ld request%s in flight, up to %ld s (--drain-timeout; signal again to "
+             "stop now)",
+             n, n == 1 ? "" : "s", drain_s);
+    uint64_t end = clock_ns() + (uint64_t)drain_s * 1000000000ull;
+    while (srv_in_flight(http) > 0) {
+        uint64_t now = clock_ns();
+        if (now >= end) {
+            log_warn("drain: %ld request%s still in flight after %ld s: ending them",
+                     srv_in_flight(http), srv_in_flight(http) == 1 ? "" : "s", drain_s);
+            return 0;
+        }
+        struct timespec ts = {0, 20 * 1000000L}; /* the in-flight count is polled */
+        int sig = sigtimedwait(sigs, NULL, &ts);
+        if (sig == SIGTERM || sig == SIGINT) {
+            log_info("%s again: stopping now", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            return sig;
+        }
+    }
+    log_info("drained: every request in flight ended");
+    return 0;
+}
+
 static const struct opt_cmd usage = {
     "fp4serve", "serve", "--model PATH [options]",
     "OpenAI-compatible server with continuous batching: GET /health, "
     "/v1/models, /metrics;\nPOST /v1/completions, /v1/chat/completions "
-    "(stream or not), /reset_prefix_cache. SIGTERM or SIGINT stop it (exit 0).",
+    "(stream or not), /v1/embeddings, /reset_prefix_cache.\nSIGTERM or SIGINT drain it (requests "
+    "in flight finish, up to --drain-timeout; a second\nsignal stops at once) and exit 0.",
     FP_ERR_USAGE};
 
 /* Defaults: 16 slots and the model's context up to 2048 positions (the KV
@@ -175,7 +278,9 @@ int fp4_serve(int argc, char **argv)
                            .max_body = 1 << 20,
                            .timeout_s = 10,
                            .request_timeout_s = 30,
-                           .max_connections = 2048};
+                           .max_connections = 2048,
+                           .drain_timeout_s = 30};
+    strvec_init(&a.names);
     const struct opt opts[] = {
         {"model", 'm', OPT_STR, &a.model, "PATH", "GGUF model (required)"},
         {"host", 0, OPT_STR, &a.host, "ADDR", "address to listen on (default 127.0.0.1)"},
@@ -217,8 +322,31 @@ int fp4_serve(int argc, char **argv)
          0, 86400},
         {"max-connections", 0, OPT_LONG, &a.max_connections, "N",
          "open connections at once (default 2048)", 1, 1 << 20},
-        {"alias", 0, OPT_STR, &a.alias, "NAME",
-         "model id served in /v1/models (default: the file name without .gguf)"},
+        {"served-model-name", 0, OPT_LIST, &a.names, "NAME...",
+         "names the model is served under, as vLLM's flag (several allowed: --served-model-name "
+         "a b); /v1/models lists each, requests may use any, answers carry the first (default: "
+         "the file name without .gguf)"},
+        {"alias", 0, OPT_LIST, &a.names, "NAME", "the old spelling of --served-model-name"},
+        {"api-key", 0, OPT_STR, &a.api_key, "KEY",
+         "requests must carry 'Authorization: Bearer KEY', else 401 (default: "
+         "$FP4SERVE_API_KEY, else none); /health and /metrics stay open"},
+        {"api-key-all", 0, OPT_BOOL, &a.api_key_all, NULL,
+         "the API key guards /health and /metrics too"},
+        {"allowed-origins", 0, OPT_STR, &a.allowed_origins, "LIST",
+         "CORS: origins whose pages may read the answers, a JSON list or comma-separated; "
+         "\"\" = none (default \"*\", any, as vLLM)"},
+        {"ssl-keyfile", 0, OPT_STR, &a.ssl_keyfile, "PATH",
+         "serve HTTPS with this PEM private key (with --ssl-certfile)"},
+        {"ssl-certfile", 0, OPT_STR, &a.ssl_certfile, "PATH",
+         "the PEM certificate (chain) for --ssl-keyfile"},
+        {"pooling", 0, OPT_STR, &a.pooling, "HOW",
+         "/v1/embeddings: the final hidden state of the last token, or the mean over every "
+         "token: last|mean, then L2-normalised (default last, as vLLM pools a decoder-only "
+         "model)"},
+        {"drain-timeout", 0, OPT_LONG, &a.drain_timeout_s, "S",
+         "on SIGTERM, let requests in flight finish for up to this many seconds, then end the "
+         "rest with an error; 0 = end them at once (default 30)",
+         0, 86400},
         {"verbose", 'v', OPT_BOOL, &a.verbose, NULL, "log every request and HTTP diagnostics"},
         {"probe-bandwidth", 0, OPT_BOOL, &a.probe_bandwidth, NULL,
          "measure memory read bandwidth after loading (about a second, 512 MiB) and report it "
@@ -228,9 +356,14 @@ int fp4_serve(int argc, char **argv)
          600000},
     };
     struct err err;
-    int rc = opt_cmd_parse(&usage, opts, OPT_N(opts), argc, argv, NULL, &err);
-    if (rc == 1)
+    int n_args;
+    char **args = names_argv(argc, argv, &n_args);
+    int rc = opt_cmd_parse(&usage, opts, OPT_N(opts), n_args, args, NULL, &err);
+    free(args);
+    if (rc == 1) {
+        strvec_release(&a.names);
         return FP_OK;
+    }
     if (rc == 0 && !a.model)
         err_set(&err, FP_ERR_USAGE, "serve needs --model PATH (see --help)");
     if (rc == 0 && strcmp(a.kv, "f16") != 0 && strcmp(a.kv, "f32") != 0)
@@ -244,8 +377,22 @@ int fp4_serve(int argc, char **argv)
     struct model_opts probe = {0};
     if (!err.code)
         model_opts_parse(&probe, a.quant, a.head, a.decode, a.attention, &err);
+    if (!a.api_key)
+        a.api_key = getenv("FP4SERVE_API_KEY");
+    if (!err.code && a.pooling && strcmp(a.pooling, "last") != 0 && strcmp(a.pooling, "mean") != 0)
+        err_set(&err, FP_ERR_USAGE, "--pooling: unknown '%s' (expected last or mean)", a.pooling);
+    struct guard guard;
+    struct buf tls_key, tls_cert;
+    buf_init(&tls_key, (size_t)1 << 20);
+    buf_init(&tls_cert, (size_t)1 << 20);
+    if (guard_init(&guard, a.api_key, a.api_key_all, a.allowed_origins, &err) == 0 && !err.code)
+        read_tls(&a, &tls_key, &tls_cert, &err);
     if (err.code) {
         log_error("%s", err.msg);
+        guard_release(&guard);
+        buf_release(&tls_key);
+        buf_release(&tls_cert);
+        strvec_release(&a.names);
         return err.code;
     }
     log_setup("fp4serve", a.verbose ? LOG_DEBUG : LOG_INFO, 1);
@@ -265,7 +412,7 @@ int fp4_serve(int argc, char **argv)
     e->main_thread = pthread_self();
     err_init(&e->err);
     prom_init(&e->met);
-    char *model_id = a.alias ? xstrdup(a.alias) : model_id_of(a.model);
+    char *model_id = a.names.n ? xstrdup(a.names.v[0]) : model_id_of(a.model);
     e->model_id = model_id;
     prom_set_model(&e->met, model_id, 0); /* the label from the first scrape (ctx once loaded) */
     struct srv_opts so = {.host = a.host,
@@ -275,14 +422,21 @@ int fp4_serve(int argc, char **argv)
                           .req_deadline_s = (unsigned)a.request_timeout_s,
                           .max_connections = (unsigned)a.max_connections,
                           .model_id = model_id,
-                          .model_path = a.model};
+                          .more_names = a.names.n > 1 ? (const char *const *)a.names.v + 1 : NULL,
+                          .model_path = a.model,
+                          .guard = &guard,
+                          .tls_key = tls_key.len ? tls_key.data : NULL,
+                          .tls_cert = tls_cert.len ? tls_cert.data : NULL,
+                          .pooling = a.pooling && strcmp(a.pooling, "mean") == 0 ? EMBED_MEAN
+                                                                                 : EMBED_LAST};
     e->http = srv_new(&so, &e->met, &err);
     pthread_t loader;
     bool loader_started = false;
     if (!e->http)
         goto out;
-    log_info("listening on http://%s:%d (pid %ld); loading %s", a.host, srv_port(e->http),
-             (long)getpid(), a.model);
+    log_info("listening on %s://%s:%d (pid %ld)%s; loading %s", tls_key.len ? "https" : "http",
+             a.host, srv_port(e->http), (long)getpid(), guard.key ? ", API key required" : "",
+             a.model);
     if (pthread_create(&loader, NULL, load, e) != 0) {
         err_set(&err, FP_ERR_RESOURCE, "cannot start the loader thread");
         goto out;
@@ -300,11 +454,14 @@ int fp4_serve(int argc, char **argv)
         log_info("%s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
         break;
     }
-    /* Shutdown: stop accepting, end every generation (streams get an error
-     * event and [DONE]), give the last bytes a moment to leave, then close
-     * everything. While still loading there is nothing to end: exit now
-     * rather than wait for a long requantization. */
+    /* Shutdown: stop accepting, let the requests in flight finish (up to
+     * --drain-timeout, or until a second signal), end the rest (streams get
+     * an error event and [DONE]), give the last bytes a moment to leave,
+     * then close everything. While still loading there is nothing to end:
+     * exit now rather than wait for a long requantization. */
     srv_quiesce(e->http);
+    if (!err.code && atomic_load(&e->state) == READY)
+        drain(e->http, a.drain_timeout_s, &sigs);
     if (atomic_load(&e->state) == LOADING) {
         /* no request can be running; the loader may be deep in a requantization */
         log_info("stopped while loading");
@@ -328,6 +485,10 @@ out:
     model_free(e->m);
     tok_free(e->vocab);
     chat_template_release(&e->chat);
+    guard_release(&guard);
+    buf_release(&tls_key);
+    buf_release(&tls_cert);
+    strvec_release(&a.names);
     free(model_id);
     free(e);
     return err.code;

@@ -8,6 +8,7 @@
 #ifndef ENGINE_BACKEND_H
 #define ENGINE_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "err.h"
@@ -38,6 +39,9 @@ struct backend {
      * layer and KV head, in its own cache layout; positions of dst past n
      * may be overwritten. */
     void (*kv_copy)(struct model *m, int src, int dst, int n);
+    /* Whether forward fills model_seq.hidden (the final hidden states for
+     * embeddings); false: model_step refuses a step that asks for them. */
+    bool hidden_out;
 };
 
 /* The backends, defined in model/backend_cpu.c and cuda/cuda.c (cuda/stub.c in

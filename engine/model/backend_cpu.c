@@ -408,6 +408,15 @@ static void step_fn(void *arg, int ith, int nth)
         }
         cpu_section_end(F, ith, PH_MATMUL);
     }
+    if (F->hidden) { /* the final norm of every row whose sequence asks (embeddings) */
+        cpu_share(F->rows, ith, nth, 1, &r0, &r1);
+        for (int64_t r = r0; r < r1; r++) {
+            const struct model_seq *q = &F->seqs[rs->row_seq[r]];
+            if (q->hidden)
+                cpu_rmsnorm(q->hidden + (size_t)(rs->row_pos[r] - q->pos) * E,
+                            rs->x + (size_t)r * E, m->w.output_norm, E, c->rms_eps);
+        }
+    }
     if (F->n_out == 0)
         return;
     /* Final norm on the rows whose logits are wanted, then the head. */
@@ -466,6 +475,10 @@ static void plan(struct model *m, struct model_seq *seqs, int n, int logit_row0,
             n_out > first_out ? rs->logits + (size_t)(logit_row0 + first_out) * c->n_vocab : NULL;
     }
     F->m = m;
+    F->seqs = seqs;
+    F->hidden = false;
+    for (int i = 0; i < n; i++)
+        F->hidden = F->hidden || seqs[i].hidden;
     F->rows = R;
     F->n_out = n_out;
     F->logit_row0 = logit_row0;
@@ -650,4 +663,5 @@ const struct backend backend_cpu = {.name = "cpu",
                                     .prepare = cpu_prepare,
                                     .forward = cpu_forward,
                                     .release = cpu_release,
-                                    .kv_copy = cpu_kv_copy};
+                                    .kv_copy = cpu_kv_copy,
+                                    .hidden_out = true};

@@ -798,6 +798,12 @@ int model_step(struct model *m, struct model_seq *seqs, int n, struct err *err)
                 return err_set(err, FP_ERR_USAGE, "sequence %d: token id %d is outside [0, %d)", i,
                                s->tokens[t], m->cfg.n_vocab),
                        -1;
+        if (s->hidden && !m->be->hidden_out)
+            return err_set(err, FP_ERR_UNSUPPORTED,
+                           "sequence %d asks for hidden states, which the %s backend does not "
+                           "give (embeddings need --device cpu)",
+                           i, m->be->name),
+                   -1;
         logit_rows += s->logits == MODEL_LOGITS_ALL    ? s->n_tokens
                       : s->logits == MODEL_LOGITS_LAST ? 1
                                                        : 0;

@@ -164,8 +164,11 @@ struct model_seq {
     int n_tokens;          /* 1 (decode) or k (prefill chunk), >= 1 */
     const int32_t *tokens; /* (n_tokens) ids < n_vocab */
     enum model_logits logits;
-    float *out; /* set by model_step: (1 or n_tokens, n_vocab) logits inside the
-                   model's buffer, valid until the next step; NULL if none */
+    float *out;    /* set by model_step: (1 or n_tokens, n_vocab) logits inside the
+                      model's buffer, valid until the next step; NULL if none */
+    float *hidden; /* NULL, or caller-owned (n_tokens, n_embd): filled with the final
+                      hidden state of each token (after the output norm, what the head
+                      reads; embeddings). Backends with hidden_out only (the CPU's) */
 };
 
 /* Every buffer of the CPU forward pass, sized at load (rows = max_step_tokens). */

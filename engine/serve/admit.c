@@ -211,6 +211,7 @@ int api_admit(const struct srv_engine *en, const struct api_request *q, struct s
         .stop_lens = q->stop_len,
         .n_stops = q->n_stop,
         .ignore_eos = q->ignore_eos,
+        .json = q->json,
         .stream = q->stream,
         .include_usage = q->include_usage,
         .continuous_usage = q->cont_usage,

@@ -74,6 +74,7 @@ struct api_request {
                                      "logprobs": true with "top_logprobs": k) */
     int top_logprobs;             /* chat's "top_logprobs" as sent (folded into logprobs) */
     bool echo;                    /* completions: the prompt comes back before the text */
+    bool json;                    /* response_format json_object (or an any-object json_schema) */
     uint64_t seed;                /* sampling seed */
     bool has_seed;                /* seed was given (else the server picks one) */
     char **stop;                  /* (n_stop) stop strings, each non-empty */
@@ -93,7 +94,7 @@ struct api_error {
     char type[40];  /* invalid_request_error, not_found_error, ... */
     char code[40];  /* OpenAI's error code ("context_length_exceeded", "model_not_found",
                        "unsupported_parameter"), "" = null */
-    char param[48]; /* the offending field ("max_tokens", "messages[2].content"), "" = none */
+    char param[64]; /* the offending field ("max_tokens", "messages[2].content"), "" = none */
     char msg[512];  /* one line, lower case */
 };
 

@@ -509,6 +509,68 @@ static int f_stream_options(const json_t *v, struct api_request *r, const struct
     return 0;
 }
 
+/* Keywords a json_schema may hold and still mean "any JSON object", the
+ * subset JSON mode can promise; any other keyword is refused by name. */
+static const char *const schema_ok[] = {"type",    "title", "description",
+                                        "$schema", "$id",   "additionalProperties"};
+
+/* response_format: "text"; "json_object" (JSON mode: the answer is one
+ * JSON object, through the token mask of serve/jsonmask.c); "json_schema"
+ * only with a schema that says no more than that (type object, any
+ * properties): the rest is refused naming the keyword. */
+static int f_response_format(const json_t *v, struct api_request *r, const struct api_limits *lim,
+                             struct api_error *e)
+{
+    const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
+    if (!json_is_string(t))
+        return BAD(e, "response_format",
+                   "'response_format' must be an object with a string 'type' (text, json_object "
+                   "or json_schema)");
+    const char *type = json_string_value(t);
+    if (json_str_is(t, "text"))
+        return 0;
+    if (json_str_is(t, "json_object")) {
+        r->json = true;
+        return 0;
+    }
+    if (!json_str_is(t, "json_schema")) {
+        BAD(e, "response_format",
+            "response_format type '%.40s' is not supported by this server (text, json_object or "
+            "json_schema)",
+            type);
+        return api_error_code(e, "unsupported_parameter"), -1;
+    }
+    const json_t *js = json_object_get(v, "json_schema");
+    const json_t *sc = json_is_object(js) ? json_object_get(js, "schema") : NULL;
+    if (!json_is_object(sc))
+        return BAD(e, "response_format.json_schema.schema",
+                   "'response_format.json_schema.schema' must be an object");
+    const json_t *st = json_object_get(sc, "type");
+    const json_t *ap = json_object_get(sc, "additionalProperties");
+    const char *key;
+    const json_t *val;
+    json_object_foreach((json_t *)sc, key, val)
+    {
+        bool ok = false;
+        for (size_t i = 0; i < sizeof(schema_ok) / sizeof(schema_ok[0]) && !ok; i++)
+            ok = strcmp(key, schema_ok[i]) == 0;
+        if (!ok || (st == val && !json_str_is(st, "object")) || (ap == val && !json_is_true(ap))) {
+            char param[64];
+            snprintf(param, sizeof(param), "response_format.json_schema.schema.%.28s", key);
+            BAD(e, param,
+                "json_schema keyword '%.40s'%s is not supported by this server: only a schema "
+                "of any object ({\"type\": \"object\"}, as json_object) is",
+                key, ok ? " with this value" : "");
+            return api_error_code(e, "unsupported_parameter"), -1;
+        }
+    }
+    if (!st)
+        return BAD(e, "response_format.json_schema.schema.type",
+                   "the json_schema has no 'type' (only {\"type\": \"object\"} is supported)");
+    r->json = true;
+    return 0;
+}
+
 /* Fields we read. A null value means "the default" for every one of them. */
 struct field {
     const char *name;
@@ -542,6 +604,7 @@ static const struct field fields[] = {
     {"ignore_eos", BOTH, f_ignore_eos},
     {"stream", BOTH, f_stream},
     {"stream_options", BOTH, f_stream_options},
+    {"response_format", BOTH, f_response_format},
 };
 
 /* ---- fields refused unless they hold their default ----
@@ -572,10 +635,6 @@ static bool is_empty(const json_t *v)
 static bool is_never(const json_t *v)
 {
     return false;
-}
-static bool is_text_format(const json_t *v)
-{
-    return json_is_object(v) && json_str_is(json_object_get(v, "type"), "text");
 }
 static bool is_true(const json_t *v)
 {
@@ -616,7 +675,6 @@ static const struct refused refused[] = {
     {"tool_choice", is_no_tool, "\"none\" or \"auto\" (no tools)"},
     {"functions", is_empty, "[]"},
     {"function_call", is_no_tool, "\"none\" or \"auto\" (no functions)"},
-    {"response_format", is_text_format, "{\"type\": \"text\"}"},
     {"modalities", is_text_only, "[\"text\"]"},
     {"audio", is_never, "null"},
     {"prediction", is_never, "null"},

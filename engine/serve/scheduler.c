@@ -26,7 +26,9 @@
 #include "timeutil.h"
 #include "xalloc.h"
 
+#include "serve/jsonmask.h"
 #include "serve/prefix.h"
+#include "serve/sched_int.h"
 
 #include "text/stop.h"
 
@@ -35,38 +37,6 @@
 #define TEXT_CAP  (SCHED_OUT_CAP / 8)
 #define OUT_START 4096 /* bytes reserved at admission */
 
-/* One sequence: a choice of a request, in a KV slot of its own once admitted. */
-struct sched_seq {
-    sched_req *req;  /* the request it answers (not a reference) */
-    int index;       /* OpenAI's choice index: prompt x n + choice */
-    int32_t *tokens; /* (n_prompt + max_tokens) prompt, then generated ids; owned */
-    int n_prompt;
-    char *echo; /* (echo_len) the prompt's text for echo, owned; NULL without echo */
-    size_t echo_len;
-    struct sample_params sp; /* the request's, seed + choice */
-
-    /* the scheduler thread's */
-    int slot;        /* KV slot, -1 while waiting or after the end */
-    int n_tokens;    /* ids in tokens */
-    int n_cached;    /* positions in the slot's KV cache */
-    int n_reused;    /* prompt positions the prefix cache supplied at admission */
-    int n_gen;       /* generated ids */
-    bool sent_first; /* a content chunk went out (chat: it carried the role) */
-    bool ended;      /* finished (finish says why) */
-    const char *finish;
-    struct sampler sampler;
-    struct tok_stream ts;
-    struct stop_filter stop;
-    struct buf text;  /* non-streaming: the answer so far */
-    float *lp;        /* (n_prompt + max_tokens) logprob of each token, NAN = none; owned,
-                         NULL without logprobs */
-    int32_t *top_ids; /* (n_prompt + max_tokens, k) the k likeliest at each position; owned */
-    float *top_lp;    /* (n_prompt + max_tokens, k) their logprobs; owned */
-    uint64_t t_last;  /* clock_ns at the latest generated token, 0 before */
-    int lp_from;      /* stream: first position whose logprobs are not sent yet */
-    long lp_offset;   /* stream: text_offset of that position */
-};
-
 struct sched_req {
     /* set by sched_req_new, read-only afterwards */
     enum api_kind kind;
@@ -74,6 +44,7 @@ struct sched_req {
     bool batch;   /* /generate: a list of answers */
     int logprobs; /* -1, or alternatives per token */
     int max_tokens;
+    bool json;         /* response_format json_object: the token mask of jsonmask.h */
     char **stops;      /* (n_stops) owned */
     size_t *stop_lens; /* (n_stops) owned */
     size_t n_stops;
@@ -111,41 +82,6 @@ struct sched_req {
     sched_req *next;   /* queue link */
 };
 
-struct sched {
-    struct model *m;
-    const tok_vocab *v;
-    struct prom *met;
-    struct sched_opts o;
-    int max_batch, ctx;
-    pthread_t thread;
-    bool started;
-
-    /* under mu */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    sched_req *q_head, *q_tail; /* waiting requests, FIFO */
-    long q_len;
-    bool stopping;
-    bool reset_prefix;              /* POST /reset_prefix_cache: wipe free slots before admitting */
-    long g_running, g_kv_positions; /* gauges published after each step */
-
-    /* the scheduler thread's */
-    sched_req *adm;         /* off the queue, some of its seqs still waiting for a slot */
-    struct sched_seq **run; /* (max_batch) running sequences in admission order */
-    int n_run;
-    bool *slot_used;          /* (max_batch) */
-    bool prefix;              /* the prefix cache is on */
-    struct pfx pfx;           /* what each slot's KV holds */
-    int *kv_len;              /* (max_batch) positions per slot, for pfx_choose */
-    struct model_seq *seqs;   /* (max_batch) one step */
-    struct sched_seq **owner; /* (max_batch) sequence of seqs[i] */
-    struct pollfd *pfd;       /* (max_batch) */
-    char *piece;              /* detokenizer output, piece_cap bytes */
-    size_t piece_cap;
-    char *text; /* stop-filter output, text_cap bytes */
-    size_t text_cap;
-};
-
 /* ---- requests ---- */
 
 /* Everything is copied, so the HTTP layer may free its parse at once. Each
@@ -161,6 +97,7 @@ sched_req *sched_req_new(const struct sched_req_params *p)
     r->include_usage = p->include_usage;
     r->cont_usage = p->continuous_usage && p->include_usage; /* usage in every chunk, as vLLM */
     r->ignore_eos = p->ignore_eos;
+    r->json = p->json;
     r->echo = p->echo;
     r->batch = p->batch || p->n_prompts > 1 || p->n > 1;
     r->logprobs = p->logprobs > SAMPLE_MAX_TOP ? SAMPLE_MAX_TOP : p->logprobs;
@@ -864,6 +801,7 @@ static void on_token(sched *s, struct sched_seq *q, int32_t tok)
         r->t_first = now;
     q->t_last = now;
     atomic_fetch_add_explicit(&s->met->generated_tokens, 1, memory_order_relaxed);
+    bool json_end = r->json && jmask_push(s->jm, &q->jf, tok); /* the object closed */
     if (!r->ignore_eos && tok_is_eog(s->v, tok)) {
         size_t n = tok_stream_flush(&q->ts, s->piece, s->piece_cap);
         bool hit;
@@ -880,13 +818,13 @@ static void on_token(sched *s, struct sched_seq *q, int32_t tok)
         seq_end(s, q, PROM_FIN_STOP, s->text, w);
         return;
     }
-    if (q->n_gen >= r->max_tokens || q->n_tokens >= s->ctx) {
+    if (json_end || q->n_gen >= r->max_tokens || q->n_tokens >= s->ctx) {
         n = tok_stream_flush(&q->ts, s->piece, s->piece_cap);
         size_t w2 = stop_push(&q->stop, s->piece, n, s->text + w, s->text_cap - w, &hit);
         w += w2;
         if (!hit)
             w += stop_flush(&q->stop, s->text + w, s->text_cap - w);
-        seq_end(s, q, hit ? PROM_FIN_STOP : PROM_FIN_LENGTH, s->text, w);
+        seq_end(s, q, hit || json_end ? PROM_FIN_STOP : PROM_FIN_LENGTH, s->text, w);
         return;
     }
     if (w == 0)
@@ -936,7 +874,12 @@ static void after_step(sched *s, struct sched_seq *q, const struct model_seq *ms
         return;
     }
     const float *l = sampler_penalize(&q->sampler, row, q->tokens, q->n_prompt, q->n_tokens);
-    int32_t tok = sampler_sample(&q->sampler, l);
+    int32_t tok = r->json ? jmask_sample(&s->jm, s->v, &q->jf, &q->sampler, l, V)
+                          : sampler_sample(&q->sampler, l);
+    if (tok < 0) { /* JSON mode: no token can continue the object */
+        seq_end(s, q, PROM_FIN_STOP, NULL, 0);
+        return;
+    }
     if (q->lp)
         note_logprobs(q, q->n_tokens, row, V, tok);
     on_token(s, q, tok);
@@ -1032,7 +975,8 @@ static void *loop(void *arg)
     sched *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!s->stopping && s->n_run == 0 && !s->adm && !s->q_head && !s->reset_prefix)
+        while (!s->stopping && s->n_run == 0 && !s->adm && !s->q_head && !s->reset_prefix &&
+               !s->jobs)
             pthread_cond_wait(&s->cv, &s->mu);
         bool stopping = s->stopping, reset = s->reset_prefix;
         s->reset_prefix = false;
@@ -1050,6 +994,7 @@ static void *loop(void *arg)
         }
         if (stopping)
             break;
+        sched_run_jobs(s);
         admit_waiting(s);
         reap_cancelled(s);
         step(s);
@@ -1070,6 +1015,7 @@ static void *loop(void *arg)
         req_end(s, q, PROM_FIN_ABORTED);
         q = next;
     }
+    sched_end_jobs(s);
     gauges(s);
     return NULL;
 }
@@ -1196,5 +1142,6 @@ void sched_free(sched *s)
     free(s->pfd);
     free(s->piece);
     free(s->text);
+    jmask_free(s->jm);
     free(s);
 }

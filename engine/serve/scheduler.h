@@ -70,6 +70,8 @@ struct sched_req_params {
     const size_t *stop_lens; /* (n_stops) their lengths */
     size_t n_stops;
     bool ignore_eos;         /* do not end at end-of-generation tokens */
+    bool json;               /* response_format json_object: a token mask keeps the text one
+                                JSON object, ended ("stop") when it closes (jsonmask.h) */
     bool stream;             /* SSE events as tokens come; else one JSON body at the end */
     bool include_usage;      /* stream: a usage event with "choices": [] before [DONE] */
     bool continuous_usage;   /* stream: every chunk carries its choice's usage so far */
@@ -150,6 +152,19 @@ void sched_reset_prefix(sched *s);
 
 /* Gauges for /metrics (queue, running, KV positions held). */
 void sched_gauges(sched *s, struct prom_gauges *g);
+
+/* Exclusive work on the model between steps (embeddings). */
+struct sched_job {
+    /* Runs on the scheduler thread while no step does, with a KV slot of
+     * its own (empty, and emptied again after); slot is -1 when the
+     * scheduler stopped first (the job then only answers). */
+    void (*run)(struct model *m, int slot, void *arg);
+    void *arg;
+    struct sched_job *next; /* the scheduler's */
+};
+/* Queue j (not copied: it must live until run is called). Runs once a slot
+ * is free, before the next step. -1 with e (503) when stopping. */
+int sched_submit_job(sched *s, struct sched_job *j, struct api_error *e);
 
 /* End every generation (streams get an error event and [DONE], bodies a
  * 503), refuse new ones, and stop the thread. Returns once it has stopped. */

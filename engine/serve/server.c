@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -33,13 +32,20 @@
 #include "xalloc.h"
 
 #include "serve/admit.h"
+#include "serve/embed.h"
+#include "serve/net.h"
 #include "serve/tokapi.h"
 #include "serve/watch.h"
 
 struct srv {
     struct srv_opts o;
     char *host, *model_id, *model_path, *model_base; /* owned copies */
-    const char *model_ids[4];                        /* accepted "model" values */
+    char **more_names;      /* further served names, owned, NULL-terminated */
+    const char **model_ids; /* accepted "model" values: the served names, the path and its
+                               file name (NULL-terminated; the array owned, not the strings) */
+    bool tls;               /* serving HTTPS: nothing may be written raw to a socket */
+    atomic_bool up;         /* MHD_start_daemon returned */
+    char start_why[256];    /* libmicrohttpd's first complaint while starting, or "" */
     struct prom *met;
     watch *watch; /* the request deadline; NULL = none */
     struct MHD_Daemon *d;
@@ -61,9 +67,12 @@ struct call {
     const struct route *route; /* NULL: refused before routing */
     struct buf body;           /* the request body, capped at max_body */
     sched_req *req;            /* once submitted; one reference */
+    embed_req *emb;            /* /v1/embeddings once submitted; one reference */
     bool counted;              /* counted in in_flight */
     const char *path_rest;     /* what a route ending in '*' matched (points into the URL) */
     bool http11;               /* an HTTP/1.1 request (may be sent an interim 1xx) */
+    const char *cors;          /* Access-Control-Allow-Origin of the answer, or NULL */
+    bool vary;                 /* ... and it depends on the Origin ("Vary: Origin") */
 };
 
 /* A stream's reader context (owned by the MHD response). */
@@ -84,6 +93,17 @@ struct route {
 
 /* ---- responses ---- */
 
+/* The CORS headers a browser needs to read the answer (guard.c decided
+ * them from the request's Origin). */
+static void add_cors(const struct call *c, struct MHD_Response *r)
+{
+    if (!c->cors)
+        return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", c->cors);
+    if (c->vary)
+        MHD_add_response_header(r, "Vary", "Origin");
+}
+
 /* Queue a complete answer (copied) and count it. close_conn after a
  * refusal whose request may still have unread bytes (413, 431, 414):
  * keeping such a connection alive would read them as the next request. */
@@ -97,6 +117,9 @@ static enum MHD_Result respond(struct call *c, int status, const char *ctype, co
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (close_conn)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (status == 401) /* RFC 9110 §11.6.1: say which scheme to use */
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    add_cors(c, r);
     enum MHD_Result rc = MHD_queue_response(c->conn, (unsigned)status, r);
     MHD_destroy_response(r);
     prom_response(c->s->met, c->route ? c->route->metric : PROM_OTHER, status);
@@ -134,44 +157,15 @@ static enum MHD_Result refuse(struct call *c, int status, const char *type, cons
     return respond_error(c, &e, close_conn);
 }
 
-/* A refusal while the body is still arriving. libmicrohttpd takes no
- * response during an upload callback (MHD_queue_response fails there), and
- * waiting for the end of an over-long chunked body would leave the client
- * without an answer until it gives up or the idle timeout. So the answer is
- * written to the socket here, the write side shut (the client sees the
- * whole answer, then end of file), and the caller returns MHD_NO, on which
- * libmicrohttpd closes the connection. The socket is non-blocking; a short
- * answer on a connection with nothing else in flight fits its send buffer,
- * and if it does not, the connection is still closed at once. */
+/* A refusal while the body is still arriving: net_answer_now writes it
+ * to the socket (libmicrohttpd takes no response during an upload) and
+ * the caller returns MHD_NO, on which libmicrohttpd closes the connection. */
 static enum MHD_Result refuse_now(struct call *c, int status, const char *reason,
                                   const struct api_error *e)
 {
-    struct buf body, out;
-    buf_init(&body, 4096);
-    buf_init(&out, 8192);
-    api_error_json(&body, e);
-    buf_printf(&out,
-               "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-               "Connection: close\r\n\r\n",
-               status, reason, body.len);
-    buf_append(&out, body.data, body.len);
-    const char *path = c->route ? c->route->path : "-";
-    log_warn("%s: %d %s: %s", path, e->status, e->type, e->msg);
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci) {
-        size_t off = 0;
-        while (off < out.len) {
-            ssize_t n = send(ci->connect_fd, out.data + off, out.len - off, MSG_NOSIGNAL);
-            if (n <= 0)
-                break;
-            off += (size_t)n;
-        }
-        shutdown(ci->connect_fd, SHUT_WR);
-    }
+    log_warn("%s: %d %s: %s", c->route ? c->route->path : "-", e->status, e->type, e->msg);
+    net_answer_now(c->conn, c->s->tls, status, reason, e);
     prom_response(c->s->met, c->route ? c->route->metric : PROM_OTHER, status);
-    buf_release(&body);
-    buf_release(&out);
     return MHD_NO;
 }
 
@@ -196,11 +190,11 @@ static enum MHD_Result h_health(struct call *c)
  * random token ids it may send; meta.n_ctx how long prompt + output may be;
  * weight_bytes_per_step, flops_per_token and mem_read_gbs place its step
  * time on a roofline. */
-static void model_json(struct buf *b, const srv *s)
+static void model_json(struct buf *b, const srv *s, const char *name)
 {
     const struct srv_engine *e = &s->engine;
     buf_puts(b, "{\"id\":");
-    buf_json_str(b, s->model_id, strlen(s->model_id));
+    buf_json_str(b, name, strlen(name));
     buf_printf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"fp4serve\",", s->started);
     /* vLLM's fields: benchmark clients read root (the model to load a
      * tokenizer for) and max_model_len */
@@ -225,7 +219,8 @@ static void model_json(struct buf *b, const srv *s)
     buf_puts(b, "}}");
 }
 
-/* GET /v1/models: the list of the one model. */
+/* GET /v1/models: the one model, once under each served name (vLLM lists
+ * every --served-model-name). */
 static enum MHD_Result h_models(struct call *c)
 {
     srv *s = c->s;
@@ -234,7 +229,11 @@ static enum MHD_Result h_models(struct call *c)
     struct buf b;
     buf_init(&b, (size_t)1 << 16);
     buf_puts(&b, "{\"object\":\"list\",\"data\":[");
-    model_json(&b, s);
+    model_json(&b, s, s->model_id);
+    for (size_t i = 0; s->more_names[i]; i++) {
+        buf_putc(&b, ',');
+        model_json(&b, s, s->more_names[i]);
+    }
     buf_puts(&b, "]}");
     enum MHD_Result rc = respond(c, 200, "application/json", b.data, b.len, false);
     buf_release(&b);
@@ -259,9 +258,13 @@ static enum MHD_Result h_model(struct call *c)
         api_error_code(&e, "model_not_found"); /* as a request's unknown "model" */
         return respond_error(c, &e, false);
     }
+    const char *id = s->model_id; /* a served name answers as itself, a path as the first */
+    for (size_t i = 0; s->more_names[i]; i++)
+        if (strcmp(c->path_rest, s->more_names[i]) == 0)
+            id = s->more_names[i];
     struct buf b;
     buf_init(&b, (size_t)1 << 16);
-    model_json(&b, s);
+    model_json(&b, s, id);
     enum MHD_Result rc = respond(c, 200, "application/json", b.data, b.len, false);
     buf_release(&b);
     return rc;
@@ -392,7 +395,7 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
     p.model = s->model_id;
     p.created = (long long)time(NULL);
     p.fd = ci ? ci->connect_fd : -1;
-    p.probe_1xx = c->http11 && !q.stream;
+    p.probe_1xx = c->http11 && !q.stream && !s->tls; /* a raw 1xx would garble TLS */
     p.wake = wake_conn;
     p.wake_arg = c->conn;
     c->req = sched_req_new(&p);
@@ -413,6 +416,7 @@ static enum MHD_Result h_completion(struct call *c, enum api_kind kind)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        add_cors(c, r);
         rc = MHD_queue_response(c->conn, 200, r);
         MHD_destroy_response(r);
         prom_response(s->met, c->route->metric, 200);
@@ -426,6 +430,52 @@ refused:
     api_admit_release(&p);
     api_request_release(&q);
     return respond_error(c, &e, false);
+}
+
+/* ---- embeddings (embed.c) ---- */
+
+/* The answer when the job is done, else the connection suspends until
+ * the job's wake (the pattern of answer_when_done). */
+static enum MHD_Result answer_embed(struct call *c)
+{
+    struct buf body;
+    buf_init(&body, 1);
+    int status = 0;
+    enum MHD_Result rc = MHD_YES;
+    if (embed_take(c->emb, &body, &status, park_conn, c->conn))
+        rc = respond(c, status, "application/json", body.data ? body.data : "", body.len, false);
+    buf_release(&body);
+    return rc;
+}
+
+/* POST /v1/embeddings: parsed and tokenized here, computed by a
+ * scheduler job between steps. */
+static enum MHD_Result h_embeddings(struct call *c)
+{
+    srv *s = c->s;
+    if (atomic_load(&s->stopping))
+        return refuse(c, 503, "unavailable_error", NULL, false, "the server is shutting down");
+    if (!atomic_load(&s->ready))
+        return refuse(c, 503, "unavailable_error", NULL, false, "loading model");
+    const struct srv_engine *en = &s->engine;
+    struct embed_ctx ctx = {.vocab = en->vocab,
+                            .model_ids = s->model_ids,
+                            .model = s->model_id,
+                            .n_ctx = en->n_ctx,
+                            .n_embd = en->n_embd,
+                            .chunk = en->max_step_tokens,
+                            .pooling = (enum embed_pooling)s->o.pooling};
+    struct api_error e;
+    c->emb = embed_new(&ctx, c->body.data ? c->body.data : "", c->body.len, wake_conn, c->conn, &e);
+    if (!c->emb)
+        return respond_error(c, &e, false);
+    if (sched_submit_job(en->sched, embed_job(c->emb), &e) != 0) {
+        embed_unref(c->emb); /* the job's reference: it will not run */
+        return respond_error(c, &e, false);
+    }
+    atomic_fetch_add(&s->in_flight, 1);
+    c->counted = true;
+    return answer_embed(c);
 }
 
 /* ---- tokenizer endpoints (vLLM's shapes; bodies in tokapi.c) ---- */
@@ -514,55 +564,16 @@ static const struct route routes[] = {
     {"/detokenize", "POST", h_detokenize, PROM_TOKENIZE, true},
     {"/tokenizer_info", "GET", h_tokenizer_info, PROM_TOKENIZE, false},
     {"/reset_prefix_cache", "POST", h_reset_prefix, PROM_OTHER, false},
+    {"/v1/embeddings", "POST", h_embeddings, PROM_OTHER, true},
 };
 
 /* ---- the MHD callbacks ---- */
 
-/* Header counts and sizes, gathered in one pass over MHD's parsed fields
- * (MHD itself only bounds the whole header block by its connection memory),
- * and the fields that frame the body: libmicrohttpd reads the body by the
- * first Content-Length and lets Transfer-Encoding win over it silently,
- * so a second, different length or both at once (request smuggling through
- * a proxy that picks the other one) is refused here. */
-struct header_scan {
-    unsigned n;        /* header fields */
-    size_t longest;    /* bytes of the longest name + value */
-    size_t total;      /* bytes of every name + value, plus 2 each ('=', '&' or ': ') */
-    const char *which; /* its name */
-    unsigned n_cl;     /* Content-Length fields */
-    bool cl_differ;    /* two Content-Length fields with different values */
-    const char *cl;    /* the first Content-Length value */
-    unsigned n_te;     /* Transfer-Encoding fields */
-    const char *te;    /* the first Transfer-Encoding value */
-};
-
-static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   size_t key_size, const char *value, size_t value_size)
-{
-    struct header_scan *h = cls;
-    h->n++;
-    h->total += key_size + value_size + 2;
-    if (key_size + value_size > h->longest) {
-        h->longest = key_size + value_size;
-        h->which = key;
-    }
-    if (kind == MHD_HEADER_KIND && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
-        if (h->n_cl++ == 0)
-            h->cl = value;
-        else if (strcmp(h->cl, value) != 0)
-            h->cl_differ = true;
-    }
-    if (kind == MHD_HEADER_KIND && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0 &&
-        h->n_te++ == 0)
-        h->te = value;
-    return MHD_YES;
-}
-
 /* The body framing rules of RFC 9112 §6 that libmicrohttpd leaves to us.
  * Each refusal closes the connection: after a framing error nothing on it
  * can be trusted to start a new request. */
-static enum MHD_Result check_framing(struct call *c, const struct header_scan *h,
-                                     const char *version, bool *refused)
+static enum MHD_Result check_framing(struct call *c, const struct net_head *h, const char *version,
+                                     bool *refused)
 {
     if (h->cl_differ)
         return refuse(c, 400, "invalid_request_error", NULL, true,
@@ -583,20 +594,61 @@ static enum MHD_Result check_framing(struct call *c, const struct header_scan *h
     return MHD_YES;
 }
 
-/* The origin-form path of a request target: an absolute-form target
- * ("http://host:port/path", which RFC 9112 §3.2.2 says a server must
- * accept) loses its scheme and authority; "" becomes "/". */
-static const char *origin_path(const char *url)
+/* A CORS preflight (OPTIONS with Origin and Access-Control-Request-Method,
+ * before routing, as vLLM's middleware answers it): 200 with what the
+ * browser may send, or 400 for an origin --allowed-origins does not list.
+ * Any method and header is allowed, as vLLM's defaults do; the real
+ * request then meets the routes, the key and the limits. */
+static enum MHD_Result preflight(struct call *c, const char *origin)
 {
-    const char *p = NULL;
-    if (strncasecmp(url, "http://", 7) == 0)
-        p = url + 7;
-    else if (strncasecmp(url, "https://", 8) == 0)
-        p = url + 8;
-    if (!p)
-        return url;
-    p = strchr(p, '/');
-    return p ? p : "/";
+    if (!c->cors)
+        return refuse(c, 400, "invalid_request_error", NULL, false,
+                      "origin '%.200s' is not allowed (--allowed-origins)", origin);
+    const char *want =
+        MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    add_cors(c, r);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+    if (want && *want)
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", want);
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    enum MHD_Result rc = MHD_queue_response(c->conn, 200, r);
+    MHD_destroy_response(r);
+    prom_response(c->s->met, PROM_OTHER, 200);
+    return rc;
+}
+
+/* Before routing: the CORS answer headers, the preflight, and the API key
+ * (401 before any 404, so a client without the key learns no routes).
+ * *answered when a response was queued. */
+static enum MHD_Result guard_request(struct call *c, const char *path, const char *method,
+                                     bool *answered)
+{
+    const struct guard *g = c->s->o.guard;
+    *answered = false;
+    if (!g)
+        return MHD_YES;
+    const char *origin = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Origin");
+    c->cors = guard_cors_origin(g, origin, &c->vary);
+    *answered = true;
+    if (origin && strcmp(method, "OPTIONS") == 0 &&
+        MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Access-Control-Request-Method"))
+        return preflight(c, origin);
+    const char *why =
+        guard_needs_key(g, path)
+            ? guard_auth_refusal(g, MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
+                                                                MHD_HTTP_HEADER_AUTHORIZATION))
+            : NULL;
+    if (why) {
+        struct api_error e = {0};
+        api_error_set(&e, 401, "invalid_request_error", NULL, "%s", why);
+        api_error_code(&e, "invalid_api_key"); /* OpenAI's code for this */
+        return respond_error(c, &e, true);
+    }
+    *answered = false;
+    return MHD_YES;
 }
 
 /* The first call, when the headers are in: route and check limits. Returns
@@ -607,8 +659,8 @@ static enum MHD_Result first_call(struct call *c, const char *url, const char *m
     srv *s = c->s;
     *refused = true;
     c->http11 = strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
-    struct header_scan h = {0};
-    MHD_get_connection_values_n(c->conn, MHD_HEADER_KIND, scan_header, &h);
+    struct net_head h = {0};
+    MHD_get_connection_values_n(c->conn, MHD_HEADER_KIND, net_scan_header, &h);
     if (h.n > SRV_MAX_HEADERS)
         return refuse(c, 431, "invalid_request_error", NULL, true,
                       "the request has %u header fields (at most %d)", h.n, SRV_MAX_HEADERS);
@@ -621,12 +673,16 @@ static enum MHD_Result first_call(struct call *c, const char *url, const char *m
         return rc;
     *refused = true;
     size_t ulen = strlen(url);
-    struct header_scan args = {0};
-    MHD_get_connection_values_n(c->conn, MHD_GET_ARGUMENT_KIND, scan_header, &args);
+    struct net_head args = {0};
+    MHD_get_connection_values_n(c->conn, MHD_GET_ARGUMENT_KIND, net_scan_header, &args);
     if (ulen + args.total > SRV_MAX_URI_BYTES)
         return refuse(c, 414, "invalid_request_error", NULL, true,
                       "the request target is too long (at most %d bytes)", SRV_MAX_URI_BYTES);
-    url = origin_path(url);
+    url = net_origin_path(url);
+    bool answered;
+    rc = guard_request(c, url, method, &answered);
+    if (answered)
+        return rc;
     const struct route *path_match = NULL;
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         const char *p = routes[i].path;
@@ -663,6 +719,7 @@ static enum MHD_Result first_call(struct call *c, const char *url, const char *m
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, path_match->method);
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+        add_cors(c, r);
         enum MHD_Result rc = MHD_queue_response(c->conn, 405, r);
         MHD_destroy_response(r);
         prom_response(s->met, path_match->metric, 405);
@@ -731,6 +788,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (c->req) /* a non-streaming request, resumed: the answer is ready */
         return answer_when_done(c);
+    if (c->emb) /* an embeddings request, resumed */
+        return answer_embed(c);
     watch_answering(s->watch, conn_watch(conn)); /* read whole: its deadline is met */
     return c->route->fn(c);
 }
@@ -750,6 +809,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
             sched_req_cancel(c->req);
         sched_req_unref(c->req);
     }
+    embed_unref(c->emb);
     if (c->counted)
         atomic_fetch_sub(&s->in_flight, 1);
     watch_idle(s->watch, conn_watch(conn));
@@ -783,63 +843,19 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
  * block too big for its memory): client mistakes, so debug level (-v). */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
+    srv *s = cls;
     char line[512];
     vsnprintf(line, sizeof(line), fmt, ap);
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
         line[--n] = '\0';
     log_debug("http: %s", line);
+    /* while starting (main thread only): the first reason, for srv_new's error */
+    if (!atomic_load(&s->up) && !s->start_why[0])
+        snprintf(s->start_why, sizeof(s->start_why), "%s", line);
 }
 
 /* ---- lifecycle ---- */
-
-/* socket + SO_REUSEADDR + bind + listen, with messages that say what to do. */
-static int listen_on(const char *host, int port, int *bound, struct err *err)
-{
-    char ps[16];
-    snprintf(ps, sizeof(ps), "%d", port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    int gai = getaddrinfo(host, ps, &hints, &res);
-    if (gai != 0)
-        return err_set(err, FP_ERR_ADDR, "cannot listen on '%s': %s", host, gai_strerror(gai)), -1;
-    int fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, res->ai_protocol);
-    int one = 1;
-    if (fd < 0) {
-        err_set(err, FP_ERR_ADDR, "cannot listen on %s:%d: socket: %s", host, port,
-                strerror(errno));
-        goto fail;
-    }
-    /* SO_REUSEADDR lets a restart bind past TIME_WAIT; SO_REUSEPORT is never
-     * set, so a second server on a busy port fails here instead of sharing it */
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0) {
-        int e = errno;
-        err_set(err, FP_ERR_ADDR, "cannot listen on %s:%d: %s%s", host, port, strerror(e),
-                e == EADDRINUSE ? " (another server is running there; pick another --port)" : "");
-        goto fail;
-    }
-    if (listen(fd, 1024) != 0) {
-        err_set(err, FP_ERR_ADDR, "cannot listen on %s:%d: %s", host, port, strerror(errno));
-        goto fail;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    *bound = port;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-        *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                : ((struct sockaddr_in *)&ss)->sin_port);
-    freeaddrinfo(res);
-    return fd;
-fail:
-    if (fd >= 0)
-        close(fd);
-    freeaddrinfo(res);
-    return -1;
-}
 
 /* The daemon: one internal thread running epoll over every connection
  * (MHD_USE_EPOLL_INTERNAL_THREAD), suspend/resume for streams, our own
@@ -855,29 +871,63 @@ srv *srv_new(const struct srv_opts *o, struct prom *met, struct err *err)
     s->model_id = xstrdup(o->model_id);
     s->model_path = xstrdup(o->model_path);
     s->model_base = xstrdup(path_base(o->model_path));
+    size_t n_more = 0;
+    while (o->more_names && o->more_names[n_more])
+        n_more++;
+    s->more_names = xcalloc(n_more + 1, sizeof(char *));
+    s->model_ids = xcalloc(n_more + 4, sizeof(char *));
     s->model_ids[0] = s->model_id;
-    s->model_ids[1] = s->model_path;
-    s->model_ids[2] = s->model_base;
+    for (size_t i = 0; i < n_more; i++)
+        s->model_ids[1 + i] = s->more_names[i] = xstrdup(o->more_names[i]);
+    s->model_ids[n_more + 1] = s->model_path;
+    s->model_ids[n_more + 2] = s->model_base;
+    s->tls = o->tls_key != NULL;
     s->started = (long long)time(NULL);
     s->id_salt = clock_ns() ^ ((uint64_t)getpid() << 32);
-    s->lfd = listen_on(o->host, o->port, &s->port, err);
+    s->lfd = net_listen(o->host, o->port, &s->port, err);
     if (s->lfd < 0)
         goto fail;
-    s->watch = watch_new(o->req_deadline_s, met);
-    s->d = MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-        on_request, s, MHD_OPTION_LISTEN_SOCKET, s->lfd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_TIMEOUT,
-        o->timeout_s, MHD_OPTION_CONNECTION_LIMIT, o->max_connections, MHD_OPTION_EXTERNAL_LOGGER,
-        mhd_log, NULL, MHD_OPTION_END);
+    s->watch = watch_new(o->req_deadline_s, met, s->tls);
+    struct MHD_OptionItem mo[] = {
+        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, s}, /* first: it sees every message */
+        {MHD_OPTION_LISTEN_SOCKET, s->lfd, NULL},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s},
+        {MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s, NULL},
+        {MHD_OPTION_CONNECTION_LIMIT, o->max_connections, NULL},
+        /* HTTPS (--ssl-keyfile/--ssl-certfile): the PEM bytes themselves */
+        {s->tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, (void *)o->tls_key},
+        {s->tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, (void *)o->tls_cert},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (s->tls)
+        flags |= MHD_USE_TLS;
+    s->d =
+        MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, mo, MHD_OPTION_END);
+    atomic_store(&s->up, true);
+    if (!s->d && s->tls) /* our socket is bound already: the key or certificate is the cause */
+        err_set(err, FP_ERR_USAGE, "--ssl-keyfile/--ssl-certfile: cannot start HTTPS: %s",
+                s->start_why[0] ? s->start_why : "libmicrohttpd refused the key or certificate");
     if (!s->d) {
-        err_set(err, FP_ERR_ADDR, "cannot start the HTTP server on %s:%d", o->host, s->port);
+        err_set(err, FP_ERR_ADDR, "cannot start the HTTP server on %s:%d%s%s", o->host, s->port,
+                s->start_why[0] ? ": " : "", s->start_why);
         goto fail;
     }
     return s;
 fail:
     srv_free(s);
     return NULL;
+}
+
+bool srv_tls_supported(void)
+{
+    return MHD_is_feature_supported(MHD_FEATURE_TLS) == MHD_YES;
+}
+
+long srv_in_flight(srv *s)
+{
+    return atomic_load(&s->in_flight);
 }
 
 int srv_port(const srv *s)
@@ -925,5 +975,9 @@ void srv_free(srv *s)
     free(s->model_id);
     free(s->model_path);
     free(s->model_base);
+    for (size_t i = 0; s->more_names && s->more_names[i]; i++)
+        free(s->more_names[i]);
+    free(s->more_names);
+    free(s->model_ids);
     free(s);
 }

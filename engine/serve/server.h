@@ -14,6 +14,7 @@
 
 #include "err.h"
 
+#include "serve/guard.h"
 #include "serve/prom.h"
 #include "serve/scheduler.h"
 
@@ -35,7 +36,13 @@ struct srv_opts {
     unsigned req_deadline_s;  /* a request arrives whole within this, seconds (408; 0 = none) */
     unsigned max_connections; /* connections at once; more are refused at accept */
     const char *model_id;     /* served model id (the "model" field must match, if given) */
-    const char *model_path;   /* --model as given (also accepted as the model name) */
+    const char *const *more_names; /* further served names (--served-model-name after the
+                                      first), NULL-terminated; NULL = none */
+    const char *model_path;        /* --model as given (also accepted as the model name) */
+    const struct guard *guard;     /* API key and CORS (serve/guard.h); must outlive the server */
+    const char *tls_key;           /* PEM private key (--ssl-keyfile's bytes), NULL = plain HTTP */
+    const char *tls_cert;          /* PEM certificate chain (--ssl-certfile's bytes) */
+    int pooling;                   /* /v1/embeddings: enum embed_pooling (--pooling) */
 };
 
 /* What the server needs from the loaded model; pointers must outlive the server. */
@@ -53,6 +60,8 @@ struct srv_engine {
     double flops_per_token;    /* matmul FLOPs per token */
     double attn_flops_per_pos; /* attention FLOPs per token per position attended to */
     double mem_read_gbs;       /* measured read bandwidth, GB/s; 0 = not measured */
+    int n_embd;                /* hidden size: an embedding\'s length */
+    int max_step_tokens;       /* tokens one model step may carry (embedding chunks) */
 };
 
 /*
@@ -70,6 +79,10 @@ void srv_set_ready(srv *s, const struct srv_engine *e);
 void srv_quiesce(srv *s);
 /* Wait until no request is in flight or timeout_ms passes; true if none. */
 bool srv_drain(srv *s, int timeout_ms);
+/* Requests in flight now (holding a scheduler request). */
+long srv_in_flight(srv *s);
+/* Whether this libmicrohttpd can serve HTTPS (built with GnuTLS). */
+bool srv_tls_supported(void);
 /* Stop the HTTP thread, close every connection and free. NULL is a no-op. */
 void srv_free(srv *s);
 

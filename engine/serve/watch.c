@@ -50,6 +50,7 @@ struct watch_conn {
 struct watch {
     unsigned deadline_s;
     struct prom *met;
+    bool tls; /* TLS sockets: shut without the 408 text */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv; /* signalled to stop */
@@ -89,7 +90,7 @@ static void time_out(struct watch *w, struct watch_conn *c)
                "Content-Length: %zu\r\nConnection: close\r\n\r\n",
                body.len);
     buf_append(&out, body.data, body.len);
-    if (send(c->fd, out.data, out.len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+    if (!w->tls && send(c->fd, out.data, out.len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
         log_debug("408: %s", strerror(errno));
     shutdown(c->fd, SHUT_RDWR);
     c->phase = SHUT;
@@ -134,13 +135,14 @@ static void *run(void *arg)
     return NULL;
 }
 
-watch *watch_new(unsigned deadline_s, struct prom *met)
+watch *watch_new(unsigned deadline_s, struct prom *met, bool tls)
 {
     if (deadline_s == 0)
         return NULL;
     struct watch *w = xcalloc(1, sizeof(*w));
     w->deadline_s = deadline_s;
     w->met = met;
+    w->tls = tls;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     if (pthread_create(&w->thread, NULL, run, w) != 0) {

@@ -13,6 +13,7 @@
 #ifndef ENGINE_WATCH_H
 #define ENGINE_WATCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "serve/prom.h"
@@ -22,9 +23,11 @@ struct watch_conn; /* one per open connection */
 
 /* A watch giving requests deadline_s seconds, its thread started; NULL
  * when deadline_s is 0 (no deadline), and every function below takes NULL
- * as "nothing to do". A 408 is counted in met (route "other"). Never fails
- * but for a thread that cannot start (then NULL, logged). */
-watch *watch_new(unsigned deadline_s, struct prom *met);
+ * as "nothing to do". A 408 is counted in met (route "other"). tls: the
+ * sockets carry TLS, so a late request is only shut, without the 408 text
+ * (plain bytes would garble the TLS stream). Never fails but for a thread
+ * that cannot start (then NULL, logged). */
+watch *watch_new(unsigned deadline_s, struct prom *met, bool tls);
 /* Stop the thread and free every record. Call after the HTTP server has
  * closed its connections. NULL is a no-op. */
 void watch_free(watch *w);

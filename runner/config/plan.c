@@ -202,6 +202,15 @@ static int build_server(const struct plan *p, const struct plan_variant *pv, boo
         strvec_push(argv, s->host);
         strvec_push(argv, "--port");
         strvec_push(argv, x.port);
+        /* its drain on SIGTERM ends before our SIGKILL (three quarters of
+         * the grace; not in keys: it changes no measurement) */
+        bool own = false;
+        for (size_t i = 0; i < s->n_flags; i++)
+            own = own || strcmp(s->flags[i].key, "drain-timeout") == 0;
+        if (!key && !own) {
+            strvec_push(argv, "--drain-timeout");
+            strvec_pushf(argv, "%ld", (long)(s->stop_grace_s * 0.75));
+        }
     } else {
         for (size_t i = 0; i < s->command.n; i++)
             if (expand_push(argv, s->command.v[i], &x, "server.command", err) != 0)

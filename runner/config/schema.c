@@ -117,7 +117,8 @@ const struct schema_key schema_keys[] = {
      .min = 0,
      .max = 3600,
      .off = V(server.stop_grace_s),
-     .doc = "SIGTERM to the process group, then SIGKILL after this long"},
+     .doc = "SIGTERM to the process group, then SIGKILL after this long (the bundled engine "
+            "drains for 3/4 of it: --drain-timeout)"},
     /* ---- bench: the client and the grid of points ---- */
     {.path = "bench",
      .type = K_SECTION,

@@ -88,7 +88,7 @@ check "connections closed (open: $(metric fp4serve_open_connections))" \
 if command -v python3 >/dev/null; then
     kill -TERM $SRV_PID
     wait $SRV_PID
-    start_serve "$model" --threads 1 --timeout 2 --ctx 4096
+    start_serve "$model" --threads 1 --timeout 2 --ctx 4096 --drain-timeout 0
     python3 - "$SRV_PORT" >"$T_TMP/py" 2>&1 <<'PY'
 import socket, sys, time, urllib.request
 port = int(sys.argv[1])
@@ -133,7 +133,8 @@ else
     echo "skip: python3 not found - slowloris and keep-alive checks not run"
 fi
 
-# ---- SIGTERM with streams in flight: an error event, [DONE], exit 0 ----
+# ---- SIGTERM with streams in flight and --drain-timeout 0: an error event, [DONE], exit 0
+# (the default drain, which lets them finish, is serve_drain.sh's) ----
 pids=""
 for i in $(seq 1 8); do
     curl -s -N --data-binary '{"prompt":"x","max_tokens":3000,"ignore_eos":true,"stream":true}' \

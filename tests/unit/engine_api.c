@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "xalloc.h"
 
 #include "serve/api.h"
 #include "serve/prom.h"
@@ -425,6 +426,57 @@ TEST(unknown_fields_are_ignored_and_named)
     CHECK_MSG(len < sizeof(r.ignored) && len > 3 && strcmp(r.ignored + len - 3, "...") == 0,
               "ignored list not cut with '...': %s", r.ignored);
     api_request_release(&r);
+}
+
+/* response_format: text and json_object; json_schema only for a schema of
+ * any object; every other keyword and type refused naming it. */
+TEST(response_format_json_mode)
+{
+    const char *ok[][2] = {
+        {"{\"type\":\"text\"}", "0"},
+        {"{\"type\":\"json_object\"}", "1"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"strict\":true,"
+         "\"schema\":{\"type\":\"object\",\"title\":\"t\",\"additionalProperties\":true}}}",
+         "1"},
+    };
+    const char *bad[][2] = {
+        {"{\"type\":\"regex\"}", "response_format"},
+        {"\"json_object\"", "response_format"},
+        {"{\"type\":\"json_schema\"}", "response_format.json_schema.schema"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"object\","
+         "\"properties\":{\"a\":{}}}}}",
+         "response_format.json_schema.schema.properties"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"array\"}}}",
+         "response_format.json_schema.schema.type"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"object\","
+         "\"additionalProperties\":false}}}",
+         "response_format.json_schema.schema.additionalProperties"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{}}}",
+         "response_format.json_schema.schema.type"},
+    };
+    struct api_limits lim = {.n_vocab = 100};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        char *body = xasprintf("{\"prompt\":\"x\",\"response_format\":%s}", ok[i][0]);
+        struct api_request r;
+        struct api_error e;
+        CHECK_MSG(api_parse(body, strlen(body), API_COMPLETION, &lim, &r, &e) == 0, "%s: %s",
+                  ok[i][0], e.msg);
+        if (!e.status) {
+            CHECK_INT(r.json, ok[i][1][0] == '1');
+            api_request_release(&r);
+        }
+        free(body);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *body = xasprintf("{\"prompt\":\"x\",\"response_format\":%s}", bad[i][0]);
+        struct api_request r;
+        struct api_error e;
+        CHECK_MSG(api_parse(body, strlen(body), API_COMPLETION, &lim, &r, &e) != 0, "accepted: %s",
+                  bad[i][0]);
+        CHECK_INT(e.status, 400);
+        CHECK_STR(e.param, bad[i][1]);
+        free(body);
+    }
 }
 
 /* engine/README.md's field table is this server's: one row per field,

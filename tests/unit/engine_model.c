@@ -163,8 +163,10 @@ static void rms(float *o, const float *x, const float *g)
         o[i] = x[i] * r * g[i];
 }
 
-/* Logits (n, V) for tokens[0..n) at positions 0..n-1. */
-static void reference(const struct model *m, const int32_t *tok, int n, float *logits)
+/* Logits (n, V) for tokens[0..n) at positions 0..n-1, and when hidden is
+ * not NULL the final hidden states (n, E) the head reads. */
+static void reference_h(const struct model *m, const int32_t *tok, int n, float *logits,
+                        float *hidden)
 {
     float *kc = xcalloc((size_t)NL * n * NKV * HD, sizeof(float));
     float *vc = xcalloc((size_t)NL * n * NKV * HD, sizeof(float));
@@ -228,10 +230,17 @@ static void reference(const struct model *m, const int32_t *tok, int n, float *l
                 x[i] += y[i];
         }
         rms(xb, x, m->w.output_norm);
+        if (hidden)
+            memcpy(hidden + (size_t)p * E, xb, sizeof(xb));
         matvec(&m->w.output, xb, logits + (size_t)p * V);
     }
     free(kc);
     free(vc);
+}
+
+static void reference(const struct model *m, const int32_t *tok, int n, float *logits)
+{
+    reference_h(m, tok, n, logits, NULL);
 }
 
 /* max |a - b| / max |b| */
@@ -269,6 +278,57 @@ TEST(matches_naive_reference)
     CHECK_MSG(e < 1e-4, "relative error %g against the naive forward pass", e);
     model_free(m);
     free(ref);
+    unlink(path);
+    free(path);
+}
+
+/* model_seq.hidden (embeddings): the final hidden states equal the naive
+ * pass's; asking for them changes no logit; a prompt in two chunks beside
+ * another sequence, and --decode per-request, give the same bits. */
+TEST(hidden_states_match_reference_and_change_nothing)
+{
+    char *path = write_model(&(struct spec){"llama", Q_F32, .seed = 3});
+    int32_t t[40], u[7];
+    tokens(t, 40, 11);
+    tokens(u, 7, 12);
+    float *ref = xmalloc(sizeof(float) * 40 * V), *rh = xmalloc(sizeof(float) * 40 * E);
+    float *h = xmalloc(sizeof(float) * 40 * E), *h2 = xmalloc(sizeof(float) * 40 * E);
+    float *other = xmalloc(sizeof(float) * 7 * E), *plain = xmalloc(sizeof(float) * V);
+    struct err err;
+    err_init(&err);
+    for (int mode = 0; mode < 2; mode++) {
+        struct model *m = load(path, (struct model_opts){.threads = 2,
+                                                         .max_batch = 2,
+                                                         .ctx = 64,
+                                                         .max_logit_rows = 40,
+                                                         .decode = (enum model_decode)mode});
+        if (mode == 0)
+            reference_h(m, t, 40, ref, rh);
+        struct model_seq s = {0, 0, 40, t, MODEL_LOGITS_LAST, NULL, NULL};
+        CHECK_INT(model_step(m, &s, 1, &err), 0);
+        memcpy(plain, s.out, sizeof(float) * V);
+        s = (struct model_seq){0, 0, 40, t, MODEL_LOGITS_LAST, NULL, h};
+        CHECK_INT(model_step(m, &s, 1, &err), 0);
+        CHECK_MSG(memcmp(plain, s.out, sizeof(float) * V) == 0, "mode %d: logits changed", mode);
+        double e = rel_err(h, rh, 40 * (size_t)E);
+        /* the norm divides by an RMS that the naive f32 pass sums in double */
+        CHECK_MSG(e < 1e-3, "mode %d: hidden states %g from the naive pass", mode, e);
+        /* 25 + 15 tokens, the second chunk beside another sequence */
+        model_slot_free(m, 0);
+        struct model_seq a = {0, 0, 25, t, MODEL_LOGITS_NONE, NULL, h2};
+        CHECK_INT(model_step(m, &a, 1, &err), 0);
+        struct model_seq two[2] = {{1, 0, 7, u, MODEL_LOGITS_LAST, NULL, other},
+                                   {0, 25, 15, t + 25, MODEL_LOGITS_NONE, NULL, h2 + 25 * E}};
+        CHECK_INT(model_step(m, two, 2, &err), 0);
+        CHECK_MSG(memcmp(h, h2, sizeof(float) * 40 * E) == 0, "mode %d: chunked differs", mode);
+        model_free(m);
+    }
+    free(ref);
+    free(rh);
+    free(h);
+    free(h2);
+    free(other);
+    free(plain);
     unlink(path);
     free(path);
 }

@@ -144,7 +144,8 @@ TEST(bundled_server_and_builtin_client_argv)
     CHECK_INT(p.n_points, 2);
     const struct plan_variant *pv = &p.variants[0];
     char *want = xasprintf("/opt/sweep/bin/fp4serve|serve|--model|%s|--host|127.0.0.1|--port|"
-                           "30000|--quant|nvfp4|--verbose|--seed|-1|--extra|default-30000",
+                           "30000|--drain-timeout|15|--quant|nvfp4|--verbose|--seed|-1|--extra|"
+                           "default-30000",
                            model);
     CHECK_STR(joined(&pv->server_argv), want);
     free(want);
@@ -317,6 +318,43 @@ TEST(keys_are_stable_and_sensitive)
     free(t6);
     free(model);
 #undef EXP
+}
+
+/* The bundled engine drains on SIGTERM for 3/4 of the stop grace, so it
+ * ends before sweep's SIGKILL (docs/reliability.md G8); a drain-timeout of
+ * the file's own wins, and neither changes the keys. */
+TEST(bundled_drain_follows_the_grace)
+{
+    char *model = gguf_file("d.gguf", 3);
+    const char *stops[] = {"stop: {grace_s: 4}, ", "", "flags: {drain-timeout: 9}, "};
+    const char *want[] = {"|--port|30000|--drain-timeout|3", "|--port|30000|--drain-timeout|15",
+                          "|--port|30000|--drain-timeout|9"};
+    char first[17] = "";
+    for (int i = 0; i < 3; i++) {
+        struct experiment e;
+        struct plan p;
+        struct err err;
+        char *t = xasprintf("name: d\nserver: {%smodel: %s, port: 30000}\n"
+                            "bench: {grid: [\"1:8\"]}\n",
+                            stops[i], model);
+        if (load(t, &e) != 0 || build(&e, "results/d/1", &p, &err) != 0) {
+            CHECK_MSG(0, "experiment %d did not load or build", i);
+            free(t);
+            continue;
+        }
+        const char *argv = joined(&p.variants[0].server_argv);
+        CHECK_MSG(strstr(argv, want[i]) != NULL, "%d: %s", i, argv);
+        CHECK_MSG(strstr(strstr(argv, "--drain-timeout") + 1, "--drain-timeout") == NULL,
+                  "%d: one --drain-timeout: %s", i, argv);
+        if (i < 2 && !first[0])
+            memcpy(first, p.points[0].key, 17);
+        else if (i < 2)
+            CHECK_STR(p.points[0].key, first); /* the grace is not in the key */
+        plan_release(&p);
+        exp_release(&e);
+        free(t);
+    }
+    free(model);
 }
 
 /* Workload keys reach the builtin client's argv only when set, and the
@@ -791,7 +829,7 @@ TEST(print_shows_argv_env_model_and_points)
     plan_print(f, &p);
     fclose(f);
     CHECK(strstr(out, "  server: /opt/sweep/bin/fp4serve serve --model /nonexistent/m.gguf "
-                      "--host 127.0.0.1 --port 9000 'a b'\n") != NULL);
+                      "--host 127.0.0.1 --port 9000 --drain-timeout 15 'a b'\n") != NULL);
     CHECK(strstr(out, "(warning: model path '/nonexistent/m.gguf': does not exist)") != NULL);
     CHECK(strstr(out, "HF_TOKEN=<hidden>") != NULL);
     CHECK(strstr(out, "hunter2") == NULL);
@@ -841,6 +879,7 @@ TEST(cleanup_scratch)
                            "fp1.gguf",
                            "fp2.gguf",
                            "k.gguf",
+                           "d.gguf",
                            "good.gguf",
                            "old.GGUF",
                            "bad.gguf",
