@@ -486,7 +486,7 @@ static void md_roofline(struct buf *b, const struct report *r)
         if (!fa) {
             buf_puts(b, "not placed: no step law to place (see the fits above).\n\n");
         } else {
-            struct roof_in in = {fa->line.a, fa->line.b, wb, fl, bw};
+            struct roof_in in = {fa->line.a, fa->line.b, wb, fl, bw, n_moe && moe.shared};
             struct roof_place pl;
             roof_place(&in, &pl);
             if (fa == sv)

@@ -60,7 +60,7 @@ void roof_place(const struct roof_in *in, struct roof_place *out)
     if (b_ok && isfinite(out->floor_ms))
         out->b_ratio = in->b_ms / out->floor_ms;
     if (out->a == ROOF_BELOW_FLOOR && out->b == ROOF_SERIAL && out->b_ratio >= ROOF_A_LOW &&
-        out->b_ratio <= ROOF_A_HIGH)
+        out->b_ratio <= ROOF_A_HIGH && !in->shared)
         out->a = ROOF_PER_REQUEST;
 }
 
@@ -149,14 +149,22 @@ void roof_moe(struct roof_moe_point *pts, size_t n, double model_experts, struct
      * reads a sequence's experts for it alone, the same for any batch */
     out->shared = n >= 2 && point_x(&pts[n - 1]) > point_x(&pts[0]) &&
                   out->per_seq_last < ROOF_SHARED * out->per_seq_first;
-    if (out->shared && known(out->ref))
-        for (size_t i = 0; i < n && !out->knee_ok; i++)
-            if (pts[i].experts >= ROOF_KNEE_FRAC * out->ref) {
-                out->knee = i;
-                /* against the most seen, reaching it only at the last point
-                 * says nothing of a plateau: still growing */
-                out->knee_ok = out->ref_is_model || i + 1 < n;
-            }
+    /* the knee: every expert of the model read per step; else a plateau,
+     * where experts per step stop growing below the model's count (the
+     * router sends the batch's tokens to those only) or without it. The
+     * most seen reached only at the last point is no plateau: still
+     * growing. */
+    size_t first_most = 0;
+    while (first_most < n && !(pts[first_most].experts >= ROOF_KNEE_FRAC * most))
+        first_most++;
+    if (out->shared && out->ref_is_model && most >= ROOF_KNEE_FRAC * out->ref) {
+        while (!(pts[out->knee].experts >= ROOF_KNEE_FRAC * out->ref))
+            out->knee++;
+        out->knee_ok = out->all_touched = true;
+    } else if (out->shared && most > 0 && first_most + 1 < n) {
+        out->knee = first_most;
+        out->knee_ok = true;
+    }
     double below = 0, from = 0;
     size_t n_below = 0, n_from = 0;
     for (size_t i = 1; i < n; i++) {
@@ -203,26 +211,35 @@ void roof_moe_words(struct buf *b, const struct roof_moe *m, const struct roof_m
     } else {
         buf_printf(b,
                    "; per sequence they fall from %.3g to %.3g: the batch shares experts, so an "
-                   "added sequence brings fewer weights nobody read yet, and b, the cost of an "
-                   "added sequence, falls as the batch grows",
+                   "added sequence brings fewer weights nobody read yet, and the weight-read "
+                   "part of b, the cost of an added sequence, falls as the batch grows",
                    m->per_seq_first, m->per_seq_last);
-        if (m->knee_ok && m->ref_is_model)
+        const struct roof_moe_point *k = &pts[m->knee];
+        if (m->all_touched)
             buf_printf(b,
                        ". Every expert is touched from C=%g (%.4g per step, %.0f%% of them or "
-                       "more): the knee. From there a step reads all the weights whatever the "
-                       "batch, and b keeps only what an added token computes",
-                       pts[m->knee].conc, pts[m->knee].experts, 100 * ROOF_KNEE_FRAC);
+                       "more): the knee",
+                       k->conc, k->experts, 100 * ROOF_KNEE_FRAC);
+        else if (m->knee_ok && m->ref_is_model)
+            buf_printf(b,
+                       ". Experts per step level off from C=%g at %.4g (%.0f%% of the model's "
+                       "pairs): the knee, where every expert the batch's tokens route to is "
+                       "touched (the router leaves the others unused here)",
+                       k->conc, k->experts, 100 * k->experts / m->ref);
         else if (m->knee_ok)
             buf_printf(b,
-                       ". Experts per step level off from C=%g (%.0f%% of the most seen or "
-                       "more): the knee, where every expert the batch routes to is touched",
-                       pts[m->knee].conc, 100 * ROOF_KNEE_FRAC);
+                       ". Experts per step level off from C=%g at %.4g (%.0f%% of the most seen "
+                       "or more): the knee, where every expert the batch routes to is touched",
+                       k->conc, k->experts, 100 * ROOF_KNEE_FRAC);
         else
             buf_printf(b,
-                       ". No point touched every expert (the most: %.0f%% of %s at C=%g): the "
-                       "knee lies beyond the grid",
+                       ". Experts per step still grow at the last point (%.0f%% of %s at C=%g): "
+                       "the knee, where every expert is touched, lies beyond the grid",
                        known(m->ref) ? 100 * last->experts / m->ref : 0.0,
-                       m->ref_is_model ? "them" : "the most seen", last->conc);
+                       m->ref_is_model ? "the model's pairs" : "the most seen", last->conc);
+        if (m->knee_ok)
+            buf_puts(b, ". From there a step reads the same weights whatever the batch, and b "
+                        "keeps only what an added token computes");
     }
     if (isfinite(m->b_below) && isfinite(m->b_from)) {
         buf_printf(b,

@@ -26,9 +26,11 @@
  * the points of one variant: whether the batch shares experts (experts per
  * sequence fall as the batch grows: batched decode) or not (per-request
  * decode), the knee (the smallest C whose experts per step reach
- * ROOF_KNEE_FRAC of every expert: the model's (layer, expert) pairs when
- * the server reports them, else the most seen), and the local slope b
- * between neighbouring points below and from the knee.
+ * ROOF_KNEE_FRAC of the model's (layer, expert) pairs when the server
+ * reports them; else, or when they level off below that because the
+ * router never picks some experts, ROOF_KNEE_FRAC of the most seen, before
+ * the last point), and the local slope b between neighbouring points below
+ * and from the knee.
  */
 #ifndef RUNNER_ROOFLINE_H
 #define RUNNER_ROOFLINE_H
@@ -60,6 +62,9 @@ struct roof_in {
     double weight_bytes;    /* weights read per batched step */
     double flops_per_token; /* matmul FLOPs per token */
     double mem_gbs;         /* measured memory read bandwidth, GB/s */
+    bool shared;            /* measured: the batch shares its weight reads (a mixture of experts'
+                               batched decode, roof_moe), so "each request reads the weights
+                               itself" is never the verdict */
 };
 
 struct roof_place {
@@ -88,13 +93,14 @@ struct roof_moe {
     bool ref_is_model; /* ref is the model's count (else the most seen) */
     double per_seq_first, per_seq_last; /* experts per step / batch at the first and last point
                                            (NAN without a batch) */
-    bool shared;    /* the batch shares experts: per_seq_last < ROOF_SHARED x per_seq_first */
-    bool knee_ok;   /* a knee: some point reached ROOF_KNEE_FRAC x ref (a shared batch, and with
-                       ref the most seen, not only at the last point) */
-    size_t knee;    /* index of the knee's point when knee_ok */
-    double b_below; /* mean local slope (ms per added sequence) of the segments ending at or
-                       before the knee (all segments without one); NAN: none */
-    double b_from;  /* the same over the segments past the knee; NAN: none */
+    bool shared;      /* the batch shares experts: per_seq_last < ROOF_SHARED x per_seq_first */
+    bool knee_ok;     /* a knee (a shared batch): all_touched, or a plateau: experts per step
+                         reach ROOF_KNEE_FRAC x the most seen before the last point */
+    bool all_touched; /* the knee reaches ROOF_KNEE_FRAC x the model's pairs */
+    size_t knee;      /* index of the knee's point when knee_ok */
+    double b_below;   /* mean local slope (ms per added sequence) of the segments ending at or
+                         before the knee (all segments without one); NAN: none */
+    double b_from;    /* the same over the segments past the knee; NAN: none */
     double b_first, b_last; /* the local slope of the first and the last segment; NAN: none */
 };
 

@@ -61,6 +61,12 @@ TEST(one_request_after_another)
     CHECK(strstr(w, "a is 0.10x the time to read the weights once (10 ms) and b is 1.00x it: "
                     "each request reads the weights itself") != NULL);
     CHECK(strstr(w, "below the bandwidth floor") == NULL);
+    /* the same numbers from a batch measured to share its reads (a mixture
+     * of experts' batched decode): not "each request reads the weights" */
+    struct roof_in shared = {1.0, 10.0, 1e9, 2e9, 100, true};
+    w = words(&shared, &p);
+    CHECK_INT(p.a, ROOF_BELOW_FLOOR);
+    CHECK(strstr(w, "each request reads the weights itself") == NULL);
     /* the same a with a b far above the read: below the floor, said so */
     struct roof_in slow = {1.0, 40.0, 1e9, 2e9, 100};
     w = words(&slow, &p);
@@ -156,7 +162,7 @@ TEST(moe_batched_shares_experts_and_the_knee)
     CHECK(m.shared);
     CHECK_NEAR(m.per_seq_first, 32.0, 1e-12);
     CHECK_NEAR(m.per_seq_last, 4.0, 1e-12);
-    CHECK(m.knee_ok);
+    CHECK(m.knee_ok && m.all_touched);
     CHECK_INT(m.knee, 5); /* C=32; 236 at C=16 is under 243.2 */
     /* slopes 3, 2.5, 1.75, 1.25, 1.0625 up to the knee; 1.0 past it */
     CHECK_NEAR(m.b_below, (3 + 2.5 + 1.75 + 1.25 + 1.0625) / 5, 1e-12);
@@ -165,7 +171,7 @@ TEST(moe_batched_shares_experts_and_the_knee)
                     "(layer, expert) pairs") != NULL);
     CHECK(strstr(w, "per sequence they fall from 32 to 4: the batch shares experts") != NULL);
     CHECK(strstr(w, "Every expert is touched from C=32 (250 per step, 95% of them or more): the "
-                    "knee") != NULL);
+                    "knee. From there a step reads the same weights whatever the batch") != NULL);
     CHECK(strstr(w, "1.91 ms below the knee, 1 ms from it: b fell") != NULL);
     /* the same reads with a step that grows evenly: said that b did not fall */
     for (size_t i = 0; i < 7; i++)
@@ -197,7 +203,9 @@ TEST(moe_per_request_shares_nothing)
 
 /* Without the model's count, the knee is where experts per step level off
  * at the most seen; reaching the most seen only at the last point is still
- * growing: no knee. With the count, a grid that stops short says so. */
+ * growing: no knee. With the count, experts per step that level off below
+ * it are a knee too (the router leaves some experts unused), and a grid
+ * that stops while they still grow says so. */
 TEST(moe_knee_without_the_models_count_and_beyond_the_grid)
 {
     struct roof_moe_point flat[] = {
@@ -206,17 +214,34 @@ TEST(moe_knee_without_the_models_count_and_beyond_the_grid)
     const char *w = moe_words(flat, 4, NAN, &m);
     CHECK(!m.ref_is_model);
     CHECK_NEAR(m.ref, 256, 1e-12);
-    CHECK(m.knee_ok);
+    CHECK(m.knee_ok && !m.all_touched);
     CHECK_INT(m.knee, 2);
     CHECK(strstr(w, "(the server does not report the model's expert count)") != NULL);
-    CHECK(strstr(w, "Experts per step level off from C=32 (95% of the most seen or more)") != NULL);
+    CHECK(strstr(w, "Experts per step level off from C=32 at 250 (95% of the most seen or more): "
+                    "the knee") != NULL);
+    /* with the count, a router that never picks some experts: a plateau at
+     * 71% of the model's 256 (C=32 and 64 alike) is the knee, said so */
+    struct roof_moe_point below[] = {{1, 1, 15, 38, NAN},
+                                     {4, 3, 16, 86.5, NAN},
+                                     {16, 11, 16, 158, NAN},
+                                     {32, 21, 50, 180.9, NAN},
+                                     {64, 40, 98, 181.2, NAN}};
+    w = moe_words(below, 5, 256, &m);
+    CHECK(m.knee_ok && !m.all_touched);
+    CHECK_INT(m.knee, 3);
+    CHECK(strstr(w, "Experts per step level off from C=32 at 180.9 (71% of the model's pairs): "
+                    "the knee, where every expert the batch's tokens route to is touched") != NULL);
+    /* b rose past the knee (a compute-bound step): said from the numbers */
+    CHECK(strstr(w, "b did not fall here") != NULL);
     struct roof_moe_point growing[] = {
         {1, 1, 10, 32, NAN}, {4, 4, 15, 100, NAN}, {16, 16, 30, 200, NAN}};
     w = moe_words(growing, 3, NAN, &m);
     CHECK(m.shared);
     CHECK(!m.knee_ok);
-    CHECK(strstr(w, "No point touched every expert (the most: 100% of the most seen at C=16): "
-                    "the knee lies beyond the grid") != NULL);
+    CHECK(strstr(w,
+                 "Experts per step still grow at the last point (100% of the most seen at "
+                 "C=16): the knee, where every expert is touched, lies beyond the grid") != NULL);
+    CHECK(strstr(w, "From there") == NULL);
     /* slopes 5/3 then 15/12: falling, said from the first and last segment */
     CHECK_NEAR(m.b_first, 5.0 / 3, 1e-12);
     CHECK_NEAR(m.b_last, 15.0 / 12, 1e-12);
@@ -224,7 +249,8 @@ TEST(moe_knee_without_the_models_count_and_beyond_the_grid)
                     "as the batch shared experts") != NULL);
     w = moe_words(growing, 3, 256, &m);
     CHECK(!m.knee_ok);
-    CHECK(strstr(w, "No point touched every expert (the most: 78% of them at C=16)") != NULL);
+    CHECK(strstr(w, "Experts per step still grow at the last point (78% of the model's pairs at "
+                    "C=16)") != NULL);
     /* one point: nothing to read against C */
     w = moe_words(growing, 1, 256, &m);
     CHECK(!m.shared && !m.knee_ok);
