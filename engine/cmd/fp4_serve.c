@@ -149,6 +149,7 @@ static void *load(void *arg)
     prom_set_model(&e->met, e->model_id, e->m->ctx);
     prom_set_roofline(&e->met, (double)se.weight_bytes, se.flops_per_token, se.attn_flops_per_pos,
                       se.mem_read_gbs * 1e9);
+    prom_set_experts(&e->met, (double)e->m->cfg.n_layer * e->m->cfg.n_expert);
     srv_set_ready(e->http, &se);
     atomic_store(&e->state, READY);
     return NULL;

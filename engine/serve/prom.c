@@ -440,6 +440,10 @@ void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *
         {"fp4serve_memory_read_bytes_per_second",
          "Streaming-read memory bandwidth measured at startup (--probe-bandwidth).",
          m->mem_read_bytes_per_s},
+        {"fp4serve_model_experts",
+         "Mixture of experts: (layer, expert) pairs of the model, the most a step can read "
+         "(experts per step = fp4serve_expert_activations_total / fp4serve_steps_total).",
+         m->model_experts},
     };
     for (size_t i = 0; i < sizeof(consts) / sizeof(consts[0]); i++)
         if (consts[i].v > 0) {
@@ -448,6 +452,11 @@ void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *
             labels(out, m, NULL);
             buf_printf(out, " %.17g\n", consts[i].v);
         }
+}
+
+void prom_set_experts(struct prom *m, double pairs)
+{
+    m->model_experts = pairs;
 }
 
 void prom_set_roofline(struct prom *m, double weight_bytes, double flops_per_token,

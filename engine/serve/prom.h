@@ -106,6 +106,8 @@ struct prom {
     double flops_per_token;      /* matmul FLOPs per token */
     double attn_flops_per_pos;   /* attention FLOPs per token per position attended to */
     double mem_read_bytes_per_s; /* measured streaming-read bandwidth (--probe-bandwidth) */
+    double model_experts; /* (layer, expert) pairs of the MoE layers, the most a step can read;
+                             0 = a dense model (prom_set_experts) */
 };
 
 /* The scheduler's gauges at the time of a scrape. */
@@ -129,6 +131,11 @@ void prom_set_model(struct prom *m, const char *model_name, int max_model_len);
  * not known, left out). Call before the first scrape can see ready. */
 void prom_set_roofline(struct prom *m, double weight_bytes, double flops_per_token,
                        double attn_flops_per_pos, double mem_read_bytes_per_s);
+/* The model's (layer, expert) pairs, n_layer x n_expert (0 for a dense
+ * model: the gauge is left out), rendered as fp4serve_model_experts beside
+ * the roofline constants: experts per step (fp4serve_expert_activations_total
+ * / steps) reach it when a step touches every expert. */
+void prom_set_experts(struct prom *m, double pairs);
 /* Add one observation v (in h's unit: ns or tokens). */
 void prom_observe(struct prom_hist *h, uint64_t v);
 /* Count one model step: n sequences, n_dec decode rows, n_pre prompt

@@ -392,16 +392,100 @@ static double variant_value(const struct report *r, const char *variant, const c
     return NAN;
 }
 
+/* The mixture-of-experts points of variant: ok rows with experts per step,
+ * repeats at one concurrency averaged. Returns how many (*pts owned). */
+static size_t moe_points(const struct report *r, const char *variant, struct roof_moe_point **pts)
+{
+    static const char *const cols[] = {"server_batch", "server_step_ms", "server_experts_per_step",
+                                       "server_weight_bytes_per_step"};
+    struct acc {
+        double conc, sum[4];
+        int n[4];
+    } *a = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < r->t.n; i++) {
+        const struct res_point *p = &r->t.rows[i];
+        if (!p->variant || strcmp(p->variant, variant) != 0 || strcmp(p->status, RES_OK) != 0 ||
+            !mset_get(&p->metrics, "server_experts_per_step", NULL))
+            continue;
+        size_t k = 0;
+        while (k < n && a[k].conc != (double)p->concurrency)
+            k++;
+        if (k == n) {
+            XGROW(a, cap, n + 1);
+            memset(&a[n], 0, sizeof(a[n]));
+            a[n++].conc = (double)p->concurrency;
+        }
+        for (size_t c = 0; c < 4; c++) {
+            double v;
+            if (mset_get(&p->metrics, cols[c], &v) && isfinite(v)) {
+                a[k].sum[c] += v;
+                a[k].n[c]++;
+            }
+        }
+    }
+    *pts = n ? xcalloc(n, sizeof(**pts)) : NULL;
+    for (size_t k = 0; k < n; k++) {
+        double m[4];
+        for (size_t c = 0; c < 4; c++)
+            m[c] = a[k].n[c] ? a[k].sum[c] / a[k].n[c] : NAN;
+        (*pts)[k] = (struct roof_moe_point){a[k].conc, m[0], m[1], m[2], m[3]};
+    }
+    free(a);
+    return n;
+}
+
+/* A mixture of experts: per concurrency what a step read, the local b, and
+ * the reading in words (analysis/roofline.h roof_moe). */
+static void md_moe(struct buf *b, const struct roof_moe *m, const struct roof_moe_point *pts,
+                   double bw)
+{
+    buf_puts(b, "| C | batch | experts / step | of all | per sequence | weight MB / step | read "
+                "ms | step ms | local b ms |\n"
+                "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t i = 0; i < m->n; i++) {
+        const struct roof_moe_point *p = &pts[i];
+        double x = isfinite(p->batch) && p->batch > 0 ? p->batch : p->conc;
+        double lb = NAN;
+        if (i > 0) {
+            const struct roof_moe_point *q = &pts[i - 1];
+            double qx = isfinite(q->batch) && q->batch > 0 ? q->batch : q->conc;
+            if (x > qx)
+                lb = (p->step_ms - q->step_ms) / (x - qx);
+        }
+        double cells[] = {p->batch,
+                          p->experts,
+                          m->ref_is_model ? 100 * p->experts / m->ref : NAN,
+                          p->experts / x,
+                          p->bytes / 1e6,
+                          isfinite(bw) && bw > 0 ? p->bytes / (bw * 1e9) * 1e3 : NAN,
+                          p->step_ms,
+                          lb};
+        buf_printf(b, "| %g |", p->conc);
+        for (size_t c = 0; c < sizeof(cells) / sizeof(cells[0]); c++) {
+            buf_putc(b, ' ');
+            md_num(b, cells[c]);
+            buf_puts(b, c == 2 && isfinite(cells[c]) ? "% |" : " |");
+        }
+        buf_putc(b, '\n');
+    }
+    buf_putc(b, '\n');
+    roof_moe_words(b, m, pts);
+    buf_puts(b, ".\n\n");
+}
+
 /* a and b against the roofline the server reports (analysis/roofline.h):
  * from the server's step law, else from a client step fit. Shown when some
- * variant's server reported any of the three numbers. */
+ * variant's server reported any of the three numbers. A mixture of experts
+ * reads no constant: a is set against what the smallest concurrency's steps
+ * read, and the points show experts per step against C (md_moe). */
 static void md_roofline(struct buf *b, const struct report *r)
 {
     static const char *const cols[] = {"server_weight_bytes", "server_flops_per_token",
-                                       "server_mem_gbs"};
+                                       "server_mem_gbs", "server_experts_per_step"};
     bool any = false;
     for (size_t vi = 0; vi < r->variants.n && !any; vi++)
-        for (size_t k = 0; k < 3; k++)
+        for (size_t k = 0; k < 4; k++)
             any = any || isfinite(variant_value(r, r->variants.v[vi], cols[k]));
     if (!any)
         return;
@@ -432,26 +516,42 @@ static void md_roofline(struct buf *b, const struct report *r)
         double wb = variant_value(r, v, "server_weight_bytes"),
                fl = variant_value(r, v, "server_flops_per_token"),
                bw = variant_value(r, v, "server_mem_gbs");
+        struct roof_moe_point *pts = NULL;
+        size_t n_moe = moe_points(r, v, &pts);
+        struct roof_moe moe;
+        roof_moe(pts, n_moe, variant_value(r, v, "server_model_experts"), &moe);
         buf_printf(b, "**%s**: ", v);
-        if (isfinite(wb))
+        if (n_moe && isfinite(pts[0].bytes)) {
+            /* the read the batch's experts make, not the all-experts bound */
+            buf_printf(b, "%.4g MB of weights per step measured at C=%g (a mixture of experts",
+                       pts[0].bytes / 1e6, pts[0].conc);
+            if (isfinite(wb))
+                buf_printf(b, "; all experts: %.4g MB", wb / 1e6);
+            buf_puts(b, "), ");
+            wb = pts[0].bytes;
+        } else if (isfinite(wb)) {
             buf_printf(b, "%.4g MB of weights per step, ", wb / 1e6);
+        }
         if (isfinite(fl))
             buf_printf(b, "%.4g GFLOP per token, ", fl / 1e9);
         if (isfinite(bw))
             buf_printf(b, "%.1f GB/s measured, ", bw);
         if (!fa) {
             buf_puts(b, "not placed: no step law to place (see the fits above).\n\n");
-            continue;
+        } else {
+            struct roof_in in = {fa->line.a, fa->line.b, wb, fl, bw, n_moe && moe.shared};
+            struct roof_place pl;
+            roof_place(&in, &pl);
+            if (fa == sv)
+                buf_puts(b, "from the server step law, ");
+            else
+                buf_printf(b, "from the client's %s fit (no server step law), ", r->fit_y);
+            roof_words(b, &pl);
+            buf_puts(b, ".\n\n");
         }
-        struct roof_in in = {fa->line.a, fa->line.b, wb, fl, bw};
-        struct roof_place pl;
-        roof_place(&in, &pl);
-        if (fa == sv)
-            buf_puts(b, "from the server step law, ");
-        else
-            buf_printf(b, "from the client's %s fit (no server step law), ", r->fit_y);
-        roof_words(b, &pl);
-        buf_puts(b, ".\n\n");
+        if (n_moe)
+            md_moe(b, &moe, pts, bw);
+        free(pts);
     }
 }
 

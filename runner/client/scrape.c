@@ -261,6 +261,15 @@ static const struct scrape_column columns[] = {
     {"server_flops_per_token", "FLOP", "matmul FLOPs per token: 2 x parameters (a constant)"},
     {"server_mem_gbs", "GB/s",
      "memory read bandwidth the server measured at startup (fp4serve --probe-bandwidth)"},
+    {"server_weight_bytes_per_step", "bytes",
+     "weight bytes the steps really read, mean per step (a mixture of experts: grows with the "
+     "experts the batch touches; per-request decode: one read per sequence)"},
+    {"server_experts_per_step", "",
+     "mixture of experts: (layer, expert) pairs whose weights a step read, mean per step "
+     "(empty for a dense model)"},
+    {"server_model_experts", "",
+     "mixture of experts: the model's (layer, expert) pairs, what experts per step reach when "
+     "a step touches every expert (a constant)"},
 };
 #define N_COLUMNS (sizeof(columns) / sizeof(columns[0]))
 
@@ -279,6 +288,7 @@ const struct scrape_column *scrape_columns(size_t *n)
  */
 static const struct rule {
     const char *family, *column, *expr;
+    bool positive; /* only a value > 0 counts: 0 means the server has none (a dense model) */
 } rules[] = {
     /* fp4serve: steps that ran no prompt rows first (a decode step alone),
      * then every step (prefill chunks included) */
@@ -291,6 +301,12 @@ static const struct rule {
      "fp4serve_prefix_cache_hits_total / fp4serve_prefix_cache_queries_total"},
     {"fp4serve", "server_batch", "fp4serve_step_sequences_total / fp4serve_steps_total"},
     {"fp4serve", "server_steps", "fp4serve_steps_total"},
+    /* every step, prompt steps included: the counters do not tell decode-only
+     * steps apart (short prompts keep their share small) */
+    {"fp4serve", "server_weight_bytes_per_step",
+     "fp4serve_weight_bytes_read_total / fp4serve_steps_total"},
+    {"fp4serve", "server_experts_per_step",
+     "fp4serve_expert_activations_total / fp4serve_steps_total", true},
     {"fp4serve", "server_decode_steps", "fp4serve_decode_only_steps_total"},
     {"fp4serve", "server_prefill_tokens", "fp4serve_prefill_tokens_total"},
     {"fp4serve", "server_decode_tokens", "fp4serve_generation_tokens_total"},
@@ -355,6 +371,7 @@ static const struct gauge_rule {
     {"fp4serve", "server_weight_bytes", "fp4serve_model_weight_bytes", 1},
     {"fp4serve", "server_flops_per_token", "fp4serve_model_flops_per_token", 1},
     {"fp4serve", "server_mem_gbs", "fp4serve_memory_read_bytes_per_second", 1e-9},
+    {"fp4serve", "server_model_experts", "fp4serve_model_experts", 1},
 };
 
 /* The next token of an expression: a name, a number, or '*' / '/'. Sets
@@ -472,7 +489,8 @@ size_t scrape_columns_from(const struct scrape_set *before, const struct scrape_
         while (c < N_COLUMNS && strcmp(columns[c].name, rules[r].column) != 0)
             c++;
         double v;
-        if (c == N_COLUMNS || done[c] || eval(rules[r].expr, before, after, &v, NULL) != 0)
+        if (c == N_COLUMNS || done[c] || eval(rules[r].expr, before, after, &v, NULL) != 0 ||
+            (rules[r].positive && !(v > 0)))
             continue;
         done[c] = true;
         mset_set(out, columns[c].name, v);

@@ -75,7 +75,9 @@ int scrape_expr_check(const char *expr, struct err *err);
 
 /*
  * The server_* columns from two scrapes: every known rule whose series are
- * in both and whose divisors moved (the first rule per column wins), then
+ * in both and whose divisors moved (the first rule per column wins; a rule
+ * only a mixture of experts fills, such as experts per step, also needs a
+ * value above 0), then
  * map[0..n_map) over them. Writes into *out (names already there are
  * replaced). family gets which known server matched ("fp4serve", "vllm",
  * "sglang", "" when none; may be NULL). Returns the number of columns set.

@@ -5,7 +5,9 @@
 # bandwidth appears only with --probe-bandwidth (CPU only: with another
 # device the flag is a usage error). `sweep run` against it records the
 # numbers per point (points.csv server_weight_bytes, server_flops_per_token,
-# server_mem_gbs) and REPORT.md has a Roofline section.
+# server_mem_gbs; server_weight_bytes_per_step, the bytes its steps read,
+# but no expert columns for this dense model) and REPORT.md has a Roofline
+# section.
 . tests/lib.sh
 need jq
 
@@ -78,6 +80,12 @@ check_eq "points.csv server_flops_per_token = the server's" \
 check "points.csv server_mem_gbs set on every row" \
     test "$(col "$T_TMP/run" server_mem_gbs | grep -c '^[0-9]')" -eq 3
 check "REPORT.md: a Roofline section" grep -q '^## Roofline$' "$T_TMP/run/REPORT.md"
+# a dense model: the bytes its steps read, but no expert columns and no experts table
+check "dense: server_weight_bytes_per_step on every row" \
+    test "$(col "$T_TMP/run" server_weight_bytes_per_step | grep -c '^[0-9]')" -eq 3
+check "dense: no server_experts_per_step or server_model_experts column" sh -c \
+    "! head -n 1 '$T_TMP/run/points.csv' | grep -qE 'server_experts_per_step|server_model_experts'"
+check "dense: REPORT.md has no experts table" sh -c "! grep -q 'experts per step' '$T_TMP/run/REPORT.md'"
 # the tiny model's step is within the noise of a shared machine: the line is
 # either placed (a against the weight read, b against a token's FLOPs) or
 # said to be no law; never a verdict without its numbers

@@ -204,6 +204,12 @@ TEST(roofline_constants_are_gauges_when_known)
     prom_set_roofline(&m, 80896, 212992, 512, 9.5e9);
     render(&m, &b);
     CHECK(sample(b.data, "fp4serve_memory_read_bytes_per_second{model_name=\"tiny\"} ") == 9.5e9);
+    CHECK(strstr(b.data, "fp4serve_model_experts") == NULL); /* dense: no expert count */
+    buf_release(&b);
+    prom_set_experts(&m, 8 * 32); /* 8 MoE layers of 32 experts */
+    render(&m, &b);
+    CHECK(strstr(b.data, "# TYPE fp4serve_model_experts gauge\n") != NULL);
+    CHECK(sample(b.data, "fp4serve_model_experts{model_name=\"tiny\"} ") == 256);
     buf_release(&b);
 }
 

@@ -224,6 +224,62 @@ TEST(fp4serve_roofline_gauges_from_the_scrape_after)
     buf_release(&at);
 }
 
+/* A mixture of experts: the weight bytes and the (layer, expert) pairs its
+ * steps read, per step, and the model's pairs (a gauge, after only). A
+ * dense model's activations stay at 0: no experts column, bytes still. */
+TEST(fp4serve_expert_reads_per_step)
+{
+    struct buf bt, at;
+    buf_init(&bt, 1 << 16);
+    buf_init(&at, 1 << 16);
+    buf_printf(&bt,
+               "%sfp4serve_weight_bytes_read_total 5000000\n"
+               "fp4serve_expert_activations_total 1000\n",
+               fp4_before);
+    buf_printf(&at,
+               "%sfp4serve_weight_bytes_read_total 25000000\n" /* +20 MB over 100 steps */
+               "fp4serve_expert_activations_total 4200\n"      /* +3200 pairs */
+               "fp4serve_model_experts 256\n",
+               fp4_after);
+    struct scrape_set b, a;
+    parse(bt.data, &b);
+    parse(at.data, &a);
+    struct metric_set m;
+    mset_init(&m);
+    CHECK_INT(scrape_columns_from(&b, &a, NULL, 0, &m, NULL), 8);
+    double v;
+    CHECK(mset_get(&m, "server_weight_bytes_per_step", &v) && fabs(v - 200000.0) < 1e-6);
+    CHECK(mset_get(&m, "server_experts_per_step", &v) && fabs(v - 32.0) < 1e-9);
+    CHECK(mset_get(&m, "server_model_experts", &v) && v == 256);
+    mset_release(&m);
+    scrape_set_release(&a);
+    /* dense: activations do not move, the gauge is absent */
+    buf_reset(&at);
+    buf_printf(&at,
+               "%sfp4serve_weight_bytes_read_total 25000000\n"
+               "fp4serve_expert_activations_total 1000\n",
+               fp4_after);
+    parse(at.data, &a);
+    mset_init(&m);
+    scrape_columns_from(&b, &a, NULL, 0, &m, NULL);
+    CHECK(mset_get(&m, "server_weight_bytes_per_step", &v) && fabs(v - 200000.0) < 1e-6);
+    CHECK(!mset_get(&m, "server_experts_per_step", &v));
+    CHECK(!mset_get(&m, "server_model_experts", &v));
+    mset_release(&m);
+    scrape_set_release(&a);
+    /* a server without the counters (older fp4serve): neither column */
+    parse(fp4_after, &a);
+    mset_init(&m);
+    scrape_columns_from(&b, &a, NULL, 0, &m, NULL);
+    CHECK(!mset_get(&m, "server_weight_bytes_per_step", &v));
+    CHECK(!mset_get(&m, "server_experts_per_step", &v));
+    mset_release(&m);
+    scrape_set_release(&b);
+    scrape_set_release(&a);
+    buf_release(&bt);
+    buf_release(&at);
+}
+
 TEST(vllm_and_sglang_names)
 {
     struct scrape_set b, a;
