@@ -240,7 +240,8 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB_FP4) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS)
 
-# ---- aarch64: the NEON kernel table's unit tests, cross-compiled (static);
+# ---- aarch64: the NEON kernel table's unit tests and the portable ops' (whose
+# bits engine_ops pins), cross-compiled (static);
 # tests/integration/engine_neon.sh runs them under qemu-user. Only the kernel
 # sources: no other library is needed. The cross compiler counts as present
 # only when it works: scripts/probe-a64.sh builds a tiny static program with
@@ -249,11 +250,13 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB_FP4) $(LIB_COMMON)
 # $(BUILD)/aarch64/SKIP and engine_neon.sh skips with it. Probed only for
 # the goals that use it.
 A64_CC   ?= $(shell command -v aarch64-linux-gnu-gcc 2>/dev/null)
-A64_SRC  := engine/format/quant.c engine/cpu/act.c engine/cpu/matmul.c engine/cpu/matmul_neon.c common/xalloc.c
+A64_SRC  := engine/format/quant.c engine/cpu/act.c engine/cpu/matmul.c engine/cpu/matmul_neon.c \
+            engine/cpu/ops.c engine/cpu/ops_avx2.c engine/cpu/ops_avx512.c common/xalloc.c
 ifneq ($(filter test cuda-host,$(MAKECMDGOALS))$(filter $(BUILD)/aarch64/%,$(MAKECMDGOALS)),)
 A64_OK   := $(shell sh scripts/probe-a64.sh '$(A64_CC)' '$(BUILD)/aarch64' >/dev/null 2>&1 && echo 1)
 endif
-A64_BIN  := $(if $(A64_OK),$(BUILD)/aarch64/engine_kernels $(BUILD)/aarch64/engine_quant)
+A64_BIN  := $(if $(A64_OK),$(BUILD)/aarch64/engine_kernels $(BUILD)/aarch64/engine_quant \
+            $(BUILD)/aarch64/engine_ops)
 $(BUILD)/aarch64/%: tests/unit/%.c $(A64_SRC) $(wildcard engine/cpu/*.h engine/format/*.h common/*.h)
 	@mkdir -p $(dir $@)
 	$(A64_CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -static \

@@ -23,15 +23,40 @@ static void load_f32(const void *src, int f32, size_t i, int n, float *dst)
         dst[j] = q_f16_to_f32(((const uint16_t *)src)[i + (size_t)j]);
 }
 
-/* Plain loops over the same layout the SIMD kernels use; the compiler
- * vectorizes the 16-lane inner loops. */
+/* sc[0..n) <- ops_exp(sc - max); p[0] = max, p[1] = the sum in ops.h's
+ * order: eight lane sums, combined pairwise as an 8-wide horizontal add
+ * does, then the tail. */
+static void softmax_part(float *sc, int n, float *p)
+{
+    float mx = -INFINITY, lane[8] = {0};
+    for (int t = 0; t < n; t++)
+        mx = sc[t] > mx ? sc[t] : mx;
+    int t = 0;
+    for (; t + 8 <= n; t += 8)
+        for (int j = 0; j < 8; j++) {
+            sc[t + j] = ops_exp(sc[t + j] - mx);
+            lane[j] += sc[t + j];
+        }
+    float sum =
+        ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+    for (; t < n; t++) {
+        sc[t] = ops_exp(sc[t] - mx);
+        sum += sc[t];
+    }
+    p[0] = mx;
+    p[1] = sum;
+}
+
+/* Plain loops over the same layout the SIMD kernels use, with ops.h's
+ * arithmetic: fused multiply-adds in d order for the scores, in t order for
+ * the outputs. */
 static void attn_chunk_any(const float *q, int g, int hd, const void *k, const void *v, int f32,
                            int n, float scale, float *scores, float *part)
 {
     float buf[1024]; /* one tile dimension row, or one value row: hd <= 1024 */
     int ns = (n + OPS_KTILE - 1) / OPS_KTILE * OPS_KTILE;
     for (int t0 = 0; t0 < n; t0 += OPS_KTILE) {
-        float acc[8][OPS_KTILE] = {{0}};
+        float acc[8][OPS_KTILE];
         for (int h0 = 0; h0 < g; h0 += 8) {
             int G = g - h0 < 8 ? g - h0 : 8;
             memset(acc, 0, sizeof(acc));
@@ -40,7 +65,7 @@ static void attn_chunk_any(const float *q, int g, int hd, const void *k, const v
                 for (int h = 0; h < G; h++) {
                     float qd = q[(size_t)(h0 + h) * hd + d];
                     for (int j = 0; j < OPS_KTILE; j++)
-                        acc[h][j] += qd * buf[j];
+                        acc[h][j] = fmaf(qd, buf[j], acc[h][j]);
                 }
             }
             for (int h = 0; h < G; h++)
@@ -49,16 +74,8 @@ static void attn_chunk_any(const float *q, int g, int hd, const void *k, const v
         }
     }
     for (int h = 0; h < g; h++) {
-        float *sc = scores + h * ns, *p = part + (size_t)h * (hd + 2);
-        float mx = -INFINITY, sum = 0;
-        for (int t = 0; t < n; t++)
-            mx = sc[t] > mx ? sc[t] : mx;
-        for (int t = 0; t < n; t++) {
-            sc[t] = expf(sc[t] - mx);
-            sum += sc[t];
-        }
-        p[0] = mx;
-        p[1] = sum;
+        float *p = part + (size_t)h * (hd + 2);
+        softmax_part(scores + h * ns, n, p);
         memset(p + 2, 0, sizeof(float) * (size_t)hd);
     }
     for (int t = 0; t < n; t++) {
@@ -66,7 +83,7 @@ static void attn_chunk_any(const float *q, int g, int hd, const void *k, const v
         for (int h = 0; h < g; h++) {
             float w = scores[h * ns + t], *o = part + (size_t)h * (hd + 2) + 2;
             for (int d = 0; d < hd; d++)
-                o[d] += w * buf[d];
+                o[d] = fmaf(w, buf[d], o[d]);
         }
     }
 }
@@ -86,7 +103,7 @@ static void attn_chunk_f32_portable(const float *q, int g, int hd, const float *
 static void silu_mul_portable(float *gate, const float *up, int n)
 {
     for (int i = 0; i < n; i++)
-        gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+        gate[i] = gate[i] / (1.0f + ops_exp(0.0f - gate[i])) * up[i];
 }
 
 static void to_f16_portable(const float *src, uint16_t *dst, int n)

@@ -9,12 +9,31 @@
  * so a score is OPS_KTILE keys at once (one vector of positions per
  * dimension, q[d] broadcast) with no horizontal sums, as calm does. Values
  * stay position-major: (t, d) at t * hd + d.
+ *
+ * Every table gives the same bits: the arithmetic below is the contract,
+ * ops.c spells it out in scalar C (fmaf is exactly one rounding on every
+ * platform, so no -ffp-contract setting changes it) and the SIMD tables
+ * compute the same operations in the same order, lane for lane.
+ *   score[h][t] = fma chain over d = 0..hd-1 (from 0) of q[h][d] * k[t][d],
+ *                 then times scale
+ *   max         = the scores in position order (x > max ? x : max)
+ *   e[t]        = ops_exp(score - max)
+ *   sum         = eight lane sums over the first n - n % 8 positions (lane
+ *                 t % 8, in position order), combined as ((l0 + l4) +
+ *                 (l2 + l6)) + ((l1 + l5) + (l3 + l7)), then the last n % 8
+ *                 added in order
+ *   out[h][d]   = fma chain over t = 0..n-1 (from 0) of e[t] * v[t][d]
+ *   silu_mul    = g / (1 + ops_exp(0 - g)) * up
+ * ops_exp is our own exponential, not libm's expf, whose bits differ
+ * between C libraries and cannot be computed eight lanes at a time.
  */
 #ifndef ENGINE_CPU_OPS_H
 #define ENGINE_CPU_OPS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define OPS_KTILE 16
 
@@ -23,6 +42,30 @@ static inline size_t ops_k_index(int t, int d, int hd)
 {
     return (size_t)(t / OPS_KTILE) * OPS_KTILE * (size_t)hd + (size_t)d * OPS_KTILE +
            (size_t)(t % OPS_KTILE);
+}
+
+/* e^x, Cephes-style: range reduction by ln 2 in two fused steps and a
+ * degree-6 polynomial, about 2 ulp; x clamped to [-87.3, 88.3] first (NaN
+ * becomes -87.3). exp256 in ops_x86.h is the same operations eight lanes
+ * at a time (x > lo ? x : lo is maxps, nearbyintf is round-to-nearest-even). */
+static inline float ops_exp(float x)
+{
+    x = x > -87.3f ? x : -87.3f;
+    x = x < 88.3f ? x : 88.3f;
+    float fx = nearbyintf(x * 1.44269504088896341f);
+    float r = fmaf(-fx, 0.693359375f, x);
+    r = fmaf(-fx, -2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    p = fmaf(p, r * r, r + 1.0f);
+    uint32_t e = (uint32_t)((int32_t)fx + 127) << 23; /* fx in [-126, 127] */
+    float two_fx;
+    memcpy(&two_fx, &e, sizeof(two_fx));
+    return p * two_fx;
 }
 
 struct cpu_ops {

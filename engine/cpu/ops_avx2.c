@@ -114,7 +114,7 @@ void ops_avx2_silu_mul(float *gate, const float *up, int n)
         _mm256_storeu_ps(gate + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
     }
     for (; i < n; i++)
-        gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+        gate[i] = gate[i] / (1.0f + ops_exp(0.0f - gate[i])) * up[i];
 }
 
 void ops_avx2_to_f16(const float *src, uint16_t *dst, int n)

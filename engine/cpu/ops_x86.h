@@ -10,12 +10,14 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "ops.h"
+
 /* The AVX2 SiLU and f16 conversion (ops_avx2.c), shared with the AVX-512 table. */
 void ops_avx2_silu_mul(float *gate, const float *up, int n);
 void ops_avx2_to_f16(const float *src, uint16_t *dst, int n);
 
-/* e^x, Cephes-style: range reduction by ln 2 and a degree-6 polynomial,
- * about 2 ulp; inputs clamped to [-87.3, 88.3]. */
+/* ops_exp (ops.h) eight lanes at a time: the same operations, so the same
+ * bits. */
 static inline __m256 exp256(__m256 x)
 {
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
@@ -43,7 +45,8 @@ static inline float hsum256(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* sc[0..n) <- exp(sc - max); p[0] = max, p[1] = sum. */
+/* sc[0..n) <- ops_exp(sc - max); p[0] = max, p[1] = the sum in ops.h's
+ * order (hsum256 combines the lanes as it states). */
 static inline void softmax_part(float *sc, int n, float *p)
 {
     float mx = -INFINITY;
@@ -58,7 +61,7 @@ static inline void softmax_part(float *sc, int n, float *p)
     }
     float sum = hsum256(vs);
     for (; t < n; t++) {
-        sc[t] = expf(sc[t] - mx);
+        sc[t] = ops_exp(sc[t] - mx);
         sum += sc[t];
     }
     p[0] = mx;

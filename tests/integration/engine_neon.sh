@@ -3,8 +3,9 @@
 # (build/aarch64/, when aarch64-linux-gnu-gcc is installed) run with qemu's
 # default CPU (dot-product extension: sdot) and as a Cortex-A57 (ARMv8.0:
 # smull and pairwise adds). Both compare every table with the portable one
-# bit for bit. Skipped, with the reason, when the cross compiler or qemu
-# does not work here.
+# bit for bit; engine_ops checks that the portable attention and SiLU give
+# the bits they give on x86 (a pinned digest). Skipped, with the reason,
+# when the cross compiler or qemu does not work here.
 . tests/lib.sh
 
 # The Makefile's probe (scripts/probe-a64.sh) leaves its reason in SKIP when
@@ -20,7 +21,7 @@ if [ -z "$QEMU" ] || [ ! -x "$BUILD/aarch64/engine_kernels" ]; then
     finish
     exit $?
 fi
-for t in engine_kernels engine_quant; do
+for t in engine_kernels engine_quant engine_ops; do
     for cpu in max cortex-a57; do
         "$QEMU" -cpu "$cpu" "$BUILD/aarch64/$t" >"$T_TMP/out" 2>&1
         check_eq "$t on aarch64 ($cpu): exit status" "$?" "0"

@@ -32,7 +32,9 @@
  * flipped rounding perturbs the next layer, and so on. Measured on
  * "The first ten prime numbers are" (max |a - b| / max |b|): llama.cpp
  * with an f16 instead of an f32 K/V cache, 0.028 (0.056 in L2); our engine
- * with its portable instead of its AVX2 SiLU/softmax, 0.047. The issue's
+ * with libm's expf instead of a polynomial in SiLU/softmax, 0.047 (its
+ * portable and AVX2 tables differed so until cpu/ops.h fixed one
+ * arithmetic for all). The issue's
  * 1e-2 is below that floor for any engine that is not bit-identical to
  * ggml, so its logits check uses 0.06 (the tiny synthetic model, whose
  * random weights do not amplify, is held to 1e-2 and lands near 1e-4), and greedy ids must agree up

@@ -3,7 +3,8 @@
  * written with the GGUF writer from a fixed seed: logits against an
  * independent naive f32 forward pass, prefill == token-by-token, batch
  * invariance (alone vs inside 16), thread count, --attention and --decode
- * modes bit for bit, step validation, refused architectures, requantization.
+ * modes bit for bit, step validation, refused architectures, requantization;
+ * and every kernel table bit for bit on a synthetic head_dim-64 qwen3.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "cpu/matmul.h"
 #include "format/gguf.h"
 #include "format/quant.h"
+#include "format/synth.h"
 #include "model/model.h"
 #include "model/sample.h"
 
@@ -705,6 +707,76 @@ TEST(requant_matrix_error_bounds)
     }
     free(x);
     free(y);
+}
+
+/* Every kernel table gives the same bits at head_dim 64 (the batch test
+ * above, at head_dim 16 with 8-bit activations, let a 1-ulp SiLU or softmax
+ * difference vanish in the activation rounding): the synthetic qwen3-tiny
+ * with F16 weights (f32 activations: any difference reaches the logits)
+ * and with Q4_1 (SmolLM2-135M's file), a 150-token prefill whose attention
+ * crosses two MODEL_ATTN_CHUNK boundaries, every position's logits, then
+ * decode steps, with f16 and f32 K/V caches. Before ops.h fixed the
+ * arithmetic (libm expf and separate multiply-adds in the portable table)
+ * every F16 position differed here. */
+TEST(every_table_same_bits_at_head_dim_64)
+{
+    char path[] = "/tmp/fp4-model-isa-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    struct err err;
+    err_init(&err);
+    static const uint32_t types[2] = {Q_F16, Q_Q4_1};
+    enum { NP = 150, NG = 4 };
+    int32_t ids[NP + NG];
+    uint64_t r = 11;
+    for (int i = 0; i < NP; i++)
+        ids[i] = (int32_t)(rng_next(&r) % 2048);
+    static const char *const isas[] = {"portable", "avx2", "avx512", "neon"};
+    for (int c = 0; c < 4; c++) {
+        int kv_f32 = c & 1;
+        struct synth_opts so = {synth_preset_find("qwen3-tiny"), types[c / 2], 7};
+        CHECK_MSG(so.preset && synth_write(&so, path, &err) == 0, "synth: %s", err.msg);
+        float *ref = NULL, *got = xmalloc(sizeof(float) * (size_t)(NP + NG) * 2048);
+        for (int i = 0; i < 4; i++) {
+            if (!q_kernels_select((enum q_isa)q_isa_from_name(isas[i])))
+                continue;
+            struct model_opts o = {.threads = 2,
+                                   .ctx = 256,
+                                   .max_step_tokens = NP,
+                                   .max_logit_rows = NP,
+                                   .kv_f32 = kv_f32,
+                                   .isa = isas[i]};
+            struct model *m = load(path, o);
+            if (!m)
+                break;
+            int V = m->cfg.n_vocab;
+            struct model_seq s = {0, 0, NP, ids, MODEL_LOGITS_ALL, NULL};
+            CHECK_INT(model_step(m, &s, 1, &err), 0);
+            memcpy(got, s.out, sizeof(float) * (size_t)NP * V);
+            for (int g = 0; g < NG; g++) {
+                ids[NP + g] = sample_argmax(s.out + (g ? 0 : (size_t)(NP - 1) * V), V);
+                s = (struct model_seq){0, NP + g, 1, &ids[NP + g], MODEL_LOGITS_LAST, NULL};
+                CHECK_INT(model_step(m, &s, 1, &err), 0);
+                memcpy(got + (size_t)(NP + g) * V, s.out, sizeof(float) * V);
+            }
+            model_free(m);
+            if (!ref) {
+                ref = got;
+                got = xmalloc(sizeof(float) * (size_t)(NP + NG) * 2048);
+                continue;
+            }
+            int rows = 0;
+            for (int t = 0; t < NP + NG; t++)
+                rows += memcmp(got + (size_t)t * V, ref + (size_t)t * V, sizeof(float) * V) != 0;
+            CHECK_MSG(rows == 0,
+                      "%s, kv %s: --isa %s: %d of %d positions' logits differ from portable",
+                      q_info(types[c / 2])->name, kv_f32 ? "f32" : "f16", isas[i], rows, NP + NG);
+        }
+        free(ref);
+        free(got);
+    }
+    unlink(path);
 }
 
 TEST_MAIN()
