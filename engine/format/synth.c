@@ -49,10 +49,30 @@ static const struct synth_preset presets[] = {
      * and short enough that a 64-token test crosses it), YaRN x8 from 512
      * positions (pairs below, inside and above the ramp); expert biases
      * wide enough that the SwiGLU clamp at 7 is reached */
-    {"gpt-oss-tiny", 4, 128, 4, 2, 0, 2048, 4096, 150000.0f, 1e-5f, .head_dim = 64,
-     .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 128, .sigma = 0.12f, .embd_sigma = 0.4f,
-     .router_sigma = 0.15f, .arch = "gpt-oss", .n_swa = 20, .yarn_factor = 8.0f, .yarn_orig = 512,
-     .bias_sigma = 0.1f, .exp_bias_sigma = 2.0f, .sink_sigma = 1.0f},
+    {"gpt-oss-tiny",
+     4,
+     128,
+     4,
+     2,
+     0,
+     2048,
+     4096,
+     150000.0f,
+     1e-5f,
+     .head_dim = 64,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 128,
+     .sigma = 0.12f,
+     .embd_sigma = 0.4f,
+     .router_sigma = 0.15f,
+     .arch = "gpt-oss",
+     .n_swa = 20,
+     .yarn_factor = 8.0f,
+     .yarn_orig = 512,
+     .bias_sigma = 0.1f,
+     .exp_bias_sigma = 2.0f,
+     .sink_sigma = 1.0f},
 };
 #define N_PRESETS (sizeof(presets) / sizeof(presets[0]))
 
@@ -76,11 +96,10 @@ const char *synth_preset_arch(const struct synth_preset *p)
 
 const struct synth_preset *synth_preset_for_arch(const char *arch)
 {
-    static const char *const defaults[][2] = {
-        {"llama", "tiny"},
-        {"qwen3", "qwen3-tiny"},
-        {"qwen3moe", "qwen3moe-tiny"},
-        {"gpt-oss", "gpt-oss-tiny"}};
+    static const char *const defaults[][2] = {{"llama", "tiny"},
+                                              {"qwen3", "qwen3-tiny"},
+                                              {"qwen3moe", "qwen3moe-tiny"},
+                                              {"gpt-oss", "gpt-oss-tiny"}};
     for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
         if (strcmp(defaults[i][0], arch) == 0)
             return synth_preset_find(defaults[i][1]);
@@ -551,10 +570,10 @@ static size_t plan(const struct synth_opts *o, struct spec **out)
                      dotted ? "" : ".weight");
             t->kind = layer[k].kind;
             t->type = t->kind == K_NORM || layer[k].f32 ? 0 : o->type;
-            t->n_dims = t->kind == K_NORM                  ? 1
-                        : t->kind == K_BIAS                ? (layer[k].ne1 > 1 ? 2 : 1)
-                        : layer[k].ne2 > 1                 ? 3
-                                                           : 2;
+            t->n_dims = t->kind == K_NORM   ? 1
+                        : t->kind == K_BIAS ? (layer[k].ne1 > 1 ? 2 : 1)
+                        : layer[k].ne2 > 1  ? 3
+                                            : 2;
             t->ne[0] = layer[k].ne0;
             t->ne[1] = layer[k].ne1;
             t->ne[2] = layer[k].ne2;

@@ -34,12 +34,12 @@ struct synth_preset {
     const char *arch;   /* general.architecture: "qwen3", "qwen3moe" or "gpt-oss"; NULL =
                            "llama" */
     /* gpt-oss */
-    uint32_t n_swa;      /* attention.sliding_window (on the even layers) */
-    float yarn_factor;   /* rope.scaling.factor (YaRN) */
-    uint32_t yarn_orig;  /* rope.scaling.original_context_length */
-    float bias_sigma;    /* attention and router biases' standard deviation */
+    uint32_t n_swa;       /* attention.sliding_window (on the even layers) */
+    float yarn_factor;    /* rope.scaling.factor (YaRN) */
+    uint32_t yarn_orig;   /* rope.scaling.original_context_length */
+    float bias_sigma;     /* attention and router biases' standard deviation */
     float exp_bias_sigma; /* expert gate/up biases' (large enough to reach the clamp) */
-    float sink_sigma;    /* attn_sinks' */
+    float sink_sigma;     /* attn_sinks' */
 };
 
 /* The preset called name ("tiny", "smollm2-135m", "llama-1b", "qwen3-tiny",

@@ -189,9 +189,9 @@ static void chunk(const struct run_state *rs, const float *q, int g, int hd, con
  * (a sliding window's first chunk): the keys up to the next tile in plain
  * loops, the rest by the chunk kernel into tmp, folded in. Serial and
  * split walks both come here, so they still agree bit for bit. */
-static void chunk_from(const struct run_state *rs, const float *q, int g, int hd,
-                       const uint8_t *K, const uint8_t *V, int a, int b, float scale,
-                       float *scores, float *part, float *tmp)
+static void chunk_from(const struct run_state *rs, const float *q, int g, int hd, const uint8_t *K,
+                       const uint8_t *V, int a, int b, float scale, float *scores, float *part,
+                       float *tmp)
 {
     size_t row = (size_t)hd * rs->kv_elem;
     if (a % OPS_KTILE == 0) {
@@ -264,8 +264,7 @@ static void attn_item(struct model *m, int layer, const struct model_attn_item *
     }
     for (int h = 0; h < g; h++)
         fold_init(acc + h * (hd + 2), hd);
-    for (int t0 = k_lo / MODEL_ATTN_CHUNK * MODEL_ATTN_CHUNK; t0 < n_keys;
-         t0 += MODEL_ATTN_CHUNK) {
+    for (int t0 = k_lo / MODEL_ATTN_CHUNK * MODEL_ATTN_CHUNK; t0 < n_keys; t0 += MODEL_ATTN_CHUNK) {
         int t1 = t0 + MODEL_ATTN_CHUNK;
         chunk_from(rs, q, g, hd, K, V, t0 > k_lo ? t0 : k_lo, n_keys < t1 ? n_keys : t1, scale,
                    scores, part, tmp);
@@ -401,8 +400,9 @@ static void step_fn(void *arg, int ith, int nth)
             const float *cs = rs->rope_cos + (size_t)pos * half,
                         *sn = rs->rope_sin + (size_t)pos * half;
             if (L->bq) /* gpt-oss: Q/K/V biases before RoPE */
-                add_bias(rs->q + (size_t)r * c->q_dim, L->bq, c->q_dim, rs->k + (size_t)r * c->kv_dim,
-                         L->bk, rs->v + (size_t)r * c->kv_dim, L->bv, c->kv_dim);
+                add_bias(rs->q + (size_t)r * c->q_dim, L->bq, c->q_dim,
+                         rs->k + (size_t)r * c->kv_dim, L->bk, rs->v + (size_t)r * c->kv_dim, L->bv,
+                         c->kv_dim);
             for (int h = 0; h < c->n_head; h++) {
                 float *q = rs->q + (size_t)r * c->q_dim + (size_t)h * c->head_dim;
                 if (L->q_norm) /* qwen3: per-head RMSNorm before RoPE */
@@ -447,8 +447,8 @@ static void step_fn(void *arg, int ith, int nth)
         cpu_matmul_share(m, &L->wo, &rs->act[ACT_O], rs->y, E, ith, nth, &lo, &hi);
         for (int r = 0; r < R; r++)
             for (int64_t i = lo; i < hi; i++)
-                rs->x[(size_t)r * E + i] += L->bo ? rs->y[(size_t)r * E + i] + L->bo[i]
-                                                  : rs->y[(size_t)r * E + i];
+                rs->x[(size_t)r * E + i] +=
+                    L->bo ? rs->y[(size_t)r * E + i] + L->bo[i] : rs->y[(size_t)r * E + i];
         if (ith == 0 && c->n_expert)
             moe_shape_router(rs, L, R);
         else if (ith == 0)

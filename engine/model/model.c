@@ -110,7 +110,8 @@ static int read_rope_scaling(const struct gguf_file *f, const char *arch, struct
     if (gguf_get_str(f, KS("type"), &scaling) != 0 || gguf_str_eq(scaling, "none"))
         return 0;
     if (!gguf_str_eq(scaling, "yarn"))
-        return err_set(err, FP_ERR_UNSUPPORTED, "rope scaling '%.*s' is not supported (none or yarn)",
+        return err_set(err, FP_ERR_UNSUPPORTED,
+                       "rope scaling '%.*s' is not supported (none or yarn)",
                        (int)(scaling.len > 32 ? 32 : scaling.len), scaling.p),
                -1;
     float factor = 1.0f, attn_factor = 1.0f;

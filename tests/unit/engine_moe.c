@@ -1,12 +1,13 @@
 /*
- * Unit tests for the qwen3 and qwen3moe architectures on the CPU backend,
- * on models written by `fp4serve synth` (format/synth.c): batch invariance
- * (16 sequences alone vs together, bit for bit) in every weight type,
- * per-request decode, thread counts and kernel tables agreeing; the MoE
- * router's top-k and renormalisation; expert grouping (a batched step
- * reads each touched expert once, per-request decode once per sequence)
- * and the counters that report it. The comparison with llama.cpp is
- * tests/integration/engine_qwen3.sh.
+ * Unit tests for the qwen3, qwen3moe and gpt-oss architectures on the CPU
+ * backend, on models written by `fp4serve synth` (format/synth.c): batch
+ * invariance (16 sequences alone vs together, bit for bit) in every weight
+ * type, per-request decode, thread counts, kernel tables and split/serial
+ * attention agreeing; the MoE routers (qwen3moe's top-k renormalised,
+ * gpt-oss's softmax over the chosen) and gpt-oss's clamped SwiGLU; expert
+ * grouping (a batched step reads each touched expert once, per-request
+ * decode once per sequence) and the counters that report it. The comparison with llama.cpp is
+ * tests/integration/engine_qwen3.sh and engine_gptoss.sh.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -107,12 +108,13 @@ static void batch_invariance(const char *preset, uint32_t type)
     CHECK_MSG(changes > 16 * (G - 1) * 3 / 4, "%s type %u: %d token changes in %d steps", preset,
               type, changes, 16 * (G - 1));
     model_free(m);
-    struct model_opts variants[4] = {base, base, base, base};
+    struct model_opts variants[5] = {base, base, base, base, base};
     variants[0].threads = 1;
     variants[1].threads = 3;
     variants[2].decode = MODEL_DECODE_PER_REQUEST;
     variants[3].isa = "avx2";
-    for (int v = 0; v < 4; v++) {
+    variants[4].attention = MODEL_ATTN_SERIAL;
+    for (int v = 0; v < 5; v++) {
         if (v == 3 && !q_kernels_select(Q_ISA_AVX2))
             continue;
         m = load(path, variants[v]);
@@ -141,6 +143,43 @@ TEST(qwen3moe_batch_of_16_equals_alone_every_type)
     static const uint32_t types[] = {Q_F32, Q_Q8_0, Q_MXFP4, Q_NVFP4};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         batch_invariance("qwen3moe-tiny", types[i]);
+}
+
+/* gpt-oss: sinks, a window of 20 on the even layers (prompts of up to 22
+ * tokens plus 12 generated cross it, starting inside key tiles), YaRN,
+ * biases and the clamped SwiGLU; split and serial attention agree. */
+TEST(gptoss_batch_of_16_equals_alone_every_type)
+{
+    static const uint32_t types[] = {Q_F32, Q_Q8_0, Q_MXFP4};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        batch_invariance("gpt-oss-tiny", types[i]);
+}
+
+TEST(route_oai_softmax_over_the_chosen_raw_logits)
+{
+    float logits[6] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 0.0f};
+    int ex[3];
+    float w[3];
+    route_oai(logits, 6, 3, ex, w);
+    CHECK_INT(ex[0], 1);
+    CHECK_INT(ex[1], 3);
+    CHECK_INT(ex[2], 4);
+    /* the softmax of (2, 2, 1), not of all six */
+    double e1 = exp(-1.0);
+    CHECK_NEAR(w[0], 1 / (2 + e1), 1e-6);
+    CHECK_NEAR(w[1], 1 / (2 + e1), 1e-6);
+    CHECK_NEAR(w[2], e1 / (2 + e1), 1e-6);
+}
+
+TEST(swiglu_oai_clamps_gate_above_and_up_both_ways)
+{
+    float g[4] = {10.0f, -10.0f, 1.0f, 7.5f}, u[4] = {10.0f, -10.0f, 0.5f, -8.0f};
+    swiglu_oai(g, u, 4);
+    double a = 1.702;
+    CHECK_NEAR(g[0], 7 / (1 + exp(-a * 7)) * 8, 1e-4);    /* both capped at 7 */
+    CHECK_NEAR(g[1], -10 / (1 + exp(a * 10)) * -6, 1e-6); /* gate not clamped below */
+    CHECK_NEAR(g[2], 1 / (1 + exp(-a)) * 1.5, 1e-6);
+    CHECK_NEAR(g[3], 7 / (1 + exp(-a * 7)) * -6, 1e-4);
 }
 
 TEST(route_renormalises_the_softmax_top_k)
