@@ -84,7 +84,7 @@ check_eq "--arch against the preset's: message" "$(cat "$T_TMP/err")" \
 "$FP4SERVE" synth --preset huge -o "$T_TMP/x.gguf" 2>"$T_TMP/err"
 check_eq "unknown preset: status" "$?" "2"
 check_eq "unknown preset: message" "$(cat "$T_TMP/err")" \
-    "fp4serve: error: unknown preset 'huge' (use tiny|smollm2-135m|llama-1b|qwen3-tiny|qwen3moe-tiny|qwen3moe-small)"
+    "fp4serve: error: unknown preset 'huge' (use tiny|smollm2-135m|llama-1b|qwen3-tiny|qwen3moe-tiny|qwen3moe-small|gpt-oss-tiny)"
 "$FP4SERVE" synth --preset tiny --type q3_k -o "$T_TMP/x.gguf" 2>/dev/null
 check_eq "unknown type: status" "$?" "2"
 "$FP4SERVE" synth --preset tiny 2>/dev/null

@@ -19,6 +19,7 @@
 #include "xalloc.h"
 
 #include "../../engine/model/moe.c"
+#include "format/gguf.h"
 #include "format/synth.h"
 #include "model/model.h"
 #include "model/sample.h"
@@ -155,6 +156,87 @@ TEST(gptoss_batch_of_16_equals_alone_every_type)
         batch_invariance("gpt-oss-tiny", types[i]);
 }
 
+struct rewrite {
+    const char *skip;
+};
+
+static bool skip_key(const char *key, void *ctx)
+{
+    const struct rewrite *r = ctx;
+    return r->skip && strcmp(key, r->skip) == 0;
+}
+
+/* A copy of src without tensor `drop` and metadata key `skip` (either may
+ * be NULL), with key `skip` set to the string `val` when val is given. */
+static char *rewrite(const char *src, const char *drop, const char *skip, const char *val)
+{
+    static int n;
+    char *path = xasprintf("/tmp/engine_moe_rw_%d_%d.gguf", (int)getpid(), n++);
+    struct gguf_file f;
+    struct err err;
+    err_init(&err);
+    CHECK_MSG(gguf_open(src, &f, &err) == 0, "%s", err.msg);
+    gguf_writer *w = gguf_writer_new(GGUF_DEFAULT_ALIGNMENT);
+    struct rewrite r = {skip};
+    gguf_w_copy_kv(w, &f, skip_key, &r);
+    if (val)
+        gguf_w_str(w, skip, val);
+    for (size_t i = 0; i < f.n_tensors; i++) {
+        const struct gguf_tensor *t = &f.tensors[i];
+        if (!drop || strcmp(t->name, drop) != 0)
+            gguf_w_tensor(w, t->name, t->n_dims, t->ne, t->type, t->data, t->nbytes);
+    }
+    CHECK_MSG(gguf_writer_save(w, path, &err) == 0, "%s", err.msg);
+    gguf_writer_free(w);
+    gguf_close(&f);
+    return path;
+}
+
+/* gpt-oss's configuration as read, and the one-line refusals of files
+ * that lack what it needs or ask for what it does not run. */
+TEST(gptoss_config_and_bad_files)
+{
+    char *path = write_synth("gpt-oss-tiny", Q_F32);
+    struct model *m = load(path, (struct model_opts){.threads = 1, .ctx = 32});
+    if (!m)
+        return;
+    CHECK_INT(m->cfg.arch, ARCH_GPT_OSS);
+    CHECK_INT(m->cfg.n_swa, 20);
+    /* llama.cpp's pattern 2: the even layers are windowed */
+    CHECK(m->w.layers[0].swa && !m->w.layers[1].swa && m->w.layers[2].swa);
+    CHECK(m->w.layers[1].sinks && m->w.layers[1].down_b);
+    CHECK_NEAR(m->cfg.rope_freq_scale, 1.0 / 8, 1e-9);
+    CHECK_NEAR(m->cfg.yarn_mscale, 1 + 0.1 * log(8.0), 1e-6);
+    CHECK_INT(m->cfg.n_ctx_orig, 512);
+    model_free(m);
+    static const struct {
+        const char *drop, *skip, *val;
+        int code;
+        const char *msg;
+    } bad[] = {
+        {"blk.1.attn_sinks.weight", NULL, NULL, FP_ERR_FORMAT,
+         "tensor 'blk.1.attn_sinks.weight' is missing"},
+        {"blk.0.ffn_down_exps.bias", NULL, NULL, FP_ERR_FORMAT,
+         "tensor 'blk.0.ffn_down_exps.bias' is missing"},
+        {NULL, "gpt-oss.attention.sliding_window", NULL, FP_ERR_FORMAT,
+         "metadata 'gpt-oss.attention.sliding_window' is missing"},
+        {NULL, "gpt-oss.rope.scaling.type", "linear", FP_ERR_UNSUPPORTED,
+         "rope scaling 'linear' is not supported"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *p = rewrite(path, bad[i].drop, bad[i].skip, bad[i].val);
+        struct err err;
+        err_init(&err);
+        CHECK(model_new(p, NULL, &err) == NULL);
+        CHECK_MSG(err.code == bad[i].code && strstr(err.msg, bad[i].msg), "case %zu: %d %s", i,
+                  err.code, err.msg);
+        unlink(p);
+        free(p);
+    }
+    unlink(path);
+    free(path);
+}
+
 TEST(route_oai_softmax_over_the_chosen_raw_logits)
 {
     float logits[6] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 0.0f};
@@ -201,9 +283,9 @@ TEST(route_renormalises_the_softmax_top_k)
 /* Experts touched and bytes read: a batched step of 16 reads each touched
  * expert once (at most n_expert per layer); per-request decode reads k
  * per layer for each sequence. */
-TEST(expert_counters_batched_vs_per_request)
+static void expert_counters(const char *preset)
 {
-    char *path = write_synth("qwen3moe-tiny", Q_MXFP4);
+    char *path = write_synth(preset, Q_MXFP4);
     struct model_opts o = {.threads = 2, .max_batch = 16, .ctx = 32};
     for (int mode = 0; mode < 2; mode++) {
         o.decode = mode ? MODEL_DECODE_PER_REQUEST : MODEL_DECODE_BATCHED;
@@ -240,6 +322,12 @@ TEST(expert_counters_batched_vs_per_request)
     }
     unlink(path);
     free(path);
+}
+
+TEST(expert_counters_batched_vs_per_request)
+{
+    expert_counters("qwen3moe-tiny");
+    expert_counters("gpt-oss-tiny"); /* its router spreads 16 tokens too */
 }
 
 TEST_MAIN()
