@@ -424,14 +424,18 @@ static void step_fn(void *arg, int ith, int nth)
 
         /* Attention items, cut by estimated work. */
         {
-            double c0 = F->cost * ith / nth, c1 = F->cost * (ith + 1) / nth;
-            for (int i = 0; i < F->n_items; i++) {
-                double start = rs->item_cost[i];
+            bool w = L->swa; /* the window's own list */
+            const struct model_attn_item *items = rs->items + (w ? rs->max_items : 0);
+            const double *item_cost = rs->item_cost + (w ? rs->max_items : 0);
+            double cost = w ? F->swa_cost : F->cost;
+            double c0 = cost * ith / nth, c1 = cost * (ith + 1) / nth;
+            for (int i = 0; i < (w ? F->n_swa_items : F->n_items); i++) {
+                double start = item_cost[i];
                 if (start < c0)
                     continue;
                 if (start >= c1 && !(ith == nth - 1))
                     break;
-                attn_item(m, l, &rs->items[i], scratch);
+                attn_item(m, l, &items[i], scratch);
             }
         }
         cpu_section_end(F, ith, PH_ATTN);
@@ -516,13 +520,36 @@ static void step_fn(void *arg, int ith, int nth)
     cpu_section_end(F, ith, PH_MATMUL);
 }
 
-/* Lay the step out: rows, logits rows and the attention work list. */
+/* Append row R's attention items for keys [k_lo, n_keys) to the list at
+ * items/cost (split: one per chunk that holds some of them). */
+static void plan_row(const struct model *m, int R, int k_lo, int n_keys, bool split,
+                     struct model_attn_item *items, double *item_cost, int *n_items, double *cost)
+{
+    for (int h = 0; h < m->cfg.n_head_kv; h++) {
+        if (!split) {
+            items[*n_items] = (struct model_attn_item){R, h, -1};
+            item_cost[(*n_items)++] = *cost;
+            *cost += n_keys - k_lo;
+            continue;
+        }
+        for (int ch = k_lo / MODEL_ATTN_CHUNK; ch * MODEL_ATTN_CHUNK < n_keys; ch++) {
+            int t0 = ch * MODEL_ATTN_CHUNK, t1 = t0 + MODEL_ATTN_CHUNK;
+            items[*n_items] = (struct model_attn_item){R, h, ch};
+            item_cost[(*n_items)++] = *cost;
+            *cost += (n_keys < t1 ? n_keys : t1) - (k_lo > t0 ? k_lo : t0);
+        }
+    }
+}
+
+/* Lay the step out: rows, logits rows and the attention work lists (a
+ * second one, from rs->max_items on, for sliding-window layers, so their
+ * work is shared by what they really attend to). */
 static void plan(struct model *m, struct model_seq *seqs, int n, int logit_row0, struct fwd *F)
 {
     const struct model_config *c = &m->cfg;
     struct run_state *rs = &m->rs;
-    int R = 0, n_out = 0, n_dec = 0, n_items = 0;
-    double cost = 0;
+    int R = 0, n_out = 0, n_dec = 0, n_items = 0, n_swa_items = 0;
+    double cost = 0, swa_cost = 0;
     bool split = m->opts.attention == MODEL_ATTN_SPLIT;
     for (int i = 0; i < n; i++) {
         struct model_seq *s = &seqs[i];
@@ -537,21 +564,14 @@ static void plan(struct model *m, struct model_seq *seqs, int n, int logit_row0,
                 (s->logits == MODEL_LOGITS_LAST && t == s->n_tokens - 1))
                 rs->out_row[n_out++] = R;
             int n_keys = s->pos + t + 1;
-            if (split && s->n_tokens == 1) {
+            bool split_row = split && s->n_tokens == 1;
+            if (split_row)
                 rs->dec_row[R] = n_dec++;
-                for (int h = 0; h < c->n_head_kv; h++)
-                    for (int ch = 0; ch * MODEL_ATTN_CHUNK < n_keys; ch++) {
-                        int len = n_keys - ch * MODEL_ATTN_CHUNK;
-                        rs->items[n_items] = (struct model_attn_item){R, h, ch};
-                        rs->item_cost[n_items++] = cost;
-                        cost += len < MODEL_ATTN_CHUNK ? len : MODEL_ATTN_CHUNK;
-                    }
-            } else {
-                for (int h = 0; h < c->n_head_kv; h++) {
-                    rs->items[n_items] = (struct model_attn_item){R, h, -1};
-                    rs->item_cost[n_items++] = cost;
-                    cost += n_keys;
-                }
+            plan_row(m, R, 0, n_keys, split_row, rs->items, rs->item_cost, &n_items, &cost);
+            if (c->n_swa > 0) {
+                int k_lo = n_keys - c->n_swa > 0 ? n_keys - c->n_swa : 0;
+                plan_row(m, R, k_lo, n_keys, split_row, rs->items + rs->max_items,
+                         rs->item_cost + rs->max_items, &n_swa_items, &swa_cost);
             }
         }
         s->out =
@@ -563,6 +583,8 @@ static void plan(struct model *m, struct model_seq *seqs, int n, int logit_row0,
     F->logit_row0 = logit_row0;
     F->n_items = n_items;
     F->cost = cost;
+    F->n_swa_items = n_swa_items;
+    F->swa_cost = swa_cost;
 }
 
 static void cpu_forward(struct model *m, struct model_seq *seqs, int n, int logit_row0)
@@ -699,8 +721,9 @@ static int cpu_prepare(struct model *m, struct err *err)
     rs->dec_row = xcalloc(rows, sizeof(int));
     rs->out_row = xcalloc((size_t)m->max_logit_rows, sizeof(int));
     rs->max_items = rows * c->n_head_kv + (size_t)m->max_batch * c->n_head_kv * rs->n_chunks;
-    rs->items = xcalloc(rs->max_items, sizeof(*rs->items));
-    rs->item_cost = xcalloc(rs->max_items, sizeof(double));
+    size_t lists = c->n_swa > 0 ? 2 : 1; /* the sliding-window layers' own list */
+    rs->items = xcalloc(lists * rs->max_items, sizeof(*rs->items));
+    rs->item_cost = xcalloc(lists * rs->max_items, sizeof(double));
     rs->ops = cpu_ops_for_isa(q_kernels_isa(m->kern));
     log_info("kv cache: %d slots x %d positions, %s, %.1f MB; %d threads; kernels %s/%s",
              m->max_batch, m->ctx, rs->kv_elem == 4 ? "f32" : "f16", rs->kv_bytes / 1e6, nth,

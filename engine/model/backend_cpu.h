@@ -17,12 +17,14 @@ enum { ACT_Q, ACT_K, ACT_V, ACT_O, ACT_GATE, ACT_UP, ACT_DOWN };
 /* One step's shared context (lives on the caller's stack during tp_run). */
 struct fwd {
     struct model *m;
-    int rows;       /* tokens in the step */
-    int n_out;      /* logits rows */
-    int logit_row0; /* first logits row of this pass */
-    int n_items;    /* attention items */
-    double cost;    /* total attention work estimate */
-    uint64_t t;     /* thread 0: time the current section started */
+    int rows;        /* tokens in the step */
+    int n_out;       /* logits rows */
+    int logit_row0;  /* first logits row of this pass */
+    int n_items;     /* attention items */
+    double cost;     /* total attention work estimate */
+    int n_swa_items; /* sliding-window layers' items (from run_state.max_items on) */
+    double swa_cost; /* their work estimate */
+    uint64_t t;      /* thread 0: time the current section started */
 };
 
 enum phase { PH_OTHER, PH_MATMUL, PH_ATTN };

@@ -235,8 +235,9 @@ struct run_state {
     int32_t *row_tok;              /* (rows) token id */
     int *out_row;                  /* (max_logit_rows) row index whose logits are wanted */
     int *dec_row;                  /* (rows) split partial index of a decode row, or -1 */
-    struct model_attn_item *items; /* (max items) attention work list */
-    double *item_cost;             /* (max items) prefix sums of the work estimate */
+    struct model_attn_item *items; /* (max items) attention work list; a second list of
+                                      sliding-window layers' items follows (gpt-oss) */
+    double *item_cost;             /* (max items) prefix sums of the work estimate (both lists) */
     size_t max_items;
     int n_chunks; /* ceil(ctx / MODEL_ATTN_CHUNK) */
 };
