@@ -209,6 +209,11 @@ int model_read_config(const struct gguf_file *f, struct model_config *c, struct 
     if (read_rope_scaling(f, archs[ai].name, c, err))
         return -1;
     c->oai = archs[ai].oai;
+    if (c->oai && c->n_rot != c->head_dim) /* llama.cpp scales its scores by 1/sqrt(n_rot) */
+        return err_set(err, FP_ERR_UNSUPPORTED,
+                       "metadata '%s' = %d: partial rotary heads are not supported",
+                       K("rope.dimension_count"), c->n_rot),
+               -1;
     if (c->oai) {
         float base_swa = c->rope_base;
         if (get_int(f, K("attention.sliding_window"), 0, true, &c->n_swa, err) ||
