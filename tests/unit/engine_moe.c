@@ -151,7 +151,7 @@ TEST(qwen3moe_batch_of_16_equals_alone_every_type)
  * biases and the clamped SwiGLU; split and serial attention agree. */
 TEST(gptoss_batch_of_16_equals_alone_every_type)
 {
-    static const uint32_t types[] = {Q_F32, Q_Q8_0, Q_MXFP4};
+    static const uint32_t types[] = {Q_F32, Q_Q8_0, Q_MXFP4, Q_NVFP4};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         batch_invariance("gpt-oss-tiny", types[i]);
 }
