@@ -180,7 +180,7 @@ static char *rewrite(const char *src, const char *drop, const char *skip, const 
     struct rewrite r = {skip};
     gguf_w_copy_kv(w, &f, skip_key, &r);
     if (val && val[0] == '#') /* "#N": the unsigned integer N */
-        gguf_w_u32(w, skip, (uint32_t)atoi(val + 1));
+        gguf_w_u32(w, skip, (uint32_t)strtoul(val + 1, NULL, 10));
     else if (val)
         gguf_w_str(w, skip, val);
     for (size_t i = 0; i < f.n_tensors; i++) {
