@@ -22,8 +22,9 @@
 /* One hyperparameter line: label, key suffix after "ARCH.", kind. The
  * keys are llama.cpp's (docs/formats.md §2.1); missing ones
  * print "-", since other architectures and partial files exist, but for
- * the HP_OPT ones (head dimension, experts), printed only when present. */
-enum hp_kind { HP_INT, HP_FLOAT, HP_OPT };
+ * the HP_OPT and HP_OPT_FLOAT ones (head dimension, experts, gpt-oss's
+ * window and YaRN), printed only when present. */
+enum hp_kind { HP_INT, HP_FLOAT, HP_OPT, HP_OPT_FLOAT };
 struct hparam {
     const char *label;
     const char *key; /* appended to "<arch>." */
@@ -45,6 +46,9 @@ static const struct hparam hparams[] = {
     {"experts", "expert_count", HP_OPT},
     {"experts used", "expert_used_count", HP_OPT},
     {"expert ff", "expert_feed_forward_length", HP_OPT},
+    {"window", "attention.sliding_window", HP_OPT},
+    {"rope scale", "rope.scaling.factor", HP_OPT_FLOAT},
+    {"rope orig ctx", "rope.scaling.original_context_length", HP_OPT},
 };
 
 /* The special-token ids worth showing, in this order. */
@@ -79,9 +83,11 @@ static void print_hparams(const struct gguf_file *f, struct gguf_str arch)
         char *key = xasprintf("%.*s.%s", (int)arch.len, arch.p, hparams[i].key);
         uint64_t u;
         double d;
-        if (hparams[i].kind == HP_OPT) {
-            if (gguf_get_u64(f, key, &u) == 0)
+        if (hparams[i].kind == HP_OPT || hparams[i].kind == HP_OPT_FLOAT) {
+            if (hparams[i].kind == HP_OPT && gguf_get_u64(f, key, &u) == 0)
                 printf("%-14s%" PRIu64 "\n", hparams[i].label, u);
+            else if (hparams[i].kind == HP_OPT_FLOAT && gguf_get_f64(f, key, &d) == 0)
+                printf("%-14s%g\n", hparams[i].label, d);
             free(key);
             continue;
         }

@@ -33,7 +33,7 @@ int fp4_synth(int argc, char **argv)
     long seed = 1;
     const struct opt opts[] = {
         {"arch", 'a', OPT_STR, &arch, "A",
-         "architecture: llama|qwen3|qwen3moe (default: the preset's; alone, its smallest "
+         "architecture: llama|qwen3|qwen3moe|gpt-oss (default: the preset's; alone, its smallest "
          "preset)"},
         {"preset", 'p', OPT_STR, &preset, "NAME",
          "model shape: tiny|smollm2-135m|llama-1b|qwen3-tiny|qwen3moe-tiny|qwen3moe-small"},
@@ -52,7 +52,7 @@ int fp4_synth(int argc, char **argv)
     if (p == 0 && !out)
         err_set(&err, FP_ERR_USAGE, "synth needs -o OUT.gguf");
     if (!err.code && arch && !synth_preset_for_arch(arch))
-        err_set(&err, FP_ERR_USAGE, "unknown --arch '%s' (use llama|qwen3|qwen3moe)", arch);
+        err_set(&err, FP_ERR_USAGE, "unknown --arch '%s' (use llama|qwen3|qwen3moe|gpt-oss)", arch);
     if (!err.code && !preset)
         o.preset = synth_preset_for_arch(arch);
     else if (!err.code && !(o.preset = synth_preset_find(preset)))

@@ -44,6 +44,35 @@ static const struct synth_preset presets[] = {
     {"qwen3moe-small", 8, 512, 8, 4, 0, 4096, 2048, 1000000.0f, 1e-6f, .head_dim = 64,
      .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 256, .sigma = 0.06f, .embd_sigma = 0.2f,
      .router_sigma = 0.08f, .qk_gain = 3.5f, .arch = "qwen3moe"},
+    /* gpt-oss's layout in small: 16 experts of width 128, 4 per token; a
+     * window of 20 on the even layers (not a multiple of the 16-key tile,
+     * and short enough that a 64-token test crosses it), YaRN x8 from 512
+     * positions (pairs below, inside and above the ramp); expert biases
+     * wide enough that the SwiGLU clamp at 7 is reached */
+    {"gpt-oss-tiny",
+     4,
+     128,
+     4,
+     2,
+     0,
+     2048,
+     4096,
+     150000.0f,
+     1e-5f,
+     .head_dim = 64,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 128,
+     .sigma = 0.12f,
+     .embd_sigma = 0.4f,
+     .router_sigma = 0.15f,
+     .arch = "gpt-oss",
+     .n_swa = 20,
+     .yarn_factor = 8.0f,
+     .yarn_orig = 512,
+     .bias_sigma = 0.1f,
+     .exp_bias_sigma = 2.0f,
+     .sink_sigma = 1.0f},
 };
 #define N_PRESETS (sizeof(presets) / sizeof(presets[0]))
 
@@ -57,7 +86,7 @@ const struct synth_preset *synth_preset_find(const char *name)
 
 const char *synth_preset_names(void)
 {
-    return "tiny|smollm2-135m|llama-1b|qwen3-tiny|qwen3moe-tiny|qwen3moe-small";
+    return "tiny|smollm2-135m|llama-1b|qwen3-tiny|qwen3moe-tiny|qwen3moe-small|gpt-oss-tiny";
 }
 
 const char *synth_preset_arch(const struct synth_preset *p)
@@ -67,8 +96,10 @@ const char *synth_preset_arch(const struct synth_preset *p)
 
 const struct synth_preset *synth_preset_for_arch(const char *arch)
 {
-    static const char *const defaults[][2] = {
-        {"llama", "tiny"}, {"qwen3", "qwen3-tiny"}, {"qwen3moe", "qwen3moe-tiny"}};
+    static const char *const defaults[][2] = {{"llama", "tiny"},
+                                              {"qwen3", "qwen3-tiny"},
+                                              {"qwen3moe", "qwen3moe-tiny"},
+                                              {"gpt-oss", "gpt-oss-tiny"}};
     for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
         if (strcmp(defaults[i][0], arch) == 0)
             return synth_preset_find(defaults[i][1]);
@@ -398,6 +429,7 @@ enum kind {
     K_WEIGHT, /* N(0, sigma) */
     K_NORM,   /* 1 + N(0, 0.02), F32 */
     K_SCALE,  /* NVFP4 scale of the tensor before it, F32 [1] (one per expert: [n_expert]) */
+    K_BIAS,   /* N(0, sigma), F32, 1-D (2-D [n, n_expert] for experts) */
 };
 
 #define MAX_SLICES 256 /* experts of a 3-D tensor */
@@ -476,26 +508,38 @@ static size_t plan(const struct synth_opts *o, struct spec **out)
     const struct synth_preset *p = o->preset;
     uint64_t hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
     uint64_t q_dim = hd * p->n_head, kv_dim = hd * p->n_head_kv;
-    bool qwen = p->arch != NULL, moe = p->n_expert > 0;
+    bool oai = p->arch && strcmp(p->arch, "gpt-oss") == 0;
+    bool qwen = p->arch != NULL && !oai, moe = p->n_expert > 0;
     double sigma = p->sigma > 0 ? p->sigma : SIGMA;
     /* f32/f16 as asked, else Q8_0 (llama.cpp keeps a tied head at 8 bits) */
     uint32_t embd_type = o->type == Q_F32 || o->type == Q_F16 ? o->type : Q_Q8_0;
-    enum { DENSE = 1, MOE = 2, QWEN = 4, ALL = 8 };
+    enum { DENSE = 1, MOE = 2, QWEN = 4, ALL = 8, OAI = 16, NOT_OAI = 32 };
     const struct {
         const char *name;
         enum kind kind;
         uint64_t ne0, ne1, ne2; /* [in, out, experts] */
         int when;
-        bool f32; /* kept F32 whatever the weight type (the router) */
+        bool f32;     /* kept F32 whatever the weight type (the router) */
+        double sigma; /* K_BIAS's */
     } layer[] = {
         {"attn_norm", K_NORM, p->n_embd, 1, 1, ALL},
         {"attn_q", K_WEIGHT, p->n_embd, q_dim, 1, ALL},
         {"attn_k", K_WEIGHT, p->n_embd, kv_dim, 1, ALL},
         {"attn_v", K_WEIGHT, p->n_embd, kv_dim, 1, ALL},
         {"attn_output", K_WEIGHT, q_dim, p->n_embd, 1, ALL},
+        {"attn_q.bias", K_BIAS, q_dim, 1, 1, OAI, true, p->bias_sigma},
+        {"attn_k.bias", K_BIAS, kv_dim, 1, 1, OAI, true, p->bias_sigma},
+        {"attn_v.bias", K_BIAS, kv_dim, 1, 1, OAI, true, p->bias_sigma},
+        {"attn_output.bias", K_BIAS, p->n_embd, 1, 1, OAI, true, p->bias_sigma},
+        {"attn_sinks", K_BIAS, p->n_head, 1, 1, OAI, true, p->sink_sigma},
         {"attn_q_norm", K_NORM, hd, 1, 1, QWEN},
         {"attn_k_norm", K_NORM, hd, 1, 1, QWEN},
-        {"ffn_norm", K_NORM, p->n_embd, 1, 1, ALL},
+        {"ffn_norm", K_NORM, p->n_embd, 1, 1, NOT_OAI},
+        {"post_attention_norm", K_NORM, p->n_embd, 1, 1, OAI},
+        {"ffn_gate_inp.bias", K_BIAS, p->n_expert, 1, 1, OAI, true, p->bias_sigma},
+        {"ffn_gate_exps.bias", K_BIAS, p->n_ff_exp, p->n_expert, 1, OAI, true, p->exp_bias_sigma},
+        {"ffn_up_exps.bias", K_BIAS, p->n_ff_exp, p->n_expert, 1, OAI, true, p->exp_bias_sigma},
+        {"ffn_down_exps.bias", K_BIAS, p->n_embd, p->n_expert, 1, OAI, true, p->bias_sigma},
         {"ffn_gate", K_WEIGHT, p->n_embd, p->n_ff, 1, DENSE},
         {"ffn_up", K_WEIGHT, p->n_embd, p->n_ff, 1, DENSE},
         {"ffn_down", K_WEIGHT, p->n_ff, p->n_embd, 1, DENSE},
@@ -505,7 +549,7 @@ static size_t plan(const struct synth_opts *o, struct spec **out)
         {"ffn_down_exps", K_WEIGHT, p->n_ff_exp, p->n_embd, p->n_expert, MOE},
     };
     size_t n_layer_t = sizeof(layer) / sizeof(layer[0]);
-    size_t cap = 2 + p->n_layer * n_layer_t * 2, n = 0;
+    size_t cap = 3 + p->n_layer * n_layer_t * 2, n = 0;
     struct spec *s = xcalloc(cap, sizeof(*s));
 
     s[n++] = (struct spec){.name = "token_embd.weight",
@@ -518,17 +562,24 @@ static size_t plan(const struct synth_opts *o, struct spec **out)
         for (size_t k = 0; k < n_layer_t; k++) {
             int when = layer[k].when;
             if (!(when == ALL || (when == DENSE && !moe) || (when == MOE && moe) ||
-                  (when == QWEN && qwen)))
+                  (when == QWEN && qwen) || (when == OAI && oai) || (when == NOT_OAI && !oai)))
                 continue;
             struct spec *t = &s[n++];
-            snprintf(t->name, sizeof(t->name), "blk.%u.%s.weight", l, layer[k].name);
+            bool dotted = strchr(layer[k].name, '.') != NULL; /* "x.bias" */
+            snprintf(t->name, sizeof(t->name), "blk.%u.%s%s", l, layer[k].name,
+                     dotted ? "" : ".weight");
             t->kind = layer[k].kind;
             t->type = t->kind == K_NORM || layer[k].f32 ? 0 : o->type;
-            t->n_dims = t->kind == K_NORM ? 1 : layer[k].ne2 > 1 ? 3 : 2;
+            t->n_dims = t->kind == K_NORM   ? 1
+                        : t->kind == K_BIAS ? (layer[k].ne1 > 1 ? 2 : 1)
+                        : layer[k].ne2 > 1  ? 3
+                                            : 2;
             t->ne[0] = layer[k].ne0;
             t->ne[1] = layer[k].ne1;
             t->ne[2] = layer[k].ne2;
-            t->sigma = layer[k].f32 && p->router_sigma > 0 ? p->router_sigma : sigma;
+            t->sigma = t->kind == K_BIAS                     ? layer[k].sigma
+                       : layer[k].f32 && p->router_sigma > 0 ? p->router_sigma
+                                                             : sigma;
             if (layer[k].when == QWEN && p->qk_gain > 0)
                 t->mean = p->qk_gain;
             if (t->kind == K_WEIGHT && t->type == Q_NVFP4) { /* NVFP4: llama.cpp's scale2 */
@@ -547,6 +598,13 @@ static size_t plan(const struct synth_opts *o, struct spec **out)
                            .type = 0,
                            .n_dims = 1,
                            .ne = {p->n_embd, 1, 1}};
+    if (oai) /* llama.cpp's gpt-oss wants its own head */
+        s[n++] = (struct spec){.name = "output.weight",
+                               .kind = K_WEIGHT,
+                               .type = embd_type,
+                               .n_dims = 2,
+                               .ne = {p->n_embd, p->n_vocab, 1},
+                               .sigma = p->embd_sigma > 0 ? p->embd_sigma : sigma};
     /* Each tensor's generator depends on the seed and its name only, so
      * adding or reordering tensors leaves the others' values unchanged. */
     for (size_t i = 0; i < n; i++) {
@@ -622,6 +680,12 @@ static void write_meta(gguf_writer *w, const struct synth_opts *o, const struct 
         gguf_w_u32(w, K("expert_count"), p->n_expert);
         gguf_w_u32(w, K("expert_used_count"), p->n_expert_used);
         gguf_w_u32(w, K("expert_feed_forward_length"), p->n_ff_exp);
+    }
+    if (p->n_swa) {
+        gguf_w_u32(w, K("attention.sliding_window"), p->n_swa);
+        gguf_w_str(w, K("rope.scaling.type"), "yarn");
+        gguf_w_f32(w, K("rope.scaling.factor"), p->yarn_factor);
+        gguf_w_u32(w, K("rope.scaling.original_context_length"), p->yarn_orig);
     }
     gguf_w_u32(w, K("vocab_size"), p->n_vocab);
     gguf_w_u32(w, K("rope.dimension_count"), hd);

@@ -31,18 +31,27 @@ struct synth_preset {
     float embd_sigma;   /* token embedding's (0: sigma) */
     float router_sigma; /* ffn_gate_inp's (0: sigma) */
     float qk_gain;      /* qwen3: mean of attn_q_norm / attn_k_norm (0: 1), sharper attention */
-    const char *arch;   /* general.architecture: "qwen3" or "qwen3moe"; NULL = "llama" */
+    const char *arch;   /* general.architecture: "qwen3", "qwen3moe" or "gpt-oss"; NULL =
+                           "llama" */
+    /* gpt-oss */
+    uint32_t n_swa;       /* attention.sliding_window (on the even layers) */
+    float yarn_factor;    /* rope.scaling.factor (YaRN) */
+    uint32_t yarn_orig;   /* rope.scaling.original_context_length */
+    float bias_sigma;     /* attention and router biases' standard deviation */
+    float exp_bias_sigma; /* expert gate/up biases' (large enough to reach the clamp) */
+    float sink_sigma;     /* attn_sinks' */
 };
 
 /* The preset called name ("tiny", "smollm2-135m", "llama-1b", "qwen3-tiny",
- * "qwen3moe-tiny", "qwen3moe-small"), or NULL. */
+ * "qwen3moe-tiny", "qwen3moe-small", "gpt-oss-tiny"), or NULL. */
 const struct synth_preset *synth_preset_find(const char *name);
 /* Preset names for messages and --help. */
 const char *synth_preset_names(void);
 /* p's architecture name ("llama" when p->arch is NULL). */
 const char *synth_preset_arch(const struct synth_preset *p);
 /* The default preset of an architecture ("llama" -> tiny, "qwen3" ->
- * qwen3-tiny, "qwen3moe" -> qwen3moe-tiny), or NULL for an unknown one. */
+ * qwen3-tiny, "qwen3moe" -> qwen3moe-tiny, "gpt-oss" -> gpt-oss-tiny), or
+ * NULL for an unknown one. */
 const struct synth_preset *synth_preset_for_arch(const char *arch);
 
 struct synth_opts {
@@ -60,7 +69,10 @@ struct synth_opts {
  * "<name>.scale" ([1], or [n_expert] for a 3-D expert tensor: one per
  * expert), which multiplies the matmul output. qwen3 adds the per-head
  * attn_q_norm / attn_k_norm; qwen3moe replaces the dense FFN with an F32
- * router ffn_gate_inp and the 3-D ffn_{gate,up,down}_exps. The same
+ * router ffn_gate_inp and the 3-D ffn_{gate,up,down}_exps; gpt-oss adds
+ * F32 biases to the attention projections, the router and the experts,
+ * attn_sinks, post_attention_norm for ffn_norm and an untied output.weight,
+ * with YaRN and sliding-window metadata. The same
  * options always give a byte-identical file. Returns 0, or -1 with err
  * set (FP_ERR_UNSUPPORTED for a type synth cannot produce, FP_ERR_IO).
  */

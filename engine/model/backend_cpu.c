@@ -87,6 +87,18 @@ static void rope(float *x, const float *cs, const float *sn, int n_rot, bool neo
     }
 }
 
+/* q += bq (qn), k += bk and v += bv (kvn): gpt-oss's projection biases. */
+static void add_bias(float *q, const float *bq, int qn, float *k, const float *bk, float *v,
+                     const float *bv, int kvn)
+{
+    for (int i = 0; i < qn; i++)
+        q[i] += bq[i];
+    for (int i = 0; i < kvn; i++) {
+        k[i] += bk[i];
+        v[i] += bv[i];
+    }
+}
+
 /* acc (max, sum, out[hd]) <- acc folded with one chunk's partial p. The
  * one place partials are combined, so serial and split agree bit for bit. */
 __attribute__((noinline)) static void fold(float *acc, const float *p, int hd)
@@ -106,11 +118,30 @@ static void fold_init(float *acc, int hd)
     memset(acc + 2, 0, sizeof(float) * (size_t)hd);
 }
 
-static void fold_finish(float *out, const float *acc, int hd)
+/* out = acc's weighted sum / its denominator. A sink logit (gpt-oss; -inf
+ * = none) joins the denominator here, once per row and head, after every
+ * chunk is folded: it adds exp(sink) to the sum and nothing to the values. */
+static void fold_finish(float *out, const float *acc, int hd, float sink)
 {
-    float inv = 1.0f / acc[1];
+    if (sink == -INFINITY) {
+        float inv = 1.0f / acc[1];
+        for (int d = 0; d < hd; d++)
+            out[d] = acc[2 + d] * inv;
+        return;
+    }
+    float mx = acc[0] > sink ? acc[0] : sink;
+    float a = expf(acc[0] - mx);
+    float inv = 1.0f / (acc[1] * a + expf(sink - mx));
     for (int d = 0; d < hd; d++)
-        out[d] = acc[2 + d] * inv;
+        out[d] = acc[2 + d] * a * inv;
+}
+
+/* The first key a row attends to in this layer: pos - n_swa + 1 in a
+ * sliding-window layer, else 0. */
+static int first_key(const struct model *m, int layer, int pos)
+{
+    int lo = pos + 1 - m->cfg.n_swa;
+    return m->w.layers[layer].swa && lo > 0 ? lo : 0;
 }
 
 static size_t cache_off(const struct model *m, int layer, int slot, int kvh)
@@ -154,57 +185,112 @@ static void chunk(const struct run_state *rs, const float *q, int g, int hd, con
                             part);
 }
 
+/* The partial of keys [a, b) of one chunk when a is not on a key tile
+ * (a sliding window's first chunk): the keys up to the next tile in plain
+ * loops, the rest by the chunk kernel into tmp, folded in. Serial and
+ * split walks both come here, so they still agree bit for bit. */
+static void chunk_from(const struct run_state *rs, const float *q, int g, int hd, const uint8_t *K,
+                       const uint8_t *V, int a, int b, float scale, float *scores, float *part,
+                       float *tmp)
+{
+    size_t row = (size_t)hd * rs->kv_elem;
+    if (a % OPS_KTILE == 0) {
+        chunk(rs, q, g, hd, K + (size_t)a * row, V + (size_t)a * row, b - a, scale, scores, part);
+        return;
+    }
+    int a1 = (a / OPS_KTILE + 1) * OPS_KTILE;
+    a1 = a1 < b ? a1 : b;
+    for (int h = 0; h < g; h++) {
+        const float *qh = q + (size_t)h * hd;
+        float *p = part + (size_t)h * (hd + 2), sc[OPS_KTILE], mx = -INFINITY, sum = 0;
+        for (int t = a; t < a1; t++) {
+            float dot = 0;
+            for (int d = 0; d < hd; d++) {
+                size_t i = ops_k_index(t, d, hd);
+                dot += qh[d] * (rs->kv_elem == 4 ? ((const float *)K)[i]
+                                                 : q_f16_to_f32(((const uint16_t *)K)[i]));
+            }
+            sc[t - a] = dot * scale;
+            mx = sc[t - a] > mx ? sc[t - a] : mx;
+        }
+        memset(p + 2, 0, sizeof(float) * (size_t)hd);
+        for (int t = a; t < a1; t++) {
+            float w = expf(sc[t - a] - mx);
+            sum += w;
+            for (int d = 0; d < hd; d++) {
+                size_t i = (size_t)t * hd + d;
+                p[2 + d] += w * (rs->kv_elem == 4 ? ((const float *)V)[i]
+                                                  : q_f16_to_f32(((const uint16_t *)V)[i]));
+            }
+        }
+        p[0] = mx;
+        p[1] = sum;
+    }
+    if (a1 == b)
+        return;
+    chunk(rs, q, g, hd, K + (size_t)a1 * row, V + (size_t)a1 * row, b - a1, scale, scores, tmp);
+    for (int h = 0; h < g; h++)
+        fold(part + (size_t)h * (hd + 2), tmp + (size_t)h * (hd + 2), hd);
+}
+
 /* One attention item: chunk c of (row, kvh) into its partial slot, or (c
- * = -1) every chunk of the row folded into att. */
+ * = -1) every chunk of the row folded into att. A sliding-window layer
+ * starts at the row's first key: chunks wholly before it are skipped. */
 static void attn_item(struct model *m, int layer, const struct model_attn_item *it, float *scratch)
 {
     const struct model_config *c = &m->cfg;
     struct run_state *rs = &m->rs;
     int hd = c->head_dim, g = c->n_head / c->n_head_kv, r = it->row;
-    int n_keys = rs->row_pos[r] + 1;
+    int n_keys = rs->row_pos[r] + 1, k_lo = first_key(m, layer, rs->row_pos[r]);
     size_t base = cache_off(m, layer, rs->row_slot[r], it->kvh);
     const uint8_t *K = (const uint8_t *)rs->k_cache + base * rs->kv_elem;
     const uint8_t *V = (const uint8_t *)rs->v_cache + base * rs->kv_elem;
-    size_t row = (size_t)hd * rs->kv_elem; /* bytes per cached position */
     const float *q = rs->q + (size_t)r * c->q_dim + (size_t)it->kvh * g * hd;
+    const float *sinks = m->w.layers[layer].sinks;
     float scale = 1.0f / sqrtf((float)hd);
     float *scores = scratch, *part = scratch + g * MODEL_ATTN_CHUNK;
-    float *acc = part + g * (hd + 2);
+    float *acc = part + g * (hd + 2), *tmp = acc + g * (hd + 2);
     if (it->chunk >= 0) {
-        int t0 = it->chunk * MODEL_ATTN_CHUNK;
-        int n = n_keys - t0 < MODEL_ATTN_CHUNK ? n_keys - t0 : MODEL_ATTN_CHUNK;
+        int t0 = it->chunk * MODEL_ATTN_CHUNK, t1 = t0 + MODEL_ATTN_CHUNK;
+        if (t1 <= k_lo)
+            return;
         float *dst =
             rs->att_part +
             (((size_t)rs->dec_row[r] * c->n_head_kv + it->kvh) * rs->n_chunks + (size_t)it->chunk) *
                 (size_t)g * (hd + 2);
-        chunk(rs, q, g, hd, K + (size_t)t0 * row, V + (size_t)t0 * row, n, scale, scores, dst);
+        chunk_from(rs, q, g, hd, K, V, t0 > k_lo ? t0 : k_lo, n_keys < t1 ? n_keys : t1, scale,
+                   scores, dst, tmp);
         return;
     }
     for (int h = 0; h < g; h++)
         fold_init(acc + h * (hd + 2), hd);
-    for (int t0 = 0; t0 < n_keys; t0 += MODEL_ATTN_CHUNK) {
-        int n = n_keys - t0 < MODEL_ATTN_CHUNK ? n_keys - t0 : MODEL_ATTN_CHUNK;
-        chunk(rs, q, g, hd, K + (size_t)t0 * row, V + (size_t)t0 * row, n, scale, scores, part);
+    for (int t0 = k_lo / MODEL_ATTN_CHUNK * MODEL_ATTN_CHUNK; t0 < n_keys; t0 += MODEL_ATTN_CHUNK) {
+        int t1 = t0 + MODEL_ATTN_CHUNK;
+        chunk_from(rs, q, g, hd, K, V, t0 > k_lo ? t0 : k_lo, n_keys < t1 ? n_keys : t1, scale,
+                   scores, part, tmp);
         for (int h = 0; h < g; h++)
             fold(acc + h * (hd + 2), part + h * (hd + 2), hd);
     }
     float *out = rs->att + (size_t)r * c->q_dim + (size_t)it->kvh * g * hd;
     for (int h = 0; h < g; h++)
-        fold_finish(out + h * hd, acc + h * (hd + 2), hd);
+        fold_finish(out + h * hd, acc + h * (hd + 2), hd,
+                    sinks ? sinks[it->kvh * g + h] : -INFINITY);
 }
 
 /* Combine a split decode row's chunk partials into its attention output. */
-static void attn_combine(struct model *m, int r, float *scratch)
+static void attn_combine(struct model *m, int layer, int r, float *scratch)
 {
     const struct model_config *c = &m->cfg;
     struct run_state *rs = &m->rs;
     int hd = c->head_dim, g = c->n_head / c->n_head_kv;
     int n_ch = (rs->row_pos[r] + MODEL_ATTN_CHUNK) / MODEL_ATTN_CHUNK;
+    int ch0 = first_key(m, layer, rs->row_pos[r]) / MODEL_ATTN_CHUNK;
+    const float *sinks = m->w.layers[layer].sinks;
     for (int kvh = 0; kvh < c->n_head_kv; kvh++)
         for (int h = 0; h < g; h++) {
             float *acc = scratch;
             fold_init(acc, hd);
-            for (int ch = 0; ch < n_ch; ch++) {
+            for (int ch = ch0; ch < n_ch; ch++) {
                 const float *p =
                     rs->att_part +
                     ((((size_t)rs->dec_row[r] * c->n_head_kv + kvh) * rs->n_chunks + (size_t)ch) *
@@ -213,7 +299,8 @@ static void attn_combine(struct model *m, int r, float *scratch)
                         (hd + 2);
                 fold(acc, p, hd);
             }
-            fold_finish(rs->att + (size_t)r * c->q_dim + ((size_t)kvh * g + h) * hd, acc, hd);
+            fold_finish(rs->att + (size_t)r * c->q_dim + ((size_t)kvh * g + h) * hd, acc, hd,
+                        sinks ? sinks[kvh * g + h] : -INFINITY);
         }
 }
 
@@ -312,6 +399,10 @@ static void step_fn(void *arg, int ith, int nth)
             int pos = rs->row_pos[r], half = c->n_rot / 2;
             const float *cs = rs->rope_cos + (size_t)pos * half,
                         *sn = rs->rope_sin + (size_t)pos * half;
+            if (L->bq) /* gpt-oss: Q/K/V biases before RoPE */
+                add_bias(rs->q + (size_t)r * c->q_dim, L->bq, c->q_dim,
+                         rs->k + (size_t)r * c->kv_dim, L->bk, rs->v + (size_t)r * c->kv_dim, L->bv,
+                         c->kv_dim);
             for (int h = 0; h < c->n_head; h++) {
                 float *q = rs->q + (size_t)r * c->q_dim + (size_t)h * c->head_dim;
                 if (L->q_norm) /* qwen3: per-head RMSNorm before RoPE */
@@ -333,21 +424,25 @@ static void step_fn(void *arg, int ith, int nth)
 
         /* Attention items, cut by estimated work. */
         {
-            double c0 = F->cost * ith / nth, c1 = F->cost * (ith + 1) / nth;
-            for (int i = 0; i < F->n_items; i++) {
-                double start = rs->item_cost[i];
+            bool w = L->swa; /* the window's own list */
+            const struct model_attn_item *items = rs->items + (w ? rs->max_items : 0);
+            const double *item_cost = rs->item_cost + (w ? rs->max_items : 0);
+            double cost = w ? F->swa_cost : F->cost;
+            double c0 = cost * ith / nth, c1 = cost * (ith + 1) / nth;
+            for (int i = 0; i < (w ? F->n_swa_items : F->n_items); i++) {
+                double start = item_cost[i];
                 if (start < c0)
                     continue;
                 if (start >= c1 && !(ith == nth - 1))
                     break;
-                attn_item(m, l, &rs->items[i], scratch);
+                attn_item(m, l, &items[i], scratch);
             }
         }
         cpu_section_end(F, ith, PH_ATTN);
 
         for (int64_t r = r0; r < r1; r++)
             if (rs->dec_row[r] >= 0)
-                attn_combine(m, (int)r, scratch);
+                attn_combine(m, l, (int)r, scratch);
         if (r1 > r0)
             q_act_prepare_rows(&rs->act[ACT_O], rs->att, c->q_dim, r0, r1);
         cpu_section_end(F, ith, PH_ATTN);
@@ -356,7 +451,8 @@ static void step_fn(void *arg, int ith, int nth)
         cpu_matmul_share(m, &L->wo, &rs->act[ACT_O], rs->y, E, ith, nth, &lo, &hi);
         for (int r = 0; r < R; r++)
             for (int64_t i = lo; i < hi; i++)
-                rs->x[(size_t)r * E + i] += rs->y[(size_t)r * E + i];
+                rs->x[(size_t)r * E + i] +=
+                    L->bo ? rs->y[(size_t)r * E + i] + L->bo[i] : rs->y[(size_t)r * E + i];
         if (ith == 0 && c->n_expert)
             moe_shape_router(rs, L, R);
         else if (ith == 0)
@@ -433,13 +529,36 @@ static void step_fn(void *arg, int ith, int nth)
     cpu_section_end(F, ith, PH_MATMUL);
 }
 
-/* Lay the step out: rows, logits rows and the attention work list. */
+/* Append row R's attention items for keys [k_lo, n_keys) to the list at
+ * items/cost (split: one per chunk that holds some of them). */
+static void plan_row(const struct model *m, int R, int k_lo, int n_keys, bool split,
+                     struct model_attn_item *items, double *item_cost, int *n_items, double *cost)
+{
+    for (int h = 0; h < m->cfg.n_head_kv; h++) {
+        if (!split) {
+            items[*n_items] = (struct model_attn_item){R, h, -1};
+            item_cost[(*n_items)++] = *cost;
+            *cost += n_keys - k_lo;
+            continue;
+        }
+        for (int ch = k_lo / MODEL_ATTN_CHUNK; ch * MODEL_ATTN_CHUNK < n_keys; ch++) {
+            int t0 = ch * MODEL_ATTN_CHUNK, t1 = t0 + MODEL_ATTN_CHUNK;
+            items[*n_items] = (struct model_attn_item){R, h, ch};
+            item_cost[(*n_items)++] = *cost;
+            *cost += (n_keys < t1 ? n_keys : t1) - (k_lo > t0 ? k_lo : t0);
+        }
+    }
+}
+
+/* Lay the step out: rows, logits rows and the attention work lists (a
+ * second one, from rs->max_items on, for sliding-window layers, so their
+ * work is shared by what they really attend to). */
 static void plan(struct model *m, struct model_seq *seqs, int n, int logit_row0, struct fwd *F)
 {
     const struct model_config *c = &m->cfg;
     struct run_state *rs = &m->rs;
-    int R = 0, n_out = 0, n_dec = 0, n_items = 0;
-    double cost = 0;
+    int R = 0, n_out = 0, n_dec = 0, n_items = 0, n_swa_items = 0;
+    double cost = 0, swa_cost = 0;
     bool split = m->opts.attention == MODEL_ATTN_SPLIT;
     for (int i = 0; i < n; i++) {
         struct model_seq *s = &seqs[i];
@@ -454,21 +573,14 @@ static void plan(struct model *m, struct model_seq *seqs, int n, int logit_row0,
                 (s->logits == MODEL_LOGITS_LAST && t == s->n_tokens - 1))
                 rs->out_row[n_out++] = R;
             int n_keys = s->pos + t + 1;
-            if (split && s->n_tokens == 1) {
+            bool split_row = split && s->n_tokens == 1;
+            if (split_row)
                 rs->dec_row[R] = n_dec++;
-                for (int h = 0; h < c->n_head_kv; h++)
-                    for (int ch = 0; ch * MODEL_ATTN_CHUNK < n_keys; ch++) {
-                        int len = n_keys - ch * MODEL_ATTN_CHUNK;
-                        rs->items[n_items] = (struct model_attn_item){R, h, ch};
-                        rs->item_cost[n_items++] = cost;
-                        cost += len < MODEL_ATTN_CHUNK ? len : MODEL_ATTN_CHUNK;
-                    }
-            } else {
-                for (int h = 0; h < c->n_head_kv; h++) {
-                    rs->items[n_items] = (struct model_attn_item){R, h, -1};
-                    rs->item_cost[n_items++] = cost;
-                    cost += n_keys;
-                }
+            plan_row(m, R, 0, n_keys, split_row, rs->items, rs->item_cost, &n_items, &cost);
+            if (c->n_swa > 0) {
+                int k_lo = n_keys - c->n_swa > 0 ? n_keys - c->n_swa : 0;
+                plan_row(m, R, k_lo, n_keys, split_row, rs->items + rs->max_items,
+                         rs->item_cost + rs->max_items, &n_swa_items, &swa_cost);
             }
         }
         s->out =
@@ -484,6 +596,8 @@ static void plan(struct model *m, struct model_seq *seqs, int n, int logit_row0,
     F->logit_row0 = logit_row0;
     F->n_items = n_items;
     F->cost = cost;
+    F->n_swa_items = n_swa_items;
+    F->swa_cost = swa_cost;
 }
 
 static void cpu_forward(struct model *m, struct model_seq *seqs, int n, int logit_row0)
@@ -500,6 +614,45 @@ static void cpu_forward(struct model *m, struct model_seq *seqs, int n, int logi
 }
 
 /* ---- allocation ---- */
+
+/* cos and sin of every (position, pair) angle. theta_i = pos *
+ * base^(-2i/n_rot), built by repeated multiplication in float as ggml
+ * does. With YaRN (ext_factor 1), pair i's angle mixes the interpolated
+ * theta * freq_scale and the original theta by a ramp over the pairs
+ * between the correction dims of beta_fast and beta_slow (original below,
+ * interpolated above), and cos and sin are scaled by mscale: ggml's
+ * rope_yarn, in the same float operations. */
+static void rope_tables(const struct model_config *c, int ctx, float *cs, float *sn)
+{
+    int half = c->n_rot / 2;
+    float theta_scale = powf(c->rope_base, -2.0f / (float)c->n_rot);
+    float fs = c->rope_freq_scale, ext = c->yarn_ext_factor, lo = 0, hi = 0;
+    if (ext != 0.0f) {
+        float betas[2] = {c->yarn_beta_fast, c->yarn_beta_slow}, dims[2];
+        for (int j = 0; j < 2; j++)
+            dims[j] = c->n_rot * logf(c->n_ctx_orig / (betas[j] * 2 * (float)M_PI)) /
+                      (2 * logf(c->rope_base));
+        lo = floorf(dims[0]);
+        hi = ceilf(dims[1]);
+        lo = lo > 0 ? lo : 0;
+        hi = hi < c->n_rot - 1 ? hi : c->n_rot - 1;
+    }
+    for (int p = 0; p < ctx; p++) {
+        float theta_ex = (float)p;
+        for (int i = 0; i < half; i++) {
+            float theta = fs * theta_ex, ms = 1.0f;
+            if (ext != 0.0f) {
+                float span = hi - lo > 0.001f ? hi - lo : 0.001f, y = (i - lo) / span;
+                float ramp = 1 - (y < 0 ? 0 : y > 1 ? 1 : y), mix = ramp * ext;
+                theta = theta * (1 - mix) + theta_ex * mix;
+                ms = c->yarn_mscale;
+            }
+            cs[(size_t)p * half + i] = cosf(theta) * ms;
+            sn[(size_t)p * half + i] = sinf(theta) * ms;
+            theta_ex *= theta_scale;
+        }
+    }
+}
 
 static void *alloc_floats(size_t n)
 {
@@ -567,23 +720,13 @@ static int cpu_prepare(struct model *m, struct err *err)
     rs->n_chunks = (m->ctx + MODEL_ATTN_CHUNK - 1) / MODEL_ATTN_CHUNK;
     rs->att_part =
         alloc_floats((size_t)m->max_batch * c->n_head_kv * rs->n_chunks * g * (c->head_dim + 2));
-    rs->scratch_floats = (size_t)g * (MODEL_ATTN_CHUNK + 2 * (c->head_dim + 2));
+    rs->scratch_floats = (size_t)g * (MODEL_ATTN_CHUNK + 3 * (c->head_dim + 2));
     rs->scratch_floats = (rs->scratch_floats + 15) & ~(size_t)15;
     rs->scratch = alloc_floats((size_t)nth * rs->scratch_floats);
     int half = c->n_rot / 2;
     rs->rope_cos = alloc_floats((size_t)m->ctx * half);
     rs->rope_sin = alloc_floats((size_t)m->ctx * half);
-    /* theta_i = pos * base^(-2i/n_rot), built by repeated multiplication
-     * in float as ggml does. */
-    float theta_scale = powf(c->rope_base, -2.0f / (float)c->n_rot);
-    for (int p = 0; p < m->ctx; p++) {
-        float theta = (float)p;
-        for (int i = 0; i < half; i++) {
-            rs->rope_cos[(size_t)p * half + i] = cosf(theta);
-            rs->rope_sin[(size_t)p * half + i] = sinf(theta);
-            theta *= theta_scale;
-        }
-    }
+    rope_tables(c, m->ctx, rs->rope_cos, rs->rope_sin);
     rs->row_seq = xcalloc(rows, sizeof(int));
     rs->row_pos = xcalloc(rows, sizeof(int));
     rs->row_slot = xcalloc(rows, sizeof(int));
@@ -591,8 +734,9 @@ static int cpu_prepare(struct model *m, struct err *err)
     rs->dec_row = xcalloc(rows, sizeof(int));
     rs->out_row = xcalloc((size_t)m->max_logit_rows, sizeof(int));
     rs->max_items = rows * c->n_head_kv + (size_t)m->max_batch * c->n_head_kv * rs->n_chunks;
-    rs->items = xcalloc(rs->max_items, sizeof(*rs->items));
-    rs->item_cost = xcalloc(rs->max_items, sizeof(double));
+    size_t lists = c->n_swa > 0 ? 2 : 1; /* the sliding-window layers' own list */
+    rs->items = xcalloc(lists * rs->max_items, sizeof(*rs->items));
+    rs->item_cost = xcalloc(lists * rs->max_items, sizeof(double));
     rs->ops = cpu_ops_for_isa(q_kernels_isa(m->kern));
     log_info("kv cache: %d slots x %d positions, %s, %.1f MB; %d threads; kernels %s/%s",
              m->max_batch, m->ctx, rs->kv_elem == 4 ? "f32" : "f16", rs->kv_bytes / 1e6, nth,

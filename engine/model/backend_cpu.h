@@ -24,6 +24,8 @@ struct fwd {
     int logit_row0;               /* first logits row of this pass */
     int n_items;                  /* attention items */
     double cost;                  /* total attention work estimate */
+    int n_swa_items;              /* sliding-window layers' items (from run_state.max_items on) */
+    double swa_cost;              /* their work estimate */
     uint64_t t;                   /* thread 0: time the current section started */
 };
 

@@ -76,11 +76,12 @@ static int check_range(int v, int lo, int hi, const char *what, struct err *err)
 static const struct {
     const char *name;
     enum model_arch arch;
-    bool qk_norm, rope_neox, moe;
+    bool qk_norm, rope_neox, moe, oai;
 } archs[] = {
-    {"llama", ARCH_LLAMA, false, false, false},
-    {"qwen3", ARCH_QWEN3, true, true, false},
-    {"qwen3moe", ARCH_QWEN3MOE, true, true, true},
+    {"llama", ARCH_LLAMA, false, false, false, false},
+    {"qwen3", ARCH_QWEN3, true, true, false, false},
+    {"qwen3moe", ARCH_QWEN3MOE, true, true, true, false},
+    {"gpt-oss", ARCH_GPT_OSS, false, true, true, true},
 };
 
 const char *model_arch_name(enum model_arch a)
@@ -89,6 +90,47 @@ const char *model_arch_name(enum model_arch a)
         if (archs[i].arch == a)
             return archs[i].name;
     return "?";
+}
+
+/* RoPE scaling: none, or YaRN with llama.cpp's defaults (ext_factor 1,
+ * beta_fast 32, beta_slow 1, and the cos/sin magnitude 1 + 0.1 ln(factor),
+ * computed in float in the order llama.cpp and ggml compute it). */
+static int read_rope_scaling(const struct gguf_file *f, const char *arch, struct model_config *c,
+                             struct err *err)
+{
+    char key[96];
+#define KS(x) (snprintf(key, sizeof(key), "%s.rope.scaling.%s", arch, x), key)
+    c->rope_freq_scale = 1.0f;
+    c->yarn_ext_factor = 0.0f;
+    c->yarn_mscale = 1.0f;
+    c->yarn_beta_fast = 32.0f;
+    c->yarn_beta_slow = 1.0f;
+    c->n_ctx_orig = c->n_ctx_train;
+    struct gguf_str scaling;
+    if (gguf_get_str(f, KS("type"), &scaling) != 0 || gguf_str_eq(scaling, "none"))
+        return 0;
+    if (!gguf_str_eq(scaling, "yarn"))
+        return err_set(err, FP_ERR_UNSUPPORTED,
+                       "rope scaling '%.*s' is not supported (none or yarn)",
+                       (int)(scaling.len > 32 ? 32 : scaling.len), scaling.p),
+               -1;
+    float factor = 1.0f, attn_factor = 1.0f;
+    if (get_float(f, KS("factor"), 1.0f, &factor, err) ||
+        get_float(f, KS("attn_factor"), 1.0f, &attn_factor, err) ||
+        get_int(f, KS("original_context_length"), c->n_ctx_train, false, &c->n_ctx_orig, err) ||
+        check_range(c->n_ctx_orig, 1, 1 << 24, KS("original_context_length"), err))
+        return -1;
+    if (gguf_find_kv(f, KS("yarn_log_multiplier")))
+        return err_set(err, FP_ERR_UNSUPPORTED, "metadata '%s' is not supported", key), -1;
+#undef KS
+    c->rope_freq_scale = 1.0f / factor;
+    c->yarn_ext_factor = 1.0f;
+    float fac = 1.0f / c->rope_freq_scale;
+    float af = fac <= 1.0f ? 1.0f : 0.1f * logf(fac) + 1.0f;
+    af *= 1.0f / (1.0f + 0.1f * logf(fac));
+    af *= attn_factor;
+    c->yarn_mscale = af * (1.0f + 0.1f * logf(1.0f / c->rope_freq_scale));
+    return 0;
 }
 
 int model_read_config(const struct gguf_file *f, struct model_config *c, struct err *err)
@@ -102,8 +144,8 @@ int model_read_config(const struct gguf_file *f, struct model_config *c, struct 
         ai++;
     if (ai == n_archs)
         return err_set(err, FP_ERR_UNSUPPORTED,
-                       "architecture '%.*s' is not supported (this engine runs llama, qwen3 and "
-                       "qwen3moe)",
+                       "architecture '%.*s' is not supported (this engine runs llama, qwen3, "
+                       "qwen3moe and gpt-oss)",
                        (int)(arch.len > 64 ? 64 : arch.len), arch.p),
                -1;
     c->arch = archs[ai].arch;
@@ -164,11 +206,28 @@ int model_read_config(const struct gguf_file *f, struct model_config *c, struct 
     if (get_float(f, K("rope.freq_base"), 10000.0f, &c->rope_base, err) ||
         get_float(f, K("attention.layer_norm_rms_epsilon"), 1e-5f, &c->rms_eps, err))
         return -1;
-    struct gguf_str scaling;
-    if (gguf_get_str(f, K("rope.scaling.type"), &scaling) == 0 && !gguf_str_eq(scaling, "none"))
-        return err_set(err, FP_ERR_UNSUPPORTED, "rope scaling '%.*s' is not supported",
-                       (int)(scaling.len > 32 ? 32 : scaling.len), scaling.p),
+    if (read_rope_scaling(f, archs[ai].name, c, err))
+        return -1;
+    c->oai = archs[ai].oai;
+    if (c->oai && c->n_rot != c->head_dim) /* llama.cpp scales its scores by 1/sqrt(n_rot) */
+        return err_set(err, FP_ERR_UNSUPPORTED,
+                       "metadata '%s' = %d: partial rotary heads are not supported",
+                       K("rope.dimension_count"), c->n_rot),
                -1;
+    if (c->oai) {
+        float base_swa = c->rope_base;
+        if (get_int(f, K("attention.sliding_window"), 0, true, &c->n_swa, err) ||
+            check_range(c->n_swa, 1, 1 << 24, K("attention.sliding_window"), err) ||
+            get_int(f, K("attention.sliding_window_pattern"), 2, false, &c->swa_every, err) ||
+            check_range(c->swa_every, 0, MAX_LAYERS, K("attention.sliding_window_pattern"), err) ||
+            get_float(f, K("rope.freq_base_swa"), c->rope_base, &base_swa, err))
+            return -1;
+        if (base_swa != c->rope_base)
+            return err_set(err, FP_ERR_UNSUPPORTED,
+                           "metadata '%s' = %g differs from rope.freq_base (not supported)",
+                           K("rope.freq_base_swa"), base_swa),
+                   -1;
+    }
     if (archs[ai].moe) {
         if (get_int(f, K("expert_count"), 0, true, &c->n_expert, err) ||
             check_range(c->n_expert, 1, MODEL_MAX_EXPERTS, K("expert_count"), err) ||
@@ -254,24 +313,28 @@ static int bind_matrix(const struct gguf_file *f, const char *name, int64_t cols
     return 0;
 }
 
-/* Bind a 1-D norm of n floats; F16/BF16 are converted into *owned_at. */
-static int bind_norm(const struct gguf_file *f, const char *name, int n, const float **out,
-                     float **owned_at, struct err *err)
+/* Bind a vector of ne0 floats (ne1 = 0), or a [ne0, ne1] table of them
+ * (gpt-oss's per-expert biases); F16/BF16 are converted into *owned_at. */
+static int bind_vec(const struct gguf_file *f, const char *name, int ne0, int ne1,
+                    const float **out, float **owned_at, struct err *err)
 {
     const struct gguf_tensor *t = gguf_find_tensor(f, name);
     if (!t)
         return err_set(err, FP_ERR_FORMAT, "tensor '%s' is missing", name), -1;
-    if (t->n_dims != 1 || t->ne[0] != (uint64_t)n)
-        return err_set(err, FP_ERR_FORMAT, "tensor '%s' has %llu elements, want %d", name,
-                       (unsigned long long)t->ne[0], n),
+    if (t->n_dims != (ne1 ? 2u : 1u) || t->ne[0] != (uint64_t)ne0 ||
+        (ne1 && t->ne[1] != (uint64_t)ne1))
+        return err_set(err, FP_ERR_FORMAT, "tensor '%s' has shape [%llu, %llu], want [%d, %d]",
+                       name, (unsigned long long)t->ne[0],
+                       (unsigned long long)(t->n_dims > 1 ? t->ne[1] : 1), ne0, ne1 ? ne1 : 1),
                -1;
+    int n = ne0 * (ne1 ? ne1 : 1);
     if (t->type == Q_F32) {
         *out = t->data;
         return 0;
     }
     if (t->type != Q_F16 && t->type != Q_BF16)
-        return err_set(err, FP_ERR_UNSUPPORTED, "tensor '%s': norms must be F32, F16 or BF16",
-                       name),
+        return err_set(err, FP_ERR_UNSUPPORTED,
+                       "tensor '%s': norms and biases must be F32, F16 or BF16", name),
                -1;
     const uint16_t *h = t->data;
     float *dst = *owned_at;
@@ -285,14 +348,21 @@ static int bind_norm(const struct gguf_file *f, const char *name, int n, const f
     return 0;
 }
 
-/* Tensors we recognise but do not run: refuse them rather than ignore them. */
-static int refuse_extras(const struct gguf_file *f, struct err *err)
+static int bind_norm(const struct gguf_file *f, const char *name, int n, const float **out,
+                     float **owned_at, struct err *err)
 {
-    static const char *const suffixes[] = {".bias", "rope_freqs.weight", NULL};
+    return bind_vec(f, name, n, 0, out, owned_at, err);
+}
+
+/* Tensors we recognise but do not run: refuse them rather than ignore them
+ * (gpt-oss's biases are bound, the others' are not). */
+static int refuse_extras(const struct gguf_file *f, bool biases, struct err *err)
+{
+    static const char *const suffixes[] = {"rope_freqs.weight", ".bias", NULL};
     for (size_t i = 0; i < f->n_tensors; i++) {
         const char *name = f->tensors[i].name;
         size_t len = strlen(name);
-        for (int s = 0; suffixes[s]; s++) {
+        for (int s = 0; suffixes[s] && (s == 0 || !biases); s++) {
             size_t sl = strlen(suffixes[s]);
             if (len >= sl && strcmp(name + len - sl, suffixes[s]) == 0)
                 return err_set(err, FP_ERR_UNSUPPORTED,
@@ -370,10 +440,14 @@ static int bind_weights(struct model *m, struct err *err)
     if (E > 0)
         w->exps = xcalloc((size_t)c->n_layer * 3 * (size_t)E, sizeof(*w->exps));
     /* Room for every norm in f32 in case the file stores them in F16/BF16. */
+    size_t per_layer = (size_t)c->head_dim * 2;
+    if (c->oai) /* biases and sinks */
+        per_layer += (size_t)c->q_dim + 2 * (size_t)c->kv_dim + (size_t)c->n_embd +
+                     (size_t)c->n_head + (size_t)E * (1 + 2 * (size_t)c->n_ff_exp + c->n_embd);
     w->f32_owned = xmalloc(sizeof(float) * ((size_t)c->n_embd * (2 * (size_t)c->n_layer + 1) +
-                                            (size_t)c->head_dim * 2 * (size_t)c->n_layer));
+                                            per_layer * (size_t)c->n_layer));
     float *owned_at = w->f32_owned;
-    if (refuse_extras(f, err))
+    if (refuse_extras(f, c->oai, err))
         return -1;
     if (bind_matrix(f, "token_embd.weight", c->n_embd, c->n_vocab, &w->tok_embd, err) ||
         bind_norm(f, "output_norm.weight", c->n_embd, &w->output_norm, &owned_at, err))
@@ -390,8 +464,10 @@ static int bind_weights(struct model *m, struct err *err)
     for (int l = 0; l < c->n_layer; l++) {
         struct model_layer *L = &w->layers[l];
 #define NAME(s) (snprintf(name, sizeof(name), "blk.%d.%s", l, s), name)
+        /* gpt-oss calls the FFN's input norm post_attention_norm */
+        const char *ffn_norm = c->oai ? "post_attention_norm.weight" : "ffn_norm.weight";
         if (bind_norm(f, NAME("attn_norm.weight"), c->n_embd, &L->attn_norm, &owned_at, err) ||
-            bind_norm(f, NAME("ffn_norm.weight"), c->n_embd, &L->ffn_norm, &owned_at, err) ||
+            bind_norm(f, NAME(ffn_norm), c->n_embd, &L->ffn_norm, &owned_at, err) ||
             bind_matrix(f, NAME("attn_q.weight"), c->n_embd, c->q_dim, &L->wq, err) ||
             bind_matrix(f, NAME("attn_k.weight"), c->n_embd, c->kv_dim, &L->wk, err) ||
             bind_matrix(f, NAME("attn_v.weight"), c->n_embd, c->kv_dim, &L->wv, err) ||
@@ -401,6 +477,18 @@ static int bind_weights(struct model *m, struct err *err)
             (bind_norm(f, NAME("attn_q_norm.weight"), c->head_dim, &L->q_norm, &owned_at, err) ||
              bind_norm(f, NAME("attn_k_norm.weight"), c->head_dim, &L->k_norm, &owned_at, err)))
             return -1;
+        if (c->oai &&
+            (bind_vec(f, NAME("attn_q.bias"), c->q_dim, 0, &L->bq, &owned_at, err) ||
+             bind_vec(f, NAME("attn_k.bias"), c->kv_dim, 0, &L->bk, &owned_at, err) ||
+             bind_vec(f, NAME("attn_v.bias"), c->kv_dim, 0, &L->bv, &owned_at, err) ||
+             bind_vec(f, NAME("attn_output.bias"), c->n_embd, 0, &L->bo, &owned_at, err) ||
+             bind_vec(f, NAME("attn_sinks.weight"), c->n_head, 0, &L->sinks, &owned_at, err) ||
+             bind_vec(f, NAME("ffn_gate_inp.bias"), E, 0, &L->router_b, &owned_at, err) ||
+             bind_vec(f, NAME("ffn_gate_exps.bias"), c->n_ff_exp, E, &L->gate_b, &owned_at, err) ||
+             bind_vec(f, NAME("ffn_up_exps.bias"), c->n_ff_exp, E, &L->up_b, &owned_at, err) ||
+             bind_vec(f, NAME("ffn_down_exps.bias"), c->n_embd, E, &L->down_b, &owned_at, err)))
+            return -1;
+        L->swa = c->n_swa > 0 && (c->swa_every == 0 || l % c->swa_every < c->swa_every - 1);
         if (E == 0) {
             if (bind_matrix(f, NAME("ffn_gate.weight"), c->n_embd, c->n_ff, &L->w_gate, err) ||
                 bind_matrix(f, NAME("ffn_up.weight"), c->n_embd, c->n_ff, &L->w_up, err) ||

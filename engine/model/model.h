@@ -50,6 +50,8 @@ enum model_arch {
     ARCH_LLAMA = 0,    /* llama: adjacent-pair RoPE, dense SwiGLU FFN */
     ARCH_QWEN3 = 1,    /* qwen3: + per-head RMSNorm on Q and K, half-split (NEOX) RoPE */
     ARCH_QWEN3MOE = 2, /* qwen3moe: qwen3 attention, mixture-of-experts FFN */
+    ARCH_GPT_OSS = 3,  /* gpt-oss: biases, attention sinks, sliding window on alternate
+                          layers, YaRN, top-k softmax-of-chosen router, clamped SwiGLU */
 };
 
 /* Hyperparameters (section 2.1), checked at load. */
@@ -73,6 +75,19 @@ struct model_config {
     int n_rot;         /* llama.rope.dimension_count, rotated dims per head (= head_dim) */
     float rope_base;   /* llama.rope.freq_base (1e5 for SmolLM2) */
     float rms_eps;     /* llama.attention.layer_norm_rms_epsilon (1e-5) */
+    /* RoPE scaling (rope.scaling.type yarn; docs/formats.md §2.9). freq_scale 1 = none. */
+    float rope_freq_scale; /* 1 / rope.scaling.factor */
+    float yarn_ext_factor; /* 1 with YaRN, else 0 */
+    float yarn_mscale;     /* cos/sin multiplier (1 + 0.1 ln factor with YaRN) */
+    float yarn_beta_fast;  /* 32 */
+    float yarn_beta_slow;  /* 1 */
+    int n_ctx_orig;        /* rope.scaling.original_context_length (n_ctx_train) */
+    /* gpt-oss */
+    bool oai;      /* biases, sinks, softmax over the chosen experts, clamped SwiGLU */
+    int n_swa;     /* attention.sliding_window: keys (pos - n_swa, pos] (0: none) */
+    int swa_every; /* attention.sliding_window_pattern (2): layer l is windowed when
+                      l % swa_every < swa_every - 1 (so the even layers), every layer
+                      when 0 */
 };
 
 /* One block's weights. Matrices are [rows = output dim, cols = input dim]
@@ -93,6 +108,13 @@ struct model_layer {
     struct q_matrix *exps;  /* MoE: (3 * n_expert) slices of ffn_{gate,up,down}_exps,
                                gate e at [e], up at [n_expert + e], down at [2 n_expert + e];
                                points into model_weights.exps (owned there) */
+    /* gpt-oss (NULL otherwise): biases added after their matmul, F32 */
+    const float *bq, *bk, *bv, *bo; /* (q_dim), (kv_dim), (kv_dim), (n_embd) */
+    const float *sinks;             /* (n_head) sink logit joining each head's softmax */
+    const float *router_b;          /* (n_expert) */
+    const float *gate_b, *up_b;     /* (n_expert, n_ff_exp) */
+    const float *down_b;            /* (n_expert, n_embd) */
+    bool swa;                       /* this layer attends to the last n_swa positions only */
 };
 
 struct model_weights {
@@ -216,8 +238,9 @@ struct run_state {
     int32_t *row_tok;              /* (rows) token id */
     int *out_row;                  /* (max_logit_rows) row index whose logits are wanted */
     int *dec_row;                  /* (rows) split partial index of a decode row, or -1 */
-    struct model_attn_item *items; /* (max items) attention work list */
-    double *item_cost;             /* (max items) prefix sums of the work estimate */
+    struct model_attn_item *items; /* (max items) attention work list; a second list of
+                                      sliding-window layers' items follows (gpt-oss) */
+    double *item_cost;             /* (max items) prefix sums of the work estimate (both lists) */
     size_t max_items;
     int n_chunks; /* ceil(ctx / MODEL_ATTN_CHUNK) */
 };
@@ -277,7 +300,7 @@ int model_opts_parse(struct model_opts *o, const char *quant, const char *head, 
 /* Most experts a MoE layer may have. */
 #define MODEL_MAX_EXPERTS 256
 
-/* "llama", "qwen3", "qwen3moe". */
+/* "llama", "qwen3", "qwen3moe", "gpt-oss". */
 const char *model_arch_name(enum model_arch a);
 
 /* Read and check the hyperparameters of f (section 2.1 defaults). */

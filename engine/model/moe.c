@@ -2,8 +2,11 @@
  * model/moe: the mixture-of-experts FFN of the CPU backend (qwen3moe,
  * docs/formats.md §2). Per row: router logits (ffn_gate_inp), a softmax
  * over all experts, the top k, their probabilities renormalised to sum 1
- * (llama.cpp's qwen3moe: norm_w on, no extra scale). The step then groups
- * its rows by expert (a counting sort, rows in order within each expert),
+ * (llama.cpp's qwen3moe: norm_w on, no extra scale); gpt-oss adds the
+ * router's bias, takes the top k of the raw logits with a softmax over
+ * those k, biases every expert matmul and uses the clamped SwiGLU. The
+ * step then groups its rows by expert (a counting sort, rows in order
+ * within each expert),
  * gathers each expert's rows into one block, and runs every touched
  * expert's gate/up, SwiGLU and down once over its whole block: an expert's
  * weights are read once per step however many rows chose it. Per-request
@@ -64,18 +67,64 @@ static void route(const float *logits, int n_expert, int k, int *exp, float *w)
         w[j] /= chosen;
 }
 
+/* gpt-oss: the k largest raw logits (ties: the lower index), weights a
+ * softmax over those k only (ggml_soft_max: sum in double). */
+static void route_oai(const float *logits, int n_expert, int k, int *exp, float *w)
+{
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < n_expert; e++) {
+            bool taken = false;
+            for (int i = 0; i < j; i++)
+                taken |= exp[i] == e;
+            if (!taken && (best < 0 || logits[e] > logits[best]))
+                best = e;
+        }
+        exp[j] = best;
+    }
+    float mx = logits[exp[0]];
+    double sum = 0;
+    for (int j = 0; j < k; j++) {
+        w[j] = expf(logits[exp[j]] - mx);
+        sum += w[j];
+    }
+    for (int j = 0; j < k; j++)
+        w[j] *= (float)(1.0 / sum);
+}
+
+/* gpt-oss's clamped SwiGLU on n columns: gate capped at limit above, up
+ * clamped to [-limit, limit], out = gate * sigmoid(alpha gate) * (up + 1)
+ * (alpha 1.702, limit 7, as llama.cpp's swiglu_oai). */
+static void swiglu_oai(float *gate, const float *up, int n)
+{
+    const float alpha = 1.702f, limit = 7.0f;
+    for (int i = 0; i < n; i++) {
+        float x = gate[i] < limit ? gate[i] : limit;
+        float y = up[i] < -limit ? -limit : up[i] > limit ? limit : up[i];
+        gate[i] = x / (1.0f + expf(alpha * (-x))) * (y + 1.0f);
+    }
+}
+
 /* Thread 0: route every row, then lay the gathered block out by expert.
  * moe_off[e] .. moe_off[e + 1] are expert e's gathered rows; moe_pos[r k
  * + j] is where row r's j-th expert reads and writes; moe_grow[g] is the
  * row behind gathered row g. */
-static void group(struct model *m, int R)
+static void group(struct model *m, int layer, int R)
 {
     const struct model_config *c = &m->cfg;
     struct run_state *rs = &m->rs;
     int E = c->n_expert, k = c->n_expert_used;
-    for (int r = 0; r < R; r++)
-        route(rs->moe_logits + (size_t)r * E, E, k, rs->moe_exp + (size_t)r * k,
-              rs->moe_w + (size_t)r * k);
+    const float *rb = m->w.layers[layer].router_b;
+    for (int r = 0; r < R; r++) {
+        float *lg = rs->moe_logits + (size_t)r * E;
+        if (rb) { /* gpt-oss */
+            for (int e = 0; e < E; e++)
+                lg[e] += rb[e];
+            route_oai(lg, E, k, rs->moe_exp + (size_t)r * k, rs->moe_w + (size_t)r * k);
+        } else {
+            route(lg, E, k, rs->moe_exp + (size_t)r * k, rs->moe_w + (size_t)r * k);
+        }
+    }
     int *off = rs->moe_off;
     memset(off, 0, sizeof(int) * (size_t)(E + 1));
     for (int i = 0; i < R * k; i++)
@@ -118,7 +167,7 @@ void moe_ffn(struct fwd *F, const struct model_layer *L, int layer, int ith, int
     cpu_matmul_share(m, &L->router, &rs->act[ACT_GATE], rs->moe_logits, E, ith, nth, &lo, &hi);
     cpu_section_end(F, ith, PH_MATMUL);
     if (ith == 0) {
-        group(m, R);
+        group(m, layer, R);
         for (int e = 0; e < E; e++)
             if (rs->moe_off[e + 1] > rs->moe_off[e]) {
                 m->last_experts++;
@@ -147,8 +196,19 @@ void moe_ffn(struct fwd *F, const struct model_layer *L, int layer, int ith, int
         float *hg = rs->hb + (size_t)b0 * FF, *hu = rs->hb2 + (size_t)b0 * FF;
         cpu_matmul_share(m, &gate[e], &ag, hg, FF, ith, nth, &lo, &hi);
         cpu_matmul_share(m, &up[e], &au, hu, FF, ith, nth, &lo, &hi);
-        for (int i = 0; i < n && hi > lo; i++)
-            rs->ops->silu_mul(hg + (size_t)i * FF + lo, hu + (size_t)i * FF + lo, (int)(hi - lo));
+        for (int i = 0; i < n && hi > lo; i++) {
+            float *g = hg + (size_t)i * FF + lo, *u = hu + (size_t)i * FF + lo;
+            if (!L->gate_b) {
+                rs->ops->silu_mul(g, u, (int)(hi - lo));
+                continue;
+            }
+            const float *gb = L->gate_b + (size_t)e * FF + lo, *ub = L->up_b + (size_t)e * FF + lo;
+            for (int64_t j = 0; j < hi - lo; j++) {
+                g[j] += gb[j];
+                u[j] += ub[j];
+            }
+            swiglu_oai(g, u, (int)(hi - lo));
+        }
     }
     cpu_section_end(F, ith, PH_MATMUL);
 
@@ -172,6 +232,12 @@ void moe_ffn(struct fwd *F, const struct model_layer *L, int layer, int ith, int
         for (int j = 0; j < k; j++) {
             const float *y = rs->moe_y + (size_t)rs->moe_pos[r * k + j] * D;
             float w = rs->moe_w[r * k + j];
+            if (L->down_b) { /* gpt-oss: the expert's down bias, before the weight */
+                const float *b = L->down_b + (size_t)rs->moe_exp[r * k + j] * D;
+                for (int i = 0; i < D; i++)
+                    acc[i] = j == 0 ? (y[i] + b[i]) * w : acc[i] + (y[i] + b[i]) * w;
+                continue;
+            }
             for (int i = 0; i < D; i++)
                 acc[i] = j == 0 ? y[i] * w : acc[i] + y[i] * w;
         }

@@ -5,7 +5,7 @@
 # model, natively (Q4_1 from synth) and requantized to MXFP4 and NVFP4,
 # are those of --device cpu; any finding of the harness's memory checks
 # ends the process with status 86 and fails the check. The CUDA kernels
-# run llama only: qwen3 and qwen3moe are refused at load with one line
+# run llama only: qwen3, qwen3moe and gpt-oss are refused at load with one line
 # (status 5) before any device memory is taken.
 . tests/lib.sh
 
@@ -34,7 +34,7 @@ for q in native mxfp4 nvfp4; do
     check_eq "$q: greedy ids equal those of --device cpu" \
         "$(grep '^ids:' "$T_TMP/cuda-$q")" "$(grep '^ids:' "$T_TMP/cpu-$q")"
 done
-for a in qwen3 qwen3moe; do
+for a in qwen3 qwen3moe gpt-oss; do
     "$FP4SERVE" synth --arch $a -o "$T_TMP/$a.gguf" 2>/dev/null
     "$FH" generate --model "$T_TMP/$a.gguf" --prompt "hi" -n 2 --device cuda >/dev/null \
         2>"$T_TMP/err"

@@ -73,6 +73,16 @@ check "qwen3moe: router f32 [128, 16]" grep -qE '^  blk\.0\.ffn_gate_inp\.weight
 check "qwen3moe: experts nvfp4 [64, 128, 16]" grep -qE '^  blk\.0\.ffn_down_exps\.weight +nvfp4 +\[64, 128, 16\]' "$T_TMP/info"
 check "qwen3moe: one scale per expert" grep -qE '^  blk\.0\.ffn_up_exps\.scale +f32 +\[16\]' "$T_TMP/info"
 check "qwen3moe: no dense ffn" sh -c "! grep -q 'ffn_gate\.weight' '$T_TMP/info'"
+"$FP4SERVE" synth --arch gpt-oss --type mxfp4 -o "$T_TMP/oss.gguf"
+check_eq "synth --arch gpt-oss: exit status" "$?" "0"
+"$FP4SERVE" info --all "$T_TMP/oss.gguf" >"$T_TMP/info" 2>&1
+for want in "architecture  gpt-oss" "experts       16" "window        20" "rope scale    8" \
+    "rope orig ctx 512"; do
+    check "info gpt-oss: '$want'" grep -qxF "$want" "$T_TMP/info"
+done
+check "gpt-oss: sinks f32 [4]" grep -qE '^  blk\.0\.attn_sinks\.weight +f32 +\[4\]' "$T_TMP/info"
+check "gpt-oss: expert bias f32 [128, 16]" grep -qE '^  blk\.0\.ffn_up_exps\.bias +f32 +\[128, 16\]' "$T_TMP/info"
+check "gpt-oss: experts mxfp4" grep -qE '^  blk\.0\.ffn_gate_exps\.weight +mxfp4 +\[128, 128, 16\]' "$T_TMP/info"
 "$FP4SERVE" synth --arch gemma -o "$T_TMP/x.gguf" 2>"$T_TMP/err"
 check_eq "unknown --arch: status" "$?" "2"
 "$FP4SERVE" synth --arch qwen3 --preset tiny -o "$T_TMP/x.gguf" 2>"$T_TMP/err"
@@ -84,7 +94,7 @@ check_eq "--arch against the preset's: message" "$(cat "$T_TMP/err")" \
 "$FP4SERVE" synth --preset huge -o "$T_TMP/x.gguf" 2>"$T_TMP/err"
 check_eq "unknown preset: status" "$?" "2"
 check_eq "unknown preset: message" "$(cat "$T_TMP/err")" \
-    "fp4serve: error: unknown preset 'huge' (use tiny|smollm2-135m|llama-1b|qwen3-tiny|qwen3moe-tiny|qwen3moe-small)"
+    "fp4serve: error: unknown preset 'huge' (use tiny|smollm2-135m|llama-1b|qwen3-tiny|qwen3moe-tiny|qwen3moe-small|gpt-oss-tiny)"
 "$FP4SERVE" synth --preset tiny --type q3_k -o "$T_TMP/x.gguf" 2>/dev/null
 check_eq "unknown type: status" "$?" "2"
 "$FP4SERVE" synth --preset tiny 2>/dev/null

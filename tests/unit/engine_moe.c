@@ -1,12 +1,13 @@
 /*
- * Unit tests for the qwen3 and qwen3moe architectures on the CPU backend,
- * on models written by `fp4serve synth` (format/synth.c): batch invariance
- * (16 sequences alone vs together, bit for bit) in every weight type,
- * per-request decode, thread counts and kernel tables agreeing; the MoE
- * router's top-k and renormalisation; expert grouping (a batched step
- * reads each touched expert once, per-request decode once per sequence)
- * and the counters that report it. The comparison with llama.cpp is
- * tests/integration/engine_qwen3.sh.
+ * Unit tests for the qwen3, qwen3moe and gpt-oss architectures on the CPU
+ * backend, on models written by `fp4serve synth` (format/synth.c): batch
+ * invariance (16 sequences alone vs together, bit for bit) in every weight
+ * type, per-request decode, thread counts, kernel tables and split/serial
+ * attention agreeing; the MoE routers (qwen3moe's top-k renormalised,
+ * gpt-oss's softmax over the chosen) and gpt-oss's clamped SwiGLU; expert
+ * grouping (a batched step reads each touched expert once, per-request
+ * decode once per sequence) and the counters that report it. The comparison with llama.cpp is
+ * tests/integration/engine_qwen3.sh and engine_gptoss.sh.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "xalloc.h"
 
 #include "../../engine/model/moe.c"
+#include "format/gguf.h"
 #include "format/synth.h"
 #include "model/model.h"
 #include "model/sample.h"
@@ -107,12 +109,13 @@ static void batch_invariance(const char *preset, uint32_t type)
     CHECK_MSG(changes > 16 * (G - 1) * 3 / 4, "%s type %u: %d token changes in %d steps", preset,
               type, changes, 16 * (G - 1));
     model_free(m);
-    struct model_opts variants[4] = {base, base, base, base};
+    struct model_opts variants[5] = {base, base, base, base, base};
     variants[0].threads = 1;
     variants[1].threads = 3;
     variants[2].decode = MODEL_DECODE_PER_REQUEST;
     variants[3].isa = "avx2";
-    for (int v = 0; v < 4; v++) {
+    variants[4].attention = MODEL_ATTN_SERIAL;
+    for (int v = 0; v < 5; v++) {
         if (v == 3 && !q_kernels_select(Q_ISA_AVX2))
             continue;
         m = load(path, variants[v]);
@@ -143,6 +146,139 @@ TEST(qwen3moe_batch_of_16_equals_alone_every_type)
         batch_invariance("qwen3moe-tiny", types[i]);
 }
 
+/* gpt-oss: sinks, a window of 20 on the even layers (prompts of up to 22
+ * tokens plus 12 generated cross it, starting inside key tiles), YaRN,
+ * biases and the clamped SwiGLU; split and serial attention agree. */
+TEST(gptoss_batch_of_16_equals_alone_every_type)
+{
+    static const uint32_t types[] = {Q_F32, Q_Q8_0, Q_MXFP4, Q_NVFP4};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        batch_invariance("gpt-oss-tiny", types[i]);
+}
+
+struct rewrite {
+    const char *skip;
+};
+
+static bool skip_key(const char *key, void *ctx)
+{
+    const struct rewrite *r = ctx;
+    return r->skip && strcmp(key, r->skip) == 0;
+}
+
+/* A copy of src without tensor `drop` and metadata key `skip` (either may
+ * be NULL), with key `skip` set to the string `val` when val is given. */
+static char *rewrite(const char *src, const char *drop, const char *skip, const char *val)
+{
+    static int n;
+    char *path = xasprintf("/tmp/engine_moe_rw_%d_%d.gguf", (int)getpid(), n++);
+    struct gguf_file f;
+    struct err err;
+    err_init(&err);
+    CHECK_MSG(gguf_open(src, &f, &err) == 0, "%s", err.msg);
+    gguf_writer *w = gguf_writer_new(GGUF_DEFAULT_ALIGNMENT);
+    struct rewrite r = {skip};
+    gguf_w_copy_kv(w, &f, skip_key, &r);
+    if (val && val[0] == '#') /* "#N": the unsigned integer N */
+        gguf_w_u32(w, skip, (uint32_t)strtoul(val + 1, NULL, 10));
+    else if (val)
+        gguf_w_str(w, skip, val);
+    for (size_t i = 0; i < f.n_tensors; i++) {
+        const struct gguf_tensor *t = &f.tensors[i];
+        if (!drop || strcmp(t->name, drop) != 0)
+            gguf_w_tensor(w, t->name, t->n_dims, t->ne, t->type, t->data, t->nbytes);
+    }
+    CHECK_MSG(gguf_writer_save(w, path, &err) == 0, "%s", err.msg);
+    gguf_writer_free(w);
+    gguf_close(&f);
+    return path;
+}
+
+/* gpt-oss's configuration as read, and the one-line refusals of files
+ * that lack what it needs or ask for what it does not run. */
+TEST(gptoss_config_and_bad_files)
+{
+    char *path = write_synth("gpt-oss-tiny", Q_F32);
+    struct model *m = load(path, (struct model_opts){.threads = 1, .ctx = 32});
+    if (!m)
+        return;
+    CHECK_INT(m->cfg.arch, ARCH_GPT_OSS);
+    CHECK_INT(m->cfg.n_swa, 20);
+    /* llama.cpp's pattern 2: the even layers are windowed */
+    CHECK(m->w.layers[0].swa && !m->w.layers[1].swa && m->w.layers[2].swa);
+    CHECK(m->w.layers[1].sinks && m->w.layers[1].down_b);
+    CHECK_NEAR(m->cfg.rope_freq_scale, 1.0 / 8, 1e-9);
+    CHECK_NEAR(m->cfg.yarn_mscale, 1 + 0.1 * log(8.0), 1e-6);
+    CHECK_INT(m->cfg.n_ctx_orig, 512);
+    model_free(m);
+    static const struct {
+        const char *drop, *skip, *val;
+        int code;
+        const char *msg;
+    } bad[] = {
+        {"blk.1.attn_sinks.weight", NULL, NULL, FP_ERR_FORMAT,
+         "tensor 'blk.1.attn_sinks.weight' is missing"},
+        {"blk.0.ffn_down_exps.bias", NULL, NULL, FP_ERR_FORMAT,
+         "tensor 'blk.0.ffn_down_exps.bias' is missing"},
+        {NULL, "gpt-oss.attention.sliding_window", NULL, FP_ERR_FORMAT,
+         "metadata 'gpt-oss.attention.sliding_window' is missing"},
+        {NULL, "gpt-oss.rope.scaling.type", "linear", FP_ERR_UNSUPPORTED,
+         "rope scaling 'linear' is not supported"},
+        {NULL, "gpt-oss.rope.dimension_count", "#32", FP_ERR_UNSUPPORTED,
+         "partial rotary heads are not supported"},
+        {NULL, "gpt-oss.attention.sliding_window_pattern", "#3", 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *p = rewrite(path, bad[i].drop, bad[i].skip, bad[i].val);
+        struct err err;
+        err_init(&err);
+        m = model_new(p, &(struct model_opts){.threads = 1, .ctx = 32}, &err);
+        if (!bad[i].msg) { /* accepted: pattern 3 windows layers 0, 1, 3 */
+            CHECK_MSG(m && m->w.layers[0].swa && m->w.layers[1].swa && !m->w.layers[2].swa &&
+                          m->w.layers[3].swa,
+                      "pattern 3: %s", err.msg);
+            model_free(m);
+            unlink(p);
+            free(p);
+            continue;
+        }
+        CHECK(m == NULL);
+        CHECK_MSG(err.code == bad[i].code && strstr(err.msg, bad[i].msg), "case %zu: %d %s", i,
+                  err.code, err.msg);
+        unlink(p);
+        free(p);
+    }
+    unlink(path);
+    free(path);
+}
+
+TEST(route_oai_softmax_over_the_chosen_raw_logits)
+{
+    float logits[6] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 0.0f};
+    int ex[3];
+    float w[3];
+    route_oai(logits, 6, 3, ex, w);
+    CHECK_INT(ex[0], 1);
+    CHECK_INT(ex[1], 3);
+    CHECK_INT(ex[2], 4);
+    /* the softmax of (2, 2, 1), not of all six */
+    double e1 = exp(-1.0);
+    CHECK_NEAR(w[0], 1 / (2 + e1), 1e-6);
+    CHECK_NEAR(w[1], 1 / (2 + e1), 1e-6);
+    CHECK_NEAR(w[2], e1 / (2 + e1), 1e-6);
+}
+
+TEST(swiglu_oai_clamps_gate_above_and_up_both_ways)
+{
+    float g[4] = {10.0f, -10.0f, 1.0f, 7.5f}, u[4] = {10.0f, -10.0f, 0.5f, -8.0f};
+    swiglu_oai(g, u, 4);
+    double a = 1.702;
+    CHECK_NEAR(g[0], 7 / (1 + exp(-a * 7)) * 8, 1e-4);    /* both capped at 7 */
+    CHECK_NEAR(g[1], -10 / (1 + exp(a * 10)) * -6, 1e-6); /* gate not clamped below */
+    CHECK_NEAR(g[2], 1 / (1 + exp(-a)) * 1.5, 1e-6);
+    CHECK_NEAR(g[3], 7 / (1 + exp(-a * 7)) * -6, 1e-4);
+}
+
 TEST(route_renormalises_the_softmax_top_k)
 {
     float logits[6] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 0.0f};
@@ -162,9 +298,9 @@ TEST(route_renormalises_the_softmax_top_k)
 /* Experts touched and bytes read: a batched step of 16 reads each touched
  * expert once (at most n_expert per layer); per-request decode reads k
  * per layer for each sequence. */
-TEST(expert_counters_batched_vs_per_request)
+static void expert_counters(const char *preset)
 {
-    char *path = write_synth("qwen3moe-tiny", Q_MXFP4);
+    char *path = write_synth(preset, Q_MXFP4);
     struct model_opts o = {.threads = 2, .max_batch = 16, .ctx = 32};
     for (int mode = 0; mode < 2; mode++) {
         o.decode = mode ? MODEL_DECODE_PER_REQUEST : MODEL_DECODE_BATCHED;
@@ -201,6 +337,12 @@ TEST(expert_counters_batched_vs_per_request)
     }
     unlink(path);
     free(path);
+}
+
+TEST(expert_counters_batched_vs_per_request)
+{
+    expert_counters("qwen3moe-tiny");
+    expert_counters("gpt-oss-tiny"); /* its router spreads 16 tokens too */
 }
 
 TEST_MAIN()
