@@ -1,9 +1,11 @@
 /*
- * cuda/backend: the CUDA backend's life cycle and its forward pass.
- * cu_prepare checks what the kernels support, lays out one device arena
- * (weights in their GGUF layout, norms, the RoPE table, the f16 KV cache,
- * activations, split partials, logits, the plan), uploads and allocates
- * the pinned host buffers; cu_forward enqueues one step's kernels on one
+ * cuda/backend: the CUDA backend's life cycle and its forward pass, for
+ * the llama, qwen3 and qwen3moe architectures. cu_prepare checks what the
+ * kernels support, lays out one device arena (weights in their GGUF
+ * layout, each expert tensor as its experts at a fixed stride, the MoE
+ * router in f32, norms, the RoPE table, the f16 KV cache, activations,
+ * split partials, the MoE routing buffers, logits, the plan), uploads and
+ * allocates the pinned host buffers; cu_forward enqueues one step's kernels on one
  * stream and waits for its logits; cu_kv_copy copies a prefix of one
  * slot's K/V into another on that stream; cu_release frees it all.
  * Nothing is allocated after prepare.
@@ -103,6 +105,43 @@ static cu_mat *cu_layer_mat(cu_layer *L, int i)
     return all[i];
 }
 
+static int check_type(const struct q_matrix *q, struct err *err)
+{
+    if (q->rows > 0 && !type_supported(q->type))
+        return err_set(err, FP_ERR_UNSUPPORTED, "cuda: weight type %s has no kernel",
+                       q_info(q->type) ? q_info(q->type)->name : "unknown"),
+               -1;
+    return 0;
+}
+
+/* Each expert tensor of a MoE layer: a supported type, one type and row
+ * size for all its experts (they sit at a fixed stride on the device). */
+static int check_experts(const struct model *m, struct err *err)
+{
+    const struct model_config *c = &m->cfg;
+    int E = c->n_expert;
+    if (c->n_embd > CU_MOE_EMBD_MAX)
+        return err_set(err, FP_ERR_UNSUPPORTED,
+                       "cuda: a mixture-of-experts model of width %d is not supported (at most %d)",
+                       c->n_embd, CU_MOE_EMBD_MAX),
+               -1;
+    for (int l = 0; l < c->n_layer; l++)
+        for (int t = 0; t < 3; t++) {
+            const struct q_matrix *x = m->w.layers[l].exps + (size_t)t * E;
+            for (int e = 0; e < E; e++) {
+                if (check_type(&x[e], err))
+                    return -1;
+                if (x[e].type != x[0].type || x[e].row_bytes != x[0].row_bytes)
+                    return err_set(err, FP_ERR_UNSUPPORTED,
+                                   "cuda: layer %d: experts of one tensor in different types (%s "
+                                   "and %s) are not supported",
+                                   l, q_info(x[0].type)->name, q_info(x[e].type)->name),
+                           -1;
+            }
+        }
+    return 0;
+}
+
 /* What the kernels cannot run: FP_ERR_UNSUPPORTED naming it. */
 static int check_model(const struct model *m, struct err *err)
 {
@@ -122,16 +161,16 @@ static int check_model(const struct model *m, struct err *err)
                        "cuda: %d query heads per KV head is not supported (at most %d)", g,
                        CU_GMAX),
                -1;
+    if (c->qk_norm && c->n_head + c->n_head_kv > CU_NORM_HEADS)
+        return err_set(err, FP_ERR_UNSUPPORTED,
+                       "cuda: per-head Q/K norms over %d heads are not supported (at most %d)",
+                       c->n_head + c->n_head_kv, CU_NORM_HEADS),
+               -1;
     const struct q_matrix *heads[2] = {&m->w.tok_embd, &m->w.output};
-    for (int i = 0; i < 2 + 7 * c->n_layer; i++) {
-        const struct q_matrix *q =
-            i < 2 ? heads[i] : layer_mat(&m->w.layers[(i - 2) / 7], (i - 2) % 7);
-        if (!type_supported(q->type))
-            return err_set(err, FP_ERR_UNSUPPORTED, "cuda: weight type %s has no kernel",
-                           q_info(q->type) ? q_info(q->type)->name : "unknown"),
-                   -1;
-    }
-    return 0;
+    for (int i = 0; i < 2 + 7 * c->n_layer; i++)
+        if (check_type(i < 2 ? heads[i] : layer_mat(&m->w.layers[(i - 2) / 7], (i - 2) % 7), err))
+            return -1;
+    return c->n_expert > 0 ? check_experts(m, err) : 0;
 }
 
 /* Bump allocation inside the arena: offsets first, pointers once it exists. */
@@ -149,13 +188,37 @@ struct arena_plan {
 struct arena_offsets {
     size_t tok_embd, output, norms, rope, k_cache, v_cache, x, q, k, v, att, hb, hb2, part, logits;
     size_t act_q, act_d, act_s, act_f, act_h, plan;
-    size_t *mats; /* (n_layer * 7) */
+    size_t moe_exp, moe_w, moe_pos, moe_grow, moe_tiles, moe_y, moe_hit;
+    size_t *mats;    /* (n_layer * 7) */
+    size_t *routers; /* (n_layer) MoE: f32 (n_expert, n_embd) */
+    size_t *exps;    /* (n_layer * 3) MoE: gate, up, down experts */
     size_t weights_end, kv_bytes, total;
 };
 
 static size_t mat_bytes(const struct q_matrix *q)
 {
     return q->row_bytes * (size_t)q->rows;
+}
+
+/* Bytes from one expert's matrix to the next on the device. */
+static size_t expert_stride(const struct q_matrix *q)
+{
+    return (mat_bytes(q) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+}
+
+/* Floats of the norm area: per layer attn_norm and ffn_norm (n_embd),
+ * q_norm and k_norm (head_dim, qwen3), the experts' scales (3 x
+ * n_expert), then output_norm. */
+static size_t layer_floats(const struct model_config *c)
+{
+    return 2 * (size_t)c->n_embd + (c->qk_norm ? 2 * (size_t)c->head_dim : 0) +
+           3 * (size_t)c->n_expert;
+}
+
+/* Gathered rows (one per row and chosen expert) of max_rows rows. */
+static size_t moe_rows(const struct model *m)
+{
+    return (size_t)m->max_rows * (size_t)(m->cfg.n_expert ? m->cfg.n_expert_used : 1);
 }
 
 /* The arena, in order: weights (the tied head shares the embedding) and
@@ -168,15 +231,22 @@ static void plan_arena(const struct model *m, cu_state *S, arena_offsets *o)
 {
     const struct model_config *c = &m->cfg;
     arena_plan a;
-    size_t rows = (size_t)m->max_rows, lrows = (size_t)m->max_logit_rows;
-    size_t hrows = rows > lrows ? rows : lrows;
-    int g = c->n_head / c->n_head_kv;
+    size_t rows = (size_t)m->max_rows, lrows = (size_t)m->max_logit_rows, grows = moe_rows(m);
+    size_t hrows = grows > lrows ? grows : lrows;
+    int g = c->n_head / c->n_head_kv, E = c->n_expert;
     o->tok_embd = a.take(mat_bytes(&m->w.tok_embd));
     o->output = m->w.tied ? o->tok_embd : a.take(mat_bytes(&m->w.output));
-    for (int l = 0; l < c->n_layer; l++)
+    for (int l = 0; l < c->n_layer; l++) {
         for (int i = 0; i < 7; i++)
             o->mats[l * 7 + i] = a.take(mat_bytes(layer_mat(&m->w.layers[l], i)));
-    o->norms = a.take(sizeof(float) * (size_t)c->n_embd * (2 * (size_t)c->n_layer + 1));
+        if (E == 0)
+            continue;
+        o->routers[l] = a.take(sizeof(float) * (size_t)E * (size_t)c->n_embd);
+        for (int t = 0; t < 3; t++)
+            o->exps[l * 3 + t] =
+                a.take(expert_stride(&m->w.layers[l].exps[(size_t)t * E]) * (size_t)E);
+    }
+    o->norms = a.take(sizeof(float) * (layer_floats(c) * (size_t)c->n_layer + (size_t)c->n_embd));
     o->weights_end = a.off;
     o->rope = a.take(sizeof(float2) * (size_t)m->ctx * (size_t)(c->n_rot / 2));
     size_t cache = sizeof(__half) * (size_t)c->n_layer * (size_t)m->max_batch *
@@ -189,12 +259,24 @@ static void plan_arena(const struct model *m, cu_state *S, arena_offsets *o)
     o->k = a.take(sizeof(float) * rows * c->kv_dim);
     o->v = a.take(sizeof(float) * rows * c->kv_dim);
     o->att = a.take(sizeof(float) * rows * c->q_dim);
-    o->hb = a.take(sizeof(float) * rows * c->n_ff);
-    o->hb2 = a.take(sizeof(float) * rows * c->n_ff);
+    size_t ff =
+        (size_t)c->n_ff > grows / rows * c->n_ff_exp ? (size_t)c->n_ff : grows / rows * c->n_ff_exp;
+    o->hb = a.take(sizeof(float) * rows * ff);
+    o->hb2 = a.take(sizeof(float) * rows * ff);
     o->part = a.take(sizeof(float) * (size_t)m->max_batch * c->n_head_kv * S->n_chunks * g *
                      (c->head_dim + 2));
+    if (E > 0) {
+        o->moe_exp = a.take(sizeof(int32_t) * grows);
+        o->moe_w = a.take(sizeof(float) * grows);
+        o->moe_pos = a.take(sizeof(int32_t) * grows);
+        o->moe_grow = a.take(sizeof(int32_t) * grows);
+        o->moe_tiles = a.take(sizeof(int32_t) * (1 + 3 * (size_t)S->moe_max_tiles));
+        o->moe_y = a.take(sizeof(float) * grows * c->n_embd);
+        o->moe_hit = a.take((size_t)c->n_layer * E);
+    }
     o->logits = a.take(sizeof(float) * lrows * c->n_vocab);
-    size_t ld = (size_t)S->act.ld, gr = CU_GEMV_MAX_ROWS;
+    /* GEMV formats for the gathered rows of a GEMV step too (k per row). */
+    size_t ld = (size_t)S->act.ld, gr = CU_GEMV_MAX_ROWS * (grows / rows);
     o->act_q = a.take(gr * ld);
     o->act_d = a.take(sizeof(float) * gr * (ld / 32));
     o->act_s = a.take(sizeof(float) * gr * (ld / 16));
@@ -225,7 +307,9 @@ static int upload(cu_state *S, const struct model *m, const arena_offsets *o, st
     const struct model_config *c = &m->cfg;
     char *base = (char *)S->arena;
     auto put_mat = [&](const struct q_matrix *q, size_t off, cu_mat *d) -> int {
-        TRY(cudaMemcpy(base + off, q->data, mat_bytes(q), cudaMemcpyHostToDevice), "weight upload");
+        if (q->rows > 0) /* the dense FFN of a MoE layer is empty */
+            TRY(cudaMemcpy(base + off, q->data, mat_bytes(q), cudaMemcpyHostToDevice),
+                "weight upload");
         d->type = q->type;
         d->rows = (int)q->rows;
         d->cols = (int)q->cols;
@@ -240,20 +324,80 @@ static int upload(cu_state *S, const struct model *m, const arena_offsets *o, st
         S->output = S->tok_embd;
     else if (put_mat(&m->w.output, o->output, &S->output))
         return -1;
+    /* A 3-D expert tensor: expert e's bytes at e * stride, its scale in
+     * the norm area at scales[e]. */
+    int E = c->n_expert;
+    auto put_experts = [&](const struct q_matrix *x, size_t off, float *scales, cu_mat *d) -> int {
+        size_t stride = expert_stride(&x[0]);
+        float *sc = (float *)xmalloc(sizeof(float) * (size_t)E);
+        for (int e = 0; e < E; e++) {
+            sc[e] = x[e].scale == 0.0f ? 1.0f : x[e].scale;
+            cudaError_t ce = cudaMemcpy(base + off + (size_t)e * stride, x[e].data,
+                                        mat_bytes(&x[e]), cudaMemcpyHostToDevice);
+            if (ce == cudaSuccess && e == E - 1)
+                ce = cudaMemcpy(scales, sc, sizeof(float) * (size_t)E, cudaMemcpyHostToDevice);
+            if (ce != cudaSuccess) {
+                free(sc);
+                return cuda_err(err, ce, "expert upload");
+            }
+        }
+        free(sc);
+        *d = cu_mat{x[0].type,      (int)x[0].rows, (int)x[0].cols,
+                    x[0].row_bytes, 1.0f,           (const uint8_t *)(base + off),
+                    stride,         scales};
+        return 0;
+    };
+    /* The router in f32 whatever its type (llama.cpp keeps it F32): the
+     * routing is then the same computation in both regimes. */
+    auto put_router = [&](const struct q_matrix *q, size_t off) -> int {
+        float *f = (float *)xmalloc(sizeof(float) * (size_t)q->rows * (size_t)q->cols);
+        for (int64_t r = 0; r < q->rows; r++) {
+            float *row = f + (size_t)r * (size_t)q->cols;
+            q_dequant_row(q->type, (const uint8_t *)q->data + (size_t)r * q->row_bytes, row,
+                          q->cols);
+            for (int64_t i = 0; q->scale != 0.0f && q->scale != 1.0f && i < q->cols; i++)
+                row[i] *= q->scale;
+        }
+        cudaError_t ce = cudaMemcpy(base + off, f, sizeof(float) * (size_t)(q->rows * q->cols),
+                                    cudaMemcpyHostToDevice);
+        free(f);
+        TRY(ce, "router upload");
+        return 0;
+    };
     float *norms = (float *)(base + o->norms);
-    size_t nb = sizeof(float) * (size_t)c->n_embd;
+    size_t nb = sizeof(float) * (size_t)c->n_embd, hb = sizeof(float) * (size_t)c->head_dim;
     for (int l = 0; l < c->n_layer; l++) {
         const struct model_layer *L = &m->w.layers[l];
+        cu_layer *D = &S->layers[l];
         for (int i = 0; i < 7; i++)
-            if (put_mat(layer_mat(L, i), o->mats[l * 7 + i], cu_layer_mat(&S->layers[l], i)))
+            if (put_mat(layer_mat(L, i), o->mats[l * 7 + i], cu_layer_mat(D, i)))
                 return -1;
-        float *an = norms + (size_t)(2 * l) * c->n_embd, *fn = an + c->n_embd;
+        float *an = norms + (size_t)l * layer_floats(c), *fn = an + c->n_embd;
+        float *next = fn + c->n_embd;
         TRY(cudaMemcpy(an, L->attn_norm, nb, cudaMemcpyHostToDevice), "norm upload");
         TRY(cudaMemcpy(fn, L->ffn_norm, nb, cudaMemcpyHostToDevice), "norm upload");
-        S->layers[l].attn_norm = an;
-        S->layers[l].ffn_norm = fn;
+        D->attn_norm = an;
+        D->ffn_norm = fn;
+        if (c->qk_norm) {
+            TRY(cudaMemcpy(next, L->q_norm, hb, cudaMemcpyHostToDevice), "norm upload");
+            TRY(cudaMemcpy(next + c->head_dim, L->k_norm, hb, cudaMemcpyHostToDevice),
+                "norm upload");
+            D->q_norm = next;
+            D->k_norm = next + c->head_dim;
+            next += 2 * c->head_dim;
+        }
+        if (E == 0)
+            continue;
+        if (put_router(&L->router, o->routers[l]))
+            return -1;
+        D->router = (const float *)(base + o->routers[l]);
+        cu_mat *dx[3] = {&D->gate_exps, &D->up_exps, &D->down_exps};
+        for (int t = 0; t < 3; t++)
+            if (put_experts(L->exps + (size_t)t * E, o->exps[l * 3 + t], next + (size_t)t * E,
+                            dx[t]))
+                return -1;
     }
-    float *on = norms + (size_t)(2 * c->n_layer) * c->n_embd;
+    float *on = norms + (size_t)c->n_layer * layer_floats(c);
     TRY(cudaMemcpy(on, m->w.output_norm, nb, cudaMemcpyHostToDevice), "norm upload");
     S->output_norm = on;
 
@@ -335,6 +479,15 @@ static int prepare(struct model *m, cu_state *S, struct err *err)
     S->n_chunks = (m->ctx + CU_CHUNK - 1) / CU_CHUNK;
     int max_cols = c->n_embd > c->q_dim ? c->n_embd : c->q_dim;
     max_cols = max_cols > c->n_ff ? max_cols : c->n_ff;
+    max_cols = max_cols > c->n_ff_exp ? max_cols : c->n_ff_exp;
+    /* Tiles of a step's gathered rows: at most one partial tile per
+     * touched expert plus the full ones, the smallest tile height bounding
+     * them (moe.cu). */
+    size_t grows = moe_rows(m);
+    S->moe_max_tiles = c->n_expert
+                           ? (int)((size_t)c->n_expert < grows ? (size_t)c->n_expert : grows) +
+                                 (int)(grows / CU_GEMV_MAX_ROWS)
+                           : 0;
     S->act.ld = (max_cols + CU_ACT_ALIGN - 1) / CU_ACT_ALIGN * CU_ACT_ALIGN;
     size_t max_items = (size_t)m->max_rows + (size_t)m->max_batch * (size_t)S->n_chunks;
     S->off_items = ((size_t)4 * m->max_rows + (size_t)m->max_logit_rows) * sizeof(int32_t);
@@ -344,6 +497,8 @@ static int prepare(struct model *m, cu_state *S, struct err *err)
     arena_offsets o;
     memset(&o, 0, sizeof(o));
     o.mats = (size_t *)xcalloc((size_t)c->n_layer * 7, sizeof(size_t));
+    o.routers = (size_t *)xcalloc((size_t)c->n_layer, sizeof(size_t));
+    o.exps = (size_t *)xcalloc((size_t)c->n_layer * 3, sizeof(size_t));
     plan_arena(m, S, &o);
     int rc = check_fits(m, &o, err);
     if (rc == 0) {
@@ -358,6 +513,8 @@ static int prepare(struct model *m, cu_state *S, struct err *err)
         rc = upload(S, m, &o, err);
     }
     free(o.mats);
+    free(o.routers);
+    free(o.exps);
     if (rc != 0)
         return -1;
 
@@ -379,6 +536,18 @@ static int prepare(struct model *m, cu_state *S, struct err *err)
     S->act.s = (float *)(base + o.act_s);
     S->act.f = (float *)(base + o.act_f);
     S->act.h = (__half *)(base + o.act_h);
+    if (c->n_expert) {
+        S->moe_exp = (int32_t *)(base + o.moe_exp);
+        S->moe_w = (float *)(base + o.moe_w);
+        S->moe_pos = (int32_t *)(base + o.moe_pos);
+        S->moe_grow = (int32_t *)(base + o.moe_grow);
+        S->moe_tiles = (int32_t *)(base + o.moe_tiles);
+        S->moe_y = (float *)(base + o.moe_y);
+        S->moe_hit = (uint8_t *)(base + o.moe_hit);
+        TRY(cudaHostAlloc((void **)&S->moe_hit_host, (size_t)c->n_layer * c->n_expert,
+                          cudaHostAllocDefault),
+            "cudaHostAlloc (experts)");
+    }
     /* Zero the activations once: padding columns are then zero for every row. */
     TRY(cudaMemset(base + o.x, 0, o.plan - o.x), "cudaMemset");
     S->plan_dev = base + o.plan;
@@ -429,8 +598,7 @@ extern "C" struct cu_plan *cu_plan_of(struct model *m)
 
 /* ---- forward ---- */
 
-/* Start phase ph at this point of the stream (nothing when it goes on). */
-static void mark(cu_state *S, enum cu_phase ph)
+void cu_mark(cu_state *S, enum cu_phase ph)
 {
     if (S->n_ev > 0 && S->ev_phase[S->n_ev - 1] == ph)
         return;
@@ -477,7 +645,7 @@ extern "C" void cu_forward(struct model *m, const struct cu_plan *p, uint64_t t0
     const int R = p->rows, E = c->n_embd, V = c->n_vocab;
     CU_CHECK(cudaSetDevice(S->dev));
     S->n_ev = 0;
-    mark(S, PH_OTHER);
+    cu_mark(S, PH_OTHER);
     size_t bytes = S->off_items + (size_t)p->n_items * sizeof(struct cu_item);
     CU_CHECK(cudaMemcpyAsync(S->plan_dev, S->plan_host, bytes, cudaMemcpyHostToDevice, S->stream));
     op_embed(S, &S->tok_embd, D.tok, S->x, R, E);
@@ -486,29 +654,33 @@ extern "C" void cu_forward(struct model *m, const struct cu_plan *p, uint64_t t0
     int flags = R <= CU_GEMV_MAX_ROWS ? PREP_Q8 | PREP_F32 : PREP_F16;
     for (int l = 0; l < c->n_layer; l++) {
         cu_layer *L = &S->layers[l];
-        mark(S, PH_OTHER);
+        cu_mark(S, PH_OTHER);
         op_norm(S, S->x, NULL, L->attn_norm, R, E, c->rms_eps, flags);
-        mark(S, PH_MATMUL);
+        cu_mark(S, PH_MATMUL);
         {
             const cu_mat *w[3] = {&L->wq, &L->wk, &L->wv};
             const mm_out o[3] = {
                 {S->q, c->q_dim, false}, {S->k, c->kv_dim, false}, {S->v, c->kv_dim, false}};
             mm_run(S, w, o, 3, R);
         }
-        mark(S, PH_OTHER);
+        cu_mark(S, PH_OTHER);
         op_rope_kv(S, m, l, D.pos, D.slot, R);
-        mark(S, PH_ATTN);
+        cu_mark(S, PH_ATTN);
         op_attention(S, m, l, &D, p->n_items);
         op_attn_out(S, m, D.pos, D.dec, R, flags);
-        mark(S, PH_MATMUL);
+        cu_mark(S, PH_MATMUL);
         {
             const cu_mat *w[1] = {&L->wo};
             const mm_out o[1] = {{S->x, E, true}};
             mm_run(S, w, o, 1, R);
         }
-        mark(S, PH_OTHER);
+        if (c->n_expert) {
+            moe_ffn(S, m, l, R, flags);
+            continue;
+        }
+        cu_mark(S, PH_OTHER);
         op_norm(S, S->x, NULL, L->ffn_norm, R, E, c->rms_eps, flags);
-        mark(S, PH_MATMUL);
+        cu_mark(S, PH_MATMUL);
         {
             const cu_mat *w[2] = {&L->gate, &L->up};
             const mm_out o[2] = {{S->hb, c->n_ff, false}, {S->hb2, c->n_ff, false}};
@@ -525,22 +697,27 @@ extern "C" void cu_forward(struct model *m, const struct cu_plan *p, uint64_t t0
         /* Final norm of the rows whose logits are wanted, the head, and
          * the copy into the pinned logits rows. */
         int hflags = p->n_out <= CU_GEMV_MAX_ROWS ? PREP_Q8 | PREP_F32 : PREP_F16;
-        mark(S, PH_OTHER);
+        cu_mark(S, PH_OTHER);
         op_norm(S, S->x, D.out, S->output_norm, p->n_out, E, c->rms_eps, hflags);
-        mark(S, PH_MATMUL);
+        cu_mark(S, PH_MATMUL);
         {
             const cu_mat *w[1] = {&S->output};
             const mm_out o[1] = {{S->logits, V, false}};
             mm_run(S, w, o, 1, p->n_out);
         }
-        mark(S, PH_OTHER);
+        cu_mark(S, PH_OTHER);
         CU_CHECK(cudaMemcpyAsync(m->rs.logits + (size_t)p->logit_row0 * V, S->logits,
                                  sizeof(float) * (size_t)p->n_out * V, cudaMemcpyDeviceToHost,
                                  S->stream));
     }
+    if (c->n_expert)
+        CU_CHECK(cudaMemcpyAsync(S->moe_hit_host, S->moe_hit, (size_t)c->n_layer * c->n_expert,
+                                 cudaMemcpyDeviceToHost, S->stream));
     S->ev_phase[S->n_ev] = PH_OTHER; /* the end mark */
     CU_CHECK(cudaEventRecord(S->ev[S->n_ev++], S->stream));
     CU_CHECK(cudaStreamSynchronize(S->stream));
+    if (c->n_expert)
+        moe_count(S, m);
     charge(m, S, t0);
 }
 
@@ -619,6 +796,8 @@ extern "C" void cu_release(struct model *m)
         warn_on(cudaFreeHost(S->plan_host), "cudaFreeHost");
     if (m->rs.logits)
         warn_on(cudaFreeHost(m->rs.logits), "cudaFreeHost");
+    if (S->moe_hit_host)
+        warn_on(cudaFreeHost(S->moe_hit_host), "cudaFreeHost");
     if (S->stream)
         warn_on(cudaStreamDestroy(S->stream), "cudaStreamDestroy");
     free(S->layers);

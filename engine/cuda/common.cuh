@@ -24,6 +24,13 @@ extern "C" {
 #define CU_HD_MAX 256
 /* Activation rows are padded to this many elements (one Q8 block). */
 #define CU_ACT_ALIGN 32
+/* Query plus KV heads a row's per-head Q/K norm (qwen3) holds in shared memory. */
+#define CU_NORM_HEADS 256
+/* Activation rows per tensor-core tile (the tile height of an expert's
+ * gathered rows in that regime). */
+#define CU_TC_ROWS 64
+/* Widest model the MoE router holds a normalised row of in shared memory. */
+#define CU_MOE_EMBD_MAX 8192
 
 /* Report a failed CUDA call made during a forward pass and exit with
  * FP_ERR_DEVICE (see cu_forward). what names the call. */
@@ -103,18 +110,24 @@ __device__ __forceinline__ float fold_o(float o, float po, float a, float b)
 
 /* ---- device-side model ---- */
 
-/* A weight matrix in device memory, in its GGUF block layout. */
+/* A weight matrix in device memory, in its GGUF block layout; or the
+ * experts of a 3-D expert tensor, expert e's matrix at w + e * e_stride. */
 struct cu_mat {
-    uint32_t type;    /* ggml type id */
-    int rows, cols;   /* rows = outputs, cols = the reduction dimension */
-    size_t row_bytes; /* bytes per row */
-    float scale;      /* multiplies every output (NVFP4's per-tensor scale), else 1 */
-    const uint8_t *w; /* device, 256-byte aligned */
+    uint32_t type;        /* ggml type id */
+    int rows, cols;       /* rows = outputs, cols = the reduction dimension */
+    size_t row_bytes;     /* bytes per row */
+    float scale;          /* multiplies every output (NVFP4's per-tensor scale), else 1 */
+    const uint8_t *w;     /* device, 256-byte aligned */
+    size_t e_stride;      /* experts: bytes from one expert's matrix to the next (else 0) */
+    const float *e_scale; /* experts: device (n_expert) output scale of each, or NULL */
 };
 
 struct cu_layer {
-    const float *attn_norm, *ffn_norm; /* device (n_embd) */
-    cu_mat wq, wk, wv, wo, gate, up, down;
+    const float *attn_norm, *ffn_norm;     /* device (n_embd) */
+    const float *q_norm, *k_norm;          /* device (head_dim) qwen3 per-head norms, or NULL */
+    cu_mat wq, wk, wv, wo, gate, up, down; /* gate, up, down: rows 0 in a MoE layer */
+    const float *router;                   /* MoE: device (n_expert, n_embd) f32 ffn_gate_inp */
+    cu_mat gate_exps, up_exps, down_exps;  /* MoE: the experts (n_ff_exp x n_embd and back) */
 };
 
 /* Prepared activations: the formats the matmuls read, written by the
@@ -153,11 +166,24 @@ struct cu_state {
     float *q;                  /* (max_rows, q_dim) queries, RoPE'd in place */
     float *k, *v;              /* (max_rows, kv_dim) new keys and values */
     float *att;                /* (max_rows, q_dim) attention output */
-    float *hb, *hb2;           /* (max_rows, n_ff) gate and up */
+    float *hb, *hb2;           /* (max_rows, n_ff) gate and up; MoE: (max_rows * k, n_ff_exp) */
     float *part;               /* (max_batch, n_head_kv, n_chunks, group, head_dim + 2) */
     float *logits;             /* (max_logit_rows, n_vocab) */
     cu_act act;
     int n_chunks; /* ceil(ctx / CU_CHUNK) */
+
+    /* Mixture of experts (n_expert > 0; k = n_expert_used). A step's
+     * gathered block holds each row once per chosen expert, grouped by
+     * expert, rows in order within each (moe.cu). */
+    int32_t *moe_exp;      /* (max_rows, k) chosen experts, rank order */
+    float *moe_w;          /* (max_rows, k) their renormalised weights */
+    int32_t *moe_pos;      /* (max_rows, k) gathered row of (row, rank) */
+    int32_t *moe_grow;     /* (max_rows * k) row behind each gathered row */
+    int32_t *moe_tiles;    /* [count, then (expert, first, end) gathered rows per tile] */
+    int moe_max_tiles;     /* capacity of moe_tiles */
+    float *moe_y;          /* (max_rows * k, n_embd) expert outputs, gathered order */
+    uint8_t *moe_hit;      /* (n_layer, n_expert): 1 when the pass read the expert */
+    uint8_t *moe_hit_host; /* pinned copy, read after the step */
 
     /* The plan: pinned host copy (filled by cuda.c) and its device twin. */
     struct cu_plan plan;  /* host view; arrays point into plan_host */
@@ -174,6 +200,9 @@ struct cu_state {
 
 /* ---- launchers (each checks its launch; all on S->stream) ---- */
 
+/* Start phase ph at this point of the stream (nothing when it goes on). */
+void cu_mark(cu_state *S, enum cu_phase ph);
+
 /* One output of a matmul: y[b * ldy + r] = scale * dot(W row r, act row b),
  * added to y instead when add (the residual stream). */
 struct mm_out {
@@ -189,6 +218,14 @@ struct mm_out {
  * one by one. */
 void mm_run(cu_state *S, const cu_mat *const *w, const mm_out *out, int n, int rows);
 
+/* The same for expert matrices (cu_mat with e_stride): one tile of tiles
+ * (device: count, then (expert, first, end) per tile) per grid row, at
+ * most max_tiles; y_i rows [first, end) = W_i[expert] . act rows [first,
+ * end). gemv picks the regime (tiles of <= CU_GEMV_MAX_ROWS rows), else
+ * the tensor cores (tiles of <= CU_TC_ROWS rows). */
+void mm_run_experts(cu_state *S, const cu_mat *const *w, const mm_out *out, int n,
+                    const int32_t *tiles, int max_tiles, bool gemv);
+
 /* x[r] = dequantized row tok[r] of the embedding, for plan rows. */
 void op_embed(cu_state *S, const cu_mat *te, const int32_t *tok, float *x, int rows, int n_embd);
 
@@ -202,8 +239,9 @@ void op_silu(cu_state *S, const float *g, const float *u, int rows, int cols, in
 void op_attn_out(cu_state *S, const struct model *m, const int32_t *pos, const int32_t *dec,
                  int rows, int flags);
 
-/* RoPE on q and k of every row, then k and v into the cache at (layer,
- * slot, pos) as f16. */
+/* qwen3's per-head norm of q and k (when the layer has one), RoPE (NORM
+ * or NEOX pairs) on both, then k and v into the cache at (layer, slot,
+ * pos) as f16. */
 void op_rope_kv(cu_state *S, const struct model *m, int layer, const int32_t *pos,
                 const int32_t *slot, int rows);
 
@@ -211,5 +249,13 @@ void op_rope_kv(cu_state *S, const struct model *m, int layer, const int32_t *po
  * items write att directly. */
 void op_attention(cu_state *S, const struct model *m, int layer, const struct cu_plan *dp,
                   int n_items);
+
+/* The mixture-of-experts FFN of layer `layer` for R rows (moe.cu): route,
+ * group by expert, gate/up/SwiGLU/down per touched expert, and the
+ * weighted sum added to x. flags: the regime's activation formats. */
+void moe_ffn(cu_state *S, const struct model *m, int layer, int R, int flags);
+/* After the step's stream synchronised: add the experts the pass read to
+ * m->last_experts and m->last_expert_bytes. */
+void moe_count(cu_state *S, struct model *m);
 
 #endif

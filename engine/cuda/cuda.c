@@ -63,16 +63,19 @@ static void cuda_forward(struct model *m, struct model_seq *seqs, int n, int log
     cu_forward(m, p, t0);
 }
 
-/* The kernels run the llama architecture only: refuse the others at load
- * with one line, before any device memory is taken. */
+/* The architectures the kernels run; any other is refused at load with
+ * one line, before any device memory is taken. */
+static const enum model_arch cuda_archs[] = {ARCH_LLAMA, ARCH_QWEN3, ARCH_QWEN3MOE};
+
 static int cuda_prepare(struct model *m, struct err *err)
 {
-    if (m->cfg.arch != ARCH_LLAMA)
-        return err_set(err, FP_ERR_UNSUPPORTED,
-                       "--device cuda runs llama models only; '%s' runs on --device cpu",
-                       model_arch_name(m->cfg.arch)),
-               -1;
-    return cu_prepare(m, err);
+    for (size_t i = 0; i < sizeof(cuda_archs) / sizeof(cuda_archs[0]); i++)
+        if (m->cfg.arch == cuda_archs[i])
+            return cu_prepare(m, err);
+    return err_set(err, FP_ERR_UNSUPPORTED,
+                   "--device cuda does not run '%s' models; they run on --device cpu",
+                   model_arch_name(m->cfg.arch)),
+           -1;
 }
 
 static int cuda_usable(char *why, size_t why_size)

@@ -17,6 +17,14 @@
  *   needs no extra library (the static cuBLAS is not installed, the shared
  *   one would tie fp4serve to its exact version).
  *
+ * A MoE layer runs its experts through the same kernels in expert mode
+ * (mm_run_experts): grid row y takes tile y of a device-side list of
+ * (expert, gathered rows), so the host launches once per layer without
+ * knowing the routing, and each expert's weights are read by the blocks
+ * of its tiles only (one tile per touched expert in the GEMV regime: a
+ * row chooses an expert at most once, so an expert has at most
+ * CU_GEMV_MAX_ROWS rows there).
+ *
  * Both are batch-invariant: the value for (weight row r, activation row
  * b) is computed in an order fixed by the weights alone, whatever the
  * other rows of the step are. Each output element is written by exactly
@@ -36,17 +44,20 @@ struct mm_job {
     int rows, ldy;
     float scale;
     int add;
+    size_t e_stride;      /* experts: bytes between experts' matrices */
+    const float *e_scale; /* experts: per-expert scale, or NULL (scale) */
 };
 struct mm_group {
     mm_job job[3];
     int start[3]; /* first item of each job */
     int total;    /* items in the launch */
     int n;
+    const int32_t *tiles; /* experts: the tile list (mm_run_experts), else NULL */
 };
 
 #define GEMV_WARPS 4 /* weight rows per GEMV block */
 #define TC_M       64
-#define TC_N       64
+#define TC_N       CU_TC_ROWS
 #define TC_K       32
 #define TC_LDS     (TC_K + 8) /* halves per shared row (16-byte rows, spread banks) */
 #define TC_LDC     (TC_M + 4) /* floats per accumulator column in shared memory */
@@ -68,6 +79,26 @@ __device__ __forceinline__ mm_job find_job(const mm_group &g, int &idx)
     }
     idx -= s;
     return J;
+}
+
+/* Expert mode: the tile of grid row blockIdx.y names an expert and its
+ * gathered rows [first, end); point J at that expert's matrix, its scale
+ * and its output rows, set rows = end - first and return first (the
+ * activation row the tile starts at), or -1 past the list's count (the
+ * grid is sized for the most tiles a step can have). Uniform per block. */
+__device__ __forceinline__ int expert_tile(const int32_t *tiles, mm_job &J, int &rows)
+{
+    int t = (int)blockIdx.y;
+    if (t >= tiles[0])
+        return -1;
+    const int32_t *tl = tiles + 1 + 3 * t;
+    int e = tl[0];
+    J.w += (size_t)e * J.e_stride;
+    if (J.e_scale)
+        J.scale = J.e_scale[e];
+    rows = tl[2] - tl[1];
+    J.y += (size_t)tl[1] * J.ldy;
+    return tl[1];
 }
 
 __device__ __forceinline__ void put(const mm_job &J, int r, int b, float v)
@@ -106,9 +137,17 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
     int r = blockIdx.x * GEMV_WARPS + (int)(threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (r >= g.total)
         return;
-    const mm_job J = find_job(g, r);
-    const uint8_t *w = J.w + (size_t)r * J.row_bytes;
+    mm_job J = find_job(g, r);
     int n_units = cols / 16, ldd = ld / 32, lds = ld / 16;
+    if (g.tiles) {
+        int a0 = expert_tile(g.tiles, J, rows);
+        if (a0 < 0)
+            return;
+        aq += (size_t)a0 * ld;
+        ad += (size_t)a0 * ldd;
+        as += (size_t)a0 * lds;
+    }
+    const uint8_t *w = J.w + (size_t)r * J.row_bytes;
     float acc[CU_GEMV_MAX_ROWS];
 #pragma unroll
     for (int b = 0; b < CU_GEMV_MAX_ROWS; b++)
@@ -142,7 +181,13 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
     int r = blockIdx.x * GEMV_WARPS + (int)(threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (r >= g.total)
         return;
-    const mm_job J = find_job(g, r);
+    mm_job J = find_job(g, r);
+    if (g.tiles) {
+        int a0 = expert_tile(g.tiles, J, rows);
+        if (a0 < 0)
+            return;
+        af += (size_t)a0 * ld;
+    }
     const uint8_t *w = J.w + (size_t)r * J.row_bytes;
     float acc[CU_GEMV_MAX_ROWS];
 #pragma unroll
@@ -228,8 +273,15 @@ __global__ void __launch_bounds__(TC_THREADS)
     float *Cs = (float *)smem;       /* (TC_N, TC_LDC): C col-major after the loop */
 
     int tile = blockIdx.x;
-    const mm_job J = find_job(g, tile);
+    mm_job J = find_job(g, tile);
     int m0 = tile * TC_M, n0 = blockIdx.y * TC_N;
+    if (g.tiles) { /* one tile of an expert's rows: n0 = 0 from its first */
+        int a0 = expert_tile(g.tiles, J, rows);
+        if (a0 < 0)
+            return;
+        ah += (size_t)a0 * ld;
+        n0 = 0;
+    }
     int tid = threadIdx.x, warp = tid >> 5;
     int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
 
@@ -295,6 +347,7 @@ __global__ void __launch_bounds__(TC_THREADS)
 
 /* ---- dispatch ---- */
 
+/* rows: activation rows, or in expert mode (g.tiles) the grid rows (tiles). */
 template <uint32_t T>
 static void launch(cu_state *S, mm_group &g, const cu_mat *w0, int rows, bool gemv)
 {
@@ -306,7 +359,7 @@ static void launch(cu_state *S, mm_group &g, const cu_mat *w0, int rows, bool ge
             total += g.job[j].rows;
         }
         g.total = total;
-        dim3 grid((unsigned)((total + GEMV_WARPS - 1) / GEMV_WARPS));
+        dim3 grid((unsigned)((total + GEMV_WARPS - 1) / GEMV_WARPS), g.tiles ? (unsigned)rows : 1);
         if constexpr (is_float_type(T))
             CU_LAUNCH(gemv_f<T>, grid, GEMV_WARPS * 32, 0, S->stream, g, w0->cols, a.f, a.ld, rows);
         else
@@ -319,20 +372,22 @@ static void launch(cu_state *S, mm_group &g, const cu_mat *w0, int rows, bool ge
             total += (g.job[j].rows + TC_M - 1) / TC_M;
         }
         g.total = total;
-        dim3 grid((unsigned)total, (unsigned)((rows + TC_N - 1) / TC_N));
+        dim3 grid((unsigned)total, g.tiles ? (unsigned)rows : (unsigned)((rows + TC_N - 1) / TC_N));
         CU_LAUNCH(mm_tc<T>, grid, TC_THREADS, 0, S->stream, g, w0->cols, a.h, a.ld, rows);
     }
     CU_CHECK_LAUNCH();
 }
 
-static void launch_group(cu_state *S, const cu_mat *const *w, const mm_out *out, int n, int rows)
+static void launch_group(cu_state *S, const cu_mat *const *w, const mm_out *out, int n, int rows,
+                         const int32_t *tiles, bool gemv)
 {
     mm_group g = {};
     g.n = n;
+    g.tiles = tiles;
     for (int j = 0; j < n; j++)
-        g.job[j] = mm_job{w[j]->w,    out[j].y,    w[j]->row_bytes,   w[j]->rows,
-                          out[j].ldy, w[j]->scale, out[j].add ? 1 : 0};
-    bool gemv = rows <= CU_GEMV_MAX_ROWS;
+        g.job[j] =
+            mm_job{w[j]->w,     out[j].y,           w[j]->row_bytes, w[j]->rows,   out[j].ldy,
+                   w[j]->scale, out[j].add ? 1 : 0, w[j]->e_stride,  w[j]->e_scale};
     switch (w[0]->type) {
 #define CASE(T)                                                                                    \
     case T:                                                                                        \
@@ -346,15 +401,28 @@ static void launch_group(cu_state *S, const cu_mat *const *w, const mm_out *out,
     }
 }
 
-void mm_run(cu_state *S, const cu_mat *const *w, const mm_out *out, int n, int rows)
+/* Matrices of one type share a launch; others are launched one by one. */
+static void run(cu_state *S, const cu_mat *const *w, const mm_out *out, int n, int rows,
+                const int32_t *tiles, bool gemv)
 {
     bool same = true;
     for (int j = 1; j < n; j++)
         same = same && w[j]->type == w[0]->type;
     if (same) {
-        launch_group(S, w, out, n, rows);
+        launch_group(S, w, out, n, rows, tiles, gemv);
         return;
     }
     for (int j = 0; j < n; j++)
-        launch_group(S, &w[j], &out[j], 1, rows);
+        launch_group(S, &w[j], &out[j], 1, rows, tiles, gemv);
+}
+
+void mm_run(cu_state *S, const cu_mat *const *w, const mm_out *out, int n, int rows)
+{
+    run(S, w, out, n, rows, NULL, rows <= CU_GEMV_MAX_ROWS);
+}
+
+void mm_run_experts(cu_state *S, const cu_mat *const *w, const mm_out *out, int n,
+                    const int32_t *tiles, int max_tiles, bool gemv)
+{
+    run(S, w, out, n, max_tiles, tiles, gemv);
 }

@@ -3,7 +3,8 @@
  * RMSNorm, SwiGLU and the attention output (with the split-KV combine),
  * each fused with the preparation of the next matmul's activations (int8
  * blocks for the GEMV, f32 for float weights, f16 for the tensor cores);
- * and RoPE with the K/V cache write. One block per row. Arithmetic follows
+ * and RoPE (NORM or NEOX pairs, after qwen3's per-head Q/K RMSNorm) with
+ * the K/V cache write. One block per row. Arithmetic follows
  * model/backend_cpu.c operation by operation where that is cheap (RMSNorm sums
  * in double, RoPE from the same cos/sin table, the same int8 activation
  * quantizer), so the two backends differ mainly in summation order.
@@ -230,50 +231,95 @@ void op_attn_out(cu_state *S, const struct model *m, const int32_t *pos, const i
     CU_CHECK_LAUNCH();
 }
 
-/* ---- RoPE and the K/V write ---- */
+/* ---- per-head Q/K norm, RoPE and the K/V write ---- */
 
 struct rope_args {
-    float *q;           /* (rows, q_dim), rotated in place */
-    const float *k, *v; /* (rows, kv_dim) */
-    __half *kc, *vc;    /* the caches */
-    const float2 *rope; /* (ctx, n_rot / 2) */
+    float *q;             /* (rows, q_dim), normed and rotated in place */
+    float *k;             /* (rows, kv_dim), normed and rotated in place */
+    const float *v;       /* (rows, kv_dim) */
+    __half *kc, *vc;      /* the caches */
+    const float2 *rope;   /* (ctx, n_rot / 2) */
+    const float *qn, *kn; /* (head_dim) qwen3's per-head RMSNorm weights, or NULL */
     const int32_t *pos, *slot;
     int layer, max_batch, ctx, n_head, n_kv, hd, n_rot, q_dim, kv_dim;
+    int neox;  /* rotate (x[i], x[i + n_rot/2]) instead of (x[2i], x[2i+1]) */
+    float eps; /* of the per-head norm */
 };
 
-/* RoPE NORM: (x0, x1) -> (x0 c - x1 s, x0 s + x1 c) on adjacent pairs. */
+/* (x0, x1) -> (x0 c - x1 s, x0 s + x1 c). */
 __device__ __forceinline__ float2 rotate(float x0, float x1, float2 cs)
 {
     return make_float2(__fsub_rn(__fmul_rn(x0, cs.x), __fmul_rn(x1, cs.y)),
                        __fadd_rn(__fmul_rn(x0, cs.y), __fmul_rn(x1, cs.x)));
 }
 
-/* grid rows, block ROW_THREADS: one thread per (head, pair) of q, then of
- * k and v, which go to the cache at (layer, slot, kv head, pos) as f16. */
+/* The two elements of a head that pair i of hd / 2 covers: NORM pairs
+ * (2i, 2i + 1); NEOX pairs (i, i + half) while i < half (the rotated
+ * dims), then (2i, 2i + 1), the unrotated dims past n_rot. */
+__device__ __forceinline__ void pair_of(int i, int half, int neox, int &a, int &b)
+{
+    a = neox && i < half ? i : 2 * i;
+    b = neox && i < half ? i + half : 2 * i + 1;
+}
+
+/*
+ * grid rows, block ROW_THREADS. With qwen3's norms, first the 1 / rms of
+ * every head of q and k (one warp per head, the sum of squares in double
+ * as cpu_rmsnorm), so that each element becomes x * r * w before it is
+ * rotated. Then one thread per (head, pair) of q, then of k and v, which
+ * go to the cache at (layer, slot, kv head, pos) as f16.
+ */
 __global__ void __launch_bounds__(ROW_THREADS) rope_kv_kernel(rope_args A)
 {
+    CU_SHARED(4, float, rms, [CU_NORM_HEADS]);
     int row = blockIdx.x, pos = A.pos[row], slot = A.slot[row];
     int hp = A.hd / 2, half = A.n_rot / 2;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const float2 *cs = A.rope + (size_t)pos * half;
-    float *q = A.q + (size_t)row * A.q_dim;
-    for (int idx = threadIdx.x; idx < A.n_head * hp; idx += ROW_THREADS) {
-        int i = idx % hp; /* pair within the head; element 2 idx of the row */
-        if (i < half) {
-            float2 r = rotate(q[2 * idx], q[2 * idx + 1], cs[i]);
-            q[2 * idx] = r.x;
-            q[2 * idx + 1] = r.y;
+    float *q = A.q + (size_t)row * A.q_dim, *k = A.k + (size_t)row * A.kv_dim;
+    if (A.qn) {
+        for (int h = warp; h < A.n_head + A.n_kv; h += ROW_WARPS) {
+            const float *x =
+                h < A.n_head ? q + (size_t)h * A.hd : k + (size_t)(h - A.n_head) * A.hd;
+            double ss = 0;
+            for (int i = lane; i < A.hd; i += 32)
+                ss += (double)__fmul_rn(x[i], x[i]);
+            ss = warp_sum_d(ss);
+            if (lane == 0)
+                rms[h] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn((float)(ss / A.hd), A.eps)));
         }
+        __syncthreads();
     }
-    const float *k = A.k + (size_t)row * A.kv_dim, *v = A.v + (size_t)row * A.kv_dim;
+    for (int idx = threadIdx.x; idx < A.n_head * hp; idx += ROW_THREADS) {
+        int h = idx / hp, i = idx % hp, a, b;
+        pair_of(i, half, A.neox, a, b);
+        float *x = q + (size_t)h * A.hd;
+        float x0 = x[a], x1 = x[b];
+        if (A.qn) {
+            x0 = __fmul_rn(__fmul_rn(x0, rms[h]), A.qn[a]);
+            x1 = __fmul_rn(__fmul_rn(x1, rms[h]), A.qn[b]);
+        }
+        float2 r = i < half ? rotate(x0, x1, cs[i]) : make_float2(x0, x1);
+        x[a] = r.x;
+        x[b] = r.y;
+    }
+    const float *v = A.v + (size_t)row * A.kv_dim;
     for (int idx = threadIdx.x; idx < A.n_kv * hp; idx += ROW_THREADS) {
-        int h = idx / hp, i = idx % hp;
-        float2 kr = make_float2(k[2 * idx], k[2 * idx + 1]);
-        if (i < half)
-            kr = rotate(kr.x, kr.y, cs[i]);
-        size_t off = ((((size_t)A.layer * A.max_batch + slot) * A.n_kv + h) * A.ctx + pos) * A.hd +
-                     2 * (size_t)i;
-        *(__half2 *)(A.kc + off) = __floats2half2_rn(kr.x, kr.y);
-        *(__half2 *)(A.vc + off) = __floats2half2_rn(v[2 * idx], v[2 * idx + 1]);
+        int h = idx / hp, i = idx % hp, a, b;
+        pair_of(i, half, A.neox, a, b);
+        const float *x = k + (size_t)h * A.hd, *y = v + (size_t)h * A.hd;
+        float x0 = x[a], x1 = x[b];
+        if (A.kn) {
+            x0 = __fmul_rn(__fmul_rn(x0, rms[A.n_head + h]), A.kn[a]);
+            x1 = __fmul_rn(__fmul_rn(x1, rms[A.n_head + h]), A.kn[b]);
+        }
+        float2 r = i < half ? rotate(x0, x1, cs[i]) : make_float2(x0, x1);
+        size_t off = (((size_t)A.layer * A.max_batch + slot) * A.n_kv + h) * A.ctx + pos;
+        __half *kc = A.kc + off * A.hd, *vc = A.vc + off * A.hd;
+        kc[a] = __float2half_rn(r.x);
+        kc[b] = __float2half_rn(r.y);
+        vc[a] = __float2half_rn(y[a]);
+        vc[b] = __float2half_rn(y[b]);
     }
 }
 
@@ -281,9 +327,12 @@ void op_rope_kv(cu_state *S, const struct model *m, int layer, const int32_t *po
                 const int32_t *slot, int rows)
 {
     const struct model_config *c = &m->cfg;
-    rope_args A = {S->q,         S->k,        S->v,     S->k_cache,   S->v_cache, S->rope,
-                   pos,          slot,        layer,    m->max_batch, m->ctx,     c->n_head,
-                   c->n_head_kv, c->head_dim, c->n_rot, c->q_dim,     c->kv_dim};
+    const cu_layer *L = &S->layers[layer];
+    rope_args A = {S->q,        S->k,         S->v,      S->k_cache, S->v_cache,
+                   S->rope,     L->q_norm,    L->k_norm, pos,        slot,
+                   layer,       m->max_batch, m->ctx,    c->n_head,  c->n_head_kv,
+                   c->head_dim, c->n_rot,     c->q_dim,  c->kv_dim,  c->rope_neox ? 1 : 0,
+                   c->rms_eps};
     CU_LAUNCH(rope_kv_kernel, rows, ROW_THREADS, 0, S->stream, A);
     CU_CHECK_LAUNCH();
 }

@@ -20,7 +20,6 @@ LIMIT=${LIMIT:-300}
 JOBS=${JOBS:-2}
 CH_OPT=${CH_OPT:--O1} # quicker rebuilds of the mutated files
 FILTER=${1:-}
-BIN="$BUILD/tests/cudahost_parity"
 # The architectures the build used: another list would rebuild everything.
 ARCHS=$(sed -n "s/^CUDA_ARCHS='\(.*\)'$/\1/p" "$BUILD/gen/cuda-archs" 2>/dev/null)
 mk() { make -s -j"$JOBS" BUILD="$BUILD" CH_OPT="$CH_OPT" ${ARCHS:+CUDA_ARCHS="$ARCHS"} "$@"; }
@@ -35,7 +34,8 @@ trap 'restore; exit 130' INT TERM
 trap 'restore' EXIT
 
 # name @@ file @@ occurrence @@ from @@ to @@ first test to run (files that rebuild
-# fewest objects first)
+# fewest objects first); "qwen3:TEST" runs cudahost_qwen3 (qwen3 and qwen3moe)
+# instead of cudahost_parity
 MUTANTS=$(cat <<'EOF'
 attn-key-bound @@ engine/cuda/attention.cu @@ 1 @@ n_keys - t0); @@ n_keys - t0 + 1); @@ parity_q4_1
 attn-max-barrier @@ engine/cuda/attention.cu @@ 2 @@ __syncthreads(); @@ ; @@ parity_q4_1
@@ -44,8 +44,17 @@ attn-sum-order @@ engine/cuda/attention.cu @@ 1 @@ sum[h] += red[w][h]; @@ sum[h
 prep-half-sum-distance @@ engine/cuda/ops.cu @@ 1 @@ for (int o = 8; o > 0; o >>= 1) @@ for (int o = 16; o > 0; o >>= 1) @@ parity_q4_1
 norm-barrier @@ engine/cuda/ops.cu @@ 1 @@ __syncthreads(); @@ ; @@ parity_q4_1
 embed-bound @@ engine/cuda/ops.cu @@ 1 @@ u < n / 16; @@ u <= n / 16; @@ parity_q4_1
-rope-pair-bound @@ engine/cuda/ops.cu @@ 1 @@ if (i < half) @@ if (i <= half) @@ parity_q4_1
-rope-table-index @@ engine/cuda/ops.cu @@ 1 @@ rotate(q[2 * idx], q[2 * idx + 1], cs[i]) @@ rotate(q[2 * idx], q[2 * idx + 1], cs[i + 1]) @@ parity_q4_1
+rope-pair-bound @@ engine/cuda/ops.cu @@ 1 @@ i < half ? rotate( @@ i <= half ? rotate( @@ parity_q4_1
+rope-table-index @@ engine/cuda/ops.cu @@ 1 @@ rotate(x0, x1, cs[i]) @@ rotate(x0, x1, cs[i + 1]) @@ parity_q4_1
+rope-neox-off @@ engine/cuda/ops.cu @@ 1 @@ c->rope_neox ? 1 : 0 @@ 0 @@ qwen3:qwen3_parity
+qk-norm-no-rms @@ engine/cuda/ops.cu @@ 1 @@ x0 = __fmul_rn(__fmul_rn(x0, rms[h]), A.qn[a]); @@ x0 = __fmul_rn(x0, A.qn[a]); @@ qwen3:qwen3_parity
+moe-no-renorm @@ engine/cuda/moe.cu @@ 1 @@ w[j] = __fdiv_rn(w[j], chosen); @@ w[j] = w[j]; @@ qwen3:qwen3moe_parity
+moe-grouped-row @@ engine/cuda/moe.cu @@ 1 @@ A.grow[g++] = i / A.k; @@ A.grow[g++] = (i + 1) / A.k % (A.G / A.k); @@ qwen3:qwen3moe_parity
+moe-tile-end @@ engine/cuda/moe.cu @@ 1 @@ min(f + A.H, off[e + 1]) @@ f + A.H @@ qwen3:qwen3moe_parity
+moe-combine-last @@ engine/cuda/moe.cu @@ 1 @@ acc = j == 0 ? v : __fadd_rn(acc, v); @@ acc = v; @@ qwen3:qwen3moe_parity
+moe-hit @@ engine/cuda/moe.cu @@ 1 @@ A.hit[t] = cnt[t] > 0; @@ A.hit[t] = cnt[t] > 1; @@ qwen3:counters
+expert-stride @@ engine/cuda/matmul.cu @@ 1 @@ J.w += (size_t)e * J.e_stride; @@ J.w += (size_t)e * J.row_bytes; @@ qwen3:qwen3moe_parity
+expert-scale @@ engine/cuda/matmul.cu @@ 1 @@ J.scale = J.e_scale[e]; @@ J.scale = J.e_scale[0]; @@ qwen3:qwen3moe_parity
 q8-clamp @@ engine/cuda/ops.cu @@ 1 @@ q > 127 ? 127 : q @@ q > 127 ? 126 : q @@ parity_q4_1
 combine-chunks @@ engine/cuda/ops.cu @@ 1 @@ (A.pos[row] + CU_CHUNK) / CU_CHUNK @@ (A.pos[row] + 1) / CU_CHUNK @@ parity_q4_1
 gemv-unit-bound @@ engine/cuda/matmul.cu @@ 1 @@ u < n_units; @@ u <= n_units; @@ parity_q4_1
@@ -105,6 +114,8 @@ while IFS= read -r line; do
     from=$(trim "${rest%% @@ *}"); rest=${rest#* @@ }
     to=$(trim "${rest%% @@ *}"); first=$(trim "${rest#* @@ }")
     printf "%s\n" "$name" | grep -qE -- "${FILTER:-.}" || continue
+    BIN="$BUILD/tests/cudahost_parity"
+    case "$first" in *:*) BIN="$BUILD/tests/cudahost_${first%%:*}" first=${first#*:} ;; esac
     total=$((total + 1))
     cp "$file" "$LOG/saved"
     SAVED=$file
@@ -144,5 +155,5 @@ while IFS= read -r line; do
         echo "SURVIVED $name ($file: '$from' -> '$to')"
     fi
 done <"$LOG/list"
-mk "$BIN" >/dev/null 2>&1
+mk "$BUILD/tests/cudahost_parity" "$BUILD/tests/cudahost_qwen3" >/dev/null 2>&1
 echo "mutants: $killed of $total killed${survivors:+; survivors:$survivors}"

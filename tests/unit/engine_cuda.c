@@ -48,10 +48,13 @@
  * columns (group 2, head_dim 64) and the group of 3 with head_dim 64 on
  * 192 columns. */
 #ifdef CUDAHOST_SHAPES
-static const struct synth_preset k768 = {"k256", 2, 256, 4, 2, 512, 512, 256, 10000.0f, 1e-5f};
-static const struct synth_preset wide = {"g3", 2, 192, 3, 1, 256, 512, 256, 10000.0f, 1e-5f};
+static const struct synth_preset k768 = {"k256", "llama", 2,   256,      4,    2,
+                                         512,    512,     256, 10000.0f, 1e-5f};
+static const struct synth_preset wide = {"g3", "llama", 2,   192,      3,    1,
+                                         256,  512,     256, 10000.0f, 1e-5f};
 #else
-static const struct synth_preset k768 = {"k768", 2, 768, 12, 4, 1024, 512, 256, 10000.0f, 1e-5f};
+static const struct synth_preset k768 = {"k768", "llama", 2,   768,      12,   4,
+                                         1024,   512,     256, 10000.0f, 1e-5f};
 #define wide k768
 #endif
 
