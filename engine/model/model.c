@@ -267,6 +267,23 @@ int model_read_config(const struct gguf_file *f, struct model_config *c, struct 
 
 /* ---- tensors ---- */
 
+/* A weight tensor's type must have matmul kernels, and its rows must be
+ * whole blocks of that type. */
+static int check_weight_type(const struct gguf_tensor *t, const char *name, int64_t cols,
+                             struct err *err)
+{
+    const struct q_type_info *qi = q_info(t->type);
+    if (!qi || !qi->weights)
+        return err_set(err, FP_ERR_UNSUPPORTED, "tensor '%s': type %s (%u) is not supported", name,
+                       qi ? qi->name : "unknown", t->type),
+               -1;
+    if (cols % qi->block != 0)
+        return err_set(err, FP_ERR_FORMAT, "tensor '%s': %lld columns is not a multiple of %s's %u",
+                       name, (long long)cols, qi->name, qi->block),
+               -1;
+    return 0;
+}
+
 /* Bind a 2-D weight tensor `name` of GGUF shape [cols, rows]. */
 static int bind_matrix(const struct gguf_file *f, const char *name, int64_t cols, int64_t rows,
                        struct q_matrix *m, struct err *err)
@@ -279,15 +296,8 @@ static int bind_matrix(const struct gguf_file *f, const char *name, int64_t cols
                        name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
                        (long long)cols, (long long)rows),
                -1;
-    const struct q_type_info *qi = q_info(t->type);
-    if (!qi || !qi->weights)
-        return err_set(err, FP_ERR_UNSUPPORTED, "tensor '%s': type %s (%u) is not supported", name,
-                       qi ? qi->name : "unknown", t->type),
-               -1;
-    if (cols % qi->block != 0)
-        return err_set(err, FP_ERR_FORMAT, "tensor '%s': %lld columns is not a multiple of %s's %u",
-                       name, (long long)cols, qi->name, qi->block),
-               -1;
+    if (check_weight_type(t, name, cols, err) != 0)
+        return -1;
     m->type = t->type;
     m->rows = rows;
     m->cols = cols;
@@ -390,15 +400,8 @@ static int bind_experts(const struct gguf_file *f, const char *name, int64_t col
                        (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
                        (unsigned long long)t->ne[2], (long long)cols, (long long)rows, n_expert),
                -1;
-    const struct q_type_info *qi = q_info(t->type);
-    if (!qi || !qi->weights)
-        return err_set(err, FP_ERR_UNSUPPORTED, "tensor '%s': type %s (%u) is not supported", name,
-                       qi ? qi->name : "unknown", t->type),
-               -1;
-    if (cols % qi->block != 0)
-        return err_set(err, FP_ERR_FORMAT, "tensor '%s': %lld columns is not a multiple of %s's %u",
-                       name, (long long)cols, qi->name, qi->block),
-               -1;
+    if (check_weight_type(t, name, cols, err) != 0)
+        return -1;
     size_t row_bytes = q_row_bytes(t->type, cols), per = row_bytes * (size_t)rows;
     if ((uint64_t)per * (uint64_t)n_expert > t->nbytes)
         return err_set(err, FP_ERR_FORMAT, "tensor '%s' is shorter than its shape", name), -1;

@@ -32,6 +32,23 @@ void moe_shape_router(struct run_state *rs, const struct model_layer *L, int R)
     q_act_shape(&rs->act[ACT_GATE], L->router.type, R, L->router.cols);
 }
 
+/* The indices of the k largest of v[0..n), largest first (ties: the lower
+ * index, as a stable sort). */
+static void top_k(const float *v, int n, int k, int *idx)
+{
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < n; e++) {
+            bool taken = false;
+            for (int i = 0; i < j; i++)
+                taken |= idx[i] == e;
+            if (!taken && (best < 0 || v[e] > v[best]))
+                best = e;
+        }
+        idx[j] = best;
+    }
+}
+
 /* Row r's experts: softmax of the router logits, the k largest (ties: the
  * lower index, as a stable sort), weights renormalised over the chosen. */
 static void route(const float *logits, int n_expert, int k, int *exp, float *w)
@@ -47,19 +64,11 @@ static void route(const float *logits, int n_expert, int k, int *exp, float *w)
     }
     for (int e = 0; e < n_expert; e++)
         p[e] = (float)(p[e] / sum);
+    top_k(p, n_expert, k, exp);
     float chosen = 0;
     for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < n_expert; e++) {
-            bool taken = false;
-            for (int i = 0; i < j; i++)
-                taken |= exp[i] == e;
-            if (!taken && (best < 0 || p[e] > p[best]))
-                best = e;
-        }
-        exp[j] = best;
-        w[j] = p[best];
-        chosen += p[best];
+        w[j] = p[exp[j]];
+        chosen += p[exp[j]];
     }
     if (chosen < 6.103515625e-5f) /* llama.cpp's clamp of the sum */
         chosen = 6.103515625e-5f;
@@ -71,17 +80,7 @@ static void route(const float *logits, int n_expert, int k, int *exp, float *w)
  * softmax over those k only (ggml_soft_max: sum in double). */
 static void route_oai(const float *logits, int n_expert, int k, int *exp, float *w)
 {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < n_expert; e++) {
-            bool taken = false;
-            for (int i = 0; i < j; i++)
-                taken |= exp[i] == e;
-            if (!taken && (best < 0 || logits[e] > logits[best]))
-                best = e;
-        }
-        exp[j] = best;
-    }
+    top_k(logits, n_expert, k, exp);
     float mx = logits[exp[0]];
     double sum = 0;
     for (int j = 0; j < k; j++) {
