@@ -250,10 +250,14 @@ stop_serve() {
 # labels). The model_name label every fp4serve series carries may be left out
 # of NAME: `metric fp4serve_steps_total` reads fp4serve_steps_total{model_name="m"}.
 metric() {
-    curl -s "$SRV_URL/metrics" | awk -v n="$1" '
+    curl -s "$SRV_URL/metrics" | metric_in - "$1"
+}
+# metric_in FILE NAME: the same from a saved /metrics text (FILE - : stdin).
+metric_in() {
+    awk -v n="$2" '
         /^#/ { next }
         { k = $1; sub(/model_name="([^"\\]|\\.)*",?/, "", k); sub(/\{\}$/, "", k) }
-        $1 == n || k == n { print $2; exit }'
+        $1 == n || k == n { print $2; exit }' "$1"
 }
 # gen_text MODEL PROMPT N [FLAGS...]: the exact text `fp4serve generate` prints
 # (everything before its "prompt ids:" line, without the newline it adds).

@@ -25,7 +25,7 @@ load() {
     check_eq "$1: 16 requests answered" "$(cat "$T_TMP"/r.* | grep -o '"finish_reason":"length"' | wc -l)" "16"
     curl -s "$SRV_URL/metrics" >"$T_TMP/m.$1"
 }
-val() { awk -v n="$2" '$1 == n { print $2; exit }' "$T_TMP/m.$1"; }
+val() { metric_in "$T_TMP/m.$1" "$2"; }
 
 for mode in batched per-request; do
     start_serve "$model" --threads 2 --max-batch 16 --ctx 64 --decode "$mode" ||
@@ -50,11 +50,11 @@ for mode in batched per-request; do
     check "$mode: last step's gauges set" awk -v l="$last" -v x="$lastx" 'BEGIN { exit !(l > 0 && x >= 16) }'
     if [ "$mode" = batched ]; then
         check "batched: at most 64 expert reads per step ($acts / $steps)" \
-            awk -v a="$acts" -v s="$steps" 'BEGIN { exit !(a <= 64 * s) }'
+            awk -v a="$acts" -v s="$steps" 'BEGIN { exit !(a > 0 && s > 0 && a <= 64 * s) }'
         check "batched: fewer than 16 expert reads per sequence ($acts / $seqs)" \
-            awk -v a="$acts" -v s="$seqs" 'BEGIN { exit !(a < 16 * s) }'
+            awk -v a="$acts" -v s="$seqs" 'BEGIN { exit !(a > 0 && a < 16 * s) }'
         check "batched: bytes read per step within the all-experts bound" \
-            awk -v r="$rbytes" -v s="$steps" -v b="$bound" 'BEGIN { exit !(r <= s * b) }'
+            awk -v r="$rbytes" -v s="$steps" -v b="$bound" 'BEGIN { exit !(r > 0 && r <= s * b) }'
     else
         check "per-request: at least 16 expert reads per sequence of a step ($acts / $seqs)" \
             awk -v a="$acts" -v s="$seqs" 'BEGIN { exit !(a >= 16 * s) }'
