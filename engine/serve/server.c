@@ -480,9 +480,13 @@ static enum MHD_Result h_embeddings(struct call *c)
 
 /* ---- tokenizer endpoints (vLLM's shapes; bodies in tokapi.c) ---- */
 
+enum tok_op { TOK_ENCODE, TOK_DECODE, TOK_INFO };
+
 /* POST /tokenize and /detokenize: answered on the HTTP thread, like a
- * completion's tokenizing, bounded by --max-body. */
-static enum MHD_Result h_tok(struct call *c, bool detok)
+ * completion's tokenizing, bounded by --max-body; GET /tokenizer_info
+ * (vLLM's): lm-evaluation-harness's local-completions finds its remote
+ * tokenizer there. */
+static enum MHD_Result h_tok(struct call *c, enum tok_op op)
 {
     srv *s = c->s;
     if (!atomic_load(&s->ready))
@@ -490,13 +494,18 @@ static enum MHD_Result h_tok(struct call *c, bool detok)
     struct tokapi_ctx ctx = {.vocab = s->engine.vocab,
                              .chat = s->engine.chat,
                              .n_ctx = s->engine.n_ctx,
-                             .model_ids = s->model_ids};
+                             .model_ids = s->model_ids,
+                             .model_id = s->model_id};
     struct api_error e;
     struct buf b;
     buf_init(&b, BUF_MAX_DEFAULT);
     const char *body = c->body.data ? c->body.data : "";
-    int rc = detok ? tokapi_detokenize(&ctx, body, c->body.len, &b, &e)
-                   : tokapi_tokenize(&ctx, body, c->body.len, &b, &e);
+    int rc = 0;
+    if (op == TOK_INFO)
+        tokapi_info(&ctx, &b);
+    else
+        rc = op == TOK_DECODE ? tokapi_detokenize(&ctx, body, c->body.len, &b, &e)
+                              : tokapi_tokenize(&ctx, body, c->body.len, &b, &e);
     enum MHD_Result r = rc == 0 ? respond(c, 200, "application/json", b.data, b.len, false)
                                 : respond_error(c, &e, false);
     buf_release(&b);
@@ -505,31 +514,17 @@ static enum MHD_Result h_tok(struct call *c, bool detok)
 
 static enum MHD_Result h_tokenize(struct call *c)
 {
-    return h_tok(c, false);
+    return h_tok(c, TOK_ENCODE);
 }
 
 static enum MHD_Result h_detokenize(struct call *c)
 {
-    return h_tok(c, true);
+    return h_tok(c, TOK_DECODE);
 }
 
-/* GET /tokenizer_info (vLLM's): lm-evaluation-harness's local-completions
- * finds its remote tokenizer here. */
 static enum MHD_Result h_tokenizer_info(struct call *c)
 {
-    srv *s = c->s;
-    if (!atomic_load(&s->ready))
-        return refuse(c, 503, "unavailable_error", NULL, false, "loading model");
-    struct tokapi_ctx ctx = {.vocab = s->engine.vocab,
-                             .chat = s->engine.chat,
-                             .n_ctx = s->engine.n_ctx,
-                             .model_id = s->model_id};
-    struct buf b;
-    buf_init(&b, BUF_MAX_DEFAULT);
-    tokapi_info(&ctx, &b);
-    enum MHD_Result r = respond(c, 200, "application/json", b.data, b.len, false);
-    buf_release(&b);
-    return r;
+    return h_tok(c, TOK_INFO);
 }
 
 static enum MHD_Result h_completions(struct call *c)

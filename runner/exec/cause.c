@@ -38,6 +38,21 @@ static const struct {
     {"Segmentation fault", "segmentation fault"},
 };
 
+/* Walk text's lines from the last one up: the line that ends at *end (a
+ * copy to free; "" for an empty line), *end moved before it; NULL when
+ * none is left. */
+static char *prev_line(const char *text, size_t *end)
+{
+    if (*end == 0)
+        return NULL;
+    size_t start = *end;
+    while (start > 0 && text[start - 1] != '\n')
+        start--;
+    char *line = xstrndup(text + start, *end - start);
+    *end = start ? start - 1 : 0;
+    return line;
+}
+
 const char *cause_from_log(const char *text, char **line_out)
 {
     if (line_out)
@@ -45,11 +60,8 @@ const char *cause_from_log(const char *text, char **line_out)
     if (!text)
         return NULL;
     size_t end = strlen(text);
-    while (end > 0) {
-        size_t start = end;
-        while (start > 0 && text[start - 1] != '\n')
-            start--;
-        char *line = xstrndup(text + start, end - start);
+    char *line;
+    while ((line = prev_line(text, &end)) != NULL) {
         for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++) {
             if (strcasestr(line, causes[i].needle)) {
                 if (line_out)
@@ -60,7 +72,6 @@ const char *cause_from_log(const char *text, char **line_out)
             }
         }
         free(line);
-        end = start ? start - 1 : 0;
     }
     return NULL;
 }
@@ -131,13 +142,10 @@ char *cause_server_message(const char *text, size_t max_bytes)
     if (!text)
         return NULL;
     size_t end = strlen(text);
+    char *line;
     /* lines from the last one up; on a line, its last key wins */
-    while (end > 0) {
-        size_t start = end;
-        while (start > 0 && text[start - 1] != '\n')
-            start--;
-        char *line = xstrndup(text + start, end - start);
-        const char *line_end = line + (end - start);
+    while ((line = prev_line(text, &end)) != NULL) {
+        const char *line_end = line + strlen(line);
         const char *best = NULL;
         size_t best_len = 0;
         if (strcasestr(line, "error"))
@@ -159,7 +167,6 @@ char *cause_server_message(const char *text, size_t max_bytes)
         free(line);
         if (msg)
             return msg;
-        end = start ? start - 1 : 0;
     }
     return NULL;
 }
