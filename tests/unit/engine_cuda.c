@@ -48,13 +48,37 @@
  * columns (group 2, head_dim 64) and the group of 3 with head_dim 64 on
  * 192 columns. */
 #ifdef CUDAHOST_SHAPES
-static const struct synth_preset k768 = {"k256", "llama", 2,   256,      4,    2,
-                                         512,    512,     256, 10000.0f, 1e-5f};
-static const struct synth_preset wide = {"g3", "llama", 2,   192,      3,    1,
-                                         256,  512,     256, 10000.0f, 1e-5f};
+static const struct synth_preset k768 = {.name = "k256",
+                                         .n_layer = 2,
+                                         .n_embd = 256,
+                                         .n_head = 4,
+                                         .n_head_kv = 2,
+                                         .n_ff = 512,
+                                         .n_vocab = 512,
+                                         .n_ctx = 256,
+                                         .rope_base = 10000.0f,
+                                         .rms_eps = 1e-5f};
+static const struct synth_preset wide = {.name = "g3",
+                                         .n_layer = 2,
+                                         .n_embd = 192,
+                                         .n_head = 3,
+                                         .n_head_kv = 1,
+                                         .n_ff = 256,
+                                         .n_vocab = 512,
+                                         .n_ctx = 256,
+                                         .rope_base = 10000.0f,
+                                         .rms_eps = 1e-5f};
 #else
-static const struct synth_preset k768 = {"k768", "llama", 2,   768,      12,   4,
-                                         1024,   512,     256, 10000.0f, 1e-5f};
+static const struct synth_preset k768 = {.name = "k768",
+                                         .n_layer = 2,
+                                         .n_embd = 768,
+                                         .n_head = 12,
+                                         .n_head_kv = 4,
+                                         .n_ff = 1024,
+                                         .n_vocab = 512,
+                                         .n_ctx = 256,
+                                         .rope_base = 10000.0f,
+                                         .rms_eps = 1e-5f};
 #define wide k768
 #endif
 
