@@ -90,6 +90,32 @@ __device__ __forceinline__ float warp_max(float v)
     return v;
 }
 
+/* rmsnorm's scale of row xr (n values) for a block of THREADS threads:
+ * 1 / sqrt(mean(x^2) + eps), the sum of squares in double as
+ * model/backend_cpu.c's cpu_rmsnorm (per thread, then warp butterflies,
+ * then the warps in order). red (THREADS / 32 doubles) and r (one float)
+ * are the caller's shared memory; every thread gets the scale. */
+template <int THREADS>
+__device__ __forceinline__ float block_rms_scale(const float *xr, int n, float eps, double *red,
+                                                 float *r)
+{
+    double ss = 0;
+    for (int i = threadIdx.x; i < n; i += THREADS)
+        ss += (double)__fmul_rn(xr[i], xr[i]);
+    ss = warp_sum_d(ss);
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0;
+        for (int k = 0; k < THREADS / 32; k++)
+            t += red[k];
+        *r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn((float)(t / n), eps)));
+    }
+    __syncthreads();
+    return *r;
+}
+
 /* One step of the left-to-right fold of attention partials (max m, sum
  * s, weighted values o): the CPU's fold (model/backend_cpu.c) with the same
  * roundings. Updates m and s and returns in a and b the factors for o:

@@ -57,21 +57,7 @@ __global__ void __launch_bounds__(MOE_THREADS) route_kernel(route_args A)
     CU_SHARED(4, float, r_shared, );
     int row = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n = A.n_embd;
     const float *xr = A.x + (size_t)row * n;
-    double ss = 0;
-    for (int i = threadIdx.x; i < n; i += MOE_THREADS)
-        ss += (double)__fmul_rn(xr[i], xr[i]);
-    ss = warp_sum_d(ss);
-    if (lane == 0)
-        red[warp] = ss;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double t = 0;
-        for (int i = 0; i < MOE_WARPS; i++)
-            t += red[i];
-        r_shared = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn((float)(t / n), A.eps)));
-    }
-    __syncthreads();
-    float r = r_shared;
+    float r = block_rms_scale<MOE_THREADS>(xr, n, A.eps, red, &r_shared);
     for (int i = threadIdx.x; i < n; i += MOE_THREADS)
         xs[i] = __fmul_rn(__fmul_rn(xr[i], r), A.norm[i]);
     __syncthreads();

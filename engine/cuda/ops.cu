@@ -124,23 +124,7 @@ __global__ void __launch_bounds__(ROW_THREADS)
     CU_SHARED(4, float, r_shared, );
     int row = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const float *xr = x + (size_t)(gather ? gather[row] : row) * cols;
-    double ss = 0;
-    for (int i = threadIdx.x; i < cols; i += ROW_THREADS) {
-        float v = xr[i];
-        ss += (double)__fmul_rn(v, v);
-    }
-    ss = warp_sum_d(ss);
-    if (lane == 0)
-        red[warp] = ss;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double t = 0;
-        for (int k = 0; k < ROW_WARPS; k++)
-            t += red[k];
-        r_shared = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn((float)(t / cols), eps)));
-    }
-    __syncthreads();
-    float r = r_shared;
+    float r = block_rms_scale<ROW_THREADS>(xr, cols, eps, red, &r_shared);
     int n_kb = (cols + 31) / 32;
     for (int kb = warp; kb < n_kb; kb += ROW_WARPS) {
         int i = 32 * kb + lane;
