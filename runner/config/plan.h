@@ -167,8 +167,10 @@ int plan_set_model_fp(struct plan *p, size_t vi, const struct model_fp *fp, stru
 #define PLAN_KEY_RECIPE     3
 #define PLAN_KEY_RECIPE_TAG "sweep point key v2"
 #define PLAN_KEY_RECIPE_WHY                                                                        \
-    {NULL, NULL, "it fingerprints the whole model file, not its first MiB",                        \
-     "each repeat of the builtin client draws its own prompts (seed + repeat - 1)"}
+    {                                                                                              \
+        NULL, NULL, "it fingerprints the whole model file, not its first MiB",                     \
+            "each repeat of the builtin client draws its own prompts (seed + repeat - 1)"          \
+    }
 
 /* What variant vi's keys are made of besides each point's own numbers, as
  * short digests that manifest.json records per variant: --resume compares
