@@ -108,27 +108,8 @@ for f in qwen3-f32:0.01 qwen3moe-f32:0.01 qwen3moe-mxfp4:0.03 qwen3moe-nvfp4.q:0
         --threads 2 >"$T_TMP/eval" 2>/dev/null
     check_eq "$f: eval status" "$?" "0"
     ours=$(tail -n 1 "$T_TMP/eval" | jq -r .ppl)
-    ref_py "$T_TMP/llama" "$T_TMP/llama.log" "$T_TMP/$f.gguf" "$text" <<'PY'
-import sys
-import numpy as np
-from llama_cpp import Llama
-m = Llama(model_path=sys.argv[1], n_ctx=128, n_batch=128, n_threads=2, verbose=False,
-          logits_all=True)
-ids = m.tokenize(open(sys.argv[2], "rb").read(), add_bos=False, special=False)[:256]
-nll, n = 0.0, 0
-for w0 in range(0, len(ids), 128):
-    win = ids[w0:w0 + 128]
-    m.reset()
-    m.eval(win)
-    lg = np.array(m.scores[: len(win)], dtype=np.float64)
-    mx = lg.max(axis=1)
-    lse = mx + np.log(np.exp(lg - mx[:, None]).sum(axis=1))
-    for i in range(len(win) - 1):
-        nll += lse[i] - lg[i, win[i + 1]]
-        n += 1
-print(float(np.exp(nll / n)))
-PY
-    theirs=$(cat "$T_TMP/llama")
+    ref_py "$T_TMP/llama" "$T_TMP/llama.log" "$T_TMP/$f.gguf" "$text" <tests/tools/llama_ppl.py
+    read -r _ theirs <"$T_TMP/llama"
     echo "    $f: perplexity ours $ours, llama.cpp $theirs"
     check "$f: perplexity within $tol of llama.cpp's ($ours vs $theirs)" \
         within "$ours" "$theirs" "$tol" rel

@@ -79,26 +79,7 @@ if [ -f "$smol" ] && python3 -c 'import llama_cpp' 2>/dev/null; then
     "$FP4SERVE" eval --model "$smol" --text "$text" --ctx 128 --max-tokens 256 --threads 2 \
         >"$T_TMP/smol" 2>/dev/null
     check_eq "SmolLM2 eval: status" "$?" "0"
-    ref_py "$T_TMP/llama" "$T_TMP/llama.log" "$smol" "$text" <<'PY'
-import sys
-import numpy as np
-from llama_cpp import Llama
-m = Llama(model_path=sys.argv[1], n_ctx=128, n_batch=128, n_threads=2, verbose=False,
-          logits_all=True)
-ids = m.tokenize(open(sys.argv[2], "rb").read(), add_bos=False, special=False)[:256]
-nll, n = 0.0, 0
-for w0 in range(0, len(ids), 128):
-    win = ids[w0:w0 + 128]
-    m.reset()
-    m.eval(win)
-    lg = np.array(m.scores[: len(win)], dtype=np.float64)
-    mx = lg.max(axis=1)
-    lse = mx + np.log(np.exp(lg - mx[:, None]).sum(axis=1))
-    for i in range(len(win) - 1):
-        nll += lse[i] - lg[i, win[i + 1]]
-        n += 1
-print(n, float(np.exp(nll / n)))
-PY
+    ref_py "$T_TMP/llama" "$T_TMP/llama.log" "$smol" "$text" <tests/tools/llama_ppl.py
     rc=$?
     read -r n_theirs ppl_theirs <"$T_TMP/llama"
     if [ "$rc" = 0 ]; then
