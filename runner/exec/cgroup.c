@@ -137,7 +137,10 @@ static char *own_cgroup(const char *cgroup_file)
 }
 
 /* "sweep-<pid>-<start>-...": the owner's pid and start time. */
-static bool parse_name(const char *name, pid_t *pid, unsigned long long *start)
+/* sweep-<pid>-<start>-ns<pidns>-..., or (an older sweep's name) without the
+ * ns<pidns> part: *ns is 0 then. */
+static bool parse_name(const char *name, pid_t *pid, unsigned long long *start,
+                       unsigned long long *ns)
 {
     if (!str_starts_with(name, NAME_PREFIX))
         return false;
@@ -153,6 +156,13 @@ static bool parse_name(const char *name, pid_t *pid, unsigned long long *start)
         return false;
     *pid = (pid_t)p;
     *start = t;
+    *ns = 0;
+    s = end + 1;
+    if (str_starts_with(s, "ns")) {
+        unsigned long long n = strtoull(s + 2, &end, 10);
+        if (errno == 0 && end != s + 2 && *end == '-')
+            *ns = n;
+    }
     return true;
 }
 
@@ -163,8 +173,8 @@ static char *probe(const struct cg_base *b, const char *dir)
 {
     char *why = NULL;
     char *own_procs = path_join(dir, "cgroup.procs");
-    char *child =
-        xasprintf("%s/" NAME_PREFIX "%ld-%llu-probe", dir, (long)b->owner, b->owner_start);
+    char *child = xasprintf("%s/" NAME_PREFIX "%ld-%llu-ns%llu-probe", dir, (long)b->owner,
+                            b->owner_start, b->owner_ns);
     char *child_procs = path_join(child, "cgroup.procs");
     if (access(own_procs, W_OK) != 0) {
         why = xasprintf("%s: %s", own_procs, strerror(errno));
@@ -190,6 +200,13 @@ int cg_open(struct cg_base *b, const char *mountinfo, const char *cgroup_file)
         b->why = xstrdup("cannot read our start time from /proc/self/stat");
         goto out;
     }
+    struct stat ns;
+    if (stat("/proc/self/ns/pid", &ns) != 0) {
+        b->why =
+            xasprintf("cannot tell our PID namespace (/proc/self/ns/pid: %s)", strerror(errno));
+        goto out;
+    }
+    b->owner_ns = (unsigned long long)ns.st_ino;
     if (!find_cgroup2(mountinfo ? mountinfo : "/proc/self/mountinfo", &mnt, &root)) {
         b->why = xstrdup("no cgroup2 file system is mounted");
         goto out;
@@ -236,8 +253,8 @@ char *cg_create(struct cg_base *b, const char *role, char **why)
         *why = NULL;
     if (!b->dir)
         return NULL;
-    char *path = xasprintf("%s/" NAME_PREFIX "%ld-%llu-%s-%ld", b->dir, (long)b->owner,
-                           b->owner_start, role, ++b->n);
+    char *path = xasprintf("%s/" NAME_PREFIX "%ld-%llu-ns%llu-%s-%ld", b->dir, (long)b->owner,
+                           b->owner_start, b->owner_ns, role, ++b->n);
     if (mkdir(path, 0755) == 0)
         return path;
     if (why)
@@ -440,8 +457,13 @@ size_t cg_clean_leftovers(struct cg_base *b)
     struct dirent *de;
     while ((de = readdir(d))) {
         pid_t pid;
-        unsigned long long start, now;
-        if (de->d_type != DT_DIR || !parse_name(de->d_name, &pid, &start))
+        unsigned long long start, ns, now;
+        if (de->d_type != DT_DIR || !parse_name(de->d_name, &pid, &start, &ns))
+            continue;
+        /* a sweep in another PID namespace sharing this cgroup (a container
+         * without a cgroup namespace): its pid means nothing here, so
+         * whether it lives cannot be told; never touched */
+        if (ns && ns != b->owner_ns)
             continue;
         /* a live sweep's cgroup (ours included): the pid runs and started
          * when the name says, so it is the same process */

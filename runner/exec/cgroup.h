@@ -7,10 +7,12 @@
  * controller is enabled, so the "no internal processes" rule does not
  * apply and a cgroup that holds sweep itself may have these children.
  *
- * Names: <sweep's own cgroup>/sweep-<pid>-<starttime>-<role>-<n>, with
- * sweep's pid and its start time (/proc/PID/stat field 22, clock ticks
- * after boot), so a later sweep can tell for sure that the owner is dead
- * even when the pid was reused: cg_clean_leftovers.
+ * Names: <sweep's own cgroup>/sweep-<pid>-<starttime>-ns<pidns>-<role>-<n>,
+ * with sweep's pid, its start time (/proc/PID/stat field 22, clock ticks
+ * after boot) and its PID namespace (the inode of /proc/self/ns/pid), so a
+ * later sweep in the same namespace can tell for sure that the owner is
+ * dead even when the pid was reused (cg_clean_leftovers), and one in
+ * another namespace (a container sharing the cgroup tree) leaves it be.
  * Without a writable cgroup2 hierarchy everything here is a no-op and
  * sweep keeps to process groups (docs/reliability.md §3.1 rule 7).
  */
@@ -27,6 +29,7 @@ struct cg_base {
     char *why;                      /* owned: why dir is NULL (for the one warning) */
     pid_t owner;                    /* our pid, first part of each name */
     unsigned long long owner_start; /* our start time, clock ticks after boot */
+    unsigned long long owner_ns;    /* our PID namespace: inode of /proc/self/ns/pid */
     long n;                         /* cgroups created so far, the last part of each name */
 };
 
@@ -78,7 +81,8 @@ bool cg_wait_empty(const char *dir, double timeout_ms);
 /*
  * Find the cgroups a dead sweep left in our own cgroup (name starts with
  * "sweep-", owner pid gone or running something started at another time;
- * cgroups of a live sweep are never touched). An empty one is removed
+ * cgroups of a live sweep, and those named by a sweep of another PID
+ * namespace, are never touched). An empty one is removed
  * silently. One that still holds processes is named on stderr, each pid
  * with its command line and where its output goes (the run folder's log),
  * then killed (cgroup.kill), waited for and removed, and the warning says

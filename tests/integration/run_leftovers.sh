@@ -63,7 +63,7 @@ check_eq "normal run: point 1's client helper died with its point" \
     "$(procs_with "$T_TMP/client-helper 1001")" 0
 hp=$(pgrep -f "^$T_TMP/server-helper")
 check "normal run: the server's helper is in a cgroup of this sweep" \
-    grep -q "^0::${own%/}/sweep-$sp-[0-9]*-server-1\$" "/proc/$hp/cgroup"
+    grep -q "^0::${own%/}/sweep-$sp-[0-9]*-ns[0-9]*-server-1\$" "/proc/$hp/cgroup"
 wait $sp
 rc=$?
 cat erra.txt

@@ -114,14 +114,20 @@ TEST(start_time_and_names)
     CHECK_MSG(self == want && self > 0, "start time %llu, awk says %llu", self, want);
     CHECK(!start_time(0, &self));
     pid_t pid;
-    unsigned long long start;
-    CHECK(parse_name("sweep-123-4567-server-1", &pid, &start));
+    unsigned long long start, ns = 99;
+    CHECK(parse_name("sweep-123-4567-ns4026531836-server-1", &pid, &start, &ns));
     CHECK_INT(pid, 123);
     CHECK_INT((long long)start, 4567);
-    CHECK(!parse_name("sweep-probe-99", &pid, &start));
-    CHECK(!parse_name("sweep-123", &pid, &start));
-    CHECK(!parse_name("system.slice", &pid, &start));
-    CHECK(!parse_name("sweep--1-2-x", &pid, &start));
+    CHECK_INT((long long)ns, 4026531836LL);
+    /* an older sweep's name, without the namespace */
+    CHECK(parse_name("sweep-123-4567-server-1", &pid, &start, &ns));
+    CHECK_INT((long long)ns, 0);
+    CHECK(parse_name("sweep-123-4567-nsx-server-1", &pid, &start, &ns));
+    CHECK_INT((long long)ns, 0);
+    CHECK(!parse_name("sweep-probe-99", &pid, &start, &ns));
+    CHECK(!parse_name("sweep-123", &pid, &start, &ns));
+    CHECK(!parse_name("system.slice", &pid, &start, &ns));
+    CHECK(!parse_name("sweep--1-2-x", &pid, &start, &ns));
 }
 
 /* ---- real cgroups ---- */
@@ -306,15 +312,19 @@ TEST(leftovers_of_a_dead_sweep_are_killed_live_ones_kept)
     /* R16: cgroups named after a dead sweep (pid gone, or pid reused by a
      * process started at another time) are emptied and removed; a live
      * sweep's (same pid and start time) are not touched, nor are cgroups
-     * that are not sweep's */
+     * that are not sweep's, nor those a sweep of another PID namespace
+     * named (its pid means nothing here) */
     struct cg_base b;
     if (!real_base(&b, "leftovers_of_a_dead_sweep_are_killed_live_ones_kept"))
         return;
     unsigned long long dead_start;
     pid_t dead = dead_pid(&dead_start);
+    /* an older sweep's name (no namespace) is judged as one of ours */
     char *gone = xasprintf("%s/sweep-%ld-%llu-server-1", b.dir, (long)dead, dead_start);
-    char *reused =
-        xasprintf("%s/sweep-%ld-%llu-client-2", b.dir, (long)getpid(), b.owner_start + 1);
+    char *reused = xasprintf("%s/sweep-%ld-%llu-ns%llu-client-2", b.dir, (long)getpid(),
+                             b.owner_start + 1, b.owner_ns);
+    char *foreign = xasprintf("%s/sweep-%ld-%llu-ns%llu-server-4", b.dir, (long)dead, dead_start,
+                              b.owner_ns + 1);
     char *empty = xasprintf("%s/sweep-%ld-%llu-client-3", b.dir, (long)dead, dead_start);
     char *other = xasprintf("%s/sweep-notours-%ld", b.dir, (long)getpid());
     char *live = cg_create(&b, "server", NULL);
@@ -323,6 +333,8 @@ TEST(leftovers_of_a_dead_sweep_are_killed_live_ones_kept)
     CHECK_INT(mkdir(reused, 0755), 0);
     CHECK_INT(mkdir(empty, 0755), 0);
     CHECK_INT(mkdir(other, 0755), 0);
+    CHECK_INT(mkdir(foreign, 0755), 0);
+    pid_t s_foreign = sleeper_in(foreign, "324");
     pid_t s_gone = sleeper_in(gone, "320");
     pid_t s_reused = sleeper_in(reused, "321");
     pid_t s_live = live ? sleeper_in(live, "322") : 0;
@@ -341,8 +353,10 @@ TEST(leftovers_of_a_dead_sweep_are_killed_live_ones_kept)
     CHECK_MSG(kill(s_other, 0) == 0, "a process in a cgroup not named by sweep was killed");
     CHECK_MSG(live && access(live, F_OK) == 0, "the live sweep's cgroup was removed");
     CHECK_MSG(access(other, F_OK) == 0, "%s was removed", other);
+    CHECK_MSG(kill(s_foreign, 0) == 0, "another PID namespace's sweep's process was killed");
+    CHECK_MSG(access(foreign, F_OK) == 0, "%s was removed", foreign);
     /* tidy up */
-    for (pid_t *pp = (pid_t[]){s_live, s_other, 0}; *pp; pp++) {
+    for (pid_t *pp = (pid_t[]){s_live, s_other, s_foreign, 0}; *pp; pp++) {
         kill(*pp, SIGKILL);
         waitpid(*pp, NULL, 0);
     }
@@ -352,6 +366,9 @@ TEST(leftovers_of_a_dead_sweep_are_killed_live_ones_kept)
     }
     cg_wait_empty(other, 2000);
     rmdir(other);
+    cg_wait_empty(foreign, 2000);
+    rmdir(foreign);
+    free(foreign);
     free(gone);
     free(reused);
     free(empty);
