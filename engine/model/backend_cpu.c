@@ -708,6 +708,7 @@ static int cpu_prepare(struct model *m, struct err *err)
         rs->moe_grow = xcalloc(rows * k, sizeof(int));
         rs->moe_off = xcalloc((size_t)c->n_expert + 1, sizeof(int));
         rs->moe_fill = xcalloc((size_t)c->n_expert, sizeof(int));
+        m->expert_rows = xcalloc((size_t)c->n_layer * c->n_expert, sizeof(uint64_t));
     }
     rs->logits = alloc_floats((size_t)m->max_logit_rows * c->n_vocab);
     int max_cols = c->n_embd > c->q_dim ? c->n_embd : c->q_dim;
@@ -767,6 +768,8 @@ static void cpu_release(struct model *m)
     free(rs->moe_grow);
     free(rs->moe_off);
     free(rs->moe_fill);
+    free(m->expert_rows);
+    m->expert_rows = NULL;
     free(rs->logits);
     if (rs->ops)
         for (int i = 0; i < MODEL_N_ACT; i++)

@@ -270,6 +270,9 @@ struct model {
     uint64_t last_experts;      /* (layer, expert) pairs whose weights the last step read,
                                  * summed over its passes (0 for a dense model) */
     uint64_t last_expert_bytes; /* bytes of expert weights the last step read */
+    uint64_t *expert_rows;      /* (n_layer, n_expert) rows routed to each expert since load,
+                                 * a row once per expert it chose: the router's spread (CPU
+                                 * backend; NULL otherwise or for a dense model), owned */
     int last_passes;            /* forward passes over the weights in the last step: 1
                                  * batched, one per sequence in per-request decode */
     size_t kv_bytes;            /* K/V cache bytes the backend allocated */

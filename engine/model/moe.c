@@ -128,8 +128,11 @@ static void group(struct model *m, int layer, int R)
     memset(off, 0, sizeof(int) * (size_t)(E + 1));
     for (int i = 0; i < R * k; i++)
         off[rs->moe_exp[i] + 1]++;
-    for (int e = 0; e < E; e++)
+    uint64_t *count = m->expert_rows + (size_t)layer * E;
+    for (int e = 0; e < E; e++) {
+        count[e] += (uint64_t)off[e + 1];
         off[e + 1] += off[e];
+    }
     int *fill = rs->moe_fill;
     memcpy(fill, off, sizeof(int) * (size_t)E);
     for (int r = 0; r < R; r++)

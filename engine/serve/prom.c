@@ -145,9 +145,13 @@ void prom_step(struct prom *m, int n, int n_dec, int n_pre, int passes, uint64_t
     atomic_fetch_add_explicit(&m->other_ns, other_ns, memory_order_relaxed);
 }
 
-void prom_step_weights(struct prom *m, uint64_t experts, uint64_t expert_bytes,
+void prom_step_weights(struct prom *m, int n_pre, uint64_t experts, uint64_t expert_bytes,
                        uint64_t weight_bytes)
 {
+    if (n_pre == 0) { /* the steps prom_step counts as decode-only */
+        atomic_fetch_add_explicit(&m->do_expert_acts, experts, memory_order_relaxed);
+        atomic_fetch_add_explicit(&m->do_weight_bytes, weight_bytes, memory_order_relaxed);
+    }
     atomic_fetch_add_explicit(&m->weight_bytes_read, weight_bytes, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->expert_acts, experts, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->expert_bytes, expert_bytes, memory_order_relaxed);
@@ -241,6 +245,14 @@ static const struct counter counters[] = {
      offsetof(struct prom, do_step_seqs), 1},
     {"fp4serve_decode_only_step_seconds_total", "Wall time of decode-only steps.",
      offsetof(struct prom, do_step_ns), 1e-9},
+    {"fp4serve_decode_only_expert_activations_total",
+     "fp4serve_expert_activations_total over decode-only steps (experts per decode step = "
+     "this / fp4serve_decode_only_steps_total; a prefill step touches most experts).",
+     offsetof(struct prom, do_expert_acts), 1},
+    {"fp4serve_decode_only_weight_bytes_read_total",
+     "fp4serve_weight_bytes_read_total over decode-only steps (per decode step = this / "
+     "fp4serve_decode_only_steps_total).",
+     offsetof(struct prom, do_weight_bytes), 1},
     {"fp4serve_connections_total", "Connections accepted.", offsetof(struct prom, connections), 1},
     /* vLLM's vllm:prefix_cache_queries / vllm:prefix_cache_hits, in tokens */
     {"fp4serve_prefix_cache_queries_total",
@@ -442,7 +454,8 @@ void prom_render(const struct prom *m, const struct prom_gauges *g, struct buf *
          m->mem_read_bytes_per_s},
         {"fp4serve_model_experts",
          "Mixture of experts: (layer, expert) pairs of the model, the most a step can read "
-         "(experts per step = fp4serve_expert_activations_total / fp4serve_steps_total).",
+         "(experts per decode step = fp4serve_decode_only_expert_activations_total / "
+         "fp4serve_decode_only_steps_total).",
          m->model_experts},
     };
     for (size_t i = 0; i < sizeof(consts) / sizeof(consts[0]); i++)

@@ -92,6 +92,8 @@ struct prom {
     atomic_uint_least64_t do_steps;          /* the same three over steps that ran no */
     atomic_uint_least64_t do_step_seqs;      /*   prompt token (decode-only): their mean */
     atomic_uint_least64_t do_step_ns;        /*   is the decode step law, prefill left out */
+    atomic_uint_least64_t do_expert_acts;    /* expert_acts and weight_bytes_read over the */
+    atomic_uint_least64_t do_weight_bytes;   /*   decode-only steps (per decode step) */
     atomic_uint_least64_t attn_ns;           /* phase timers of the model (model_timers) */
     atomic_uint_least64_t matmul_ns;
     atomic_uint_least64_t other_ns;
@@ -133,8 +135,9 @@ void prom_set_roofline(struct prom *m, double weight_bytes, double flops_per_tok
                        double attn_flops_per_pos, double mem_read_bytes_per_s);
 /* The model's (layer, expert) pairs, n_layer x n_expert (0 for a dense
  * model: the gauge is left out), rendered as fp4serve_model_experts beside
- * the roofline constants: experts per step (fp4serve_expert_activations_total
- * / steps) reach it when a step touches every expert. */
+ * the roofline constants: experts per decode step
+ * (fp4serve_decode_only_expert_activations_total / decode-only steps) reach
+ * it when a step touches every expert. */
 void prom_set_experts(struct prom *m, double pairs);
 /* Add one observation v (in h's unit: ns or tokens). */
 void prom_observe(struct prom_hist *h, uint64_t v);
@@ -143,11 +146,12 @@ void prom_observe(struct prom_hist *h, uint64_t v);
  * and the model's phase times (all ns). */
 void prom_step(struct prom *m, int n, int n_dec, int n_pre, int passes, uint64_t step_ns,
                uint64_t attn_ns, uint64_t matmul_ns, uint64_t other_ns);
-/* The weights a step read (after prom_step): experts = (layer, expert)
- * pairs whose weights it read (0 for a dense model), their bytes, and all
- * weight bytes it read (dense matrices and head once per pass, plus the
- * experts). */
-void prom_step_weights(struct prom *m, uint64_t experts, uint64_t expert_bytes,
+/* The weights a step read (after prom_step): n_pre its prompt tokens (0:
+ * a decode-only step, counted in the decode-only series too), experts =
+ * (layer, expert) pairs whose weights it read (0 for a dense model), their
+ * bytes, and all weight bytes it read (dense matrices and head once per
+ * pass, plus the experts). */
+void prom_step_weights(struct prom *m, int n_pre, uint64_t experts, uint64_t expert_bytes,
                        uint64_t weight_bytes);
 /* A request was served (ended by a stop or its length): its times
  * (clock_ns at submit, admission, first token and end) and token counts go

@@ -953,7 +953,7 @@ static int step(sched *s)
     }
     prom_step(s->met, n, n_dec, n_pre, s->m->last_passes, clock_ns() - t0, s->m->last.attn_ns,
               s->m->last.matmul_ns, s->m->last.other_ns);
-    prom_step_weights(s->met, s->m->last_experts, s->m->last_expert_bytes,
+    prom_step_weights(s->met, n_pre, s->m->last_experts, s->m->last_expert_bytes,
                       model_last_weight_bytes(s->m));
     /* a sequence ended here may free its request, and a cancelled stream
      * ends every sequence of its request: skip what is no longer running */

@@ -224,7 +224,9 @@ void roof_moe_words(struct buf *b, const struct roof_moe *m, const struct roof_m
             buf_printf(b,
                        ". Experts per step level off from C=%g at %.4g (%.0f%% of the model's "
                        "pairs): the knee, where every expert the batch's tokens route to is "
-                       "touched (the router leaves the others unused here)",
+                       "touched (the others stay unread here: a router that never picks them, or "
+                       "smaller batches among the point's steps, such as a lone warmup "
+                       "request's)",
                        k->conc, k->experts, 100 * k->experts / m->ref);
         else if (m->knee_ok)
             buf_printf(b,

@@ -20,15 +20,17 @@
  * ever assumed in its place.
  *
  * A mixture of experts reads no constant: a step reads the experts its
- * batch touches (fp4serve_weight_bytes_read_total and
- * fp4serve_expert_activations_total per step, points.csv
- * server_weight_bytes_per_step and server_experts_per_step). roof_moe reads
+ * batch touches (fp4serve_decode_only_weight_bytes_read_total and
+ * fp4serve_decode_only_expert_activations_total per decode-only step, else
+ * the all-steps series per step; points.csv server_weight_bytes_per_step
+ * and server_experts_per_step). roof_moe reads
  * the points of one variant: whether the batch shares experts (experts per
  * sequence fall as the batch grows: batched decode) or not (per-request
  * decode), the knee (the smallest C whose experts per step reach
  * ROOF_KNEE_FRAC of the model's (layer, expert) pairs when the server
  * reports them; else, or when they level off below that because the
- * router never picks some experts, ROOF_KNEE_FRAC of the most seen, before
+ * router never picks some experts (or the point's steps mix in smaller
+ * batches), ROOF_KNEE_FRAC of the most seen, before
  * the last point), and the local slope b between neighbouring points below
  * and from the knee.
  */

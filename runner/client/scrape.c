@@ -262,11 +262,13 @@ static const struct scrape_column columns[] = {
     {"server_mem_gbs", "GB/s",
      "memory read bandwidth the server measured at startup (fp4serve --probe-bandwidth)"},
     {"server_weight_bytes_per_step", "bytes",
-     "weight bytes the steps really read, mean per step (a mixture of experts: grows with the "
-     "experts the batch touches; per-request decode: one read per sequence)"},
+     "weight bytes the steps really read, mean per decode-only step where the server counts "
+     "them apart, else per step (a mixture of experts: grows with the experts the batch "
+     "touches; per-request decode: one read per sequence)"},
     {"server_experts_per_step", "",
-     "mixture of experts: (layer, expert) pairs whose weights a step read, mean per step "
-     "(empty for a dense model)"},
+     "mixture of experts: (layer, expert) pairs whose weights a step read, mean per "
+     "decode-only step where the server counts them apart, else per step (empty for a dense "
+     "model)"},
     {"server_model_experts", "",
      "mixture of experts: the model's (layer, expert) pairs, what experts per step reach when "
      "a step touches every expert (a constant)"},
@@ -301,10 +303,15 @@ static const struct rule {
      "fp4serve_prefix_cache_hits_total / fp4serve_prefix_cache_queries_total"},
     {"fp4serve", "server_batch", "fp4serve_step_sequences_total / fp4serve_steps_total"},
     {"fp4serve", "server_steps", "fp4serve_steps_total"},
-    /* every step, prompt steps included: the counters do not tell decode-only
-     * steps apart (short prompts keep their share small) */
+    /* decode-only steps first (a prompt step touches most experts whatever
+     * the batch), then every step: a server without the decode-only series,
+     * or a point without a decode-only step */
+    {"fp4serve", "server_weight_bytes_per_step",
+     "fp4serve_decode_only_weight_bytes_read_total / fp4serve_decode_only_steps_total", true},
     {"fp4serve", "server_weight_bytes_per_step",
      "fp4serve_weight_bytes_read_total / fp4serve_steps_total"},
+    {"fp4serve", "server_experts_per_step",
+     "fp4serve_decode_only_expert_activations_total / fp4serve_decode_only_steps_total", true},
     {"fp4serve", "server_experts_per_step",
      "fp4serve_expert_activations_total / fp4serve_steps_total", true},
     {"fp4serve", "server_decode_steps", "fp4serve_decode_only_steps_total"},

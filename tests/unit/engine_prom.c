@@ -213,6 +213,35 @@ TEST(roofline_constants_are_gauges_when_known)
     buf_release(&b);
 }
 
+/* Expert reads and weight bytes of every step, and of the decode-only
+ * steps apart (the steps fp4serve_decode_only_steps_total counts): a step
+ * with prompt tokens adds to the first only. */
+TEST(expert_reads_of_decode_only_steps_apart)
+{
+    struct prom m;
+    prom_init(&m);
+    prom_set_model(&m, "tiny", 256);
+    prom_step(&m, 4, 0, 32, 1, 1000, 0, 0, 0); /* a prompt step */
+    prom_step_weights(&m, 32, 250, 250000, 300000);
+    prom_step(&m, 4, 4, 0, 1, 1000, 0, 0, 0); /* two decode-only steps */
+    prom_step_weights(&m, 0, 12, 12000, 60000);
+    prom_step(&m, 4, 4, 0, 1, 1000, 0, 0, 0);
+    prom_step_weights(&m, 0, 14, 14000, 62000);
+    struct buf b;
+    render(&m, &b);
+    CHECK(sample(b.data, "fp4serve_steps_total{model_name=\"tiny\"} ") == 3);
+    CHECK(sample(b.data, "fp4serve_expert_activations_total{model_name=\"tiny\"} ") == 276);
+    CHECK(sample(b.data, "fp4serve_weight_bytes_read_total{model_name=\"tiny\"} ") == 422000);
+    CHECK(sample(b.data, "fp4serve_decode_only_steps_total{model_name=\"tiny\"} ") == 2);
+    CHECK(sample(b.data, "fp4serve_decode_only_expert_activations_total{model_name=\"tiny\"} ") ==
+          26);
+    CHECK(sample(b.data, "fp4serve_decode_only_weight_bytes_read_total{model_name=\"tiny\"} ") ==
+          122000);
+    CHECK(strstr(b.data, "# TYPE fp4serve_decode_only_expert_activations_total counter\n") != NULL);
+    CHECK(sample(b.data, "fp4serve_last_step_experts{model_name=\"tiny\"} ") == 14);
+    buf_release(&b);
+}
+
 /* Issue 29: every sample carries model_name (vLLM's dashboards select on
  * it), vLLM's scheduler and finish series are there under our prefix, and
  * the prefill, decode and inference times split a request at its first

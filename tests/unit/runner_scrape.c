@@ -280,6 +280,53 @@ TEST(fp4serve_expert_reads_per_step)
     buf_release(&at);
 }
 
+/* The decode-only expert series win over the all-steps ones (a prompt step
+ * touches most experts whatever the batch, so it would lift the mean): per
+ * decode-only step when they moved, else the all-steps mean (an older
+ * fp4serve without them, or a point without a decode-only step). */
+TEST(fp4serve_expert_reads_per_decode_step_first)
+{
+    static const char before[] = "fp4serve_steps_total 100\n"
+                                 "fp4serve_weight_bytes_read_total 5000000\n"
+                                 "fp4serve_expert_activations_total 1000\n"
+                                 "fp4serve_decode_only_steps_total 90\n"
+                                 "fp4serve_decode_only_expert_activations_total 800\n"
+                                 "fp4serve_decode_only_weight_bytes_read_total 4000000\n";
+    static const char after[] =
+        "fp4serve_steps_total 200\n"                               /* +100 steps */
+        "fp4serve_weight_bytes_read_total 25000000\n"              /* +20 MB */
+        "fp4serve_expert_activations_total 4200\n"                 /* +3200 pairs */
+        "fp4serve_decode_only_steps_total 170\n"                   /* +80 of them */
+        "fp4serve_decode_only_expert_activations_total 2400\n"     /* +1600 */
+        "fp4serve_decode_only_weight_bytes_read_total 12000000\n"; /* +8 MB */
+    struct scrape_set b, a;
+    parse(before, &b);
+    parse(after, &a);
+    struct metric_set m;
+    mset_init(&m);
+    scrape_columns_from(&b, &a, NULL, 0, &m, NULL);
+    double v;
+    CHECK(mset_get(&m, "server_experts_per_step", &v) && fabs(v - 20.0) < 1e-9); /* not 32 */
+    CHECK(mset_get(&m, "server_weight_bytes_per_step", &v) && fabs(v - 100000.0) < 1e-6);
+    mset_release(&m);
+    scrape_set_release(&a);
+    /* no decode-only step in the point: the all-steps means */
+    static const char prompt_only[] = "fp4serve_steps_total 200\n"
+                                      "fp4serve_weight_bytes_read_total 25000000\n"
+                                      "fp4serve_expert_activations_total 4200\n"
+                                      "fp4serve_decode_only_steps_total 90\n"
+                                      "fp4serve_decode_only_expert_activations_total 800\n"
+                                      "fp4serve_decode_only_weight_bytes_read_total 4000000\n";
+    parse(prompt_only, &a);
+    mset_init(&m);
+    scrape_columns_from(&b, &a, NULL, 0, &m, NULL);
+    CHECK(mset_get(&m, "server_experts_per_step", &v) && fabs(v - 32.0) < 1e-9);
+    CHECK(mset_get(&m, "server_weight_bytes_per_step", &v) && fabs(v - 200000.0) < 1e-6);
+    mset_release(&m);
+    scrape_set_release(&a);
+    scrape_set_release(&b);
+}
+
 TEST(vllm_and_sglang_names)
 {
     struct scrape_set b, a;
