@@ -351,6 +351,10 @@ int cmd_bench(int argc, char **argv)
     cfg.preconnect = !no_preconnect;
     cfg.progress = isatty(STDERR_FILENO);
     cfg.progress_file = getenv(LG_PROGRESS_ENV); /* set by sweep run (client/loadgen.h) */
+    /* the server's metrics after the warmup, where sweep run reads them
+     * (client/loadgen.h): both set by sweep run, or neither */
+    cfg.metrics_url = getenv(LG_METRICS_URL_ENV);
+    cfg.metrics_file = getenv(LG_METRICS_FILE_ENV);
     raise_fd_limit(cfg.concurrency);
     cfg.stop = &stop_flag;
 
@@ -415,6 +419,15 @@ int cmd_bench(int argc, char **argv)
         rc = err.code;
         goto out;
     }
+    /* said once, before the block: which window the server's deltas cover */
+    if (res.metrics_saved > 0)
+        printf("#metrics: server metrics saved after the %zu warmup requests: %s\n", res.n_warmup,
+               cfg.metrics_file);
+    else if (res.metrics_saved < 0)
+        fprintf(stderr,
+                "sweep bench: warning: %s; the scrape taken before the client started stays, so "
+                "this point's server_* columns include the %zu warmup requests\n",
+                res.metrics_why, res.n_warmup);
     struct lgr_summary sum;
     lgr_compute(&cfg, &res, &sum);
     sum.cpu_s = cpu0 >= 0 ? cpu_seconds() - cpu0 : -1;

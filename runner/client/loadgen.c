@@ -27,6 +27,7 @@
 #include "timeutil.h"
 #include "xalloc.h"
 
+#include "client/scrape.h"
 #include "client/stream.h"
 
 #define MAX_EVENTS      64                 /* per wakeup: bounds one batch's stamp skew */
@@ -206,6 +207,25 @@ static void reset_cache(const struct lg_config *cfg)
                 status ? "the server refused the cache reset" : why);
     curl_easy_cleanup(e);
     free(url);
+}
+
+/* The server's metrics once the warmup has drained (loadgen.h,
+ * LG_METRICS_URL_ENV): the "before" scrape of the measured requests. A
+ * failure leaves the file as it was (sweep's own scrape, taken before the
+ * client started) and is kept in res for the caller to say. */
+static void scrape_after_warmup(const struct lg_config *cfg, struct lg_result *res)
+{
+    struct err e;
+    err_init(&e);
+    bool unsaved = false;
+    if (scrape_fetch_save(cfg->metrics_url, cfg->metrics_file, &unsaved, &e) == 0) {
+        res->metrics_saved = 1;
+        return;
+    }
+    res->metrics_saved = -1;
+    res->metrics_why =
+        xasprintf("%s %s: %s", unsaved ? "cannot save the answer of" : "no metrics from",
+                  cfg->metrics_url, e.msg);
 }
 
 /* ---- the load loop ---- */
@@ -770,6 +790,7 @@ void lg_result_release(struct lg_result *res)
         free(res->rec[i].error);
     }
     free(res->rec);
+    free(res->metrics_why);
     memset(res, 0, sizeof(*res));
 }
 
@@ -864,7 +885,14 @@ int lg_run(const struct lg_config *cfg, struct lg_result *res, struct err *err)
         reset_cache(cfg);
     if (res->n_warmup)
         run_phase(&lg, 0, res->n_warmup, c < res->n_warmup ? c : res->n_warmup, false);
-    /* the measured phase starts the moment warmup has drained: no idle gap */
+    /* nothing is in flight now, and the servers we know count a request's
+     * steps and tokens before its last byte goes out: a scrape here holds
+     * all of the warmup and none of the measured requests */
+    if (res->n_warmup && !lg.stopped && cfg->metrics_url && *cfg->metrics_url &&
+        cfg->metrics_file && *cfg->metrics_file)
+        scrape_after_warmup(cfg, res);
+    /* the measured phase starts the moment warmup has drained (and the
+     * scrape, a few ms, is done): no idle gap */
     res->t_start_ns = clock_ns();
     res->t_end_ns = res->t_start_ns;
     if (res->open_loop)

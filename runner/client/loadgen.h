@@ -57,6 +57,20 @@ const char *lg_fail_label(enum lg_fail f);
 #define PROGRESS_LINE_BYTES 64
 #define LG_PROGRESS_ENV     "SWEEP_PROGRESS_FILE"
 
+/*
+ * The server's Prometheus text after the warmup (lg_config.metrics_url,
+ * metrics_file; `sweep bench` takes both from these environment variables,
+ * which `sweep run` sets for a point with warmup requests when it scrapes
+ * the server, docs/benchmarks.md section 8): once the last warmup request
+ * has ended and before the first measured one is sent, GET the URL and
+ * save the answer to the file (temporary file and rename), replacing the
+ * scrape sweep took before the client started. So the point's server_*
+ * deltas cover the measured requests only. Environment, not flags: the
+ * client argv is part of the point key, and these change no measurement.
+ */
+#define LG_METRICS_URL_ENV  "SWEEP_METRICS_URL"
+#define LG_METRICS_FILE_ENV "SWEEP_METRICS_FILE"
+
 struct lg_config {
     const char *base_url;         /* "http://127.0.0.1:30000"; a trailing '/' is ignored */
     const char *endpoint;         /* "/v1/completions", or a path containing "chat" for chat */
@@ -86,6 +100,9 @@ struct lg_config {
     const char *progress_file;    /* borrowed; non-NULL: progress rewritten here twice a
                                      second (PROGRESS_LINE_BYTES, below) for `sweep run` */
     volatile sig_atomic_t *stop;  /* may be NULL; nonzero cancels the run (from a signal) */
+    const char *metrics_url;      /* borrowed; with metrics_file and warmup > 0: the server's
+                                     /metrics, saved after the warmup (LG_METRICS_URL_ENV) */
+    const char *metrics_file;     /* borrowed; where that scrape goes (LG_METRICS_FILE_ENV) */
 };
 
 /* One request. Times are CLOCK_MONOTONIC ns; 0 means "did not happen". */
@@ -120,6 +137,9 @@ struct lg_result {
     uint64_t t_end_ns;   /* end of the last measured request */
     bool interrupted;    /* the stop flag ended the run early */
     bool open_loop;      /* request_rate was given */
+    int metrics_saved;   /* the scrape after the warmup: 1 saved, -1 failed (metrics_why),
+                            0 not asked (no URL or file, no warmup, interrupted) */
+    char *metrics_why;   /* owned; one line: why it failed */
 };
 
 /* What GET /v1/models said. */
@@ -150,7 +170,8 @@ long lg_build_body_len(const struct lg_config *cfg, size_t index, bool warmup, s
                        long *req_in, long *req_out);
 
 /*
- * Run the warmup requests (closed loop, min(C, warmup) in flight), then the
+ * Run the warmup requests (closed loop, min(C, warmup) in flight), then
+ * (with metrics_url and metrics_file) save the server's metrics, then the
  * measured ones at once. Fills res (release it with lg_result_release in
  * every case). Returns 0 when the run finished or was interrupted (failed
  * requests are data), -1 with err set when libcurl could not be set up.

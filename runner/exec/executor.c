@@ -6,14 +6,18 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "http.h"
 #include "log.h"
+#include "timeutil.h"
 #include "xalloc.h"
 
 #include "exec/ports.h"
 #include "exec/ssh.h"
+
+#include "client/scrape.h"
 
 int exec_open(struct executor *ex, const struct experiment *exp, proc_stop_flag *stop,
               struct err *err)
@@ -120,12 +124,53 @@ long exec_port_free(struct executor *ex, const char *host)
     return port_free(ex->ssh ? "127.0.0.1" : host);
 }
 
+char *exec_client_metrics_file(struct executor *ex, const struct plan *p,
+                               const struct plan_point *pp, const char *log_path)
+{
+    const struct exp_variant *v = p->variants[pp->variant].v;
+    if (v->bench.tool != EXP_TOOL_BUILTIN || v->bench.warmup <= 0 || !v->metrics.server)
+        return NULL;
+    if (ex->kind == EXP_EXEC_LOCAL)
+        return scrape_path(log_path, true);
+    if (!ex->ssh || !p->run_dir)
+        return NULL;
+    char *stem = path_stem(pp->log_name, ".log");
+    char *remote = xasprintf("%s/%s/.%s.metrics-before.%ld-%.0f.txt", p->run_dir, v->name, stem,
+                             (long)getpid(), clock_ms());
+    free(stem);
+    return remote;
+}
+
+/* Whether the client's log says it saved the metrics after its warmup (the
+ * line cmd_bench prints). */
+static bool client_saved_metrics(const char *log_path)
+{
+    struct buf b;
+    struct err err;
+    buf_init(&b, 16 << 20);
+    err_init(&err);
+    bool yes = file_read_all(log_path, &b, &err, 1) == 0 && b.data &&
+               strstr(b.data, "\n#metrics: server metrics saved after") != NULL;
+    buf_release(&b);
+    return yes;
+}
+
 void exec_point_done(struct executor *ex, const struct plan *p, const struct plan_point *pp,
-                     const char *log_path)
+                     const char *log_path, const char *client_metrics)
 {
     const struct exp_variant *v = p->variants[pp->variant].v;
     if (!ex->ssh || v->bench.tool != EXP_TOOL_BUILTIN || !p->run_dir)
         return;
+    if (client_metrics) { /* over sweep's own scrape, which stays when this fails */
+        struct err err;
+        err_init(&err);
+        char *before = scrape_path(log_path, true);
+        if (ssh_fetch(ex->ssh, client_metrics, before, &err) != 0 && client_saved_metrics(log_path))
+            log_warn("%s; the scrape taken before the client started stays (the server_* "
+                     "columns include the warmup)",
+                     err.msg);
+        free(before);
+    }
     /* plan.c names the records RUN_DIR/VARIANT/STEM.jsonl after the log */
     char *stem = path_stem(pp->log_name, ".log");
     char *remote = xasprintf("%s/%s/%s.jsonl", p->run_dir, v->name, stem);

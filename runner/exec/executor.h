@@ -102,11 +102,28 @@ bool exec_port_in_use(struct executor *ex, const struct plan_variant *pv, long p
 long exec_port_free(struct executor *ex, const char *host);
 
 /*
+ * Where the builtin client of point pp saves the server's metrics after its
+ * warmup (client/loadgen.h LG_METRICS_FILE_ENV), so that the point's
+ * server_* deltas leave the warmup out: locally the point's own
+ * metrics-before file beside log_path (the client overwrites sweep's
+ * scrape with a rename; same folder, same file system); under ssh a file
+ * of this attempt only (pid and clock in its name, so a rerun never copies
+ * an older one) in the variant's remote folder, copied back by
+ * exec_point_done. Heap string; NULL when the client cannot do it (not
+ * the builtin client, no warmup, no run folder, slurm's submitter).
+ */
+char *exec_client_metrics_file(struct executor *ex, const struct plan *p,
+                               const struct plan_point *pp, const char *log_path);
+
+/*
  * After point pp ran with the builtin client: under ssh its per-request
  * records (the --jsonl file in the remote run folder) are copied beside
- * the local log_path as .jsonl. Failures are warnings. Nothing for local.
+ * the local log_path as .jsonl, and client_metrics (exec_client_metrics_file,
+ * may be NULL) over the local metrics-before file. Failures are warnings
+ * (a metrics copy only when the client's log says it saved one: else the
+ * client has said why). Nothing for local.
  */
 void exec_point_done(struct executor *ex, const struct plan *p, const struct plan_point *pp,
-                     const char *log_path);
+                     const char *log_path, const char *client_metrics);
 
 #endif

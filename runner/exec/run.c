@@ -195,7 +195,8 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
     err_init(&err);
     struct proc client;
     proc_init(&client);
-    char *pfile = NULL; /* the client's progress file, removed after the point */
+    char *pfile = NULL;    /* the client's progress file, removed after the point */
+    char *cmetrics = NULL; /* where the client saves the metrics after its warmup */
     if (keep_old_log(log, &err) != 0) {
         buf_printf(&cause, "client did not start: %s", err.msg);
         status = RES_FAILED;
@@ -211,6 +212,18 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
     if (c->ex.kind == EXP_EXEC_LOCAL) {
         pfile = xasprintf("%s/%s/.%s.progress", c->run_dir, v->name, pp->log_name);
         strvec_pushf(&env, "%s=%s", LG_PROGRESS_ENV, pfile);
+    }
+    /* the builtin client scrapes the server again once its warmup is over,
+     * over the file just saved (client/loadgen.h): the deltas then leave the
+     * warmup out. The environment, not the argv: the argv is in the key. */
+    const struct plan_variant *pv = &c->plan.variants[pp->variant];
+    if (pv->v->metrics.server && c->metrics_misses[pp->variant] < SCRAPE_GIVE_UP)
+        cmetrics = exec_client_metrics_file(&c->ex, &c->plan, pp, log);
+    if (cmetrics) {
+        char *murl = http_join_url(pv->url, pv->v->metrics.server_path); /* as the client sees it */
+        strvec_pushf(&env, "%s=%s", LG_METRICS_URL_ENV, murl);
+        strvec_pushf(&env, "%s=%s", LG_METRICS_FILE_ENV, cmetrics);
+        free(murl);
     }
     /* power while the client runs, into X.power.csv (analysis/power.h) */
     struct energy_run power;
@@ -264,7 +277,7 @@ const char *run_point(struct run_ctx *c, size_t pi, struct res_point *row)
     row->wall_s = (clock_ms() - t0) / 1000.0;
     energy_stop(&power);
     if (why == DONE)
-        exec_point_done(&c->ex, &c->plan, pp, log);
+        exec_point_done(&c->ex, &c->plan, pp, log, cmetrics);
     if (why == DONE) /* a point that ended early gets no server columns */
         scrape_server(c, pp->variant, log, false);
 
@@ -312,6 +325,7 @@ out:
     if (pfile)
         unlink(pfile);
     free(pfile);
+    free(cmetrics);
     row->status = xstrdup(status);
     row->cause = xstrdup(cause.data ? cause.data : "");
     buf_release(&cause);
