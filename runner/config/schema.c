@@ -167,7 +167,8 @@ const struct schema_key schema_keys[] = {
      .min = 0,
      .max = 100000,
      .off = V(bench.warmup),
-     .doc = "unmeasured requests before each point (builtin client)"},
+     .doc = "unmeasured requests before each point (builtin client); the server_* columns leave "
+            "them out too"},
     {.path = "bench.request_rate",
      .type = K_NUM,
      .flags = KF_VAR | KF_ONLY | KF_RATE,

@@ -154,6 +154,22 @@ check_eq "builtin client over ssh: exit 0" "$rc" 0
 [ "$rc" = 0 ] || cat berr.txt
 check_eq "builtin client over ssh: its 3 request records came back" "$(wc -l <brun/default/c1-n3.jsonl 2>/dev/null)" 3
 
+# ---- the builtin client's scrape after its warmup, taken remotely, comes back ----
+# (docs/benchmarks.md section 8): 3 requests x 8 tokens, the 2 warm-up
+# requests' 16 left out of the deltas; the local before file is the client's
+sed -e 's/^name: sshb$/name: sshw/' -e 's/warmup: 0/warmup: 2/' b.yaml >w.yaml
+"$SWEEP" run w.yaml --out wrun >wout.txt 2>werr.txt
+rc=$?
+check_eq "builtin client with warmup over ssh: exit 0" "$rc" 0
+[ "$rc" = 0 ] || cat werr.txt
+check_eq "builtin client with warmup over ssh: 3 x 8 tokens, the warmup left out" \
+    "$(col wrun server_decode_tokens)" 24
+check_eq "builtin client with warmup over ssh: the before scrape came back from the client" \
+    "$(metric_in wrun/default/c1-n3.metrics-before.txt fp4serve_generation_tokens_total | cut -d. -f1)" 16
+check "builtin client with warmup over ssh: its log says it saved the scrape" \
+    grep -q '^#metrics: server metrics saved after the 2 warmup requests: sweep-runs/sshw/' wrun/default/c1-n3.log
+check "builtin client with warmup over ssh: no copy warning" sh -c "! grep -q 'cannot copy' werr.txt"
+
 # ---- the bundled engine: executor.engine and a model relative to the work folder ----
 mkdir -p remote/models
 "$FP4SERVE" synth --preset tiny --seed 1 -o remote/models/tiny.gguf >/dev/null 2>&1

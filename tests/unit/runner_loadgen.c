@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "test.h"
 #include "timeutil.h"
 #include "xalloc.h"
@@ -58,6 +59,8 @@ static void truth_mark(uint64_t *slot)
     __atomic_store_n(slot, clock_ns(), __ATOMIC_RELEASE);
 }
 static atomic_long n_requests, n_connections;
+/* completions begun and ended ([DONE] written): what GET /metrics reports */
+static atomic_long n_begun, n_ended;
 static atomic_int server_stop;
 static int listen_fd = -1;
 static char base_url[64];
@@ -111,8 +114,9 @@ static int send_event(int fd, const char *json)
     return send_chunk(fd, ev + cut, (size_t)n - cut);
 }
 
-/* Read one request; returns its body (caller frees) or NULL at EOF. */
-static char *read_request(int fd)
+/* Read one request; returns its body (caller frees) or NULL at EOF.
+ * *metrics says whether it was GET /metrics. */
+static char *read_request(int fd, bool *metrics)
 {
     struct buf in;
     buf_init(&in, 1 << 24);
@@ -127,6 +131,7 @@ static char *read_request(int fd)
         buf_append(&in, tmp, (size_t)r);
     }
     size_t head = (size_t)(end - in.data) + 4;
+    *metrics = strncmp(in.data, "GET /metrics ", 13) == 0;
     const char *cl = strcasestr(in.data, "content-length:");
     size_t want = cl ? (size_t)strtol(cl + 15, NULL, 10) : 0;
     while (in.len < head + want) {
@@ -159,10 +164,25 @@ static long count_prompt_ids(const char *body)
     return n;
 }
 
+/* GET /metrics: the completions begun and ended so far, as Prometheus text. */
+static int serve_metrics(int fd)
+{
+    char text[160], resp[320];
+    int t = snprintf(text, sizeof(text),
+                     "# TYPE lg_begun_total counter\nlg_begun_total %ld\n"
+                     "lg_ended_total %ld\n",
+                     (long)n_begun, (long)n_ended);
+    int n = snprintf(resp, sizeof(resp),
+                     "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s",
+                     t, text);
+    return write_all(fd, resp, (size_t)n);
+}
+
 /* Serve one request; returns -1 when the connection must close. */
 static int serve_one(int fd, const char *body)
 {
     long k = ++n_requests;
+    n_begun++;
     if (k <= TRUTH_REQS)
         truth_mark(&truth_admit[k]);
     long max_tokens = body_long(body, "\"max_tokens\":", 16);
@@ -242,6 +262,7 @@ static int serve_one(int fd, const char *body)
         send_event(fd, ev);
     }
     send_event(fd, "[DONE]");
+    n_ended++; /* before the body's end, as fp4serve counts before its last byte */
     return send_chunk(fd, "", 0);
 }
 
@@ -249,8 +270,9 @@ static void *connection(void *arg)
 {
     int fd = (int)(intptr_t)arg;
     char *body;
-    while ((body = read_request(fd))) {
-        int rc = serve_one(fd, body);
+    bool metrics = false;
+    while ((body = read_request(fd, &metrics))) {
+        int rc = metrics ? serve_metrics(fd) : serve_one(fd, body);
         free(body);
         if (rc != 0)
             break;
@@ -298,6 +320,7 @@ static struct lg_config setup(const struct script *s)
     script = *s;
     n_requests = 0;
     n_connections = 0;
+    n_begun = n_ended = 0;
     struct lg_config cfg = {
         .base_url = base_url,
         .endpoint = "/v1/completions",
@@ -791,6 +814,83 @@ TEST(stop_flag_interrupts)
     CHECK_INT(unsent, 8);
     lg_result_release(&res);
     stop_flag = 0;
+}
+
+/* ---- the server's metrics after the warmup (loadgen.h LG_METRICS_URL_ENV) ---- */
+
+static long counter_in(const char *path, const char *name)
+{
+    struct buf b;
+    struct err err;
+    buf_init(&b, 1 << 20);
+    err_init(&err);
+    long v = -1;
+    if (file_read_all(path, &b, &err, 3) == 0 && b.data) {
+        char *line = xasprintf("\n%s ", name); /* a sample line, not the # TYPE one */
+        const char *p = strstr(b.data, line);
+        if (p)
+            v = strtol(p + strlen(line), NULL, 10);
+        free(line);
+    }
+    buf_release(&b);
+    return v;
+}
+
+TEST(metrics_saved_between_warmup_and_measured)
+{
+    struct lg_config cfg = setup(&(struct script){.first_ms = 2, .step_ms = 1});
+    char dir[] = "/tmp/lg-metrics-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char *file = xasprintf("%s/c4-n12.metrics-before.txt", dir);
+    char *url = xasprintf("%s/metrics", base_url);
+    struct err err;
+    err_init(&err);
+    CHECK_INT(file_write_atomic(file, "sweep's own\n", 12, &err, 3), 0);
+    cfg.warmup = 3; /* 3 in flight at once (min(C, warmup)), then 12 at C = 4 */
+    cfg.metrics_url = url;
+    cfg.metrics_file = file;
+    struct lg_result res;
+    CHECK_INT(lg_run(&cfg, &res, &err), 0);
+    CHECK_INT(res.metrics_saved, 1);
+    CHECK(res.metrics_why == NULL);
+    CHECK_INT(count_fail(&res, LG_OK), 12);
+    /* taken when every warmup request had ended and no measured one begun */
+    CHECK_INT(counter_in(file, "lg_ended_total"), 3);
+    CHECK_INT(counter_in(file, "lg_begun_total"), 3);
+    /* and before the measured phase's clock started */
+    CHECK_INT(n_begun, 15);
+    lg_result_release(&res);
+
+    /* no warmup: nothing asked, the file stays sweep's */
+    CHECK_INT(file_write_atomic(file, "sweep's own\n", 12, &err, 3), 0);
+    cfg.warmup = 0;
+    err_init(&err);
+    CHECK_INT(lg_run(&cfg, &res, &err), 0);
+    CHECK_INT(res.metrics_saved, 0);
+    CHECK_INT(counter_in(file, "lg_begun_total"), -1);
+    lg_result_release(&res);
+
+    /* a URL nobody answers: failed, said why, the file left as it was */
+    free(url);
+    url = xstrdup("http://127.0.0.1:1/metrics");
+    cfg.metrics_url = url;
+    cfg.warmup = 2;
+    err_init(&err);
+    CHECK_INT(lg_run(&cfg, &res, &err), 0);
+    CHECK_INT(res.metrics_saved, -1);
+    CHECK(res.metrics_why &&
+          strstr(res.metrics_why, "no metrics from http://127.0.0.1:1/metrics: "));
+    CHECK_INT(count_fail(&res, LG_OK), 12); /* the point itself goes on */
+    struct buf b;
+    buf_init(&b, 1 << 10);
+    CHECK_INT(file_read_all(file, &b, &err, 3), 0);
+    CHECK_STR(b.data, "sweep's own\n");
+    buf_release(&b);
+    lg_result_release(&res);
+    unlink(file);
+    rmdir(dir);
+    free(file);
+    free(url);
 }
 
 TEST(probe_reads_models)
