@@ -1,5 +1,6 @@
 # run_warmup_scrape.sh: a point's server_* columns leave the builtin
-# client's warmup out (docs/benchmarks.md section 8). The client saves the
+# client's warmup out (docs/benchmarks.md section 8, docs/reliability.md
+# W3-SCRAPE-WARMUP). The client saves the
 # server's /metrics once its warmup has drained, over the scrape sweep took
 # before it started, so the deltas count the measured requests alone. On
 # fakeserver (exact counters: tests/fakeserver/README.md) a request of
