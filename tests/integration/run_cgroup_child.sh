@@ -29,7 +29,7 @@ sp=$!
 track_pid "$sp"
 wait_file srv.pid 30 || fail "the server did not start"
 check "the server runs in a cgroup it made below sweep's" \
-    grep -q "^0::${own%/}/sweep-$sp-[0-9]*-server-1/inner\$" "/proc/$(cat srv.pid)/cgroup"
+    grep -q "^0::${own%/}/sweep-$sp-[0-9]*-ns[0-9]*-server-1/inner\$" "/proc/$(cat srv.pid)/cgroup"
 wait "$sp"
 check_eq "a normal run: exit 0" "$?" 0
 check "a normal run: no cgroup of it left" sh -c "! ls -d '$cgdir'/sweep-$sp-* 2>/dev/null"
