@@ -1,8 +1,8 @@
 # fp4_eval: `fp4serve eval` end to end: the summary and JSON lines on the
 # synthetic tiny model and the shipped public-domain text (native against
-# native is KL 0 and 100% top-1; MXFP4/NVFP4 are not), the refusals, and,
-# when models/ has SmolLM2 and llama-cpp-python is installed, the
-# perplexity of its first 256 tokens against llama.cpp's on the same
+# native is KL 0 and 100% top-1; MXFP4/NVFP4 are not; --kv f32), the
+# refusals, and, when models/ has SmolLM2 and llama-cpp-python is
+# installed, the perplexity of its first 256 tokens against llama.cpp's on the same
 # windows, both with an f32 K/V cache (the same count of predictions, the
 # value within 1%; tests/tools/llama_ppl.py says why f32).
 . tests/lib.sh
@@ -26,6 +26,15 @@ check_eq "eval native: windows of 128 tokens" "$(json "$T_TMP/native" windows)" 
     "$(python3 -c "import math; print(math.ceil($(json "$T_TMP/native" tokens) / 128))")"
 check "eval native: ppl of a random 512-token model is near 512" \
     python3 -c "import sys; sys.exit(not 400 < $(json "$T_TMP/native" ppl) < 700)"
+# --kv f32: both models get an f32 cache; on this calm model the figure
+# moves, but barely (measured 507.8972 and 507.8993), and native is still KL 0
+"$FP4SERVE" eval --model "$tiny" --text "$text" --ctx 128 --threads 2 --kv f32 >"$T_TMP/kv32" 2>/dev/null
+check_eq "eval --kv f32: status" "$?" "0"
+check_eq "eval --kv f32: KL against itself" "$(json "$T_TMP/kv32" kl)" "0.0"
+check "eval --kv f32: the cache type took effect (ppl differs from f16's)" \
+    [ "$(json "$T_TMP/kv32" ppl)" != "$(json "$T_TMP/native" ppl)" ]
+check "eval --kv f32: ppl within 0.1% of the f16 cache's" \
+    within "$(json "$T_TMP/kv32" ppl)" "$(json "$T_TMP/native" ppl)" 0.001 rel
 
 for q in mxfp4 nvfp4; do
     "$FP4SERVE" eval --model "$tiny" --text "$text" --ctx 128 --quant "$q" --threads 2 \
