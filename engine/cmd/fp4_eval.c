@@ -72,7 +72,7 @@ static const struct opt_cmd usage = {
 int fp4_eval(int argc, char **argv)
 {
     const char *model_path = NULL, *text_path = NULL, *quant = NULL, *head = NULL;
-    const char *ref_path = NULL;
+    const char *ref_path = NULL, *kv = "f16";
     long ctx = 512, threads = 0, chunk = 0, max_tokens = 0;
     const struct opt opts[] = {
         {"model", 'm', OPT_STR, &model_path, "PATH", "GGUF model (required)"},
@@ -87,6 +87,9 @@ int fp4_eval(int argc, char **argv)
          "window in tokens; windows do not overlap and each starts empty (default 512)", 2,
          1 << 20},
         {"threads", 't', OPT_LONG, &threads, "N", "threads (default: online cores)", 0, 1024},
+        {"kv", 0, OPT_STR, &kv, "TYPE",
+         "K/V cache type of both models: f16|f32 (default f16; f32 to compare with a "
+         "reference that keeps f32 attention)"},
         {"chunk", 0, OPT_LONG, &chunk, "N", "tokens per forward step (default 128)", 0, 1 << 16},
         {"max-tokens", 0, OPT_LONG, &max_tokens, "N", "score only the first N tokens (0 = all)", 0,
          1e12},
@@ -103,11 +106,13 @@ int fp4_eval(int argc, char **argv)
     size_t n_ids = 0, cap_ids = 0;
     if (rc == 0 && (!model_path || !text_path))
         err_set(&err, FP_ERR_USAGE, "eval needs --model PATH and --text FILE (see --help)");
+    if (rc == 0 && !err.code && strcmp(kv, "f16") != 0 && strcmp(kv, "f32") != 0)
+        err_set(&err, FP_ERR_USAGE, "--kv: unknown type '%s' (expected f16 or f32)", kv);
     if (err.code || file_read_all(text_path, &text, &err, FP_ERR_IO) != 0)
         goto out;
     /* Both models get eval's sizes; only the evaluated one is requantized. */
     struct ev_opts eo = {.ctx = (int)ctx, .chunk = (int)chunk, .bos = -1};
-    struct model_opts mo = {.threads = (int)threads}, ro;
+    struct model_opts mo = {.threads = (int)threads, .kv_f32 = strcmp(kv, "f32") == 0}, ro;
     ev_model_opts(&mo, &eo);
     ro = mo;
     if (model_opts_parse(&mo, quant, head, NULL, NULL, &err) != 0)

@@ -13,10 +13,18 @@
 # reason, when pip, cmake or the download are not available. On an AVX-512
 # machine ISAS=avx2,auto also builds an AVX2 llama.cpp and compares
 # `fp4serve --isa avx2` with it (what an AVX2-only CPU gets).
+# Before each round it counts the other runnable tasks (/proc/loadavg's
+# running count, sampled 10 times over 1 s, median, less this shell) and
+# prints them; when they and THREADS exceed the CPUs it warns that the
+# ratios do not mean anything: llama.cpp's OpenMP threads spin at every
+# barrier and lose their core to the other tasks, which fp4serve's threads
+# (asleep on a futex after 25 us) do far less, so a busy machine inflates
+# the ratio, most at B=1 (README.md "Decode speed").
 # Knobs: THREADS (2), ROUNDS (3), BATCHES (1,4,16,64), ISAS (auto), MODEL, CMAKE, PIP,
 # LLAMA_DIR (build/llama), LLAMA_SRC (an unpacked llama-cpp-python sdist, to
 # skip the download), LLAMA_BIN (a folder holding both llama.cpp binaries,
-# to skip the build; used for every ISA).
+# to skip the build; used for every ISA), LOADAVG (/proc/loadavg), NCPU
+# (online CPUs).
 set -u
 BUILD=${BUILD:-build}
 FP4SERVE=${FP4SERVE:-$BUILD/bin/fp4serve}
@@ -30,6 +38,8 @@ LLAMA_SRC=${LLAMA_SRC:-}
 LLAMA_BIN=${LLAMA_BIN:-}
 CMAKE=${CMAKE:-cmake}
 PIP=${PIP:-pip}
+LOADAVG=${LOADAVG:-/proc/loadavg}
+NCPU=${NCPU:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
 
 skip() {
     echo "bench_llama: skipped: $*"
@@ -37,6 +47,16 @@ skip() {
 }
 [ -f "$MODEL" ] || skip "model not present ($MODEL; run make models)"
 [ -x "$FP4SERVE" ] || skip "$FP4SERVE not built"
+
+# Other runnable tasks now: the median of 10 samples of the running count
+# (field 4 of /proc/loadavg, "running/total") over 1 s, less this shell.
+others() {
+    for _i in 1 2 3 4 5 6 7 8 9 10; do
+        read -r _a _b _c _rt _rest <"$LOADAVG" 2>/dev/null || _rt=1/0
+        echo $((${_rt%/*} - 1))
+        sleep 0.1
+    done | sort -n | sed -n 5p
+}
 
 # The table fp4serve picks for --isa auto (or the one asked), from its banner.
 pick_isa() {
@@ -134,9 +154,15 @@ for want in $(echo "$ISAS" | tr ',' ' '); do
     echo "== fp4serve --isa $isa vs llama.cpp ($isa build: $bin), $THREADS threads, $MODEL," \
         "best of $ROUNDS alternating rounds"
     r="$out/$isa"
+    busy=
     for i in $(seq "$ROUNDS"); do
+        o=$(others)
+        busy="$busy ${o:-?}"
         "$bin/llama-batched-bench" -m "$MODEL" -t "$THREADS" -c 8192 -b 2048 -ub 512 -npp 32 -ntg 32 \
-            -npl "$BATCHES" 2>/dev/null | grep '^| *32 ' >>"$r.llama-tg"
+            -npl "$BATCHES" >"$r.llama-out" 2>/dev/null
+        grep '^| *32 ' "$r.llama-out" >>"$r.llama-tg"
+        [ "$i" = 1 ] && sed -n 's/^llama_batched_bench: \(n_kv_max = .*\)/llama.cpp settings: \1/p' \
+            "$r.llama-out"
         "$FP4SERVE" bench --model "$MODEL" --isa "$isa" --threads "$THREADS" --prompt-len 32 \
             --gen 32 --batch "$BATCHES" --no-probe 2>/dev/null | grep '^| *32 ' >>"$r.fp4-tg"
         "$bin/llama-bench" -m "$MODEL" -t "$THREADS" -p 512 -n 0 2>/dev/null | grep 'pp512' >>"$r.llama-pp"
@@ -155,5 +181,12 @@ for want in $(echo "$ISAS" | tr ',' ' '); do
     l=$(awk -F'|' '{ n = split($(NF - 1), a, " "); print a[1] }' "$r.llama-pp" | sort -g | tail -n 1)
     f=$(awk -F'|' '{ gsub(/ /, "", $7); print $7 }' "$r.fp4-pp" | sort -g | tail -n 1)
     printf '%-14s %12s %12s %7s\n' "prefill PP512" "${l:--}" "${f:--}" "$(ratio "$f" "$l")"
+    echo "other runnable tasks before each round:$busy ($NCPU CPUs, $THREADS threads)"
+    worst=$(echo "$busy" | tr ' ' '\n' | grep -x '[0-9]*' | sort -n | tail -n 1)
+    if [ -n "$worst" ] && [ $((worst + THREADS)) -gt "$NCPU" ]; then
+        echo "bench_llama: warning: busy machine ($worst other runnable tasks + $THREADS threads >" \
+            "$NCPU CPUs): these ratios are not meaningful (llama.cpp's spinning OpenMP barriers" \
+            "suffer far more than fp4serve's); rerun on a quiet machine (THREADS=1 suffers least)"
+    fi
     echo
 done
