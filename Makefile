@@ -280,7 +280,8 @@ CH_CU_OBJ    := $(patsubst engine/cuda/%.cu,$(CH)/obj/engine/%.o,$(filter-out %/
 CH_RT_OBJ    := $(CH)/obj/runtime.o
 CH_LIB       := $(CH)/libfp4host.a
 CUDAHOST_BIN := $(BUILD)/tests/cudahost_parity $(BUILD)/tests/cudahost_memcheck \
-    $(BUILD)/tests/cudahost_sched $(BUILD)/tests/cudahost_qwen3 $(CH)/bin/fp4serve
+    $(BUILD)/tests/cudahost_sched $(BUILD)/tests/cudahost_qwen3 $(BUILD)/tests/cudahost_gptoss \
+    $(CH)/bin/fp4serve
 $(CH)/obj/engine/%.o: engine/cuda/%.cu $(wildcard tests/cudahost/*.h) $(BUILD)/gen/flags | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CUDAHOST_CXX) $(CH_CXXFLAGS) $(CH_CHECKED) -x c++ -c -o $@ $<
@@ -305,6 +306,10 @@ $(BUILD)/tests/cudahost_parity: $(CH)/obj/tests/engine_cuda.o $(CH_LIB) $(LIB_CO
 	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_PC_LIBS) $(LDLIBS) -lstdc++
 # qwen3 and qwen3moe against the CPU backend.
 $(BUILD)/tests/cudahost_qwen3: $(CH)/obj/tests/engine_cuda_qwen3.o $(CH_LIB) $(LIB_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_PC_LIBS) $(LDLIBS) -lstdc++
+# gpt-oss against the CPU backend.
+$(BUILD)/tests/cudahost_gptoss: $(CH)/obj/tests/engine_cuda_gptoss.o $(CH_LIB) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_PC_LIBS) $(LDLIBS) -lstdc++
 # The scheduler's prefix-cache tests driving the CUDA backend.

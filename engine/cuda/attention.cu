@@ -25,9 +25,11 @@ struct att_args {
     const __half *kc, *vc; /* (n_layer, max_batch, n_kv, ctx, hd) */
     const int32_t *pos, *slot, *dec;
     const struct cu_item *items;
-    float *part; /* split partials, see cu_state.part */
-    float *att;  /* (rows, q_dim) output of walk items */
+    float *part;        /* split partials, see cu_state.part */
+    float *att;         /* (rows, q_dim) output of walk items */
+    const float *sinks; /* (n_head) gpt-oss's sink logits, or NULL */
     int layer, max_batch, ctx, n_kv, g, hd, q_dim, n_chunks;
+    int window;  /* n_swa in a sliding-window layer, else 0 */
     float scale; /* 1 / sqrt(hd) */
 };
 
@@ -41,6 +43,9 @@ struct att_args {
  *      head dims d, d + CU_CHUNK, ... (coalesced across threads);
  * then a split item stores (max, sum, o) as the partial of its chunk and
  * a walk item folds it into its running (max, sum, o) in registers.
+ * In a sliding-window layer the keys before the row's first key are
+ * masked (score -inf, no V read), and a walk starts at the chunk that
+ * holds it; the window's first chunk is then not whole, as on the CPU.
  */
 __global__ void __launch_bounds__(CU_CHUNK) attn_kernel(att_args A)
 {
@@ -50,6 +55,7 @@ __global__ void __launch_bounds__(CU_CHUNK) attn_kernel(att_args A)
     const struct cu_item it = A.items[blockIdx.x];
     int kvh = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     int row = it.row, n_keys = A.pos[row] + 1, g = A.g, hd = A.hd;
+    int k_lo = first_key(A.pos[row], A.window);
 
     /* The group's queries (heads kvh * g .. kvh * g + g - 1 are adjacent). */
     const float *qr = A.q + (size_t)row * A.q_dim + (size_t)kvh * g * hd;
@@ -58,7 +64,7 @@ __global__ void __launch_bounds__(CU_CHUNK) attn_kernel(att_args A)
     size_t base = (((size_t)A.layer * A.max_batch + A.slot[row]) * A.n_kv + kvh) * A.ctx * hd;
     const __half *K = A.kc + base, *V = A.vc + base;
     /* A split item covers its one chunk; a walk item every chunk of the row. */
-    int c0 = it.chunk >= 0 ? it.chunk : 0;
+    int c0 = it.chunk >= 0 ? it.chunk : k_lo / CU_CHUNK;
     int c1 = it.chunk >= 0 ? it.chunk + 1 : (n_keys + CU_CHUNK - 1) / CU_CHUNK;
 
     /* The walk's running fold per head (registers: every index below is a
@@ -76,12 +82,14 @@ __global__ void __launch_bounds__(CU_CHUNK) attn_kernel(att_args A)
 
     for (int c = c0; c < c1; c++) {
         int t0 = c * CU_CHUNK, n = min(CU_CHUNK, n_keys - t0);
+        int t_lo = k_lo > t0 ? k_lo - t0 : 0; /* the chunk's first key in the window */
+        bool live = tid >= t_lo && tid < n;
         /* Scores of key t0 + tid against each query head: dot, then * scale. */
         float sc[CU_GMAX];
 #pragma unroll
         for (int h = 0; h < CU_GMAX; h++)
             sc[h] = 0.0f;
-        if (tid < n) {
+        if (live) {
             const __half *kt = K + (size_t)(t0 + tid) * hd;
             for (int d = 0; d < hd; d += 8) {
                 uint4 w = *(const uint4 *)(kt + d);
@@ -111,7 +119,7 @@ __global__ void __launch_bounds__(CU_CHUNK) attn_kernel(att_args A)
         for (int h = 0; h < CU_GMAX; h++) {
             if (h >= g)
                 break;
-            sc[h] = tid < n ? __fmul_rn(sc[h], A.scale) : -INFINITY;
+            sc[h] = live ? __fmul_rn(sc[h], A.scale) : -INFINITY;
             float v = warp_max(sc[h]);
             if (lane == 0)
                 red[warp][h] = v;
@@ -130,7 +138,7 @@ __global__ void __launch_bounds__(CU_CHUNK) attn_kernel(att_args A)
         for (int h = 0; h < CU_GMAX; h++) {
             if (h >= g)
                 break;
-            float p = tid < n ? expf(sc[h] - mx[h]) : 0.0f;
+            float p = live ? expf(sc[h] - mx[h]) : 0.0f;
             ps[h][tid] = p;
             p = warp_sum(p);
             if (lane == 0)
@@ -152,7 +160,7 @@ __global__ void __launch_bounds__(CU_CHUNK) attn_kernel(att_args A)
 #pragma unroll
             for (int k = 0; k < ATT_DPT; k++)
                 o[h][k] = 0.0f;
-        for (int t = 0; t < n; t++) {
+        for (int t = t_lo; t < n; t++) {
             const __half *vt = V + (size_t)(t0 + t) * hd;
 #pragma unroll
             for (int k = 0; k < ATT_DPT; k++) {
@@ -203,36 +211,35 @@ __global__ void __launch_bounds__(CU_CHUNK) attn_kernel(att_args A)
     }
     if (it.chunk >= 0)
         return;
-    /* Walk: normalise as the CPU's fold_finish does (o * (1 / sum)). */
+    /* Walk: normalise as the CPU's fold_finish does (o * (1 / sum), or
+     * with a sink in the denominator). */
     float *out = A.att + (size_t)row * A.q_dim + (size_t)kvh * g * hd;
 #pragma unroll
     for (int h = 0; h < CU_GMAX; h++) {
         if (h >= g)
             break;
-        float inv = __fdiv_rn(1.0f, s_acc[h]);
+        float sink = A.sinks ? A.sinks[kvh * g + h] : -INFINITY, a, inv;
+        fold_finish(m_acc[h], s_acc[h], sink, a, inv);
 #pragma unroll
         for (int k = 0; k < ATT_DPT; k++) {
             int d = tid + CU_CHUNK * k;
             if (d < hd)
-                out[(size_t)h * hd + d] = __fmul_rn(o_acc[h][k], inv);
+                out[(size_t)h * hd + d] = fold_out(o_acc[h][k], a, inv, A.sinks != NULL);
         }
     }
 }
 
 /* The scale is computed as the CPU computes it: 1.0f / sqrtf(hd). */
 void op_attention(cu_state *S, const struct model *m, int layer, const struct cu_plan *dp,
-                  int n_items)
+                  const struct cu_item *items, int n_items)
 {
     const struct model_config *c = &m->cfg;
-    att_args A = {S->q,         S->k_cache,
-                  S->v_cache,   dp->pos,
-                  dp->slot,     dp->dec,
-                  dp->items,    S->part,
-                  S->att,       layer,
-                  m->max_batch, m->ctx,
-                  c->n_head_kv, c->n_head / c->n_head_kv,
-                  c->head_dim,  c->q_dim,
-                  S->n_chunks,  1.0f / sqrtf((float)c->head_dim)};
+    const cu_layer *L = &S->layers[layer];
+    att_args A = {
+        S->q,        S->k_cache,   S->v_cache,  dp->pos,      dp->slot,
+        dp->dec,     items,        S->part,     S->att,       L->sinks,
+        layer,       m->max_batch, m->ctx,      c->n_head_kv, c->n_head / c->n_head_kv,
+        c->head_dim, c->q_dim,     S->n_chunks, L->window,    1.0f / sqrtf((float)c->head_dim)};
     dim3 grid((unsigned)n_items, (unsigned)c->n_head_kv);
     CU_LAUNCH(attn_kernel, grid, CU_CHUNK, 0, S->stream, A);
     CU_CHECK_LAUNCH();

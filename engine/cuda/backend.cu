@@ -1,6 +1,6 @@
 /*
  * cuda/backend: the CUDA backend's life cycle and its forward pass, for
- * the llama, qwen3 and qwen3moe architectures. cu_prepare checks what the
+ * the llama, qwen3, qwen3moe and gpt-oss architectures. cu_prepare checks what the
  * kernels support, lays out one device arena (weights in their GGUF
  * layout, each expert tensor as its experts at a fixed stride, the MoE
  * router in f32, norms, the RoPE table, the f16 KV cache, activations,
@@ -23,6 +23,8 @@ extern "C" {
 #include "log.h"
 #include "timeutil.h"
 #include "xalloc.h"
+
+#include "model/backend.h"
 }
 
 #define ARENA_ALIGN 256
@@ -186,9 +188,10 @@ struct arena_plan {
 
 /* Byte offsets of every device buffer, computed before allocating. */
 struct arena_offsets {
-    size_t tok_embd, output, norms, rope, k_cache, v_cache, x, q, k, v, att, hb, hb2, part, logits;
+    size_t tok_embd, output, norms, rope, k_cache, v_cache, x, q, k, v, att, hb, hb2, y, part,
+        logits;
     size_t act_q, act_d, act_s, act_f, act_h, plan;
-    size_t moe_exp, moe_w, moe_pos, moe_grow, moe_tiles, moe_y, moe_hit;
+    size_t moe_exp, moe_w, moe_pos, moe_grow, moe_gexp, moe_tiles, moe_y, moe_hit;
     size_t *mats;    /* (n_layer * 7) */
     size_t *routers; /* (n_layer) MoE: f32 (n_expert, n_embd) */
     size_t *exps;    /* (n_layer * 3) MoE: gate, up, down experts */
@@ -206,13 +209,24 @@ static size_t expert_stride(const struct q_matrix *q)
     return (mat_bytes(q) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
 }
 
+/* Floats of gpt-oss's vectors per layer: bq, bk, bv, bo, the sinks, the
+ * router bias, the experts' gate, up and down biases (0 for the others). */
+static size_t oai_floats(const struct model_config *c)
+{
+    if (!c->oai)
+        return 0;
+    size_t E = (size_t)c->n_expert;
+    return (size_t)c->q_dim + 2 * (size_t)c->kv_dim + (size_t)c->n_embd + (size_t)c->n_head + E +
+           2 * E * (size_t)c->n_ff_exp + E * (size_t)c->n_embd;
+}
+
 /* Floats of the norm area: per layer attn_norm and ffn_norm (n_embd),
  * q_norm and k_norm (head_dim, qwen3), the experts' scales (3 x
- * n_expert), then output_norm. */
+ * n_expert), gpt-oss's biases and sinks (oai_floats), then output_norm. */
 static size_t layer_floats(const struct model_config *c)
 {
     return 2 * (size_t)c->n_embd + (c->qk_norm ? 2 * (size_t)c->head_dim : 0) +
-           3 * (size_t)c->n_expert;
+           3 * (size_t)c->n_expert + oai_floats(c);
 }
 
 /* Gathered rows (one per row and chosen expert) of max_rows rows. */
@@ -263,6 +277,7 @@ static void plan_arena(const struct model *m, cu_state *S, arena_offsets *o)
         (size_t)c->n_ff > grows / rows * c->n_ff_exp ? (size_t)c->n_ff : grows / rows * c->n_ff_exp;
     o->hb = a.take(sizeof(float) * rows * ff);
     o->hb2 = a.take(sizeof(float) * rows * ff);
+    o->y = c->oai ? a.take(sizeof(float) * rows * c->n_embd) : 0;
     o->part = a.take(sizeof(float) * (size_t)m->max_batch * c->n_head_kv * S->n_chunks * g *
                      (c->head_dim + 2));
     if (E > 0) {
@@ -270,6 +285,7 @@ static void plan_arena(const struct model *m, cu_state *S, arena_offsets *o)
         o->moe_w = a.take(sizeof(float) * grows);
         o->moe_pos = a.take(sizeof(int32_t) * grows);
         o->moe_grow = a.take(sizeof(int32_t) * grows);
+        o->moe_gexp = a.take(sizeof(int32_t) * grows);
         o->moe_tiles = a.take(sizeof(int32_t) * (1 + 3 * (size_t)S->moe_max_tiles));
         o->moe_y = a.take(sizeof(float) * grows * c->n_embd);
         o->moe_hit = a.take((size_t)c->n_layer * E);
@@ -386,6 +402,24 @@ static int upload(cu_state *S, const struct model *m, const arena_offsets *o, st
             D->k_norm = next + c->head_dim;
             next += 2 * c->head_dim;
         }
+        D->window = L->swa ? c->n_swa : 0;
+        if (c->oai) {
+            /* gpt-oss's vectors, each F32 as model.c bound it. */
+            size_t Ex = (size_t)E, FFx = (size_t)c->n_ff_exp;
+            const float *src[9] = {L->bq,       L->bk,     L->bv,   L->bo,    L->sinks,
+                                   L->router_b, L->gate_b, L->up_b, L->down_b};
+            const float **dst[9] = {&D->bq,       &D->bk,     &D->bv,   &D->bo,    &D->sinks,
+                                    &D->router_b, &D->gate_b, &D->up_b, &D->down_b};
+            const size_t len[9] = {(size_t)c->q_dim,  (size_t)c->kv_dim, (size_t)c->kv_dim,
+                                   (size_t)c->n_embd, (size_t)c->n_head, Ex,
+                                   Ex * FFx,          Ex * FFx,          Ex * (size_t)c->n_embd};
+            for (int i = 0; i < 9; i++) {
+                TRY(cudaMemcpy(next, src[i], sizeof(float) * len[i], cudaMemcpyHostToDevice),
+                    "bias upload");
+                *dst[i] = next;
+                next += len[i];
+            }
+        }
         if (E == 0)
             continue;
         if (put_router(&L->router, o->routers[l]))
@@ -401,21 +435,17 @@ static int upload(cu_state *S, const struct model *m, const arena_offsets *o, st
     TRY(cudaMemcpy(on, m->w.output_norm, nb, cudaMemcpyHostToDevice), "norm upload");
     S->output_norm = on;
 
-    /* The CPU backend's RoPE table, built the same way (theta by repeated
-     * multiplication in float), so both rotate by the same numbers. */
-    int half = c->n_rot / 2;
-    float2 *rope = (float2 *)xmalloc(sizeof(float2) * (size_t)m->ctx * (size_t)half);
-    float theta_scale = powf(c->rope_base, -2.0f / (float)c->n_rot);
-    for (int p = 0; p < m->ctx; p++) {
-        float theta = (float)p;
-        for (int i = 0; i < half; i++) {
-            rope[(size_t)p * half + i] = make_float2(cosf(theta), sinf(theta));
-            theta *= theta_scale;
-        }
-    }
-    cudaError_t e = cudaMemcpy(base + o->rope, rope, sizeof(float2) * (size_t)m->ctx * half,
-                               cudaMemcpyHostToDevice);
+    /* The CPU backend's RoPE tables (backend_rope_tables, YaRN included),
+     * so both rotate by the same numbers; here as (cos, sin) pairs. */
+    size_t half = (size_t)(c->n_rot / 2), n = (size_t)m->ctx * half;
+    float *cs = (float *)xmalloc(sizeof(float) * 2 * n), *sn = cs + n;
+    backend_rope_tables(c, m->ctx, cs, sn);
+    float2 *rope = (float2 *)xmalloc(sizeof(float2) * n);
+    for (size_t i = 0; i < n; i++)
+        rope[i] = make_float2(cs[i], sn[i]);
+    cudaError_t e = cudaMemcpy(base + o->rope, rope, sizeof(float2) * n, cudaMemcpyHostToDevice);
     free(rope);
+    free(cs);
     TRY(e, "rope table upload");
     S->rope = (float2 *)(base + o->rope);
     return 0;
@@ -489,10 +519,11 @@ static int prepare(struct model *m, cu_state *S, struct err *err)
                                  (int)(grows / CU_GEMV_MAX_ROWS)
                            : 0;
     S->act.ld = (max_cols + CU_ACT_ALIGN - 1) / CU_ACT_ALIGN * CU_ACT_ALIGN;
-    size_t max_items = (size_t)m->max_rows + (size_t)m->max_batch * (size_t)S->n_chunks;
+    S->max_items = (size_t)m->max_rows + (size_t)m->max_batch * (size_t)S->n_chunks;
     S->off_items = ((size_t)4 * m->max_rows + (size_t)m->max_logit_rows) * sizeof(int32_t);
     S->off_items = (S->off_items + 15) & ~(size_t)15;
-    S->plan_bytes = S->off_items + max_items * sizeof(struct cu_item);
+    /* A model with a sliding window has a second list for its windowed layers. */
+    S->plan_bytes = S->off_items + (c->n_swa > 0 ? 2 : 1) * S->max_items * sizeof(struct cu_item);
 
     arena_offsets o;
     memset(&o, 0, sizeof(o));
@@ -529,6 +560,7 @@ static int prepare(struct model *m, cu_state *S, struct err *err)
     S->att = (float *)(base + o.att);
     S->hb = (float *)(base + o.hb);
     S->hb2 = (float *)(base + o.hb2);
+    S->y = c->oai ? (float *)(base + o.y) : NULL;
     S->part = (float *)(base + o.part);
     S->logits = (float *)(base + o.logits);
     S->act.q = (int8_t *)(base + o.act_q);
@@ -541,6 +573,7 @@ static int prepare(struct model *m, cu_state *S, struct err *err)
         S->moe_w = (float *)(base + o.moe_w);
         S->moe_pos = (int32_t *)(base + o.moe_pos);
         S->moe_grow = (int32_t *)(base + o.moe_grow);
+        S->moe_gexp = (int32_t *)(base + o.moe_gexp);
         S->moe_tiles = (int32_t *)(base + o.moe_tiles);
         S->moe_y = (float *)(base + o.moe_y);
         S->moe_hit = (uint8_t *)(base + o.moe_hit);
@@ -596,6 +629,11 @@ extern "C" struct cu_plan *cu_plan_of(struct model *m)
     return &((cu_state *)m->be_state)->plan;
 }
 
+extern "C" size_t cu_max_items(struct model *m)
+{
+    return ((cu_state *)m->be_state)->max_items;
+}
+
 /* ---- forward ---- */
 
 void cu_mark(cu_state *S, enum cu_phase ph)
@@ -646,7 +684,7 @@ extern "C" void cu_forward(struct model *m, const struct cu_plan *p, uint64_t t0
     CU_CHECK(cudaSetDevice(S->dev));
     S->n_ev = 0;
     cu_mark(S, PH_OTHER);
-    size_t bytes = S->off_items + (size_t)p->n_items * sizeof(struct cu_item);
+    size_t bytes = S->off_items + (size_t)(p->n_items + p->n_swa_items) * sizeof(struct cu_item);
     CU_CHECK(cudaMemcpyAsync(S->plan_dev, S->plan_host, bytes, cudaMemcpyHostToDevice, S->stream));
     op_embed(S, &S->tok_embd, D.tok, S->x, R, E);
 
@@ -666,13 +704,21 @@ extern "C" void cu_forward(struct model *m, const struct cu_plan *p, uint64_t t0
         cu_mark(S, PH_OTHER);
         op_rope_kv(S, m, l, D.pos, D.slot, R);
         cu_mark(S, PH_ATTN);
-        op_attention(S, m, l, &D, p->n_items);
-        op_attn_out(S, m, D.pos, D.dec, R, flags);
+        if (L->window)
+            op_attention(S, m, l, &D, D.items + p->n_items, p->n_swa_items);
+        else
+            op_attention(S, m, l, &D, D.items, p->n_items);
+        op_attn_out(S, m, l, D.pos, D.dec, R, flags);
         cu_mark(S, PH_MATMUL);
         {
+            /* gpt-oss: y = Wo act, then x += y + bo (the CPU's order). */
             const cu_mat *w[1] = {&L->wo};
-            const mm_out o[1] = {{S->x, E, true}};
+            mm_out o[1] = {{S->x, E, true}};
+            if (L->bo)
+                o[0] = {S->y, E, false};
             mm_run(S, w, o, 1, R);
+            if (L->bo)
+                op_add_bias(S, S->x, S->y, L->bo, R, E);
         }
         if (c->n_expert) {
             moe_ffn(S, m, l, R, flags);

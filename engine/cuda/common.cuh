@@ -134,6 +134,36 @@ __device__ __forceinline__ float fold_o(float o, float po, float a, float b)
     return __fadd_rn(__fmul_rn(o, a), __fmul_rn(po, b));
 }
 
+/* The end of the fold, the CPU's fold_finish: the factor that turns the
+ * running weighted value o into the output (o * f). Without a sink
+ * (-INFINITY) f = 1 / s; gpt-oss's sink logit joins the denominator
+ * alone: f = a / (s a + exp(sink - mx)) with mx = max(m, sink) and a =
+ * exp(m - mx), taken as (o * a) * inv as the CPU does (fold_out). */
+__device__ __forceinline__ void fold_finish(float m, float s, float sink, float &a, float &inv)
+{
+    if (sink == -INFINITY) {
+        a = 1.0f;
+        inv = __fdiv_rn(1.0f, s);
+        return;
+    }
+    float mx = m > sink ? m : sink;
+    a = expf(m - mx);
+    inv = __fdiv_rn(1.0f, __fadd_rn(__fmul_rn(s, a), expf(sink - mx)));
+}
+__device__ __forceinline__ float fold_out(float o, float a, float inv, bool sink)
+{
+    return sink ? __fmul_rn(__fmul_rn(o, a), inv) : __fmul_rn(o, inv);
+}
+
+/* The first key a row at position pos attends to: pos - window + 1 in a
+ * sliding-window layer (window = n_swa), else 0 (window 0): the CPU's
+ * first_key. */
+__device__ __forceinline__ int first_key(int pos, int window)
+{
+    int lo = pos + 1 - window;
+    return window > 0 && lo > 0 ? lo : 0;
+}
+
 /* ---- device-side model ---- */
 
 /* A weight matrix in device memory, in its GGUF block layout; or the
@@ -149,8 +179,14 @@ struct cu_mat {
 };
 
 struct cu_layer {
-    const float *attn_norm, *ffn_norm;     /* device (n_embd) */
-    const float *q_norm, *k_norm;          /* device (head_dim) qwen3 per-head norms, or NULL */
+    const float *attn_norm, *ffn_norm; /* device (n_embd) */
+    const float *q_norm, *k_norm;      /* device (head_dim) qwen3 per-head norms, or NULL */
+    /* gpt-oss (else NULL): projection biases (q_dim, kv_dim, kv_dim, n_embd),
+     * one sink logit per query head (n_head), the router's bias (n_expert),
+     * the experts' gate/up biases (n_expert, n_ff_exp) and down bias
+     * (n_expert, n_embd) */
+    const float *bq, *bk, *bv, *bo, *sinks, *router_b, *gate_b, *up_b, *down_b;
+    int window;                            /* n_swa in a sliding-window layer, else 0 */
     cu_mat wq, wk, wv, wo, gate, up, down; /* gate, up, down: rows 0 in a MoE layer */
     const float *router;                   /* MoE: device (n_expert, n_embd) f32 ffn_gate_inp */
     cu_mat gate_exps, up_exps, down_exps;  /* MoE: the experts (n_ff_exp x n_embd and back) */
@@ -193,6 +229,7 @@ struct cu_state {
     float *k, *v;              /* (max_rows, kv_dim) new keys and values */
     float *att;                /* (max_rows, q_dim) attention output */
     float *hb, *hb2;           /* (max_rows, n_ff) gate and up; MoE: (max_rows * k, n_ff_exp) */
+    float *y;                  /* gpt-oss: (max_rows, n_embd) output projection before its bias */
     float *part;               /* (max_batch, n_head_kv, n_chunks, group, head_dim + 2) */
     float *logits;             /* (max_logit_rows, n_vocab) */
     cu_act act;
@@ -205,6 +242,7 @@ struct cu_state {
     float *moe_w;          /* (max_rows, k) their renormalised weights */
     int32_t *moe_pos;      /* (max_rows, k) gathered row of (row, rank) */
     int32_t *moe_grow;     /* (max_rows * k) row behind each gathered row */
+    int32_t *moe_gexp;     /* (max_rows * k) expert of each gathered row */
     int32_t *moe_tiles;    /* [count, then (expert, first, end) gathered rows per tile] */
     int moe_max_tiles;     /* capacity of moe_tiles */
     float *moe_y;          /* (max_rows * k, n_embd) expert outputs, gathered order */
@@ -217,6 +255,7 @@ struct cu_state {
     void *plan_host, *plan_dev;
     size_t plan_bytes; /* capacity */
     size_t off_items;  /* byte offset of items (the last array) */
+    size_t max_items;  /* items of one list (a model with a window has two) */
 
     /* Phase timing: an event at each phase change of a step. */
     cudaEvent_t *ev;
@@ -262,19 +301,27 @@ void op_embed(cu_state *S, const cu_mat *te, const int32_t *tok, float *x, int r
 void op_norm(cu_state *S, const float *x, const int32_t *gather, const float *w, int rows, int cols,
              float eps, int flags);
 void op_silu(cu_state *S, const float *g, const float *u, int rows, int cols, int flags);
-void op_attn_out(cu_state *S, const struct model *m, const int32_t *pos, const int32_t *dec,
-                 int rows, int flags);
+/* gpt-oss's clamped SwiGLU of the experts' gathered rows, with the
+ * gate/up biases (gb, ub: (n_expert, cols)) of each row's expert gexp[row]. */
+void op_swiglu_oai(cu_state *S, const float *g, const float *u, const float *gb, const float *ub,
+                   const int32_t *gexp, int rows, int cols, int flags);
+void op_attn_out(cu_state *S, const struct model *m, int layer, const int32_t *pos,
+                 const int32_t *dec, int rows, int flags);
+/* x[r] += y[r] + b for rows rows of cols (gpt-oss's output projection
+ * bias, added as the CPU adds it). */
+void op_add_bias(cu_state *S, float *x, const float *y, const float *b, int rows, int cols);
 
-/* qwen3's per-head norm of q and k (when the layer has one), RoPE (NORM
- * or NEOX pairs) on both, then k and v into the cache at (layer, slot,
- * pos) as f16. */
+/* gpt-oss's Q/K/V biases or qwen3's per-head norm of q and k (when the
+ * layer has them), RoPE (NORM or NEOX pairs) on both, then k and v into
+ * the cache at (layer, slot, pos) as f16. */
 void op_rope_kv(cu_state *S, const struct model *m, int layer, const int32_t *pos,
                 const int32_t *slot, int rows);
 
 /* Attention items for every KV head: split items write partials, walk
- * items write att directly. */
+ * items write att directly. items: the layer's list (dp->items, or the
+ * windowed list after it). */
 void op_attention(cu_state *S, const struct model *m, int layer, const struct cu_plan *dp,
-                  int n_items);
+                  const struct cu_item *items, int n_items);
 
 /* The mixture-of-experts FFN of layer `layer` for R rows (moe.cu): route,
  * group by expert, gate/up/SwiGLU/down per touched expert, and the

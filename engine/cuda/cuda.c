@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "fp4.h"
 #include "timeutil.h"
@@ -16,14 +17,30 @@
 #include "model/backend.h"
 #include "model/model.h"
 
+/* Row r's attention items for keys [k_lo, n_keys) at items + *n: one
+ * per chunk that holds some of them (split), or one walk item. */
+static void plan_row(struct cu_item *items, int *n, int r, int k_lo, int n_keys, bool split)
+{
+    if (!split) {
+        items[(*n)++] = (struct cu_item){r, -1};
+        return;
+    }
+    for (int ch = k_lo / MODEL_ATTN_CHUNK; ch * MODEL_ATTN_CHUNK < n_keys; ch++)
+        items[(*n)++] = (struct cu_item){r, ch};
+}
+
 /* Lay the step out as the CPU backend does (model/backend_cpu.c plan): one row
  * per token, logits rows in sequence order, and the attention items. A
  * decode row under --attention split gets one item per chunk of its keys
- * and a partial slot; every other row gets one item that walks its keys. */
+ * and a partial slot; every other row gets one item that walks its keys.
+ * With a sliding window (gpt-oss) the windowed layers get their own list,
+ * from items[max_items] on, whose split items cover the window's chunks
+ * only (the rest is packed after the first list before the copy). */
 static void plan(struct model *m, struct model_seq *seqs, int n, int logit_row0, struct cu_plan *p)
 {
-    int R = 0, n_out = 0, n_dec = 0, n_items = 0;
+    int R = 0, n_out = 0, n_dec = 0, n_items = 0, n_swa = 0, win = m->cfg.n_swa;
     bool split = m->opts.attention == MODEL_ATTN_SPLIT;
+    struct cu_item *swa_items = p->items + cu_max_items(m);
     for (int i = 0; i < n; i++) {
         struct model_seq *s = &seqs[i];
         int first_out = n_out;
@@ -36,21 +53,23 @@ static void plan(struct model *m, struct model_seq *seqs, int n, int logit_row0,
                 (s->logits == MODEL_LOGITS_LAST && t == s->n_tokens - 1))
                 p->out[n_out++] = R;
             int n_keys = s->pos + t + 1;
-            if (split && s->n_tokens == 1) {
+            bool split_row = split && s->n_tokens == 1;
+            if (split_row)
                 p->dec[R] = n_dec++;
-                for (int ch = 0; ch * MODEL_ATTN_CHUNK < n_keys; ch++)
-                    p->items[n_items++] = (struct cu_item){R, ch};
-            } else {
-                p->items[n_items++] = (struct cu_item){R, -1};
-            }
+            plan_row(p->items, &n_items, R, 0, n_keys, split_row);
+            if (win > 0)
+                plan_row(swa_items, &n_swa, R, n_keys > win ? n_keys - win : 0, n_keys, split_row);
         }
         s->out = n_out > first_out
                      ? m->rs.logits + (size_t)(logit_row0 + first_out) * (size_t)m->cfg.n_vocab
                      : NULL;
     }
+    if (n_swa > 0)
+        memmove(p->items + n_items, swa_items, sizeof(*swa_items) * (size_t)n_swa);
     p->rows = R;
     p->n_out = n_out;
     p->n_items = n_items;
+    p->n_swa_items = n_swa;
     p->n_dec = n_dec;
     p->logit_row0 = logit_row0;
 }
@@ -65,7 +84,7 @@ static void cuda_forward(struct model *m, struct model_seq *seqs, int n, int log
 
 /* The architectures the kernels run; any other is refused at load with
  * one line, before any device memory is taken. */
-static const enum model_arch cuda_archs[] = {ARCH_LLAMA, ARCH_QWEN3, ARCH_QWEN3MOE};
+static const enum model_arch cuda_archs[] = {ARCH_LLAMA, ARCH_QWEN3, ARCH_QWEN3MOE, ARCH_GPT_OSS};
 
 static int cuda_prepare(struct model *m, struct err *err)
 {

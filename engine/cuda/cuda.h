@@ -36,7 +36,8 @@ struct cu_item {
 struct cu_plan {
     int rows;              /* tokens in the step (>= 1) */
     int n_out;             /* logits rows (0 when no sequence asks) */
-    int n_items;           /* attention items */
+    int n_items;           /* attention items of the full-attention layers */
+    int n_swa_items;       /* those of the sliding-window layers, after them (0: no window) */
     int n_dec;             /* rows with split partials */
     int logit_row0;        /* first row of m->rs.logits this pass fills */
     int32_t *tok;          /* (rows) token ids */
@@ -44,7 +45,7 @@ struct cu_plan {
     int32_t *slot;         /* (rows) KV slots */
     int32_t *dec;          /* (rows) split-partial index of a decode row, or -1 */
     int32_t *out;          /* (n_out) rows whose logits are wanted, in logits order */
-    struct cu_item *items; /* (n_items) */
+    struct cu_item *items; /* (n_items), then (n_swa_items) */
 };
 
 /*
@@ -69,6 +70,9 @@ int cu_prepare(struct model *m, struct err *err);
 /* The plan buffer of m's state (pinned, sized at prepare); cuda.c fills
  * it before each cu_forward. */
 struct cu_plan *cu_plan_of(struct model *m);
+/* Items one list of m's plan holds (a model with a sliding window has
+ * room for two: the windowed layers' list is planned from here on). */
+size_t cu_max_items(struct model *m);
 
 /*
  * Run one forward pass over the plan: embedding, every layer, and the

@@ -151,17 +151,59 @@ __global__ void __launch_bounds__(ROW_THREADS)
     }
 }
 
+/* gpt-oss's clamped SwiGLU on the experts' gathered rows, each row's
+ * expert's gate and up biases added first: x = min(g + bg, 7), y = u + bu
+ * clamped to [-7, 7], x / (1 + exp(1.702 (-x))) * (y + 1), as moe.c's
+ * swiglu_oai. gexp: the expert of each gathered row. */
+__global__ void __launch_bounds__(ROW_THREADS)
+    swiglu_oai_kernel(const float *__restrict__ g, const float *__restrict__ u,
+                      const float *__restrict__ gb, const float *__restrict__ ub,
+                      const int32_t *__restrict__ gexp, int cols, prep_out P)
+{
+    const float alpha = 1.702f, limit = 7.0f;
+    int row = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const float *gr = g + (size_t)row * cols, *ur = u + (size_t)row * cols;
+    const float *gbr = gb + (size_t)gexp[row] * cols, *ubr = ub + (size_t)gexp[row] * cols;
+    int n_kb = (cols + 31) / 32;
+    for (int kb = warp; kb < n_kb; kb += ROW_WARPS) {
+        int i = 32 * kb + lane;
+        float v = 0.0f;
+        if (i < cols) {
+            float x = __fadd_rn(gr[i], gbr[i]), y = __fadd_rn(ur[i], ubr[i]);
+            x = x < limit ? x : limit;
+            y = y < -limit ? -limit : y > limit ? limit : y;
+            v = __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(__fmul_rn(alpha, -x)))),
+                          __fadd_rn(y, 1.0f));
+        }
+        prep_store(P, row, kb, lane, v);
+    }
+}
+
+/* x += y + b, one block per row. */
+__global__ void __launch_bounds__(ROW_THREADS)
+    add_bias_kernel(float *__restrict__ x, const float *__restrict__ y, const float *__restrict__ b,
+                    int cols)
+{
+    size_t r = (size_t)blockIdx.x * cols;
+    for (int i = threadIdx.x; i < cols; i += ROW_THREADS)
+        x[r + i] = __fadd_rn(x[r + i], __fadd_rn(y[r + i], b[i]));
+}
+
 struct attn_out_args {
     float *att;        /* (rows, q_dim) */
     const float *part; /* see cu_state.part */
     const int32_t *pos, *dec;
+    const float *sinks; /* (n_head) or NULL */
     int n_head, n_kv, g, hd, q_dim, n_chunks;
+    int window; /* n_swa in a sliding-window layer, else 0 */
 };
 
 /* A split decode row first folds its chunk partials left to right (the
- * same fold as the attention walk) into att, one thread per (query head,
- * dim); then att is prepared. Walk rows were written by the attention
- * kernel and are only prepared. grid rows, block ROW_THREADS. */
+ * same fold as the attention walk, from the chunk of its first key) into
+ * att, one thread per (query head, dim), and finishes with the head's
+ * sink as the walk does; then att is prepared. Walk rows were written by
+ * the attention kernel and are only prepared. grid rows, block
+ * ROW_THREADS. */
 __global__ void __launch_bounds__(ROW_THREADS) attn_out_kernel(attn_out_args A, prep_out P)
 {
     int row = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -169,17 +211,21 @@ __global__ void __launch_bounds__(ROW_THREADS) attn_out_kernel(attn_out_args A, 
     int dec = A.dec[row];
     if (dec >= 0) {
         int n_ch = (A.pos[row] + CU_CHUNK) / CU_CHUNK;
+        int c0 = first_key(A.pos[row], A.window) / CU_CHUNK;
         size_t stride = (size_t)A.g * (A.hd + 2); /* floats from one chunk's partial to the next */
         for (int idx = threadIdx.x; idx < A.n_head * A.hd; idx += ROW_THREADS) {
             int hq = idx / A.hd, d = idx % A.hd, kvh = hq / A.g, h = hq % A.g;
-            const float *p =
-                A.part + (((size_t)dec * A.n_kv + kvh) * A.n_chunks * A.g + h) * (A.hd + 2);
+            const float *p = A.part +
+                             (((size_t)dec * A.n_kv + kvh) * A.n_chunks * A.g + h) * (A.hd + 2) +
+                             (size_t)c0 * stride;
             float m = -INFINITY, s = 0.0f, o = 0.0f, a, b;
-            for (int c = 0; c < n_ch; c++, p += stride) {
+            for (int c = c0; c < n_ch; c++, p += stride) {
                 fold_ms(m, s, p[0], p[1], a, b);
                 o = fold_o(o, p[2 + d], a, b);
             }
-            att[idx] = __fmul_rn(o, __fdiv_rn(1.0f, s));
+            float sink = A.sinks ? A.sinks[hq] : -INFINITY, fa, inv;
+            fold_finish(m, s, sink, fa, inv);
+            att[idx] = fold_out(o, fa, inv, A.sinks != NULL);
         }
         __syncthreads();
     }
@@ -204,13 +250,28 @@ void op_silu(cu_state *S, const float *g, const float *u, int rows, int cols, in
     CU_CHECK_LAUNCH();
 }
 
-void op_attn_out(cu_state *S, const struct model *m, const int32_t *pos, const int32_t *dec,
-                 int rows, int flags)
+void op_swiglu_oai(cu_state *S, const float *g, const float *u, const float *gb, const float *ub,
+                   const int32_t *gexp, int rows, int cols, int flags)
+{
+    CU_LAUNCH(swiglu_oai_kernel, rows, ROW_THREADS, 0, S->stream, g, u, gb, ub, gexp, cols,
+              prep_of(S, flags));
+    CU_CHECK_LAUNCH();
+}
+
+void op_add_bias(cu_state *S, float *x, const float *y, const float *b, int rows, int cols)
+{
+    CU_LAUNCH(add_bias_kernel, rows, ROW_THREADS, 0, S->stream, x, y, b, cols);
+    CU_CHECK_LAUNCH();
+}
+
+void op_attn_out(cu_state *S, const struct model *m, int layer, const int32_t *pos,
+                 const int32_t *dec, int rows, int flags)
 {
     const struct model_config *c = &m->cfg;
-    attn_out_args A = {
-        S->att,      S->part,  pos,        dec, c->n_head, c->n_head_kv, c->n_head / c->n_head_kv,
-        c->head_dim, c->q_dim, S->n_chunks};
+    const cu_layer *L = &S->layers[layer];
+    attn_out_args A = {S->att,      S->part,   pos,          dec,
+                       L->sinks,    c->n_head, c->n_head_kv, c->n_head / c->n_head_kv,
+                       c->head_dim, c->q_dim,  S->n_chunks,  L->window};
     CU_LAUNCH(attn_out_kernel, rows, ROW_THREADS, 0, S->stream, A, prep_of(S, flags));
     CU_CHECK_LAUNCH();
 }
@@ -218,12 +279,13 @@ void op_attn_out(cu_state *S, const struct model *m, const int32_t *pos, const i
 /* ---- per-head Q/K norm, RoPE and the K/V write ---- */
 
 struct rope_args {
-    float *q;             /* (rows, q_dim), normed and rotated in place */
-    float *k;             /* (rows, kv_dim), normed and rotated in place */
-    const float *v;       /* (rows, kv_dim) */
-    __half *kc, *vc;      /* the caches */
-    const float2 *rope;   /* (ctx, n_rot / 2) */
-    const float *qn, *kn; /* (head_dim) qwen3's per-head RMSNorm weights, or NULL */
+    float *q;                  /* (rows, q_dim), normed and rotated in place */
+    float *k;                  /* (rows, kv_dim), normed and rotated in place */
+    const float *v;            /* (rows, kv_dim) */
+    __half *kc, *vc;           /* the caches */
+    const float2 *rope;        /* (ctx, n_rot / 2) */
+    const float *qn, *kn;      /* (head_dim) qwen3's per-head RMSNorm weights, or NULL */
+    const float *bq, *bk, *bv; /* gpt-oss's projection biases (q_dim, kv_dim, kv_dim), or NULL */
     const int32_t *pos, *slot;
     int layer, max_batch, ctx, n_head, n_kv, hd, n_rot, q_dim, kv_dim;
     int neox;  /* rotate (x[i], x[i + n_rot/2]) instead of (x[2i], x[2i+1]) */
@@ -247,7 +309,9 @@ __device__ __forceinline__ void pair_of(int i, int half, int neox, int &a, int &
 }
 
 /*
- * grid rows, block ROW_THREADS. With qwen3's norms, first the 1 / rms of
+ * grid rows, block ROW_THREADS. gpt-oss's biases are added to each element
+ * first (x + b, the CPU's add_bias; a model has biases or norms, never
+ * both). With qwen3's norms, first the 1 / rms of
  * every head of q and k (one warp per head, the sum of squares in double
  * as cpu_rmsnorm), so that each element becomes x * r * w before it is
  * rotated. Then one thread per (head, pair) of q, then of k and v, which
@@ -279,6 +343,10 @@ __global__ void __launch_bounds__(ROW_THREADS) rope_kv_kernel(rope_args A)
         pair_of(i, half, A.neox, a, b);
         float *x = q + (size_t)h * A.hd;
         float x0 = x[a], x1 = x[b];
+        if (A.bq) {
+            x0 = __fadd_rn(x0, A.bq[(size_t)h * A.hd + a]);
+            x1 = __fadd_rn(x1, A.bq[(size_t)h * A.hd + b]);
+        }
         if (A.qn) {
             x0 = __fmul_rn(__fmul_rn(x0, rms[h]), A.qn[a]);
             x1 = __fmul_rn(__fmul_rn(x1, rms[h]), A.qn[b]);
@@ -292,7 +360,14 @@ __global__ void __launch_bounds__(ROW_THREADS) rope_kv_kernel(rope_args A)
         int h = idx / hp, i = idx % hp, a, b;
         pair_of(i, half, A.neox, a, b);
         const float *x = k + (size_t)h * A.hd, *y = v + (size_t)h * A.hd;
-        float x0 = x[a], x1 = x[b];
+        float x0 = x[a], x1 = x[b], y0 = y[a], y1 = y[b];
+        if (A.bk) {
+            const float *bk = A.bk + (size_t)h * A.hd, *bv = A.bv + (size_t)h * A.hd;
+            x0 = __fadd_rn(x0, bk[a]);
+            x1 = __fadd_rn(x1, bk[b]);
+            y0 = __fadd_rn(y0, bv[a]);
+            y1 = __fadd_rn(y1, bv[b]);
+        }
         if (A.kn) {
             x0 = __fmul_rn(__fmul_rn(x0, rms[A.n_head + h]), A.kn[a]);
             x1 = __fmul_rn(__fmul_rn(x1, rms[A.n_head + h]), A.kn[b]);
@@ -302,8 +377,8 @@ __global__ void __launch_bounds__(ROW_THREADS) rope_kv_kernel(rope_args A)
         __half *kc = A.kc + off * A.hd, *vc = A.vc + off * A.hd;
         kc[a] = __float2half_rn(r.x);
         kc[b] = __float2half_rn(r.y);
-        vc[a] = __float2half_rn(y[a]);
-        vc[b] = __float2half_rn(y[b]);
+        vc[a] = __float2half_rn(y0);
+        vc[b] = __float2half_rn(y1);
     }
 }
 
@@ -312,10 +387,29 @@ void op_rope_kv(cu_state *S, const struct model *m, int layer, const int32_t *po
 {
     const struct model_config *c = &m->cfg;
     const cu_layer *L = &S->layers[layer];
-    rope_args A = {S->q,        S->k,         S->v,      S->k_cache, S->v_cache,
-                   S->rope,     L->q_norm,    L->k_norm, pos,        slot,
-                   layer,       m->max_batch, m->ctx,    c->n_head,  c->n_head_kv,
-                   c->head_dim, c->n_rot,     c->q_dim,  c->kv_dim,  c->rope_neox ? 1 : 0,
+    rope_args A = {S->q,
+                   S->k,
+                   S->v,
+                   S->k_cache,
+                   S->v_cache,
+                   S->rope,
+                   L->q_norm,
+                   L->k_norm,
+                   L->bq,
+                   L->bk,
+                   L->bv,
+                   pos,
+                   slot,
+                   layer,
+                   m->max_batch,
+                   m->ctx,
+                   c->n_head,
+                   c->n_head_kv,
+                   c->head_dim,
+                   c->n_rot,
+                   c->q_dim,
+                   c->kv_dim,
+                   c->rope_neox ? 1 : 0,
                    c->rms_eps};
     CU_LAUNCH(rope_kv_kernel, rows, ROW_THREADS, 0, S->stream, A);
     CU_CHECK_LAUNCH();

@@ -14,6 +14,7 @@
 #include "err.h"
 
 struct model;
+struct model_config;
 struct model_seq;
 
 struct backend {
@@ -50,6 +51,11 @@ struct backend {
  * "Layers"); reach them through backend_find. */
 extern const struct backend backend_cpu;
 extern const struct backend backend_cuda;
+
+/* RoPE's cos and sin of every (position, pair) of positions [0, ctx):
+ * cs and sn are (ctx, n_rot / 2), row-major; YaRN scaling included
+ * (model/backend_cpu.c). Both backends rotate by these numbers. */
+void backend_rope_tables(const struct model_config *c, int ctx, float *cs, float *sn);
 
 /* The backend called name ("cpu" or "cuda"), or NULL with err set:
  * FP_ERR_DEVICE when the build or the machine lacks it, FP_ERR_USAGE for

@@ -621,8 +621,9 @@ static void cpu_forward(struct model *m, struct model_seq *seqs, int n, int logi
  * theta * freq_scale and the original theta by a ramp over the pairs
  * between the correction dims of beta_fast and beta_slow (original below,
  * interpolated above), and cos and sin are scaled by mscale: ggml's
- * rope_yarn, in the same float operations. */
-static void rope_tables(const struct model_config *c, int ctx, float *cs, float *sn)
+ * rope_yarn, in the same float operations. Shared with the CUDA backend
+ * (model/backend.h), so both rotate by the same numbers. */
+void backend_rope_tables(const struct model_config *c, int ctx, float *cs, float *sn)
 {
     int half = c->n_rot / 2;
     float theta_scale = powf(c->rope_base, -2.0f / (float)c->n_rot);
@@ -727,7 +728,7 @@ static int cpu_prepare(struct model *m, struct err *err)
     int half = c->n_rot / 2;
     rs->rope_cos = alloc_floats((size_t)m->ctx * half);
     rs->rope_sin = alloc_floats((size_t)m->ctx * half);
-    rope_tables(c, m->ctx, rs->rope_cos, rs->rope_sin);
+    backend_rope_tables(c, m->ctx, rs->rope_cos, rs->rope_sin);
     rs->row_seq = xcalloc(rows, sizeof(int));
     rs->row_pos = xcalloc(rows, sizeof(int));
     rs->row_slot = xcalloc(rows, sizeof(int));

@@ -35,7 +35,7 @@ trap 'restore' EXIT
 
 # name @@ file @@ occurrence @@ from @@ to @@ first test to run (files that rebuild
 # fewest objects first); "qwen3:TEST" runs cudahost_qwen3 (qwen3 and qwen3moe)
-# instead of cudahost_parity
+# and "gptoss:TEST" cudahost_gptoss (gpt-oss) instead of cudahost_parity
 MUTANTS=$(cat <<'EOF'
 attn-key-bound @@ engine/cuda/attention.cu @@ 1 @@ n_keys - t0); @@ n_keys - t0 + 1); @@ parity_q4_1
 attn-max-barrier @@ engine/cuda/attention.cu @@ 2 @@ __syncthreads(); @@ ; @@ parity_q4_1
@@ -83,6 +83,19 @@ kv-copy-last-block @@ engine/cuda/backend.cu @@ 1 @@ (A.words + KV_COPY_WORDS - 
 kv-copy-tail @@ engine/cuda/backend.cu @@ 1 @@ : A.words; @@ : A.words - 8; @@ prefix_copy
 kv-copy-src-slot @@ engine/cuda/backend.cu @@ 1 @@ A.max_batch + A.src) @@ A.max_batch + A.dst) @@ prefix_copy
 kv-copy-none @@ engine/cuda/cuda.c @@ 1 @@ .kv_copy = cu_kv_copy @@ .kv_copy = NULL @@ prefix_copy
+sink-walk-off @@ engine/cuda/attention.cu @@ 1 @@ A.sinks ? A.sinks[kvh * g + h] : @@ A.sinks ? -INFINITY : @@ gptoss:gptoss_parity_tensor
+sink-combine-off @@ engine/cuda/ops.cu @@ 1 @@ A.sinks ? A.sinks[hq] : @@ A.sinks ? -INFINITY : @@ gptoss:gptoss_parity_gemv
+swa-first-key @@ engine/cuda/common.cuh @@ 1 @@ int lo = pos + 1 - window; @@ int lo = pos - window; @@ gptoss:gptoss_parity_gemv
+swa-combine-start @@ engine/cuda/ops.cu @@ 1 @@ int c0 = first_key(A.pos[row], A.window) / CU_CHUNK; @@ int c0 = 0; @@ gptoss:gptoss_parity_gemv
+swa-plan-first-chunk @@ engine/cuda/cuda.c @@ 1 @@ n_keys > win ? n_keys - win : 0 @@ n_keys > win ? n_keys - win + MODEL_ATTN_CHUNK : 0 @@ gptoss:gptoss_parity_gemv
+q-bias-off @@ engine/cuda/ops.cu @@ 1 @@ x0 = __fadd_rn(x0, A.bq[(size_t)h * A.hd + a]); @@ x0 = x0; @@ gptoss:gptoss_parity_gemv
+v-bias-off @@ engine/cuda/ops.cu @@ 1 @@ y0 = __fadd_rn(y0, bv[a]); @@ y0 = y0; @@ gptoss:gptoss_parity_gemv
+o-bias-off @@ engine/cuda/ops.cu @@ 1 @@ __fadd_rn(y[r + i], b[i]) @@ y[r + i] @@ gptoss:gptoss_parity_gemv
+router-bias-off @@ engine/cuda/moe.cu @@ 1 @@ A.bias ? __fadd_rn(acc, A.bias[e]) : acc @@ acc @@ gptoss:gptoss_expert_counters
+oai-no-softmax @@ engine/cuda/moe.cu @@ 1 @@ w[j] = __fmul_rn(w[j], inv); @@ w[j] = w[j]; @@ gptoss:gptoss_parity_gemv
+swiglu-no-clamp @@ engine/cuda/ops.cu @@ 1 @@ x = x < limit ? x : limit; @@ x = x; @@ gptoss:gptoss_parity_gemv
+expert-gate-bias-row @@ engine/cuda/moe.cu @@ 1 @@ A.gexp[g] = t; @@ A.gexp[g] = 0; @@ gptoss:gptoss_parity_gemv
+expert-down-bias-off @@ engine/cuda/moe.cu @@ 1 @@ y = __fadd_rn(y, A.bias[ @@ y = __fadd_rn(0.0f * y, A.bias[ @@ gptoss:gptoss_parity_gemv
 EOF
 )
 
@@ -155,5 +168,5 @@ while IFS= read -r line; do
         echo "SURVIVED $name ($file: '$from' -> '$to')"
     fi
 done <"$LOG/list"
-mk "$BUILD/tests/cudahost_parity" "$BUILD/tests/cudahost_qwen3" >/dev/null 2>&1
+mk "$BUILD/tests/cudahost_parity" "$BUILD/tests/cudahost_qwen3" "$BUILD/tests/cudahost_gptoss" >/dev/null 2>&1
 echo "mutants: $killed of $total killed${survivors:+; survivors:$survivors}"

@@ -7,9 +7,12 @@
 # (synth --arch, NVFP4 experts) on a prompt short enough (<= 8 tokens) for
 # the GEMV regime, where the two backends round alike (the tensor cores'
 # f16 activations move these sharp models' logits by percents, see
-# tests/unit/engine_cuda_qwen3.c); any finding of the harness's memory checks
-# ends the process with status 86 and fails the check. gpt-oss is refused
-# at load with one line (status 5) before any device memory is taken.
+# tests/unit/engine_cuda_qwen3.c); so are those of gpt-oss (synth --arch
+# gpt-oss, natively and with --quant mxfp4) for 24 tokens, past its
+# 20-key sliding window. Any finding of the harness's memory checks ends
+# the process with status 86 and fails the check. --kv f32, which the
+# CUDA backend does not run (its cache is f16), is refused at load with
+# one line (status 5).
 . tests/lib.sh
 
 FH="$BUILD/cudahost/bin/fp4serve"
@@ -52,9 +55,26 @@ for arch in qwen3 qwen3moe; do
     check_eq "$arch: greedy ids equal those of --device cpu" \
         "$(grep '^ids:' "$T_TMP/$arch-cuda")" "$(grep '^ids:' "$T_TMP/$arch-cpu")"
 done
-"$FP4SERVE" synth --arch gpt-oss -o "$T_TMP/gpt-oss.gguf" 2>/dev/null
-"$FH" generate --model "$T_TMP/gpt-oss.gguf" --prompt "hi" -n 2 --device cuda >/dev/null 2>"$T_TMP/err"
-check_eq "gpt-oss on --device cuda: refused (status 5)" "$?" "5"
-check_eq "gpt-oss on --device cuda: one line saying so" "$(cat "$T_TMP/err")" \
-    "fp4serve: error: $T_TMP/gpt-oss.gguf: --device cuda does not run 'gpt-oss' models; they run on --device cpu"
+OSS="$T_TMP/gpt-oss.gguf"
+"$FP4SERVE" synth --arch gpt-oss -o "$OSS" 2>/dev/null
+check_eq "synth --arch gpt-oss: exit status" "$?" "0"
+for q in native mxfp4; do
+    qa=
+    [ "$q" = native ] || qa="--quant $q"
+    for d in cpu cuda; do
+        # shellcheck disable=SC2086 # qa is empty or two words
+        "$FH" generate --model "$OSS" --prompt "the river ran" -n 24 --ignore-eos --device "$d" \
+            $qa >"$T_TMP/oss-$q-$d" 2>"$T_TMP/oss-$q-$d.err"
+        rc=$?
+        check_eq "gpt-oss $q: --device $d: exit status" "$rc" "0"
+        [ "$rc" -eq 0 ] || sed 's/^/    /' "$T_TMP/oss-$q-$d.err" | tail -n 5
+    done
+    check "gpt-oss $q: the harness ran the kernels" grep -q "cuda: cudahost" "$T_TMP/oss-$q-cuda.err"
+    check_eq "gpt-oss $q: greedy ids equal those of --device cpu" \
+        "$(grep '^ids:' "$T_TMP/oss-$q-cuda")" "$(grep '^ids:' "$T_TMP/oss-$q-cpu")"
+done
+"$FH" generate --model "$TINY" --prompt "hi" -n 2 --device cuda --kv f32 >/dev/null 2>"$T_TMP/err"
+check_eq "--kv f32 on --device cuda: refused (status 5)" "$?" "5"
+check_eq "--kv f32 on --device cuda: one line saying so" "$(cat "$T_TMP/err")" \
+    "fp4serve: error: $T_TMP/tiny.gguf: --kv f32 is not supported by the cuda backend (its cache is f16)"
 finish
