@@ -16,7 +16,7 @@
 # Steps, each with its own time limit (never past the whole budget, BUDGET
 # seconds) and its log in $OUT/NAME.log; a summary table ends the output:
 #   device     nvidia-smi: name, compute capability, driver, memory
-#   build      make -j all engine_cuda engine_cudadec (not with --prebuilt)
+#   build      make -j all and the four engine_cuda* tests (not with --prebuilt)
 #   arch       the GPU's sm_XY is one of the CUDA_ARCHS the binary was built
 #              for ($BUILD/gen/cuda-archs), else the driver JITs the PTX
 #   cudadec    the device decoders on the host (engine_cudadec)
@@ -24,6 +24,11 @@
 #              included) against the CPU backend within its stated
 #              tolerance (TOL in tests/unit/engine_cuda.c, 2% of the largest
 #              logit), batched = alone, greedy tokens against the CPU
+#   qwen3, gptoss
+#              engine_cuda_qwen3, engine_cuda_gptoss: the qwen3, qwen3moe and
+#              gpt-oss kernels against the CPU backend (their tolerances in
+#              the tests' top comments), greedy tokens, invariances, expert
+#              counters
 #   greedy     `fp4serve generate`: the same greedy ids on --device cpu and
 #              cuda for native weights, MXFP4 and NVFP4, on MODEL
 #   batch16-Q  tests/integration/serve_greedy.sh through --device cuda (and
@@ -92,12 +97,13 @@ cd "$(dirname "$0")/../.." || exit 2
 
 # ---- --bundle DIR: the binaries and their non-glibc shared libraries ----
 if [ -n "$BUNDLE" ]; then
-    make -j"$JOBS" BUILD="$BUILD" all "$BUILD/tests/engine_cuda" "$BUILD/tests/engine_cudadec" ||
-        exit 1
+    make -j"$JOBS" BUILD="$BUILD" all "$BUILD/tests/engine_cuda" "$BUILD/tests/engine_cudadec" \
+        "$BUILD/tests/engine_cuda_qwen3" "$BUILD/tests/engine_cuda_gptoss" || exit 1
     mkdir -p "$BUNDLE/bin" "$BUNDLE/tests" "$BUNDLE/gen" "$BUNDLE/solib" || exit 1
     cp "$BUILD/bin/fp4serve" "$BUILD/bin/sweep" "$BUILD/bin/freeport" "$BUNDLE/bin/" || exit 1
     [ -x "$BUILD/bin/csvget" ] && cp "$BUILD/bin/csvget" "$BUNDLE/bin/"
-    cp "$BUILD/tests/engine_cuda" "$BUILD/tests/engine_cudadec" "$BUNDLE/tests/" || exit 1
+    cp "$BUILD/tests/engine_cuda" "$BUILD/tests/engine_cudadec" "$BUILD/tests/engine_cuda_qwen3" \
+        "$BUILD/tests/engine_cuda_gptoss" "$BUNDLE/tests/" || exit 1
     cp "$BUILD/gen/cuda-archs" "$BUNDLE/gen/" || exit 1
     # debug info out (half the size); every library ldd resolves, less
     # glibc's and the C++ runtime, which every Linux has in its own version
@@ -187,7 +193,8 @@ cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | hea
 
 if [ -z "$PREBUILT" ]; then
     if ! step build 360 make -j"$JOBS" BUILD="$MAKE_BUILD" all "$MAKE_BUILD/tests/engine_cuda" \
-        "$MAKE_BUILD/tests/engine_cudadec"; then
+        "$MAKE_BUILD/tests/engine_cudadec" "$MAKE_BUILD/tests/engine_cuda_qwen3" \
+        "$MAKE_BUILD/tests/engine_cuda_gptoss"; then
         if "$FP4SERVE" --version >/dev/null 2>&1 && [ -x "$BUILD/tests/engine_cuda" ]; then
             echo "build failed here; going on with the binaries found in $BUILD"
         else
@@ -254,6 +261,8 @@ unit() {
 export -f unit
 step cudadec 120 unit "$BUILD/tests/engine_cudadec"
 step parity 300 unit "$BUILD/tests/engine_cuda"
+step qwen3 120 unit "$BUILD/tests/engine_cuda_qwen3"
+step gptoss 120 unit "$BUILD/tests/engine_cuda_gptoss"
 
 MODEL=${MODEL:-$SMOL}
 if [ ! -f "$MODEL" ]; then
