@@ -480,12 +480,16 @@ static void dot_q(const struct qk_dec *dec, int nr, int64_t npad, int64_t e0, ui
 
 /* ---- fused small-batch kernels ----
  *
- * At batch 1-4 the decode buffer's store and reload cost as much as the dot,
- * so the weights are decoded in registers, NR rows side by side. Short rows
+ * At small batches the decode buffer's store and reload cost as much as the
+ * dot, so the weights are decoded in registers, NR rows side by side, for up
+ * to FUSED_B activation rows a call (matmul.c runs batches up to 8 calls'
+ * worth through here, in pieces over cache-sized blocks of weight rows). Short rows
  * read side by side defeat the hardware prefetcher, hence the software
  * prefetch PF_BYTES ahead. The min term is flushed every 16 32-blocks, in the
  * same lanes and order as dotq_tile's.
  */
+
+#define FUSED_B 8 /* activation rows per fused call (the table's fused_b) */
 
 /* Rows r .. r+NR-1 against activation rows b0 .. b0+NB-1, finished outputs. */
 ALWAYS_INLINE void fused_rows(const uint32_t T, const int NR, const int NB,
@@ -495,10 +499,10 @@ ALWAYS_INLINE void fused_rows(const uint32_t T, const int NR, const int NB,
     const bool UNS = type_has_min(T);
     const int64_t cols = wm->cols, ng = qk_round_up(cols, 64) / 64, nblk = cols / type_block(T);
     const void *rows[4];
-    __m512 acc[4][QK_FUSED_B], macc[4][QK_FUSED_B];
+    __m512 acc[4][FUSED_B], macc[4][FUSED_B];
     float mwb[4][16] = {{0}};
-    const uint8_t *aq[QK_FUSED_B];
-    const float *sa[QK_FUSED_B];
+    const uint8_t *aq[FUSED_B];
+    const float *sa[FUSED_B];
     for (int i = 0; i < NR; i++)
         rows[i] = (const uint8_t *)wm->data + (size_t)(r + i) * wm->row_bytes;
     for (int t = 0; t < NB; t++) {
@@ -547,7 +551,9 @@ ALWAYS_INLINE void fused_rows(const uint32_t T, const int NR, const int NB,
 }
 
 /* Rows [r0, r1) for nb activation rows: 4 weight rows per step at nb <= 2,
- * 2 at nb = 3..4 (registers; measured on Zen 5). */
+ * 2 at nb = 3..4 (registers; measured on Zen 5), and at 5..8 2 for types
+ * without a min, 1 for those with one (their min accumulators would not fit
+ * in the 32 registers; measured on Zen 4). */
 ALWAYS_INLINE void fused(const uint32_t T, const struct q_matrix *w, const struct q_act *a,
                          int64_t b0, int nb, float *y, int64_t ldy, int64_t r0, int64_t r1,
                          float scale)
@@ -579,6 +585,19 @@ ALWAYS_INLINE void fused(const uint32_t T, const struct q_matrix *w, const struc
         FUSED_NB(3)
         FUSED_NB(4)
 #undef FUSED_NB
+#define FUSED_NB_WIDE(n)                                                                           \
+    case n:                                                                                        \
+        if (!type_has_min(T))                                                                      \
+            for (; r + 2 <= r1; r += 2)                                                            \
+                fused_rows(T, 2, n, w, a, b0, r, y, ldy, scale);                                   \
+        for (; r < r1; r++)                                                                        \
+            fused_rows(T, 1, n, w, a, b0, r, y, ldy, scale);                                       \
+        break;
+        FUSED_NB_WIDE(5)
+        FUSED_NB_WIDE(6)
+        FUSED_NB_WIDE(7)
+        FUSED_NB_WIDE(8)
+#undef FUSED_NB_WIDE
     default:
         break;
     }
@@ -740,6 +759,7 @@ const struct q_kernels qk_avx512 = {
         },
     .decode_f = {[Q_F16] = dec_f16, [Q_BF16] = dec_bf16},
     .dot_q = dot_q,
+    .fused_b = FUSED_B,
     .fused =
         {
             [Q_Q4_0] = fused_q4_0,

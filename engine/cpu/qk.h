@@ -153,8 +153,9 @@ static inline float qk_sum16(const float *v)
 /*
  * Fused small-batch kernel for one weight type: decodes in registers and
  * writes finished outputs y[b * ldy + r] (lane sums, min term and scale
- * included) for rows [r0, r1) and activation rows b0 .. b0+nb-1, nb <=
- * QK_FUSED_B. It must produce the same bits as the decode + dot_q path.
+ * included) for rows [r0, r1) and activation rows b0 .. b0+nb-1, nb <= the
+ * table's fused_b (QK_FUSED_B when 0). It must produce the same bits as the
+ * decode + dot_q path.
  */
 typedef void (*qk_fused_fn)(const struct q_matrix *w, const struct q_act *a, int64_t b0, int nb,
                             float *y, int64_t ldy, int64_t r0, int64_t r1, float scale);
@@ -171,6 +172,7 @@ struct q_kernels {
     qk_decode_f_fn decode_f[QK_NTYPES]; /* F16, BF16 */
     qk_dot_q_fn dot_q;
     qk_fused_fn fused[QK_NTYPES]; /* optional, per quantized type */
+    int fused_b;                  /* most activation rows per fused call (0: QK_FUSED_B) */
     qk_dot_f_fn dot_f;
     qk_act_rows_fn act_q8; /* quantize rows for Q_Q8_1 */
 };

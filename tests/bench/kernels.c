@@ -34,6 +34,8 @@ static const struct shape shapes[] = {
     {"ffn_up", 1536, 576},   /* 576 -> 1536 (gate and up) */
     {"ffn_down", 576, 1536}, /* 1536 -> 576 */
     {"head", 49152, 576},    /* tied embedding as the output head */
+    {"exp_up", 256, 512},    /* qwen3moe-small expert: 512 -> 256 (gate and up) */
+    {"exp_down", 512, 256},  /* qwen3moe-small expert: 256 -> 512 */
 };
 
 static double clock_s(clockid_t id)

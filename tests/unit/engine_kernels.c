@@ -380,7 +380,9 @@ static void raw_matrix(struct q_matrix *m, uint32_t type, int64_t rows, int64_t 
     m->data = d;
 }
 
-/* The fused (B <= 4), batched and prefill kernels of every table against the portable kernel,
+/* The fused (B <= 32: pieces of at most 4 rows over blocks of weight rows;
+ * 37 rows of the long variant are 3 blocks), batched and prefill kernels of
+ * every table against the portable kernel (which has no fused kernels),
  * bit for bit, over many (rows, batch) shapes, odd ones included: random
  * block bytes, and activation rows at the quantizer's extremes (every q at
  * +127 or -127, so the biased bytes are 255 or 1). */
@@ -388,8 +390,8 @@ TEST(matmul_tiles_match_portable)
 {
     init_tables();
     static const int64_t batches[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 16, 17, 23, 33, 64};
-    static const int64_t row_counts[] = {1, 2, 3, 5, 6, 7, 9, 13};
-    const int64_t max_rows = 16, max_b = 64;
+    static const int64_t row_counts[] = {1, 2, 3, 5, 6, 7, 9, 13, 37};
+    const int64_t max_rows = 40, max_b = 64;
     int bad = 0, checked = 0;
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         uint32_t type = all_types[ti];
