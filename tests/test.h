@@ -54,20 +54,33 @@ static inline const char *test_str_show(const char *a)
     CHECK_MSG(fabs((double)(a) - (double)(b)) <= (tol), "%s == %.9g, want %.9g +- %g", #a,         \
               (double)(a), (double)(b), (double)(tol))
 
+/* Run every test whose name contains filter (every test when filter is
+ * NULL), naming each that fails on stderr. */
+static inline void test_run_each(const char *filter)
+{
+    for (int i = 0; i < test_n; i++) {
+        if (filter && !strstr(test_cases[i].name, filter))
+            continue;
+        test_cur_failed = 0;
+        test_cases[i].fn();
+        if (test_cur_failed)
+            fprintf(stderr, "FAIL %s\n", test_cases[i].name);
+        test_cur_failed ? test_fail++ : test_pass++;
+    }
+}
+/* "N passed, N failed"; the exit status, 1 when a test failed. */
+static inline int test_report(void)
+{
+    printf("%d passed, %d failed\n", test_pass, test_fail);
+    return test_fail != 0;
+}
+
+/* argv[1], when given, runs only the tests whose names contain it. */
 #define TEST_MAIN()                                                                                \
     int main(int argc, char **argv)                                                                \
     {                                                                                              \
-        for (int i = 0; i < test_n; i++) {                                                         \
-            if (argc > 1 && !strstr(test_cases[i].name, argv[1]))                                  \
-                continue;                                                                          \
-            test_cur_failed = 0;                                                                   \
-            test_cases[i].fn();                                                                    \
-            if (test_cur_failed)                                                                   \
-                fprintf(stderr, "FAIL %s\n", test_cases[i].name);                                  \
-            test_cur_failed ? test_fail++ : test_pass++;                                           \
-        }                                                                                          \
-        printf("%d passed, %d failed\n", test_pass, test_fail);                                    \
-        return test_fail != 0;                                                                     \
+        test_run_each(argc > 1 ? argv[1] : NULL);                                                  \
+        return test_report();                                                                      \
     }
 
 #endif

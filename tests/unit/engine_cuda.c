@@ -7,24 +7,13 @@
  * and the bit-for-bit invariances the backend promises (batched = alone
  * within a regime, --decode per-request = batched, --attention serial =
  * split). Without a usable GPU the binary prints "skipped: no GPU" and
- * reports 0 passed, 0 failed: nothing here runs on a CPU.
+ * reports 0 passed, 0 failed: nothing here runs on a CPU, except as
+ * build/tests/cudahost_parity (built with CUDAHOST_SHAPES, the kernels
+ * through tests/cudahost/, docs/cudahost.md). The model files, rel_err(),
+ * step() and main() are cuda_parity.h's.
  */
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include "fp4.h"
+#include "cuda_parity.h"
 #include "rng.h"
-#include "test.h"
-#include "xalloc.h"
-
-#include "format/quant.h"
-#include "format/synth.h"
-#include "model/backend.h"
-#include "model/model.h"
-#include "model/sample.h"
 
 /*
  * Tolerance on max |cuda - cpu| / max |cpu| per logits row. The CPU
@@ -82,44 +71,11 @@ static const struct synth_preset k768 = {.name = "k768",
 #define wide k768
 #endif
 
-static int n_files;
-static char *files[8];
-
 /* Write a synthetic model once per (preset, type); the path is kept for
  * the whole run and removed at exit. */
 static const char *model_file(const struct synth_preset *p, uint32_t type)
 {
-    static struct {
-        const struct synth_preset *p;
-        uint32_t type;
-        char *path;
-    } made[8];
-    for (int i = 0; i < n_files; i++)
-        if (made[i].p == p && made[i].type == type)
-            return made[i].path;
-    char *path =
-        xasprintf("%s/fp4-cuda-test-%ld-%s-%u.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-                  (long)getpid(), p->name, type);
-    struct synth_opts o = {.preset = p, .type = type, .seed = 7};
-    struct err err;
-    err_init(&err);
-    if (synth_write(&o, path, &err) != 0) {
-        fprintf(stderr, "synth %s %u: %s\n", p->name, type, err.msg);
-        exit(1);
-    }
-    made[n_files].p = p;
-    made[n_files].type = type;
-    made[n_files].path = path;
-    files[n_files++] = path;
-    return path;
-}
-
-static void remove_files(void)
-{
-    for (int i = 0; i < n_files; i++) {
-        unlink(files[i]);
-        free(files[i]);
-    }
+    return parity_model_file("cuda-test", p, type, 7);
 }
 
 struct setup {
@@ -149,35 +105,12 @@ static struct model *load(const char *path, const struct setup *s)
     return m;
 }
 
-/* max |a - b| / max |b| over n values; infinite when a has a NaN or an
- * infinity (fmax would skip a NaN). */
-static double rel_err(const float *a, const float *b, int n)
-{
-    double num = 0, den = 0;
-    for (int i = 0; i < n; i++) {
-        if (!isfinite(a[i]))
-            return INFINITY;
-        num = fmax(num, fabs((double)a[i] - b[i]));
-        den = fmax(den, fabs((double)b[i]));
-    }
-    return den > 0 ? num / den : num;
-}
-
 static int32_t *prompt_tokens(int len, uint64_t seed, int n_vocab)
 {
     int32_t *t = xmalloc(sizeof(int32_t) * (size_t)len);
     for (int i = 0; i < len; i++)
         t[i] = (int32_t)(rng_next(&seed) % (uint64_t)n_vocab);
     return t;
-}
-
-static bool step(struct model *m, struct model_seq *s, int n)
-{
-    struct err err;
-    err_init(&err);
-    int rc = model_step(m, s, n, &err);
-    CHECK_MSG(rc == 0, "step: %s", err.msg);
-    return rc == 0;
 }
 
 /* Run the same steps on both models and compare logits rows (see TOL):
@@ -199,56 +132,18 @@ static void parity(const char *path, const struct setup *s, const char *label)
     }
     int V = cpu->cfg.n_vocab;
     const int lens[16] = {12, 40, 70, 130, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
-    int32_t *prompts[16], next[16];
+    int32_t *prompts[16];
     for (int i = 0; i < 16; i++)
         prompts[i] = prompt_tokens(lens[i], 100 + (uint64_t)i, V);
-    struct model_seq a[16], b[16];
-    double worst_prefill = 0, worst_decode = 0, worst_wide = 0;
-
-    for (int i = 0; i < 4; i++)
-        a[i] = b[i] = (struct model_seq){
-            i, 0, lens[i], prompts[i], i == 0 ? MODEL_LOGITS_ALL : MODEL_LOGITS_LAST, NULL};
-    if (!step(cpu, a, 4) || !step(gpu, b, 4))
+    double worst[3] = {0, 0, 0}; /* prefill, decode (gemv), decode of 16 */
+    int differ = 0;
+    if (!both_regimes(cpu, gpu, prompts, lens, 0, N_GEN, 1, worst, &differ))
         goto out;
-    for (int i = 0; i < 4; i++) {
-        int rows = i == 0 ? lens[0] : 1;
-        for (int r = 0; r < rows; r++)
-            worst_prefill =
-                fmax(worst_prefill, rel_err(b[i].out + (size_t)r * V, a[i].out + (size_t)r * V, V));
-        next[i] = sample_argmax(a[i].out + (size_t)(rows - 1) * V, V);
-    }
-    for (int g = 0; g < N_GEN; g++) {
-        for (int i = 0; i < 4; i++)
-            a[i] = b[i] = (struct model_seq){i, lens[i] + g, 1, &next[i], MODEL_LOGITS_LAST, NULL};
-        if (!step(cpu, a, 4) || !step(gpu, b, 4))
-            goto out;
-        for (int i = 0; i < 4; i++) {
-            worst_decode = fmax(worst_decode, rel_err(b[i].out, a[i].out, V));
-            next[i] = sample_argmax(a[i].out, V);
-        }
-    }
-    for (int i = 4; i < 16; i++)
-        a[i - 4] = b[i - 4] =
-            (struct model_seq){i, 0, lens[i], prompts[i], MODEL_LOGITS_LAST, NULL};
-    if (!step(cpu, a, 12) || !step(gpu, b, 12))
-        goto out;
-    for (int i = 4; i < 16; i++) {
-        worst_prefill = fmax(worst_prefill, rel_err(b[i - 4].out, a[i - 4].out, V));
-        next[i] = sample_argmax(a[i - 4].out, V);
-    }
-    for (int i = 0; i < 16; i++) {
-        int pos = i < 4 ? lens[i] + N_GEN : lens[i];
-        a[i] = b[i] = (struct model_seq){i, pos, 1, &next[i], MODEL_LOGITS_LAST, NULL};
-    }
-    if (!step(cpu, a, 16) || !step(gpu, b, 16))
-        goto out;
-    for (int i = 0; i < 16; i++)
-        worst_wide = fmax(worst_wide, rel_err(b[i].out, a[i].out, V));
-    printf("parity %-14s prefill %.2e  decode(gemv) %.2e  decode(16 rows) %.2e\n", label,
-           worst_prefill, worst_decode, worst_wide);
-    CHECK_MSG(worst_prefill <= TOL && worst_decode <= TOL && worst_wide <= TOL,
+    printf("parity %-14s prefill %.2e  decode(gemv) %.2e  decode(16 rows) %.2e\n", label, worst[0],
+           worst[1], worst[2]);
+    CHECK_MSG(worst[0] <= TOL && worst[1] <= TOL && worst[2] <= TOL,
               "%s: cuda vs cpu logits differ by %.3g / %.3g / %.3g of the largest (tolerance %g)",
-              label, worst_prefill, worst_decode, worst_wide, TOL);
+              label, worst[0], worst[1], worst[2], TOL);
     /* The phase timers were filled. */
     CHECK(gpu->last.matmul_ns > 0 && gpu->last.attn_ns > 0 && gpu->last.other_ns > 0);
 out:
@@ -450,30 +345,8 @@ TEST(greedy_matches_cpu)
     float *lc = xmalloc(sizeof(float) * nl), *lg = xmalloc(sizeof(float) * nl);
     generate(cpu, 4, lens, true, tc, lc);
     generate(gpu, 4, lens, true, tg, lg);
-    int exact = 0;
-    for (int i = 0; i < 4; i++) {
-        int g = 0;
-        while (g <= N_GEN && tc[i * (N_GEN + 1) + g] == tg[i * (N_GEN + 1) + g])
-            g++;
-        exact += g > N_GEN;
-        if (g > N_GEN)
-            continue;
-        /* The first difference must be a near-tie on the CPU side. */
-        const float *row = lc + ((size_t)i * (N_GEN + 1) + g) * V;
-        float top = -INFINITY, second = -INFINITY, amax = 0;
-        for (int v = 0; v < V; v++) {
-            amax = fmaxf(amax, fabsf(row[v]));
-            if (row[v] > top) {
-                second = top;
-                top = row[v];
-            } else if (row[v] > second) {
-                second = row[v];
-            }
-        }
-        CHECK_MSG(top - second <= 2 * TOL * amax,
-                  "prompt %d step %d: cpu %d, cuda %d with a margin of %g (max |logit| %g)", i, g,
-                  tc[i * (N_GEN + 1) + g], tg[i * (N_GEN + 1) + g], top - second, amax);
-    }
+    /* The first difference must be a near-tie on the CPU side. */
+    int exact = greedy_agree("tiny", Q_Q4_1, 4, N_GEN + 1, tc, tg, lc, V, 2 * TOL);
     printf("greedy: %d of 4 prompts identical for %d tokens\n", exact, N_GEN + 1);
     free(lc);
     free(lg);
@@ -715,27 +588,7 @@ TEST(cache_too_large_is_a_resource_error)
     model_free(m);
 }
 
-/* TEST_MAIN's loop, behind the GPU check: with no device nothing runs and
- * nothing counts as passed. */
 int main(int argc, char **argv)
 {
-    struct err err;
-    err_init(&err);
-    if (!backend_find("cuda", &err)) {
-        printf("skipped: no GPU (%s)\n", err.msg);
-        printf("0 passed, 0 failed\n");
-        return 0;
-    }
-    for (int i = 0; i < test_n; i++) {
-        if (argc > 1 && !strstr(test_cases[i].name, argv[1]))
-            continue;
-        test_cur_failed = 0;
-        test_cases[i].fn();
-        if (test_cur_failed)
-            fprintf(stderr, "FAIL %s\n", test_cases[i].name);
-        test_cur_failed ? test_fail++ : test_pass++;
-    }
-    remove_files();
-    printf("%d passed, %d failed\n", test_pass, test_fail);
-    return test_fail != 0;
+    return cuda_parity_main(argc, argv);
 }

@@ -14,23 +14,12 @@
  *
  * Built twice: build/tests/engine_cuda_qwen3 (a GPU; without one it prints
  * "skipped: no GPU") and build/tests/cudahost_qwen3 (the kernels on the
- * CPU through tests/cudahost/, docs/cudahost.md).
+ * CPU through tests/cudahost/, docs/cudahost.md). The model files,
+ * loading, both(), greedy(), alone_and_per_request(), expert_counters()
+ * and main() are cuda_parity.h's, shared with engine_cuda_gptoss.c and
+ * engine_cuda.c.
  */
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include "fp4.h"
-#include "test.h"
-#include "xalloc.h"
-
-#include "format/quant.h"
-#include "format/synth.h"
-#include "model/backend.h"
-#include "model/model.h"
-#include "model/sample.h"
+#include "cuda_parity.h"
 
 /*
  * Logits are compared on calm models (calm_qwen3, calm_moe: the shapes of
@@ -44,7 +33,8 @@
  * activation that sat on an int8 rounding boundary, tipped by a different
  * f32 summation order upstream, differ (by up to 1.2e-2, and the tip
  * lives on in that sequence's K/V: 44 of 106 rows for q8_0). So there at
- * most half the rows may differ by more than TOL_GEMV; a wrong routing
+ * most half the rows may differ by more than TOL_GEMV (1e-3,
+ * cuda_parity.h); a wrong routing
  * weight, a row in the wrong expert's block or a wrong expert scale moves
  * every row (106 of 106 under the mutants of tests/cudahost/mutants.sh).
  *
@@ -56,9 +46,8 @@
  * against llama.cpp) and, once its K/V is cached, by 5-10% a few
  * positions later; on the tensor cores by 10-30%.
  */
-#define TOL      0.02
-#define TOL_GEMV 1e-3
-#define N_GEN    4
+#define TOL   0.02
+#define N_GEN 4
 
 static const struct synth_preset calm_qwen3 = {.name = "calm-qwen3",
                                                .arch = "qwen3",
@@ -89,128 +78,15 @@ static const struct synth_preset calm_moe = {.name = "calm-moe",
                                              .n_ff_exp = 64,
                                              .router_sigma = 0.15f};
 
-static int n_files;
-static char *files[16];
-
 /* The synthetic model of a preset (synth's, or calm_*) in a type,
  * written once per run. */
 static const char *model_file(const char *preset, uint32_t type)
 {
-    static struct {
-        const char *preset;
-        uint32_t type;
-    } made[16];
-    for (int i = 0; i < n_files; i++)
-        if (strcmp(made[i].preset, preset) == 0 && made[i].type == type)
-            return files[i];
-    char *path =
-        xasprintf("%s/fp4-cuda-qwen3-%ld-%s-%u.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-                  (long)getpid(), preset, type);
-    const struct synth_preset *p = strcmp(preset, calm_qwen3.name) == 0 ? &calm_qwen3
-                                   : strcmp(preset, calm_moe.name) == 0 ? &calm_moe
-                                                                        : synth_preset_find(preset);
-    struct synth_opts o = {.preset = p, .type = type, .seed = 5};
-    struct err err;
-    err_init(&err);
-    if (!o.preset || synth_write(&o, path, &err) != 0) {
-        fprintf(stderr, "synth %s %u: %s\n", preset, type, o.preset ? err.msg : "no preset");
-        exit(1);
-    }
-    made[n_files].preset = preset;
-    made[n_files].type = type;
-    files[n_files++] = path;
-    return path;
-}
-
-static struct model *load(const char *path, const char *device, enum model_decode decode)
-{
-    struct model_opts o = {.threads = 2,
-                           .max_batch = 16,
-                           .ctx = 128,
-                           .max_step_tokens = 256,
-                           .decode = decode,
-                           .device = device};
-    struct err err;
-    err_init(&err);
-    struct model *m = model_new(path, &o, &err);
-    CHECK_MSG(m != NULL, "load %s on %s: %s", path, device, err.msg);
-    return m;
-}
-
-/* max |a - b| / max |b|; infinite when a has a NaN or an infinity. */
-static double rel_err(const float *a, const float *b, int n)
-{
-    double num = 0, den = 0;
-    for (int i = 0; i < n; i++) {
-        if (!isfinite(a[i]))
-            return INFINITY;
-        num = fmax(num, fabs((double)a[i] - b[i]));
-        den = fmax(den, fabs((double)b[i]));
-    }
-    return den > 0 ? num / den : num;
-}
-
-/* Prompt i of length len: ids spread over the vocabulary. */
-static void prompt(int32_t *t, int i, int len, int V)
-{
-    for (int j = 0; j < len; j++)
-        t[j] = 3 + (int32_t)(((uint64_t)i * 131 + (uint64_t)j * 977 + 17) % (uint64_t)(V - 3));
-}
-
-static bool step(struct model *m, struct model_seq *s, int n)
-{
-    struct err err;
-    err_init(&err);
-    int rc = model_step(m, s, n, &err);
-    CHECK_MSG(rc == 0, "step on %s: %s", m->be->name, err.msg);
-    return rc == 0;
+    static const struct synth_preset *const own[] = {&calm_qwen3, &calm_moe, NULL};
+    return parity_model_file("cuda-qwen3", parity_preset(preset, own), type, 5);
 }
 
 /* ---- logits against the CPU ---- */
-
-/* Step both backends over the same sequences and fold the worst relative
- * difference of every logits row into *worst; count a step whose expert
- * counters differ (the same experts must be touched) into *differ. Sets
- * next[slot] to the CPU's greedy choice for each sequence with logits. */
-/* Logits rows both() compared, and those further apart than TOL_GEMV. */
-static int n_rows, n_off;
-
-static bool both(struct model *cpu, struct model *gpu, struct model_seq *s, int n, double *worst,
-                 int *differ, int32_t *next)
-{
-    struct model_seq a[16], b[16];
-    memcpy(a, s, sizeof(*s) * (size_t)n);
-    memcpy(b, s, sizeof(*s) * (size_t)n);
-    if (!step(cpu, a, n) || !step(gpu, b, n))
-        return false;
-    *differ +=
-        cpu->last_experts != gpu->last_experts || cpu->last_expert_bytes != gpu->last_expert_bytes;
-    int V = cpu->cfg.n_vocab;
-    for (int i = 0; i < n; i++) {
-        int rows = s[i].logits == MODEL_LOGITS_ALL ? s[i].n_tokens : 1;
-        for (int r = 0; r < rows && a[i].out; r++) {
-            double e = rel_err(b[i].out + (size_t)r * V, a[i].out + (size_t)r * V, V);
-            *worst = fmax(*worst, e);
-            n_rows++;
-            n_off += e > TOL_GEMV;
-        }
-        if (a[i].out)
-            next[s[i].slot] = sample_argmax(a[i].out + (size_t)(rows - 1) * V, V);
-    }
-    return true;
-}
-
-static bool load_pair(const char *preset, uint32_t type, struct model **cpu, struct model **gpu)
-{
-    const char *path = model_file(preset, type);
-    *cpu = load(path, "cpu", MODEL_DECODE_BATCHED);
-    *gpu = *cpu ? load(path, "cuda", MODEL_DECODE_BATCHED) : NULL;
-    if (*cpu && *gpu)
-        return true;
-    model_free(*cpu);
-    model_free(*gpu);
-    return false;
-}
 
 /*
  * The GEMV regime alone (no step over CU_GEMV_MAX_ROWS rows), on a calm
@@ -224,7 +100,7 @@ static bool load_pair(const char *preset, uint32_t type, struct model **cpu, str
 static void parity_gemv(const char *preset, uint32_t type)
 {
     struct model *cpu, *gpu;
-    if (!load_pair(preset, type, &cpu, &gpu))
+    if (!load_pair(model_file(preset, type), MODEL_ATTN_SPLIT, false, &cpu, &gpu))
         return;
     int V = cpu->cfg.n_vocab, differ = 0, done[8] = {0};
     const int lens[8] = {12, 40, 9, 17, 2, 2, 2, 2};
@@ -283,34 +159,12 @@ out:
 static void parity_tc(const char *preset, uint32_t type)
 {
     struct model *cpu, *gpu;
-    if (!load_pair(preset, type, &cpu, &gpu))
+    if (!load_pair(model_file(preset, type), MODEL_ATTN_SPLIT, false, &cpu, &gpu))
         return;
-    int V = cpu->cfg.n_vocab, differ = 0;
+    int differ = 0;
     const int lens[16] = {12, 40, 70, 9, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
-    int32_t prompts[16][70], next[16];
-    struct model_seq s[16];
     double worst[3] = {0, 0, 0}; /* prefill, decode (gemv), decode of 16 */
-    for (int i = 0; i < 16; i++)
-        prompt(prompts[i], i, lens[i], V);
-    for (int i = 0; i < 4; i++)
-        s[i] = (struct model_seq){
-            i, 0, lens[i], prompts[i], i == 0 ? MODEL_LOGITS_ALL : MODEL_LOGITS_LAST, NULL};
-    if (!both(cpu, gpu, s, 4, &worst[0], &differ, next))
-        goto out;
-    for (int g = 0; g < N_GEN; g++) {
-        for (int i = 0; i < 4; i++)
-            s[i] = (struct model_seq){i, lens[i] + g, 1, &next[i], MODEL_LOGITS_LAST, NULL};
-        if (!both(cpu, gpu, s, 4, &worst[1], &differ, next))
-            goto out;
-    }
-    for (int i = 4; i < 16; i++)
-        s[i - 4] = (struct model_seq){i, 0, lens[i], prompts[i], MODEL_LOGITS_LAST, NULL};
-    if (!both(cpu, gpu, s, 12, &worst[0], &differ, next))
-        goto out;
-    for (int i = 0; i < 16; i++)
-        s[i] = (struct model_seq){
-            i, i < 4 ? lens[i] + N_GEN : lens[i], 1, &next[i], MODEL_LOGITS_LAST, NULL};
-    if (!both(cpu, gpu, s, 16, &worst[2], &differ, next))
+    if (!both_regimes(cpu, gpu, NULL, lens, 0, N_GEN, 1, worst, &differ))
         goto out;
     printf("parity tc   %-14s %-6s prefill %.2e  decode(gemv) %.2e  decode(16 rows) %.2e  "
            "experts %llu\n",
@@ -354,163 +208,44 @@ TEST(qwen3moe_parity_tensor_cores)
 
 /* ---- greedy tokens and batch invariance ---- */
 
-/* Greedy generation of n (<= 8) prompts of lens[i], each alone in slot 0
- * or all together; the tokens (n x (N_GEN + 1)) and every step's logits
- * are kept. A prompt is prefilled in one step (lens > CU_GEMV_MAX_ROWS:
- * on the tensor cores), or with gemv_only in chunks that keep every step
- * within CU_GEMV_MAX_ROWS rows; decode steps of <= 8 rows are GEMV. */
-static void generate(struct model *m, int n, const int *lens, bool together, bool gemv_only,
-                     int32_t *tokens, float *logits)
+/* Greedy tokens of the two backends agree for N_GEN + 1 tokens of 4
+ * prompts of 9 to 50 tokens (prefills in the GEMV regime), except after
+ * a step where the CPU's top two logits are within 2 TOL (a tie either
+ * may break; the margin is printed). */
+static void greedy_qwen3(const char *preset, uint32_t type)
 {
-    int V = m->cfg.n_vocab;
-    int32_t prompts[8][64], next[8];
-    struct model_seq s[8];
-    for (int i = 0; i < n; i++)
-        prompt(prompts[i], 40 + i, lens[i], V);
-    for (int first = 0; first < n; first = together ? n : first + 1) {
-        int cnt = together ? n : 1;
-        int fed[8] = {0}, chunk = 8 / cnt, busy = gemv_only;
-        for (int j = 0; j < cnt; j++)
-            model_slot_free(m, j);
-        while (busy) { /* all but the last token of each prompt */
-            int k = 0;
-            for (int j = 0; j < cnt; j++) {
-                int left = lens[first + j] - 1 - fed[j], t = left < chunk ? left : chunk;
-                if (t > 0)
-                    s[k++] = (struct model_seq){
-                        j, fed[j], t, prompts[first + j] + fed[j], MODEL_LOGITS_NONE, NULL};
-                fed[j] += t;
-            }
-            busy = k > 0;
-            if (busy && !step(m, s, k))
-                return;
-        }
-        for (int j = 0; j < cnt; j++)
-            s[j] = (struct model_seq){j,
-                                      fed[j],
-                                      lens[first + j] - fed[j],
-                                      prompts[first + j] + fed[j],
-                                      MODEL_LOGITS_LAST,
-                                      NULL};
-        for (int g = 0; g <= N_GEN; g++) {
-            if (!step(m, s, cnt))
-                return;
-            for (int j = 0; j < cnt; j++) {
-                int i = first + j;
-                memcpy(logits + ((size_t)i * (N_GEN + 1) + g) * V, s[j].out, sizeof(float) * V);
-                next[j] = sample_argmax(s[j].out, V);
-                tokens[i * (N_GEN + 1) + g] = next[j];
-                s[j] = (struct model_seq){j, lens[i] + g, 1, &next[j], MODEL_LOGITS_LAST, NULL};
-            }
-        }
-    }
-}
-
-/* Greedy tokens of the two backends agree (prefills in the GEMV regime),
- * except after a step where the CPU's top two logits are within the
- * tolerance (a tie either may break). */
-static void greedy(const char *preset, uint32_t type)
-{
-    const char *path = model_file(preset, type);
-    struct model *cpu = load(path, "cpu", MODEL_DECODE_BATCHED);
-    struct model *gpu = cpu ? load(path, "cuda", MODEL_DECODE_BATCHED) : NULL;
-    if (!cpu || !gpu) {
-        model_free(cpu);
-        model_free(gpu);
-        return;
-    }
-    int V = cpu->cfg.n_vocab;
-    const int lens[4] = {9, 17, 33, 50};
-    size_t nl = (size_t)4 * (N_GEN + 1) * V;
-    int32_t tc[4 * (N_GEN + 1)], tg[4 * (N_GEN + 1)];
-    float *lc = xmalloc(sizeof(float) * nl), *lg = xmalloc(sizeof(float) * nl);
-    generate(cpu, 4, lens, true, true, tc, lc);
-    generate(gpu, 4, lens, true, true, tg, lg);
-    int exact = 0;
-    for (int i = 0; i < 4; i++) {
-        int g = 0;
-        while (g <= N_GEN && tc[i * (N_GEN + 1) + g] == tg[i * (N_GEN + 1) + g])
-            g++;
-        exact += g > N_GEN;
-        if (g > N_GEN)
-            continue;
-        const float *row = lc + ((size_t)i * (N_GEN + 1) + g) * V;
-        float top = -INFINITY, second = -INFINITY, amax = 0;
-        for (int v = 0; v < V; v++) {
-            amax = fmaxf(amax, fabsf(row[v]));
-            if (row[v] > top) {
-                second = top;
-                top = row[v];
-            } else if (row[v] > second) {
-                second = row[v];
-            }
-        }
-        CHECK_MSG(top - second <= 2 * TOL * amax,
-                  "%s prompt %d step %d: cpu %d, cuda %d with a margin of %g (max |logit| %g)",
-                  preset, i, g, tc[i * (N_GEN + 1) + g], tg[i * (N_GEN + 1) + g], top - second,
-                  amax);
-    }
-    printf("greedy %-14s %-6s %d of 4 prompts identical for %d tokens\n", preset,
-           q_info(type)->name, exact, N_GEN + 1);
-    free(lc);
-    free(lg);
-    model_free(cpu);
-    model_free(gpu);
+    static const int lens[4] = {9, 17, 33, 50};
+    greedy(model_file(preset, type), preset, type, 4, lens, N_GEN, 2 * TOL);
 }
 
 TEST(qwen3_greedy_matches_cpu)
 {
-    greedy("qwen3-tiny", Q_Q8_0);
+    greedy_qwen3("qwen3-tiny", Q_Q8_0);
 }
 TEST(qwen3moe_greedy_matches_cpu)
 {
-    greedy("qwen3moe-tiny", Q_MXFP4);
-    greedy("qwen3moe-tiny", Q_NVFP4);
+    greedy_qwen3("qwen3moe-tiny", Q_MXFP4);
+    greedy_qwen3("qwen3moe-tiny", Q_NVFP4);
 }
 
-/* On CUDA, 4 prompts generated together (decode steps of 4 rows) give the
- * tokens and logits bits of each generated alone (steps of 1 row): same
- * regimes, and a row's routing, expert grouping and sums never depend on
- * the other rows. Then --decode per-request gives the bits of batched. */
-static void alone_and_per_request(const char *preset, uint32_t type)
+/* On CUDA, 4 prompts generated together give the bits of each generated
+ * alone, and --decode per-request those of batched (cuda_parity.h's
+ * alone_and_per_request): same regimes, and a row's routing, expert
+ * grouping and sums never depend on the other rows. */
+static void alone_qwen3(const char *preset, uint32_t type)
 {
-    const char *path = model_file(preset, type);
-    struct model *m = load(path, "cuda", MODEL_DECODE_BATCHED);
-    struct model *pr = m ? load(path, "cuda", MODEL_DECODE_PER_REQUEST) : NULL;
-    if (!m || !pr) {
-        model_free(m);
-        model_free(pr);
-        return;
-    }
-    const int lens[4] = {9, 12, 17, 20};
-    size_t nl = (size_t)4 * (N_GEN + 1) * m->cfg.n_vocab;
-    int32_t ta[4 * (N_GEN + 1)], tb[4 * (N_GEN + 1)], tp[4 * (N_GEN + 1)];
-    float *la = xmalloc(sizeof(float) * nl), *lb = xmalloc(sizeof(float) * nl);
-    float *lp = xmalloc(sizeof(float) * nl);
-    generate(m, 4, lens, false, false, ta, la);
-    generate(m, 4, lens, true, false, tb, lb);
-    generate(pr, 4, lens, true, false, tp, lp);
-    CHECK_MSG(memcmp(ta, tb, sizeof(ta)) == 0, "%s %s: tokens alone != together", preset,
-              q_info(type)->name);
-    CHECK_MSG(memcmp(la, lb, sizeof(float) * nl) == 0, "%s %s: logits alone != together", preset,
-              q_info(type)->name);
-    CHECK_MSG(memcmp(lp, lb, sizeof(float) * nl) == 0, "%s %s: per-request logits != batched",
-              preset, q_info(type)->name);
-    free(la);
-    free(lb);
-    free(lp);
-    model_free(m);
-    model_free(pr);
+    static const int lens[4] = {9, 12, 17, 20};
+    alone_and_per_request(model_file(preset, type), preset, type, lens, N_GEN);
 }
 
 TEST(qwen3_alone_equals_together)
 {
-    alone_and_per_request("qwen3-tiny", Q_Q8_0);
+    alone_qwen3("qwen3-tiny", Q_Q8_0);
 }
 TEST(qwen3moe_alone_equals_together)
 {
-    alone_and_per_request("qwen3moe-tiny", Q_F32);   /* float experts: gemv_f, tensor cores */
-    alone_and_per_request("qwen3moe-tiny", Q_NVFP4); /* quantized: gemv_q, per-expert scales */
+    alone_qwen3("qwen3moe-tiny", Q_F32);   /* float experts: gemv_f, tensor cores */
+    alone_qwen3("qwen3moe-tiny", Q_NVFP4); /* quantized: gemv_q, per-expert scales */
 }
 
 /* The tensor-core regime: 16 decode rows, the same 16 in reverse order,
@@ -518,7 +253,7 @@ TEST(qwen3moe_alone_equals_together)
  * same bits, though the experts' gathered blocks differ in each. */
 TEST(qwen3moe_wide_rows_are_independent)
 {
-    struct model *m = load(model_file("qwen3moe-tiny", Q_NVFP4), "cuda", MODEL_DECODE_BATCHED);
+    struct model *m = load_on(model_file("qwen3moe-tiny", Q_NVFP4), "cuda", MODEL_DECODE_BATCHED);
     if (!m)
         return;
     int V = m->cfg.n_vocab;
@@ -561,74 +296,16 @@ out:
 
 /* ---- expert counters ---- */
 
-/* A decode step of 16 sequences: batched, each touched expert counted
- * once per layer (as many as the CPU counts); per-request, k per layer
- * for each sequence; one sequence alone, exactly k per layer. Bytes are
- * the experts' bytes (all the same size here). */
+/* A decode step of 16 sequences (cuda_parity.h's expert_counters): the
+ * counters (experts and their bytes) equal the CPU's, each touched
+ * expert counted once per layer batched, k per layer and sequence
+ * per-request, k per layer alone. */
 TEST(qwen3moe_expert_counters)
 {
-    const char *path = model_file("qwen3moe-tiny", Q_MXFP4);
-    for (int mode = 0; mode < 2; mode++) {
-        enum model_decode d = mode ? MODEL_DECODE_PER_REQUEST : MODEL_DECODE_BATCHED;
-        struct model *cpu = load(path, "cpu", d), *gpu = cpu ? load(path, "cuda", d) : NULL;
-        if (!cpu || !gpu) {
-            model_free(cpu);
-            model_free(gpu);
-            return;
-        }
-        const struct model_config *c = &gpu->cfg;
-        int32_t toks[16];
-        struct model_seq a[16], b[16];
-        for (int i = 0; i < 16; i++) {
-            toks[i] = 10 + 97 * i;
-            a[i] = b[i] = (struct model_seq){i, 0, 1, &toks[i], MODEL_LOGITS_LAST, NULL};
-        }
-        if (!step(cpu, a, 16) || !step(gpu, b, 16))
-            goto next;
-        size_t one = model_expert_bytes(gpu, 0, 0);
-        printf("experts of a 16-row step, %s: cuda %llu, cpu %llu\n",
-               mode ? "per-request" : "batched", (unsigned long long)gpu->last_experts,
-               (unsigned long long)cpu->last_experts);
-        CHECK_INT(gpu->last_experts, cpu->last_experts);
-        if (mode == 0)
-            CHECK(gpu->last_experts > (uint64_t)c->n_layer * c->n_expert_used &&
-                  gpu->last_experts <= (uint64_t)c->n_layer * c->n_expert);
-        else
-            CHECK_INT(gpu->last_experts, 16 * c->n_layer * c->n_expert_used);
-        CHECK_INT(gpu->last_expert_bytes, gpu->last_experts * one);
-        if (!step(gpu, b, 1))
-            goto next;
-        CHECK_INT(gpu->last_experts, c->n_layer * c->n_expert_used);
-        CHECK_INT(gpu->last_expert_bytes, gpu->last_experts * one);
-    next:
-        model_free(cpu);
-        model_free(gpu);
-    }
+    expert_counters(model_file("qwen3moe-tiny", Q_MXFP4));
 }
 
-/* TEST_MAIN's loop, behind the GPU check: with no device nothing runs. */
 int main(int argc, char **argv)
 {
-    struct err err;
-    err_init(&err);
-    if (!backend_find("cuda", &err)) {
-        printf("skipped: no GPU (%s)\n", err.msg);
-        printf("0 passed, 0 failed\n");
-        return 0;
-    }
-    for (int i = 0; i < test_n; i++) {
-        if (argc > 1 && !strstr(test_cases[i].name, argv[1]))
-            continue;
-        test_cur_failed = 0;
-        test_cases[i].fn();
-        if (test_cur_failed)
-            fprintf(stderr, "FAIL %s\n", test_cases[i].name);
-        test_cur_failed ? test_fail++ : test_pass++;
-    }
-    for (int i = 0; i < n_files; i++) {
-        unlink(files[i]);
-        free(files[i]);
-    }
-    printf("%d passed, %d failed\n", test_pass, test_fail);
-    return test_fail != 0;
+    return cuda_parity_main(argc, argv);
 }

@@ -930,18 +930,8 @@ TEST(prefix_cache_equal_output_and_counts)
  * thread at a time. */
 int main(int argc, char **argv)
 {
-    const char *only = argc > 1 ? argv[1] : "prefix_";
-    for (int i = 0; i < test_n; i++) {
-        if (!strstr(test_cases[i].name, only))
-            continue;
-        test_cur_failed = 0;
-        test_cases[i].fn();
-        if (test_cur_failed)
-            fprintf(stderr, "FAIL %s\n", test_cases[i].name);
-        test_cur_failed ? test_fail++ : test_pass++;
-    }
-    printf("%d passed, %d failed\n", test_pass, test_fail);
-    return test_fail != 0;
+    test_run_each(argc > 1 ? argv[1] : "prefix_");
+    return test_report();
 }
 #else
 TEST_MAIN()
