@@ -43,18 +43,20 @@ start_serve "$model" --threads 1 --ctx 2048 --max-body 65536 --max-connections 8
     --request-timeout 2 --timeout 60 || { fail "server start"; finish; exit 1; }
 
 # ---- W3-N2: a client that half-closes after a whole request gets its answer ----
+# (a non-stream answer comes only after all 200 tokens: 60 s to wait, not the
+# default 10, which two test suites side by side on 2 cores once ran past)
 body='{"prompt":"hi","max_tokens":200,"ignore_eos":true}'
-raw "$SRV_PORT" "$(post_req /v1/completions "$body")" 1 >"$T_TMP/half"
+raw "$SRV_PORT" "$(post_req /v1/completions "$body")" 1 60 >"$T_TMP/half"
 check "half-close, non-stream (HTTP/1.1): a 100 Continue, then the 200" \
     grep -q '^HTTP/1.1 100 Continue' "$T_TMP/half"
 check "half-close, non-stream: the whole answer (200 tokens)" \
     sh -c "sed -n '/^{/,\$p' '$T_TMP/half' | jq -s -e 'length == 1 and .[0].usage.completion_tokens == 200' >/dev/null"
-raw "$SRV_PORT" "$(post_req /v1/completions "$body" 1.0)" 1 >"$T_TMP/half10"
+raw "$SRV_PORT" "$(post_req /v1/completions "$body" 1.0)" 1 60 >"$T_TMP/half10"
 check "half-close, non-stream (HTTP/1.0): no interim answer" sh -c "! grep -q ' 100 ' '$T_TMP/half10'"
 check "half-close, non-stream (HTTP/1.0): the whole answer" \
     sh -c "sed -n '/^{/,\$p' '$T_TMP/half10' | jq -s -e 'length == 1 and .[0].usage.completion_tokens == 200' >/dev/null"
 sbody='{"prompt":"hi","max_tokens":200,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}'
-raw "$SRV_PORT" "$(post_req /v1/completions "$sbody")" 1 >"$T_TMP/halfs"
+raw "$SRV_PORT" "$(post_req /v1/completions "$sbody")" 1 60 >"$T_TMP/halfs"
 check_eq "half-close, stream: every token (usage: 200)" "$(grep '^data: {.*"usage":{' "$T_TMP/halfs" |
     tail -n 1 | sed 's/^data: //' | jq -c '.usage.completion_tokens' 2>&1)" "200"
 check "half-close, stream: ends with finish_reason and [DONE]" \
