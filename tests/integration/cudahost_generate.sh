@@ -21,58 +21,42 @@ if [ ! -x "$FH" ]; then
     finish
     exit
 fi
+# same_ids NAME MODEL PROMPT N [ARGS...]: generate N greedy tokens on
+# --device cpu and --device cuda (both through the harness binary); each
+# exits 0, the cuda run went through the harness, and the ids are equal.
+same_ids() {
+    name=$1 model=$2 prompt=$3 n=$4
+    shift 4
+    for d in cpu cuda; do
+        "$FH" generate --model "$model" --prompt "$prompt" -n "$n" --ignore-eos --device "$d" \
+            "$@" >"$T_TMP/$name-$d" 2>"$T_TMP/$name-$d.err"
+        rc=$?
+        check_eq "$name: --device $d: exit status" "$rc" "0"
+        [ "$rc" -eq 0 ] || sed 's/^/    /' "$T_TMP/$name-$d.err" | tail -n 5
+    done
+    check "$name: the harness ran the kernels" grep -q "cuda: cudahost" "$T_TMP/$name-cuda.err"
+    check_eq "$name: greedy ids equal those of --device cpu" \
+        "$(grep '^ids:' "$T_TMP/$name-cuda")" "$(grep '^ids:' "$T_TMP/$name-cpu")"
+}
+
 TINY="$T_TMP/tiny.gguf"
 "$FP4SERVE" synth --preset tiny --seed 5 -o "$TINY" 2>/dev/null
 check_eq "synth tiny: exit status" "$?" "0"
-for q in native mxfp4 nvfp4; do
-    qa=
-    [ "$q" = native ] || qa="--quant $q"
-    # shellcheck disable=SC2086 # qa is empty or two words
-    "$FH" generate --model "$TINY" --prompt "hello world, the harness" -n 10 --ignore-eos \
-        --device cpu $qa >"$T_TMP/cpu-$q" 2>"$T_TMP/cpu-$q.err"
-    # shellcheck disable=SC2086
-    "$FH" generate --model "$TINY" --prompt "hello world, the harness" -n 10 --ignore-eos \
-        --device cuda $qa >"$T_TMP/cuda-$q" 2>"$T_TMP/cuda-$q.err"
-    rc=$?
-    check_eq "$q: --device cuda through the harness: exit status" "$rc" "0"
-    [ "$rc" -eq 0 ] || sed 's/^/    /' "$T_TMP/cuda-$q.err" | tail -n 5
-    check "$q: the harness ran the kernels" grep -q "cuda: cudahost" "$T_TMP/cuda-$q.err"
-    check_eq "$q: greedy ids equal those of --device cpu" \
-        "$(grep '^ids:' "$T_TMP/cuda-$q")" "$(grep '^ids:' "$T_TMP/cpu-$q")"
+same_ids native "$TINY" "hello world, the harness" 10
+for q in mxfp4 nvfp4; do
+    same_ids "$q" "$TINY" "hello world, the harness" 10 --quant "$q"
 done
 for arch in qwen3 qwen3moe; do
     m="$T_TMP/$arch.gguf"
     "$FP4SERVE" synth --arch "$arch" --type nvfp4 -o "$m" 2>/dev/null
     check_eq "synth --arch $arch: exit status" "$?" "0"
-    for d in cpu cuda; do
-        "$FH" generate --model "$m" --prompt "the river ran" -n 8 --ignore-eos --device "$d" \
-            >"$T_TMP/$arch-$d" 2>"$T_TMP/$arch-$d.err"
-        rc=$?
-        check_eq "$arch: --device $d: exit status" "$rc" "0"
-        [ "$rc" -eq 0 ] || sed 's/^/    /' "$T_TMP/$arch-$d.err" | tail -n 5
-    done
-    check "$arch: the harness ran the kernels" grep -q "cuda: cudahost" "$T_TMP/$arch-cuda.err"
-    check_eq "$arch: greedy ids equal those of --device cpu" \
-        "$(grep '^ids:' "$T_TMP/$arch-cuda")" "$(grep '^ids:' "$T_TMP/$arch-cpu")"
+    same_ids "$arch" "$m" "the river ran" 8
 done
 OSS="$T_TMP/gpt-oss.gguf"
 "$FP4SERVE" synth --arch gpt-oss -o "$OSS" 2>/dev/null
 check_eq "synth --arch gpt-oss: exit status" "$?" "0"
-for q in native mxfp4; do
-    qa=
-    [ "$q" = native ] || qa="--quant $q"
-    for d in cpu cuda; do
-        # shellcheck disable=SC2086 # qa is empty or two words
-        "$FH" generate --model "$OSS" --prompt "the river ran" -n 24 --ignore-eos --device "$d" \
-            $qa >"$T_TMP/oss-$q-$d" 2>"$T_TMP/oss-$q-$d.err"
-        rc=$?
-        check_eq "gpt-oss $q: --device $d: exit status" "$rc" "0"
-        [ "$rc" -eq 0 ] || sed 's/^/    /' "$T_TMP/oss-$q-$d.err" | tail -n 5
-    done
-    check "gpt-oss $q: the harness ran the kernels" grep -q "cuda: cudahost" "$T_TMP/oss-$q-cuda.err"
-    check_eq "gpt-oss $q: greedy ids equal those of --device cpu" \
-        "$(grep '^ids:' "$T_TMP/oss-$q-cuda")" "$(grep '^ids:' "$T_TMP/oss-$q-cpu")"
-done
+same_ids "gpt-oss native" "$OSS" "the river ran" 24
+same_ids "gpt-oss mxfp4" "$OSS" "the river ran" 24 --quant mxfp4
 "$FH" generate --model "$TINY" --prompt "hi" -n 2 --device cuda --kv f32 >/dev/null 2>"$T_TMP/err"
 check_eq "--kv f32 on --device cuda: refused (status 5)" "$?" "5"
 check_eq "--kv f32 on --device cuda: one line saying so" "$(cat "$T_TMP/err")" \
